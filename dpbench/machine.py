@@ -1,0 +1,78 @@
+"""Environment facts for saved runs: GPUs, driver, CUDA/NCCL/torch versions, lock-file hash.
+
+Gathered in one place (the suites' machine_info hook and the report both use it) and
+without creating a CUDA context: GPU facts come from NVML, versions from the torch build.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["gpu_inventory", "lock_file_hash", "machine_facts", "LOCK_FILE"]
+
+LOCK_FILE = Path(__file__).resolve().parents[1] / "constraints.txt"
+
+
+def lock_file_hash(path: Path = LOCK_FILE) -> str | None:
+    """sha256 of the constraints file the environment was installed from (None if absent)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpu_inventory() -> dict[str, Any]:
+    """GPU names, UUIDs and memory plus the driver version from NVML; empty without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"gpus": [], "gpu_count": 0, "driver": None, "nvml_error": "nvidia-ml-py not installed"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {"gpus": [], "gpu_count": 0, "driver": None, "nvml_error": _text(exc)}
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpus.append({
+                "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+            })
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        return {"gpus": gpus, "gpu_count": len(gpus), "driver": driver,
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def machine_facts() -> dict[str, Any]:
+    """Everything pytest-benchmark's machine_info leaves out that a dpbench number depends on."""
+    import torch
+
+    import dpbench
+
+    nccl = None
+    if torch.version.cuda:
+        try:
+            # Reads the linked NCCL's version; does not initialise CUDA.
+            version = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        except Exception as exc:  # a CUDA build without NCCL raises from the C extension
+            nccl = f"unavailable ({type(exc).__name__})"
+    facts = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "cpu_count": os.cpu_count(),
+        "dpbench": {"version": dpbench.__version__, "lock_hash": lock_file_hash()},
+    }
+    facts.update(gpu_inventory())
+    return facts
