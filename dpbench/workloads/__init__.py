@@ -1,0 +1,104 @@
+"""Workloads by name: what every strategy trains (model factory, batch factory, loss).
+
+``get_workload(name)`` returns a registered ``Workload``; ``list_workloads()`` the names;
+``register_workload(workload)`` adds a user's own (picklable) workload under ``workload.name``.
+The registered defaults are sized for a small CPU; build other sizes with the factories
+(``mlp_workload(hidden=2048, layers=4)``, ``resnet18_workload(widths=(8, 16, 32, 64))``, …).
+"""
+from __future__ import annotations
+
+import threading
+
+from dpbench.workloads.base import Workload, check_picklable
+from dpbench.workloads.dict_model import dict_model_workload
+from dpbench.workloads.fashion_mnist import fashion_mnist_workload, load_fashion_mnist, read_idx
+from dpbench.workloads.lenet import lenet_workload
+from dpbench.workloads.mlp import mlp_workload
+from dpbench.workloads.resnet import resnet18_workload
+from dpbench.workloads.transformer import transformer_workload
+
+__all__ = [
+    "Workload",
+    "UnknownWorkloadError",
+    "check_picklable",
+    "get_workload",
+    "list_workloads",
+    "register_workload",
+    "unregister_workload",
+    "mlp_workload",
+    "lenet_workload",
+    "resnet18_workload",
+    "transformer_workload",
+    "dict_model_workload",
+    "fashion_mnist_workload",
+    "load_fashion_mnist",
+    "read_idx",
+]
+
+
+class UnknownWorkloadError(KeyError, ValueError):
+    """A workload name that is not registered (catch it as ``KeyError`` or ``ValueError``)."""
+
+    def __str__(self) -> str:
+        # KeyError's str() would wrap the message in quotes; show it as written.
+        return str(self.args[0]) if self.args else ""
+
+
+_REGISTRY: dict[str, Workload] = {}
+_LOCK = threading.Lock()
+
+
+def _unknown(name: str) -> UnknownWorkloadError:
+    return UnknownWorkloadError(f"Unknown workload {name!r}. Available names: {', '.join(list_workloads())}")
+
+
+def list_workloads() -> list[str]:
+    """The registered workload names, sorted."""
+    with _LOCK:
+        return sorted(_REGISTRY)
+
+
+def get_workload(name: str) -> Workload:
+    """The registered ``Workload`` called ``name``; an unknown name lists the available ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"workload name must be a str, got {type(name).__name__} {name!r}")
+    with _LOCK:
+        workload = _REGISTRY.get(name)
+    if workload is None:
+        raise _unknown(name)
+    return workload
+
+
+def register_workload(workload: Workload, *, replace: bool = False) -> Workload:
+    """Register ``workload`` under ``workload.name`` and return it.
+
+    Registering a name that exists raises ``ValueError`` unless ``replace=True``. The workload
+    must be picklable (it is sent to worker processes), checked here so the error comes early.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a dpbench.Workload, got {type(workload).__name__}")
+    if not isinstance(workload.name, str) or not workload.name.strip():
+        raise ValueError(f"workload.name must be a non-empty str, got {workload.name!r}")
+    check_picklable(workload)
+    with _LOCK:
+        if workload.name in _REGISTRY and not replace:
+            raise ValueError(
+                f"A workload named {workload.name!r} is already registered; "
+                "pass replace=True to replace it, or give yours another name"
+            )
+        _REGISTRY[workload.name] = workload
+    return workload
+
+
+def unregister_workload(name: str) -> Workload:
+    """Remove and return the workload registered as ``name`` (``UnknownWorkloadError`` if none)."""
+    with _LOCK:
+        workload = _REGISTRY.pop(name, None)
+    if workload is None:
+        raise _unknown(name)
+    return workload
+
+
+for _default in (mlp_workload(), lenet_workload(), resnet18_workload(), transformer_workload(), dict_model_workload()):
+    register_workload(_default)
+del _default
