@@ -1,0 +1,63 @@
+"""Autograd Functions for the replicate step.
+
+torch's ``Broadcast`` refuses CPU tensors ("Broadcast function not implemented for CPU
+tensors"); ours copies with ``Tensor.to`` so it works on CPU, between GPUs and for targets
+equal to the source. Scatter and gather need no Function of their own: they are built from
+differentiable ops (``narrow``, ``to``, ``cat``/``stack``), which autograd already handles on
+every device and to any order (see ``scatter_gather.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch.autograd import Function
+
+__all__ = ["Broadcast"]
+
+
+class Broadcast(Function):
+    """``Broadcast.apply(devices, *tensors)`` → one copy of every tensor per target device.
+
+    Output ``k * len(tensors) + i`` is tensor ``i`` on ``devices[k]``. A target equal to the
+    tensor's own device gets the tensor itself back, which autograd turns into a view: it
+    shares storage with the original (torch's guarantee for replica 0) and costs no copy.
+    Backward sums the gradients of all copies onto each tensor's device, which is how every
+    replica's gradient ends up in the original parameter's ``.grad``.
+    """
+
+    @staticmethod
+    def forward(ctx, devices: Sequence[torch.device], *tensors: torch.Tensor):  # type: ignore[override]
+        # Replicas that do not use a parameter produce no gradient for it: skip them in
+        # backward instead of materialising zeros per replica.
+        ctx.set_materialize_grads(False)
+        ctx.num_tensors = len(tensors)
+        ctx.source_devices = [t.device for t in tensors]
+        outputs = []
+        for device in devices:
+            for t in tensors:
+                outputs.append(t if t.device == device else t.to(device, copy=True))
+        # Copies of tensors that do not require grad must not require grad either (buffers).
+        frozen = [
+            outputs[k * len(tensors) + i]
+            for k in range(len(devices))
+            for i, needs in enumerate(ctx.needs_input_grad[1:])
+            if not needs
+        ]
+        ctx.mark_non_differentiable(*frozen)
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor | None):  # type: ignore[override]
+        n = ctx.num_tensors
+        summed: list[torch.Tensor | None] = []
+        for i, device in enumerate(ctx.source_devices):
+            total = None
+            # Plain differentiable ops (to, +) keep double backward working.
+            for g in grads[i::n]:
+                if g is None:
+                    continue
+                g = g.to(device)
+                total = g if total is None else total + g
+            summed.append(total)
+        return (None, *summed)
