@@ -22,7 +22,7 @@ _LAZY = {
     "Workload": "dpbench.workloads",
     "get_workload": "dpbench.workloads",
     "list_workloads": "dpbench.workloads",
-    "launch": "dpbench.launch",
+    "launch": "dpbench.launcher",
     "list_strategies": "dpbench.strategies",
 }
 

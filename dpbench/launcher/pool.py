@@ -1,0 +1,418 @@
+"""WorkerPool: spawned worker processes with torch.distributed set up, driven from the parent.
+
+The parent sends each rank a picklable function; every rank runs it and sends back its
+result. Messages cross a ``multiprocessing`` pipe as standard-pickle bytes (tensors are
+copied, never shared through file descriptors, so a dying worker cannot leave the parent
+holding a dangling shared-memory handle).
+
+Failure handling, all on the parent side:
+
+* a rank that raises → :class:`WorkerError` naming the rank, with the worker's traceback;
+* a rank that dies (segfault, SIGKILL, ``os._exit``) → :class:`WorkerError` with its exit code;
+* no word from a rank for ``timeout`` seconds → :class:`WorkerTimeoutError`;
+* ``KeyboardInterrupt`` (or any exception) while waiting → the workers are stopped, then it
+  propagates.
+
+After any of these the pool is closed: collective state is unknown once a rank failed, so
+the only safe continuation is a fresh pool. ``close()`` asks politely, then terminates,
+then kills; it is idempotent.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+__all__ = [
+    "WorkerPool",
+    "WorkerContext",
+    "WorkerError",
+    "WorkerTimeoutError",
+    "available_cores",
+    "default_threads",
+]
+
+# Spawning imports torch in every child; on a busy machine that alone can take many
+# seconds, so start-up gets at least this long regardless of the (per-call) ``timeout``.
+_MIN_START_SECONDS = 60.0
+# After a polite "close", how long a worker gets to tear down its process group and exit.
+_CLOSE_GRACE_SECONDS = 5.0
+# After the first failure, how long to listen for other ranks' failures so the error
+# reports every rank that went wrong, not just the fastest to complain.
+_FAILURE_GRACE_SECONDS = 0.5
+
+
+class WorkerError(RuntimeError):
+    """A worker rank raised, died or stopped answering.
+
+    ``rank`` is the first failing rank, ``failures`` maps every failing rank to its
+    traceback (or a description of how it died).
+    """
+
+    def __init__(self, message: str, *, rank: int, failures: dict[int, str]):
+        super().__init__(message)
+        self.rank = rank
+        self.failures = failures
+
+    @property
+    def worker_traceback(self) -> str:
+        return self.failures.get(self.rank, "")
+
+
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """No message from one or more ranks within the timeout."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (affinity-aware where the OS exposes it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not every platform has sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+def default_threads(concurrent_workers: int) -> int:
+    """Intra-op threads per worker so that workers × threads ≤ cores (at least 1)."""
+    return max(1, available_cores() // max(1, concurrent_workers))
+
+
+@dataclass
+class WorkerContext:
+    """What a function run by :meth:`WorkerPool.run` receives as its first argument.
+
+    ``state`` is a dict that lives in the worker between calls (a trainer keeps its model
+    there). ``heartbeat()`` tells the parent this rank is still making progress, which
+    restarts its timeout — call it between units of work in long functions.
+    """
+
+    rank: int
+    world_size: int
+    device: Any  # torch.device; typed loosely so this module imports without torch
+    backend: str | None
+    group: Any = None
+    state: dict[str, Any] = field(default_factory=dict)
+    _conn: Connection | None = field(default=None, repr=False)
+
+    def heartbeat(self) -> None:
+        if self._conn is not None:
+            self._conn.send_bytes(pickle.dumps(("alive", None)))
+
+
+@dataclass(frozen=True)
+class _WorkerConfig:
+    world_size: int
+    device_type: str
+    backend: str | None
+    store_path: str
+    timeout: float
+    threads: int | None
+
+
+def _worker_device(rank: int, device_type: str):
+    import torch
+
+    if device_type == "cuda":
+        index = rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
+    # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
+    # whole process group must not make ranks die half-way through a collective.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
+    try:
+        if sys.platform.startswith("linux"):
+            # Gloo's pairwise connections stay on loopback; a user setting wins.
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import torch
+        import torch.distributed as dist
+
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        device = _worker_device(rank, config.device_type)
+        group = None
+        if config.backend is not None:
+            store = dist.FileStore(config.store_path, config.world_size)
+            dist.init_process_group(
+                config.backend,
+                store=store,
+                rank=rank,
+                world_size=config.world_size,
+                # Collectives give up on their own too, so a rank never blocks forever even
+                # if the parent is gone.
+                timeout=timedelta(seconds=config.timeout),
+            )
+            group = dist.group.WORLD
+        ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)
+        send(("ready", os.getpid()))
+    except BaseException:
+        send(("error", traceback.format_exc()))
+        return
+    try:
+        while True:
+            try:
+                message = pickle.loads(conn.recv_bytes())
+            except EOFError:  # parent went away: nothing left to serve
+                return
+            if message[0] == "close":
+                return
+            _, fn, args, kwargs = message
+            try:
+                result = fn(ctx, *args, **kwargs)
+            except BaseException:
+                send(("error", traceback.format_exc()))
+                continue
+            send(("result", result))
+    finally:
+        if config.backend is not None:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+class WorkerPool:
+    """``world_size`` spawned worker processes that run functions on every rank.
+
+    ``device``: "cpu" or "cuda" (rank r uses ``cuda:r % device_count``). ``backend``: the
+    torch.distributed backend; None picks "gloo" on CPU, "nccl" on CUDA when every rank
+    has its own GPU, else "gloo". ``process_group=False`` starts workers without
+    torch.distributed (``ctx.group`` is None). ``timeout``: seconds a rank may stay silent
+    during a call (and the collective timeout inside workers). ``threads_per_worker``: the
+    ``torch.set_num_threads`` of every worker; None → cores // world_size (at least 1).
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        *,
+        device: str = "cpu",
+        backend: str | None = None,
+        timeout: float = 60.0,
+        threads_per_worker: int | None = None,
+        process_group: bool = True,
+    ):
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if threads_per_worker is not None and (
+            not isinstance(threads_per_worker, int) or threads_per_worker < 1
+        ):
+            raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
+        if device == "cuda":
+            _require_cuda()
+        self.world_size = world_size
+        self.device = device
+        self.backend = _pick_backend(device, world_size, backend) if process_group else None
+        self.timeout = float(timeout)
+        self.threads_per_worker = (
+            threads_per_worker if threads_per_worker is not None else default_threads(world_size)
+        )
+        self._procs: list[Any] = []
+        self._conns: list[Connection] = []
+        self._tmpdir: str | None = None
+        self._closed = False
+        self._start()
+
+    # -- lifecycle -----------------------------------------------------------------
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        # The FileStore lives in a private temp dir: no TCP port for rendezvous at all.
+        self._tmpdir = tempfile.mkdtemp(prefix="dpbench-rdzv-")
+        config = _WorkerConfig(
+            world_size=self.world_size,
+            device_type=self.device,
+            backend=self.backend,
+            store_path=os.path.join(self._tmpdir, "store"),
+            timeout=self.timeout,
+            threads=self.threads_per_worker,
+        )
+        try:
+            for rank in range(self.world_size):
+                parent_conn, child_conn = ctx.Pipe(duplex=True)
+                proc = ctx.Process(
+                    target=_worker_main,
+                    args=(rank, child_conn, config),
+                    name=f"dpbench-rank{rank}",
+                    daemon=True,  # dies with the parent even if close() is never reached
+                )
+                proc.start()
+                child_conn.close()  # the child's end lives in the child only, so EOF is seen
+                self._procs.append(proc)
+                self._conns.append(parent_conn)
+            self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop every worker (politely, then SIGTERM, then SIGKILL); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for conn in self._conns:
+            try:
+                conn.send_bytes(pickle.dumps(("close",)))
+            except (OSError, ValueError):  # worker already gone / pipe broken
+                pass
+        deadline = time.monotonic() + _CLOSE_GRACE_SECONDS
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self._procs:
+            proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # last resort; close() is the real API
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self._procs]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- calls ---------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Run ``fn(ctx, *args, **kwargs)`` on every rank; return the results by rank."""
+        if self._closed:
+            raise RuntimeError("this WorkerPool is closed (after close() or a worker failure); start a new one")
+        try:
+            payload = pickle.dumps(("call", fn, args, kwargs))
+        except Exception as exc:
+            raise TypeError(
+                f"fn and its arguments must be picklable to reach the workers "
+                f"({type(exc).__name__}: {exc}); use module-level functions"
+            ) from exc
+        try:
+            for rank, conn in enumerate(self._conns):
+                try:
+                    conn.send_bytes(payload)
+                except (OSError, ValueError):
+                    pass  # a dead rank is reported by _collect through its exit code
+            return self._collect("result", timeout=self.timeout)
+        except BaseException:
+            # Includes KeyboardInterrupt: never leave workers behind.
+            self.close()
+            raise
+
+    def _collect(self, kind: str, *, timeout: float) -> list[Any]:
+        """Wait until every rank sent ``kind``; raise on errors, deaths and silence."""
+        results: dict[int, Any] = {}
+        failures: dict[int, str] = {}
+        last_heard = {rank: time.monotonic() for rank in range(self.world_size)}
+        first_failure_at: float | None = None
+        by_conn = {conn: rank for rank, conn in enumerate(self._conns)}
+        by_sentinel = {proc.sentinel: rank for rank, proc in enumerate(self._procs)}
+        while len(results) < self.world_size:
+            now = time.monotonic()
+            if first_failure_at is not None:
+                if now - first_failure_at >= _FAILURE_GRACE_SECONDS:
+                    break
+                wait_for = first_failure_at + _FAILURE_GRACE_SECONDS - now
+            else:
+                pending = [r for r in range(self.world_size) if r not in results]
+                silent = [r for r in pending if now - last_heard[r] >= timeout]
+                if silent:
+                    self._raise_timeout(silent, timeout)
+                wait_for = min(last_heard[r] + timeout for r in pending) - now
+            pending_conns = [c for c, r in by_conn.items() if r not in results and r not in failures]
+            pending_sentinels = [s for s, r in by_sentinel.items() if r not in results and r not in failures]
+            for ready in wait(pending_conns + pending_sentinels, timeout=max(0.0, wait_for)):
+                if ready in by_conn:
+                    rank = by_conn[ready]
+                    try:
+                        tag, value = pickle.loads(ready.recv_bytes())
+                    except (EOFError, OSError):
+                        continue  # the sentinel reports the death with its exit code
+                    last_heard[rank] = time.monotonic()
+                    if tag == kind:
+                        results[rank] = value
+                    elif tag == "error":
+                        failures[rank] = value
+                else:
+                    rank = by_sentinel[ready]
+                    if rank not in failures and rank not in results:
+                        proc = self._procs[rank]
+                        proc.join(0.1)
+                        failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}"
+                if failures and first_failure_at is None:
+                    first_failure_at = time.monotonic()
+        if failures:
+            first = next(iter(failures))  # dicts keep insertion order: the earliest failure
+            details = "\n".join(f"--- rank {r} ---\n{tb.rstrip()}" for r, tb in sorted(failures.items()))
+            ranks = ", ".join(str(r) for r in sorted(failures))
+            raise WorkerError(
+                f"worker rank {ranks} failed (world_size={self.world_size}):\n{details}",
+                rank=first,
+                failures=failures,
+            )
+        return [results[rank] for rank in range(self.world_size)]
+
+    def _raise_timeout(self, silent: list[int], timeout: float) -> None:
+        ranks = ", ".join(str(r) for r in silent)
+        raise WorkerTimeoutError(
+            f"no message from worker rank {ranks} for {timeout:g} s (timeout); the workers were "
+            f"stopped. Raise `timeout` if a single step legitimately takes this long.",
+            rank=silent[0],
+            failures={r: f"silent for {timeout:g} s" for r in silent},
+        )
+
+
+def _require_cuda() -> None:
+    import torch
+
+    # torch.cuda.is_available() queries the driver without creating a CUDA context, so
+    # the parent stays free of CUDA state.
+    if not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was requested but torch.cuda.is_available() is False")
+
+
+def _pick_backend(device: str, world_size: int, backend: str | None) -> str:
+    if backend is not None:
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be None, 'gloo' or 'nccl', got {backend!r}")
+        if backend == "nccl" and device != "cuda":
+            raise ValueError("backend='nccl' needs device='cuda'")
+        return backend
+    if device == "cuda":
+        import torch
+
+        # NCCL cannot run two ranks on one GPU; gloo can.
+        return "nccl" if world_size <= torch.cuda.device_count() else "gloo"
+    return "gloo"

@@ -1,0 +1,211 @@
+"""``dpbench.launch``: validate, start the workers once, and drive training steps in them.
+
+Every strategy runs in spawned workers, so the calling process (pytest, a notebook) never
+initialises CUDA: multi-process strategies (ddp, allreduce) get one process per rank;
+in-process ones (single, dp, manual, torch-dp) get one worker process holding all replicas.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from dpbench.launcher.pool import WorkerPool, default_threads
+from dpbench.stats import StepStats
+
+__all__ = ["launch", "Run"]
+
+
+def launch(
+    strategy: str,
+    workload: Any,
+    *,
+    world_size: int = 1,
+    global_batch: int = 64,
+    device: str = "cpu",
+    seed: int = 0,
+    lr: float = 0.1,
+    timeout: float = 60.0,
+    threads_per_worker: int | None = None,
+    **options: Any,
+) -> "Run":
+    """Start ``strategy`` training ``workload``; return a :class:`Run` (also a context manager).
+
+    ``workload`` is a registered name or a :class:`dpbench.Workload`. ``options`` are the
+    strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
+    arguments are checked before any process starts.
+    """
+    from dpbench.strategies import get_strategy
+    from dpbench.strategies.base import RunSpec
+    from dpbench.workloads.base import Workload, check_picklable
+
+    strategy_cls = get_strategy(strategy)
+    workload = _resolve_workload(workload, Workload)
+    _check_int("world_size", world_size, minimum=1)
+    _check_int("global_batch", global_batch, minimum=1)
+    if global_batch < world_size:
+        raise ValueError(
+            f"global_batch must be >= world_size so every replica gets at least one sample, "
+            f"got global_batch={global_batch} with world_size={world_size}"
+        )
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # queries the driver; creates no CUDA context here
+            raise RuntimeError("device='cuda' was requested but torch.cuda.is_available() is False")
+    _check_int("seed", seed, minimum=0)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if threads_per_worker is not None:
+        _check_int("threads_per_worker", threads_per_worker, minimum=1)
+    resolved = strategy_cls.resolve_options(
+        dict(options), device=device, world_size=world_size, global_batch=global_batch
+    )
+    placement = strategy_cls.placement(world_size=world_size, device=device, options=resolved)
+    check_picklable(workload)
+    threads = threads_per_worker or default_threads(placement.concurrent_replicas)
+    spec = RunSpec(
+        strategy=strategy_cls.name,
+        options=resolved,
+        world_size=world_size,
+        global_batch=global_batch,
+        per_replica_batch=tuple(strategy_cls.per_replica_batch(global_batch, world_size, resolved)),
+        device_type=device,
+        devices=placement.devices,
+        backend=placement.backend,
+        seed=int(seed),
+        lr=float(lr),
+        threads_per_worker=threads,
+    )
+    return Run(spec, workload, placement=placement, timeout=float(timeout))
+
+
+class Run:
+    """A started training run: workers are up and the model is built, nothing is timed yet."""
+
+    def __init__(self, spec: Any, workload: Any, *, placement: Any, timeout: float):
+        self.spec = spec
+        self.workload = workload
+        self._pool: WorkerPool | None = None
+        self._pool = WorkerPool(
+            placement.processes,
+            device=spec.device_type,
+            backend=placement.backend,
+            timeout=timeout,
+            threads_per_worker=spec.threads_per_worker,
+            process_group=placement.backend is not None,
+        )
+        try:
+            self._pool.run(_setup_worker, spec, workload)
+        except BaseException:
+            self.close()
+            raise
+        self.info: dict[str, Any] = {
+            "strategy": spec.strategy,
+            "options": dict(spec.options),
+            "workload": workload.name,
+            "world_size": spec.world_size,
+            "device_type": spec.device_type,
+            "backend": spec.backend,
+            "global_batch": spec.global_batch,
+            "per_replica_batch": list(spec.per_replica_batch),
+            "threads_per_worker": spec.threads_per_worker,
+            "seed": spec.seed,
+            "lr": spec.lr,
+            "devices": list(spec.devices),
+            "processes": placement.processes,
+            "timeout": timeout,
+        }
+
+    @property
+    def pids(self) -> list[int]:
+        return [] if self._pool is None else self._pool.pids
+
+    def step(self, k: int = 1) -> StepStats:
+        """Run ``k`` training steps in the workers and return their synchronised measurements."""
+        _check_int("k", k, minimum=1)
+        per_rank = self._live_pool().run(_steps_worker, k)
+        # The slowest rank sets the pace of a synchronous step.
+        step_times = [max(times) for times in zip(*(r["times"] for r in per_rank))]
+        # Each rank sent (n_local / N) * local mean loss: the sum is the global-batch mean.
+        losses = [sum(parts) for parts in zip(*(r["loss_parts"] for r in per_rank))]
+        phase_names = sorted({name for r in per_rank for name in r["phases"]})
+        phases = {
+            name: sum(r["phases"].get(name, 0.0) for r in per_rank) / len(per_rank) for name in phase_names
+        }
+        memory: dict[str, int] = {}
+        for r in per_rank:
+            for label, peak in r["memory"].items():
+                # Ranks sharing one GPU each hold their own allocations on it.
+                memory[label] = memory.get(label, 0) + peak
+        return StepStats(
+            step_times=step_times,
+            global_batch=self.spec.global_batch,
+            losses=losses,
+            phases=phases,
+            peak_memory_bytes=memory,
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        """``{name: CPU tensor}`` of the trained model on rank 0 / replica 0."""
+        return self._live_pool().run(_parameters_worker)[0]
+
+    def close(self) -> None:
+        """Stop the workers; idempotent, safe after a failure."""
+        if self._pool is not None:
+            self._pool.close()
+
+    def _live_pool(self) -> WorkerPool:
+        if self._pool is None or self._pool.closed:
+            raise RuntimeError("this Run is closed (after close() or a worker failure); launch a new one")
+        return self._pool
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Run(strategy={self.spec.strategy!r}, workload={self.workload.name!r}, "
+                f"world_size={self.spec.world_size}, device={self.spec.device_type!r})")
+
+
+# -- worker-side entry points (module-level so they pickle by reference) -----------------
+def _setup_worker(ctx: Any, spec: Any, workload: Any) -> None:
+    from dpbench.strategies import get_strategy
+
+    trainer = get_strategy(spec.strategy)(spec, workload, ctx)
+    trainer.setup()
+    ctx.state["trainer"] = trainer
+
+
+def _steps_worker(ctx: Any, k: int) -> dict[str, Any]:
+    return ctx.state["trainer"].run_steps(k, heartbeat=ctx.heartbeat)
+
+
+def _parameters_worker(ctx: Any) -> dict[str, Any] | None:
+    # Only rank 0 ships its tensors; the others would send identical copies.
+    return ctx.state["trainer"].parameters() if ctx.rank == 0 else None
+
+
+def _resolve_workload(workload: Any, workload_cls: type) -> Any:
+    if isinstance(workload, workload_cls):
+        return workload
+    if isinstance(workload, str):
+        from dpbench.workloads import get_workload
+
+        return get_workload(workload)
+    raise TypeError(
+        f"workload must be a registered workload name (str) or a dpbench.Workload, "
+        f"got {type(workload).__name__}"
+    )
+
+
+def _check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+

@@ -1,0 +1,39 @@
+"""Strategy registry: one file per strategy, looked up by its stable name (see ``dpbench.schema.StrategyName``)."""
+from __future__ import annotations
+
+from dpbench.strategies.base import Placement, RunSpec, Strategy, StrategyUnavailable
+
+__all__ = [
+    "Strategy",
+    "StrategyUnavailable",
+    "Placement",
+    "RunSpec",
+    "get_strategy",
+    "list_strategies",
+]
+
+# name -> "module:Class"; imported on first use so listing names stays cheap.
+_REGISTRY = {
+    "single": "dpbench.strategies.single:Single",
+    "dp": "dpbench.strategies.dp:DP",
+    "torch-dp": "dpbench.strategies.torch_dp:TorchDP",
+    "ddp": "dpbench.strategies.ddp:DDP",
+    "manual": "dpbench.strategies.manual:Manual",
+    "allreduce": "dpbench.strategies.allreduce:AllReduce",
+}
+
+
+def list_strategies() -> list[str]:
+    """The registered strategy names, in the order results list them."""
+    return list(_REGISTRY)
+
+
+def get_strategy(name: str) -> type[Strategy]:
+    """The :class:`Strategy` subclass registered as ``name``."""
+    import importlib
+
+    target = _REGISTRY.get(name) if isinstance(name, str) else None
+    if target is None:
+        raise ValueError(f"Unknown strategy {name!r}. Available names: {', '.join(_REGISTRY)}")
+    module_name, class_name = target.split(":")
+    return getattr(importlib.import_module(module_name), class_name)

@@ -1,0 +1,164 @@
+"""``ddp``: ``torch.nn.parallel.DistributedDataParallel``, one process per replica."""
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Any
+
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies.base import (
+    Placement,
+    Strategy,
+    StrategyUnavailable,
+    call_model,
+    split_sizes,
+    take_slice,
+    to_device,
+)
+
+__all__ = ["DDP", "COMM_HOOKS"]
+
+COMM_HOOKS = ("fp16", "bf16", "powersgd")
+_BOOL_OPTIONS = ("gradient_as_bucket_view", "static_graph", "find_unused_parameters",
+                 "broadcast_buffers", "sync_batchnorm")
+
+
+class DDP(Strategy):
+    """DistributedDataParallel: gloo on CPU, nccl on CUDA (gloo when ranks share a GPU).
+
+    Options (passed to DDP unchanged unless noted): ``bucket_cap_mb`` (None = DDP's 25),
+    ``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``,
+    ``broadcast_buffers``; ``sync_batchnorm`` converts BatchNorm layers with
+    ``nn.SyncBatchNorm.convert_sync_batchnorm`` (CUDA only: torch rejects CPU input);
+    ``comm_hook`` in ``"fp16"``/``"bf16"`` (compress gradients before the allreduce, from
+    ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``) or ``"powersgd"``
+    (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
+    each rank's slice into that many micro-batches, all but the last under ``no_sync()``.
+
+    BatchNorm: each rank normalises with the statistics of its own slice; with
+    ``broadcast_buffers=True`` (default) rank 0's running statistics are broadcast to all
+    ranks at every forward, so the trained model carries rank 0's running stats. With
+    ``sync_batchnorm=True`` statistics are over the global batch, as in ``single``.
+    Phases: forward (incl. loss), backward (incl. DDP's overlapped allreduce), optimizer.
+    """
+
+    name = StrategyName.DDP.value
+    multiprocess = True
+    option_defaults = {
+        "bucket_cap_mb": None,
+        "gradient_as_bucket_view": False,
+        "static_graph": False,
+        "find_unused_parameters": False,
+        "broadcast_buffers": True,
+        "sync_batchnorm": False,
+        "comm_hook": None,
+        "accumulation_steps": 1,
+    }
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
+                      global_batch: int) -> None:
+        cap = options["bucket_cap_mb"]
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Real) or cap <= 0):
+            raise ValueError(f"ddp option bucket_cap_mb must be None or a positive number, got {cap!r}")
+        for key in _BOOL_OPTIONS:
+            if not isinstance(options[key], bool):
+                raise ValueError(f"ddp option {key} must be True or False, got {options[key]!r}")
+        hook = options["comm_hook"]
+        if hook is not None and hook not in COMM_HOOKS:
+            raise ValueError(f"ddp option comm_hook must be None or one of {', '.join(COMM_HOOKS)}, got {hook!r}")
+        steps = options["accumulation_steps"]
+        smallest = global_batch // world_size
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= smallest:
+            raise ValueError(
+                f"ddp option accumulation_steps must be an int between 1 and the smallest per-rank "
+                f"batch ({smallest}), got {steps!r}"
+            )
+        if options["sync_batchnorm"] and device != "cuda":
+            raise StrategyUnavailable("ddp option sync_batchnorm needs device='cuda': torch's SyncBatchNorm rejects CPU input")
+
+    @classmethod
+    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+        if device == "cuda":
+            import torch
+
+            count = torch.cuda.device_count()
+            # NCCL cannot put two ranks on one GPU; gloo can (and is then the only choice).
+            backend = "nccl" if world_size <= count else "gloo"
+            devices = tuple(f"cuda:{r % count}" for r in range(world_size))
+        else:
+            backend, devices = "gloo", ("cpu",) * world_size
+        return Placement(processes=world_size, backend=backend, devices=devices, concurrent_replicas=world_size)
+
+    def setup(self) -> None:
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        opts = self.spec.options
+        self.device = self.ctx.device
+        model = self.build_model()
+        if opts["sync_batchnorm"]:
+            model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model = model.to(self.device)
+        kwargs: dict[str, Any] = {
+            "gradient_as_bucket_view": opts["gradient_as_bucket_view"],
+            "static_graph": opts["static_graph"],
+            "find_unused_parameters": opts["find_unused_parameters"],
+        }
+        if not opts["broadcast_buffers"]:
+            # Passed only when off: torch 2.13 deprecates the name in favour of
+            # forward_sync_buffers but still recommends it for "no buffer sync" (the default
+            # True is DDP's own default, so leaving it out keeps older torch working too).
+            kwargs["broadcast_buffers"] = False
+        if opts["bucket_cap_mb"] is not None:
+            kwargs["bucket_cap_mb"] = opts["bucket_cap_mb"]
+        if self.device.type == "cuda":
+            kwargs["device_ids"] = [self.device.index]
+        self.ddp = DistributedDataParallel(model, process_group=self.ctx.group, **kwargs)
+        self._register_hook(opts["comm_hook"])
+        self.optimizer = self.make_optimizer(self.ddp.parameters())
+        self._micro = opts["accumulation_steps"]
+
+    def _register_hook(self, hook: str | None) -> None:
+        if hook is None:
+            return
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+        if hook == "fp16":
+            self.ddp.register_comm_hook(self.ctx.group, default_hooks.fp16_compress_hook)
+        elif hook == "bf16":
+            self.ddp.register_comm_hook(self.ctx.group, default_hooks.bf16_compress_hook)
+        else:
+            state = powerSGD_hook.PowerSGDState(
+                process_group=self.ctx.group, matrix_approximation_rank=1, start_powerSGD_iter=2
+            )
+            self.ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+    def train_step(self, inputs: Any, target: Any) -> Any:
+        n_local = self.spec.per_replica_batch[self.rank]
+        # Weight so that DDP's mean over ranks equals the global-batch mean (uneven splits).
+        weight = self.loss_weight()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        start = 0
+        sizes = split_sizes(n_local, self._micro)
+        for index, size in enumerate(sizes):
+            last = index == len(sizes) - 1
+            x = to_device(take_slice(inputs, start, size), self.device)
+            y = to_device(take_slice(target, start, size), self.device)
+            start += size
+            # Micro-batches before the last accumulate locally; the last one's backward
+            # triggers the allreduce of the accumulated gradient.
+            sync_context = contextlib.nullcontext() if last else self.ddp.no_sync()
+            with sync_context:
+                with self.phases(Phase.FORWARD):
+                    loss = self.workload.loss(call_model(self.ddp, x), y)
+                with self.phases(Phase.BACKWARD):
+                    (loss * (weight * size / n_local)).backward()
+            total = total + loss.detach() * (size / n_local)
+        with self.phases(Phase.OPTIMIZER):
+            self.optimizer.step()
+        return total
+
+    def module(self) -> Any:
+        return self.ddp.module
