@@ -1,0 +1,32 @@
+"""Resource sampler: GPU utilization, memory, power and clocks through NVML, and CPU and
+per-process memory through psutil, recorded by a background thread while a benchmark runs.
+
+Torch-free on purpose: it runs in processes that never touch torch, and it must never
+create a CUDA context (device mapping goes through NVML and ``CUDA_VISIBLE_DEVICES``).
+"""
+from __future__ import annotations
+
+from .base import BACKENDS, ResourceSampler
+from .errors import SamplerWarning
+from .nvml import UTILIZATION_CAVEAT
+from .timeline import (
+    MARK_DEVICE,
+    METRIC_COLUMNS,
+    SYSTEM_DEVICE,
+    TIMELINE_COLUMNS,
+    read_timeline,
+    summarize_devices,
+)
+
+__all__ = [
+    "ResourceSampler",
+    "SamplerWarning",
+    "BACKENDS",
+    "UTILIZATION_CAVEAT",
+    "TIMELINE_COLUMNS",
+    "METRIC_COLUMNS",
+    "SYSTEM_DEVICE",
+    "MARK_DEVICE",
+    "read_timeline",
+    "summarize_devices",
+]
