@@ -1,0 +1,65 @@
+"""The ``dpbench`` console script.
+
+Subcommands register themselves: each entry of ``SUBCOMMANDS`` is a function that adds one
+parser to argparse's subparsers and sets ``handler`` (``Namespace -> int``, the exit code)
+as its default. To add a subcommand, write such a function and append it here.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from dpbench import __version__
+from dpbench.report.commands import register_compare, register_report
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare]
+
+# Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.
+EXIT_INPUT, EXIT_INTERNAL = 2, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpbench", description="Benchmark data-parallel training strategies.")
+    parser.add_argument("--version", action="version", version=f"dpbench {__version__}")
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback of an internal error")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in SUBCOMMANDS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse exits on --help, --version and usage errors
+        return int(e.code or 0) if not isinstance(e.code, str) else EXIT_INPUT
+    # Imported here: it pulls in pandas, which --help does not need.
+    from dpbench.report.load import ResultsError
+
+    prog = f"dpbench {args.command}"
+    try:
+        return args.handler(args)
+    except ResultsError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except OSError as e:  # an output file that cannot be written, a directory that vanished
+        target = f" {e.filename}" if e.filename else ""
+        print(f"{prog}: error:{target}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if args.traceback:
+            raise
+        print(f"{prog}: internal error: {type(e).__name__}: {e} (rerun with --traceback and report it)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

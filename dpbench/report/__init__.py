@@ -1,0 +1,47 @@
+"""dpbench.report: load saved runs, render the HTML report, and gate regressions.
+
+Never imports torch. Names are loaded lazily so ``dpbench --help`` stays fast (pandas and
+matplotlib are only imported when a report or comparison is actually made).
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = [
+    "Comparison",
+    "ResultsError",
+    "Run",
+    "compare_frames",
+    "compare_runs",
+    "load_runs",
+    "mann_whitney_u",
+    "read_run",
+    "render_report",
+    "resolve_runs",
+    "write_report",
+]
+
+_LAZY = {
+    "Comparison": "dpbench.report.compare",
+    "compare_frames": "dpbench.report.compare",
+    "compare_runs": "dpbench.report.compare",
+    "ResultsError": "dpbench.report.load",
+    "Run": "dpbench.report.load",
+    "load_runs": "dpbench.report.load",
+    "read_run": "dpbench.report.load",
+    "resolve_runs": "dpbench.report.load",
+    "mann_whitney_u": "dpbench.report.stats",
+    "render_report": "dpbench.report.html",
+    "write_report": "dpbench.report.html",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpbench.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
