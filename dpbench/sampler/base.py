@@ -102,7 +102,13 @@ class ResourceSampler:
     # -- lifecycle ---------------------------------------------------------------------
     @property
     def running(self) -> bool:
+        """True between start() and stop()."""
         return self._thread is not None
+
+    @property
+    def sampling(self) -> bool:
+        """True while the sampling thread is alive (it ends early after repeated failures)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> "ResourceSampler":
         """Begin a new recording (any previous one is discarded)."""
@@ -126,6 +132,9 @@ class ResourceSampler:
 
     def stop(self) -> None:
         """Stop sampling and wait for the thread (at most ``join_timeout`` s). Idempotent."""
+        self._stop(warn_stacklevel=3)
+
+    def _stop(self, warn_stacklevel: int) -> None:
         thread, rec, backend = self._thread, self._recording, self._backend
         if thread is None:
             return
@@ -154,14 +163,14 @@ class ResourceSampler:
                     f"resource sampler recorded {len(messages)} error(s); first: {messages[0]} "
                     "(all in summary()['errors'])"
                 ),
-                stacklevel=2,
+                stacklevel=warn_stacklevel,  # point at the caller's stop() / with
             )
 
     def __enter__(self) -> "ResourceSampler":
         return self.start()
 
     def __exit__(self, *exc_info) -> None:
-        self.stop()  # also on an exception in the block; the exception then propagates
+        self._stop(warn_stacklevel=3)  # also on an exception in the block; the exception then propagates
 
     def __del__(self) -> None:
         rec = getattr(self, "_recording", None)
