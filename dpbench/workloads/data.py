@@ -125,7 +125,8 @@ def dict_image_batch(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``image_batch`` shaped for models whose forward takes ``(x, y)``: ``((x, y), y)``."""
     x, y = image_batch(step, global_batch, seed, noise=noise, num_classes=num_classes)
-    return (x, y), y
+    # The target is its own tensor, so nothing done to the inputs in place can reach it.
+    return (x, y), y.clone()
 
 
 def _check_noise(noise: Any) -> float:
