@@ -24,6 +24,7 @@ __all__ = [
     "Comparison",
     "compare_frames",
     "compare_runs",
+    "display_names",
     "machine_mismatches",
     "parse_threshold",
     "to_github_action_benchmark",
@@ -189,8 +190,18 @@ def _p(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.2g}"
 
 
+def display_names(names: list[str]) -> dict[str, str]:
+    """Full pytest names → the test id alone (``test_x[case]``) wherever that stays unique."""
+    short = {n: n.rsplit("::", 1)[-1] for n in names}
+    counts: dict[str, int] = {}
+    for s in short.values():
+        counts[s] = counts.get(s, 0) + 1
+    return {n: (s if counts[s] == 1 else n) for n, s in short.items()}
+
+
 def _rows(cmp: Comparison) -> list[list[str]]:
-    return [[b.name, fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s), fmt_ratio(b.ratio),
+    names = display_names([b.name for b in cmp.benchmarks])
+    return [[names[b.name], fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s), fmt_ratio(b.ratio),
              _p(b.p_value), b.status.upper() if b.status == REGRESSED else b.status] for b in cmp.benchmarks]
 
 
@@ -201,7 +212,8 @@ def _verdict(cmp: Comparison) -> str:
     n = len(cmp.regressions)
     rule = f"slower by > {cmp.threshold:.1%} with p < {cmp.alpha:g}"
     if n:
-        names = ", ".join(b.name for b in cmp.regressions)
+        short = display_names([b.name for b in cmp.benchmarks])
+        names = ", ".join(short[b.name] for b in cmp.regressions)
         return f"{n} regression{'s' if n > 1 else ''} ({rule}): {names}"
     return f"no regressions ({rule}) in {sum(b.status in (REGRESSED, IMPROVED, UNCHANGED) for b in cmp.benchmarks)} compared benchmarks"
 

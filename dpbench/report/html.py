@@ -13,7 +13,7 @@ import pandas as pd
 
 from dpbench import __version__
 from dpbench.report.atomic import atomic_write_text
-from dpbench.report.compare import compare_frames
+from dpbench.report.compare import compare_frames, display_names
 from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs, runs_frame
 from dpbench.report.plots import Section, Table, build_sections
 from dpbench.report.units import fmt_num, fmt_ratio, fmt_seconds
@@ -86,9 +86,10 @@ def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[dict[str, Any
             continue
         entry["warnings"] = cmp.warnings
         rows = []
+        names = display_names([b.name for b in cmp.benchmarks])
         for b in cmp.benchmarks:
             speedup = 1 / b.ratio if b.ratio and not math.isnan(b.ratio) else math.nan
-            rows.append([b.name, fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s),
+            rows.append([names[b.name], fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s),
                          fmt_num(b.ratio, suffix="×"), fmt_ratio(speedup), "–" if math.isnan(b.p_value) else f"{b.p_value:.2g}",
                          b.status])
         entry["table"] = Table(["benchmark", f"{runs[0]} /step", f"{other} /step", "time ratio",

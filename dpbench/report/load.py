@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from dpbench.report.units import fmt_bytes
 from dpbench.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -297,6 +298,9 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
     row["step_samples"] = [v / steps for v in row["samples"]] if row["samples"] else None
     options = _options_text(extra.get("options"))
     strategy = extra.get("strategy")
+    if extra.get("kind") == "collective" and extra.get("collective") and not strategy:
+        # Communication benchmarks are named by what they move, not by a strategy.
+        strategy, options = str(extra["collective"]), fmt_bytes(extra.get("size_bytes"))
     row["strategy_label"] = f"{strategy}({options})" if strategy and options else (strategy or bench["name"])
     ws = extra.get("world_size")
     row["label"] = f"{row['strategy_label']} w{ws}" if strategy and ws is not None else row["strategy_label"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # headless: the report renders on CI machines without a display
 import pandas as pd  # noqa: E402
@@ -63,13 +64,26 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce")
 
 
-def _case(frame: pd.DataFrame) -> pd.Series:
-    """``workload: label``, prefixed by the run when several runs share a figure."""
+def _case(frame: pd.DataFrame, *, with_run: bool = True) -> pd.Series:
+    """``workload: label``, prefixed by the run when several runs share a figure without hue."""
     workload = frame["workload"].fillna("").astype(str)
     case = (workload + ": ").where(workload != "", "") + frame["label"].astype(str)
-    if frame["run"].nunique() > 1:
+    if with_run and frame["run"].nunique() > 1:
         case = frame["run"].astype(str) + " · " + case
     return case
+
+
+def _by_case(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows ordered so one case's runs sit next to each other."""
+    key = _case(frame, with_run=False)
+    first = {c: i for i, c in enumerate(dict.fromkeys(key))}
+    return frame.assign(_order=key.map(first)).sort_values(["_order", "run"], kind="stable").drop(columns="_order")
+
+
+def _plain_log_ticks(axis) -> None:
+    # text.parse_math is off (see build_sections), so the default "$10^{1}$" labels would show raw.
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _hue(frame: pd.DataFrame) -> str | None:
@@ -157,7 +171,7 @@ def step_times(frame: pd.DataFrame) -> Section:
     if rows.empty:
         sec.note = "No raw samples in these runs (save them with --benchmark-save-data)."
         return sec
-    rows["case"] = _case(rows)
+    rows["case"] = _case(rows, with_run=False)
     if rows["case"].nunique() > MAX_CASES:
         keep = rows["case"].drop_duplicates().iloc[:MAX_CASES]
         sec.note = f"Showing the first {MAX_CASES} of {rows['case'].nunique()} cases; the table lists all."
@@ -172,14 +186,15 @@ def step_times(frame: pd.DataFrame) -> Section:
     sns.stripplot(data=long, y="case", x="ms per step", hue=_hue(rows), dodge=_hue(rows) is not None,
                   size=2.5, color="black" if _hue(rows) is None else None, alpha=0.5, legend=False, ax=ax)
     ax.set_xscale("log")
+    _plain_log_ticks(ax.xaxis)
     ax.set_ylabel("")
     sec.image_png_b64 = figure_png(fig)
     table = []
     for _, r in rows.iterrows():
         s = pd.Series(r["step_samples"], dtype=float)
-        table.append([str(r["case"]), str(len(s)), fmt_seconds(s.median()), fmt_seconds(s.quantile(0.95)),
+        table.append([str(r["case"]), str(r["run"]), str(len(s)), fmt_seconds(s.median()), fmt_seconds(s.quantile(0.95)),
                       fmt_seconds(s.min()), fmt_seconds(s.max())])
-    sec.tables.append(Table(["case", "rounds", "median", "p95", "min", "max"], table))
+    sec.tables.append(Table(["case", "run", "rounds", "median", "p95", "min", "max"], table))
     return sec
 
 
@@ -188,7 +203,7 @@ def phases(frame: pd.DataFrame) -> Section:
     sec = Section("phases", "Phase breakdown",
                   "Mean time per step spent in each phase (stacked), where the strategy measured phases.")
     columns = [c for c in frame.columns if c.startswith("phases.")]
-    rows = frame.copy()
+    rows = _by_case(frame)
     rows["case"] = _case(rows)
     long = rows.melt(id_vars=["case"], value_vars=columns, var_name="phase", value_name="seconds") if columns else pd.DataFrame()
     if not long.empty:
@@ -204,13 +219,17 @@ def phases(frame: pd.DataFrame) -> Section:
     if len(set(long["case"])) > MAX_CASES:
         sec.note = f"Showing the first {MAX_CASES} cases; the table lists all."
     long["ms per step"] = long["seconds"] * 1e3
+    wide_ms = long.pivot_table(index="case", columns="phase", values="ms per step", aggfunc="first", sort=False)
+    wide_ms = wide_ms.reindex(index=cases[::-1], columns=order).fillna(0.0)  # barh draws bottom-up
     fig = _figure(10, 0.9 + 0.35 * len(cases))
     ax = fig.subplots()
-    shown = long[long["case"].isin(cases)]
-    sns.histplot(data=shown, y="case", weights="ms per step", hue="phase", hue_order=order,
-                 multiple="stack", discrete=True, shrink=0.8, ax=ax)
+    left = pd.Series(0.0, index=wide_ms.index)
+    for phase, color in zip(order, sns.color_palette(n_colors=len(order))):
+        ax.barh(wide_ms.index, wide_ms[phase], left=left, color=color, label=phase, height=0.8)
+        left = left + wide_ms[phase]
+    ax.legend(title="phase", loc="lower right", fontsize="small")
     ax.set_xlabel("ms per step")
-    ax.set_ylabel("")
+    ax.margins(y=0.01)
     sec.image_png_b64 = figure_png(fig)
     wide = long.pivot_table(index="case", columns="phase", values="seconds", aggfunc="first", sort=False)
     table = [[str(case)] + [fmt_seconds(wide.loc[case].get(p, math.nan)) for p in order]
@@ -225,7 +244,7 @@ def memory(frame: pd.DataFrame) -> Section:
                   "Peak memory of each device during the run. Under DataParallel, device 0 holds the "
                   "master copy, the gathered outputs and the loss, so it peaks above the other replicas.")
     columns = [c for c in frame.columns if c.startswith("peak_memory_bytes.")]
-    rows = frame.copy()
+    rows = _by_case(frame)
     rows["case"] = _case(rows)
     long = rows.melt(id_vars=["case"], value_vars=columns, var_name="device", value_name="bytes") if columns else pd.DataFrame()
     if not long.empty:
@@ -239,10 +258,15 @@ def memory(frame: pd.DataFrame) -> Section:
     cases = list(dict.fromkeys(long["case"]))[:MAX_CASES]
     if len(set(long["case"])) > MAX_CASES:
         sec.note = f"Showing the first {MAX_CASES} cases; the table lists all."
-    shown = long[long["case"].isin(cases)]
-    fig = _figure(10, 0.9 + 0.25 * len(cases) * max(1, min(4, shown["device"].nunique())))
+    shown = long[long["case"].isin(cases)].copy()
+    # One bar per (case, device): dodging by device would leave empty slots for every
+    # device a case does not have (a single-device case in a 4-GPU run).
+    shown["bar"] = shown["case"] + " · " + shown["device"]
+    position = {c: i for i, c in enumerate(cases)}
+    shown = shown.assign(_o=shown["case"].map(position)).sort_values(["_o", "device"], kind="stable")
+    fig = _figure(10, 0.9 + 0.22 * len(shown))
     ax = fig.subplots()
-    sns.barplot(data=shown, y="case", x="MiB", hue="device", ax=ax)
+    sns.barplot(data=shown, y="bar", x="MiB", hue="device", dodge=False, ax=ax)
     ax.set_ylabel("")
     sec.image_png_b64 = figure_png(fig)
     table = []
@@ -270,8 +294,10 @@ def timelines(frame: pd.DataFrame) -> Section:
     axes = fig.subplots(len(shown), 2, squeeze=False)
     table = []
     for (title, data, marks), (ax_util, ax_mem) in zip(shown, axes):
-        sns.lineplot(data=data, x="time", y="utilization %", hue="device", ax=ax_util)
-        sns.lineplot(data=data, x="time", y="memory GiB", hue="device", ax=ax_mem, legend=False)
+        devices = sorted(data["device"].unique())
+        sns.lineplot(data=data, x="time", y="utilization %", hue="device", hue_order=devices, ax=ax_util)
+        sns.lineplot(data=data, x="time", y="memory GiB", hue="device", hue_order=devices, ax=ax_mem, legend=False)
+        ax_util.set_ylim(bottom=0)
         for ax in (ax_util, ax_mem):
             ax.set_title(title, fontsize="small")
             ax.set_xlabel("seconds")
@@ -304,7 +330,8 @@ def busbw(frame: pd.DataFrame) -> Section:
     sns.lineplot(data=rows.sort_values("size_bytes"), x="size_bytes", y="busbw GB/s", hue="series",
                  style=_hue(rows), markers=True, ax=ax)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.set_xlabel("message size")
     sec.image_png_b64 = figure_png(fig)
     table = [[str(r["run"]), str(r["series"]), fmt_bytes(r["size_bytes"]), str(r.get("dtype", "")),
               fmt_seconds(_numeric(rows.loc[[i]], "time_s").iloc[0]),
