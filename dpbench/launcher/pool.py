@@ -91,8 +91,9 @@ class WorkerContext:
     """What a function run by :meth:`WorkerPool.run` receives as its first argument.
 
     ``state`` is a dict that lives in the worker between calls (a trainer keeps its model
-    there). ``heartbeat()`` tells the parent this rank is still making progress, which
-    restarts its timeout — call it between units of work in long functions.
+    there); ``at_close(fn)`` registers a clean-up run when the worker shuts down.
+    ``heartbeat()`` tells the parent this rank is still making progress, which restarts
+    its timeout — call it between units of work in long functions.
     """
 
     rank: int
@@ -102,6 +103,11 @@ class WorkerContext:
     group: Any = None
     state: dict[str, Any] = field(default_factory=dict)
     _conn: Connection | None = field(default=None, repr=False)
+    _cleanups: list[Callable[[], Any]] = field(default_factory=list, repr=False)
+
+    def at_close(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` when the worker shuts down (before the process group is destroyed)."""
+        self._cleanups.append(fn)
 
     def heartbeat(self) -> None:
         if self._conn is not None:
@@ -177,6 +183,11 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
                 continue
             send(("result", result))
     finally:
+        for cleanup in reversed(ctx._cleanups):
+            try:
+                cleanup()
+            except Exception:  # shutting down anyway; one failing clean-up must not skip the rest
+                traceback.print_exc()
         if config.backend is not None:
             import torch.distributed as dist
 

@@ -33,7 +33,8 @@ class DDP(Strategy):
     ``comm_hook`` in ``"fp16"``/``"bf16"`` (compress gradients before the allreduce, from
     ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``) or ``"powersgd"``
     (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
-    each rank's slice into that many micro-batches, all but the last under ``no_sync()``.
+    each rank's slice into that many micro-batches, all but the last under ``no_sync()``
+    (not together with ``static_graph``: torch bug pytorch/pytorch#143580).
 
     BatchNorm: each rank normalises with the statistics of its own slice; with
     ``broadcast_buffers=True`` (default) rank 0's running statistics are broadcast to all
@@ -73,6 +74,14 @@ class DDP(Strategy):
             raise ValueError(
                 f"ddp option accumulation_steps must be an int between 1 and the smallest per-rank "
                 f"batch ({smallest}), got {steps!r}"
+            )
+        if options["static_graph"] and steps > 1:
+            # Known torch bug: the first no_sync() backward trips an internal assert in the
+            # reducer, and once past it gradients silently stop being all-reduced
+            # (pytorch/pytorch#143580, fix pending in pytorch/pytorch#187732).
+            raise StrategyUnavailable(
+                "ddp options static_graph=True and accumulation_steps>1 cannot be combined: torch DDP's "
+                "static graph mode breaks under no_sync() (pytorch/pytorch#143580)"
             )
         if options["sync_batchnorm"] and device != "cuda":
             raise StrategyUnavailable("ddp option sync_batchnorm needs device='cuda': torch's SyncBatchNorm rejects CPU input")

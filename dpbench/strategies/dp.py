@@ -1,0 +1,107 @@
+"""``dp``: dpbench's own DataParallel (``dpbench.parallel.DataParallel``), in one worker process."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies.base import Placement, Strategy, call_model, split_sizes, to_device
+
+__all__ = ["DP"]
+
+
+class DP(Strategy):
+    """Scatter → replicate → parallel_apply → gather every step, replicas as threads in one process.
+
+    On CPU the ``world_size`` replicas all live on ``"cpu"`` and run in parallel threads, so
+    the default intra-op threads per replica is cores // world_size (``torch.set_num_threads``
+    is per process; every replica thread gets its own intra-op team). On CUDA, replica r
+    goes to ``cuda:(r // replicas_per_device)``.
+
+    Options: ``chunk_sizes`` (samples per replica, summing to ``global_batch``; default the
+    common split every strategy uses), ``replicas_per_device`` (CUDA: replicas sharing one
+    GPU, default 1; ignored on CPU where every replica shares the one CPU device).
+
+    The loss is computed once on the gathered output, so the gradient is the global-batch
+    mean gradient with no weighting. BatchNorm: each replica normalises with its own
+    slice's statistics (as torch.nn.DataParallel); running statistics are those written by
+    the replica sharing storage with the module (replica 0).
+    Phases: scatter (incl. moving the target), replicate, apply (forward on every replica),
+    gather (incl. the loss on the output device), backward, optimizer.
+    """
+
+    name = StrategyName.DP.value
+    option_defaults = {"chunk_sizes": None, "replicas_per_device": None}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
+                      global_batch: int) -> None:
+        sizes = options["chunk_sizes"]
+        if sizes is not None:
+            ok = isinstance(sizes, (list, tuple)) and all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes)
+            if not ok or len(sizes) != world_size or sum(sizes) != global_batch:
+                raise ValueError(
+                    f"dp option chunk_sizes must be {world_size} positive ints summing to global_batch="
+                    f"{global_batch}, got {sizes!r}"
+                )
+        per_device = options["replicas_per_device"]
+        if per_device is not None and (isinstance(per_device, bool) or not isinstance(per_device, int)
+                                       or per_device < 1):
+            raise ValueError(f"dp option replicas_per_device must be None or an int >= 1, got {per_device!r}")
+
+    @classmethod
+    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+        if device == "cuda":
+            import torch
+
+            per_device = options["replicas_per_device"] or 1
+            needed, count = math.ceil(world_size / per_device), torch.cuda.device_count()
+            if needed > count:
+                raise ValueError(
+                    f"dp with world_size={world_size} and replicas_per_device={per_device} needs {needed} CUDA "
+                    f"devices, found {count}; raise replicas_per_device or lower world_size"
+                )
+            devices = tuple(f"cuda:{r // per_device}" for r in range(world_size))
+        else:
+            devices = ("cpu",) * world_size
+        return Placement(processes=1, backend=None, devices=devices, concurrent_replicas=world_size)
+
+    @classmethod
+    def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
+        sizes = options["chunk_sizes"]
+        return list(sizes) if sizes is not None else split_sizes(global_batch, world_size)
+
+    def setup(self) -> None:
+        from dpbench.parallel import DataParallel
+
+        self.output_device = self.spec.devices[0]
+        self.model = self.build_model().to(self.output_device)
+        self.dp = DataParallel(
+            self.model,
+            device_ids=list(self.spec.devices),
+            output_device=self.output_device,
+            chunk_sizes=list(self.spec.per_replica_batch),
+            record_phases=True,
+        )
+        # The replica threads live as long as the worker; stop them when it shuts down.
+        self.ctx.at_close(self.dp.close)
+        self.optimizer = self.make_optimizer(self.model.parameters())
+
+    def train_step(self, inputs: Any, target: Any) -> Any:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.phases(Phase.SCATTER):
+            target = to_device(target, self.output_device)
+        output = call_model(self.dp, inputs)
+        for name, seconds in self.dp.phase_times.items():
+            self.phases.add(name, seconds)
+        with self.phases(Phase.GATHER):
+            loss = self.workload.loss(output, target)
+        with self.phases(Phase.BACKWARD):
+            loss.backward()
+        with self.phases(Phase.OPTIMIZER):
+            self.optimizer.step()
+        return loss.detach()
+
+    def module(self) -> Any:
+        return self.model

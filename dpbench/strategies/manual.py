@@ -1,0 +1,92 @@
+"""``manual``: the d2l "multi-GPU from scratch" trainer, in one process."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies.base import Placement, Strategy, call_model, take_slice, to_device
+
+__all__ = ["Manual"]
+
+
+class Manual(Strategy):
+    """Parameters copied to every device, batch split, forward/backward per device, then the
+    d2l ``allreduce``: sum every gradient onto device 0 and copy the sum back; SGD on every
+    device.
+
+    Replicas run one after another in one Python thread (as in d2l; on GPUs the kernels of
+    different devices still overlap because launches are asynchronous). On CPU all replicas
+    live on ``"cpu"``, so the default threads per worker is all cores.
+    Each replica's mean loss is weighted by ``n_r / N``, so the summed gradient is the
+    global-batch mean gradient.
+
+    BatchNorm: each replica normalises with its own slice's statistics and keeps its own
+    running statistics; the trained model is replica 0.
+    Phases: compute (forward + backward of all replicas), communication (the reduce to
+    device 0 and the copy back), optimizer.
+    """
+
+    name = StrategyName.MANUAL.value
+
+    @classmethod
+    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+        if device == "cuda":
+            import torch
+
+            count = torch.cuda.device_count()
+            devices = tuple(f"cuda:{r % count}" for r in range(world_size))
+        else:
+            devices = ("cpu",) * world_size
+        return Placement(processes=1, backend=None, devices=devices, concurrent_replicas=1)
+
+    def setup(self) -> None:
+        base = self.build_model()
+        self.replicas = [copy.deepcopy(base).to(device) for device in self.spec.devices]
+        self.optimizers = [self.make_optimizer(r.parameters()) for r in self.replicas]
+        # Parameter lists aligned across replicas: params[i][r] is parameter i on replica r.
+        per_replica = [list(r.parameters()) for r in self.replicas]
+        self.params = list(zip(*per_replica))
+
+    def train_step(self, inputs: Any, target: Any) -> Any:
+        import torch
+
+        sizes = self.spec.per_replica_batch
+        n = self.spec.global_batch
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        with self.phases(Phase.COMPUTE):
+            start = 0
+            for replica, device, size in zip(self.replicas, self.spec.devices, sizes):
+                x = to_device(take_slice(inputs, start, size), device)
+                y = to_device(take_slice(target, start, size), device)
+                start += size
+                loss = self.workload.loss(call_model(replica, x), y)
+                (loss * (size / n)).backward()
+                total = total + loss.detach().to(self.spec.devices[0]) * (size / n)
+        with self.phases(Phase.COMMUNICATION):
+            with torch.no_grad():
+                for copies in self.params:
+                    _reduce_and_broadcast([p.grad if p.grad is not None else torch.zeros_like(p) for p in copies],
+                                          copies)
+        with self.phases(Phase.OPTIMIZER):
+            for optimizer in self.optimizers:
+                optimizer.step()
+        return total
+
+    def module(self) -> Any:
+        return self.replicas[0]
+
+
+def _reduce_and_broadcast(grads: list[Any], params: tuple[Any, ...]) -> None:
+    """d2l's allreduce: accumulate every copy into copy 0, then copy the sum back to the others."""
+    summed = grads[0]
+    for grad in grads[1:]:
+        summed += grad.to(summed.device)
+    params[0].grad = summed
+    for param in params[1:]:
+        if param.grad is None:
+            param.grad = summed.to(param.device, copy=True)
+        else:
+            param.grad.copy_(summed)
