@@ -8,6 +8,7 @@ every ``/proc/<pid>/stat``), and each sample is a flat list of floats.
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable, Mapping, Sequence
 
 import psutil
@@ -43,6 +44,41 @@ def check_pids(pids) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _proc_children(pid: int) -> list[int] | None:
+    """Descendants of ``pid`` from ``/proc/<pid>/task/<tid>/children`` (Linux), or None
+    where that file does not exist.
+
+    About 20 us against ~2 ms for psutil's ``children(recursive=True)``, which reads the
+    stat file of every process on the machine. The kernel notes the file can miss a child
+    forked or reaped during the read; the next rescan (a second later) picks it up.
+    """
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        parent = queue.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            if parent == pid:
+                return None
+            continue  # a descendant that just exited
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except FileNotFoundError:
+                if parent == pid and not found:
+                    return None  # no children files on this kernel: use psutil
+                continue
+            except OSError:
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.append(kid)
+                    queue.append(kid)
+    return found
+
+
 def _busy_and_total(times) -> tuple[float, float]:
     # Same accounting as psutil.cpu_percent: guest time is already inside user/nice on
     # Linux, and iowait is idle time. We keep our own previous reading instead of calling
@@ -70,13 +106,17 @@ class _Watched:
         if now < self.next_refresh:
             return
         self.next_refresh = now + CHILDREN_REFRESH_S
+        pids = _proc_children(self.pid)
         try:
-            found = {p.pid: p for p in self.main.children(recursive=True)}
+            if pids is None:
+                pids = [p.pid for p in self.main.children(recursive=True)]
         except psutil.Error:
             return  # the main process is gone; sample() notices and ends the rows
-        for pid, proc in found.items():
+        found = set(pids)
+        for pid in pids:
             if pid not in self.children:
                 try:
+                    proc = psutil.Process(pid)
                     proc.cpu_percent(None)  # prime; contributes 0 % on its first sample
                 except psutil.Error:
                     continue

@@ -164,3 +164,26 @@ def test_sample_count_matches_duration_over_interval():
     assert summary["achieved_interval_mean"] == pytest.approx(interval, rel=0.3)
     assert 0 <= summary["achieved_interval_jitter"] < interval
     assert summary["devices"]["cpu"]["samples"] == summary["sample_count"]
+
+
+def test_children_from_proc_match_psutil():
+    from dpbench.sampler.cpu import _proc_children
+
+    tree = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)']); time.sleep(20)"
+    proc = subprocess.Popen([sys.executable, "-c", tree])
+    try:
+        me = psutil.Process()
+        deadline = time.monotonic() + 10
+        while len(me.children(recursive=True)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        expected = sorted(p.pid for p in me.children(recursive=True))
+        assert len(expected) >= 2
+        found = _proc_children(os.getpid())
+        if found is None:
+            pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children (psutil fallback in use)")
+        assert sorted(found) == expected
+    finally:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait(10)
