@@ -31,6 +31,8 @@ def parse_device(value: Any, *, argument: str = "device", allow_minus_one: bool 
     ``argument`` names the caller's parameter in the error message. ``allow_minus_one`` accepts
     ``-1`` as "the CPU", as ``torch.nn.parallel.data_parallel`` documents for ``output_device``.
     """
+    if type(value) is torch.device and value.type == "cpu" and value.index is None:
+        return value  # fast path: already parsed (DataParallel passes its own devices every forward)
     if isinstance(value, bool):  # bool is an int subclass; True is never a meaningful device
         raise TypeError(f"{argument}: expected an int CUDA index, 'cuda:N', 'cpu' or a torch.device, got {_describe(value)}")
     if isinstance(value, int):
@@ -64,6 +66,14 @@ def parse_device(value: Any, *, argument: str = "device", allow_minus_one: bool 
     return torch.device("cuda", index)
 
 
+def _is_parsed(value: Any) -> bool:
+    if type(value) is not torch.device:
+        return False
+    if value.type == "cpu":
+        return value.index is None
+    return value.type == "cuda" and value.index is not None and value.index < torch.cuda.device_count()
+
+
 def default_devices() -> list[torch.device]:
     """All visible CUDA devices, or ``[cpu]`` on a machine without CUDA."""
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
@@ -78,6 +88,8 @@ def parse_devices(values: Sequence[DeviceLike] | None, *, argument: str = "devic
     if isinstance(values, (str, int, torch.device)):
         raise TypeError(f"{argument}: expected a list of devices, got a single device {_describe(values)}; wrap it in a list")
     values = list(values)
+    if values and all(_is_parsed(v) for v in values):
+        return values  # fast path: DataParallel passes its already-parsed devices every forward
     if not values:
         raise ValueError(f"{argument}: expected at least one device, got an empty list")
     return [parse_device(v, argument=f"{argument}[{i}]") for i, v in enumerate(values)]
@@ -85,13 +97,22 @@ def parse_devices(values: Sequence[DeviceLike] | None, *, argument: str = "devic
 
 def check_module_device(module: nn.Module, device: torch.device) -> None:
     """Raise torch's error when a parameter or buffer is not on ``device_ids[0]``."""
-    for t in chain(module.parameters(), module.buffers()):
-        if t.device != device:
-            raise RuntimeError(
-                "module must have its parameters and buffers "
-                f"on device {device} (device_ids[0]) but found one of "
-                f"them on device: {t.device}"
-            )
+    # Runs on every forward, so it walks the modules' own dicts: module.parameters() and
+    # module.buffers() cost ~3 µs per tensor through their generic generator.
+    stack, seen = [module], set()
+    while stack:
+        mod = stack.pop()
+        if id(mod) in seen:
+            continue
+        seen.add(id(mod))
+        for t in chain(mod._parameters.values(), mod._buffers.values()):
+            if t is not None and t.device != device:
+                raise RuntimeError(
+                    "module must have its parameters and buffers "
+                    f"on device {device} (device_ids[0]) but found one of "
+                    f"them on device: {t.device}"
+                )
+        stack.extend(child for child in mod._modules.values() if child is not None)
 
 
 def synchronize(devices: Iterable[torch.device]) -> None:

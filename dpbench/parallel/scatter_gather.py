@@ -64,6 +64,9 @@ def _scatter_tensor(t: torch.Tensor, devices: list[torch.device], dim: int, chun
                 f"chunk_sizes: expected sizes summing to the batch size {batch} (input shape {tuple(t.shape)}, "
                 f"dim {dim}), got {sizes} (sum {sum(sizes)})"
             )
+    if len(sizes) == 1:
+        # One shard is the whole tensor: hand it over as is (moved if needed), no view needed.
+        return (t.to(devices[0], non_blocking=devices[0].type == "cuda"),)
     shards = []
     start = 0
     for size, device in zip(sizes, devices):
