@@ -1,6 +1,7 @@
 """Every registered workload: builds, output shape, finite scalar loss, backward, pickling, learning."""
 from __future__ import annotations
 
+import copy
 import pickle
 
 import pytest
@@ -113,7 +114,7 @@ LEARNING_CASES = {
     "lenet": (get_workload("lenet"), 30, 16),
     "dict_model": (get_workload("dict_model"), 20, 16),
     "transformer": (get_workload("transformer"), 20, 8),
-    "resnet18-narrow": (resnet18_workload(widths=(8, 16, 32, 64)), 20, 16),
+    "resnet18-narrow": (resnet18_workload(widths=(8, 16, 32, 64)), 12, 16),
 }
 
 
@@ -175,3 +176,26 @@ def test_transformer_is_causal():
     a, b = model(tokens), model(changed)
     assert torch.equal(a[:, :6], b[:, :6])
     assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", sorted(EXPECTED_LOGITS))
+def test_workload_on_cuda_matches_cpu(name, monkeypatch):
+    # Full fp32 on the GPU (no TF32) so the comparison with the CPU reference can be tight.
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    workload = get_workload(name)
+    torch.manual_seed(0)
+    cpu_model = workload.model()
+    gpu_model = copy.deepcopy(cpu_model).cuda()
+    inputs, target = workload.batch(0, 4, 0)
+    moved = tuple(t.cuda() for t in inputs) if isinstance(inputs, tuple) else inputs.cuda()
+    cpu_loss = workload.loss(call_model(cpu_model, inputs), target)
+    gpu_loss = workload.loss(call_model(gpu_model, moved), target.cuda())
+    cpu_loss.backward()
+    gpu_loss.backward()
+    assert gpu_loss.device.type == "cuda"
+    assert torch.allclose(gpu_loss.cpu(), cpu_loss, rtol=1e-4, atol=1e-5)
+    for (param_name, a), b in zip(cpu_model.named_parameters(), gpu_model.parameters()):
+        assert torch.allclose(b.grad.cpu(), a.grad, rtol=1e-3, atol=1e-5), f"{name}: gradient of {param_name}"
