@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -316,3 +319,20 @@ def test_module_on_the_wrong_device_gives_torchs_error():
         dp(torch.randn(4, 4))
     with pytest.raises(RuntimeError, match=r"module must have its parameters and buffers on device cpu"):
         data_parallel(net, torch.randn(4, 4), ["cpu", "cpu"])
+
+
+def test_unclosed_instance_never_keeps_the_interpreter_alive():
+    # Worker threads are daemons and the pool's finalizer stops them: a script that forgets
+    # close() (and one that keeps the instance alive to the end) must still exit promptly.
+    script = (
+        "import torch, threading\n"
+        "from dpbench.parallel import DataParallel\n"
+        "dp = DataParallel(torch.nn.Linear(4, 2), ['cpu'] * 3)\n"
+        "dp(torch.randn(6, 4)).sum().backward()\n"
+        "assert sum(t.name.startswith('dpbench-replica') for t in threading.enumerate()) == 2\n"
+        "print('done')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"

@@ -23,7 +23,7 @@ class Out:
     label: str
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, database=None)
 @given(batch=st.integers(0, 40), n=st.integers(1, 6))
 def test_chunk_sizes_match_torch_chunk(batch, n):
     assert chunk_sizes_for(batch, n) == [c.size(0) for c in torch.chunk(torch.empty(batch), n)]
@@ -170,7 +170,7 @@ def _structures(leaf):
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, database=None)
 @given(data=st.data(), batch=st.integers(1, 9), n=st.integers(1, 4), dim=st.sampled_from([0, 1]))
 def test_scatter_then_gather_round_trips(data, batch, n, dim):
     def leaf(width):
