@@ -191,7 +191,8 @@ class CpuBackend:
 
     def describe(self) -> dict[str, dict]:
         info = {pid_label(p): {"ended_at": None} for p in self._pids}
-        for label, when in self.ended.items():
+        # list(...) copies in one step: the sampling thread may add to `ended` meanwhile.
+        for label, when in list(self.ended.items()):
             info[label]["ended_at"] = when
         return info
 
