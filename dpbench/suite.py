@@ -147,14 +147,14 @@ class TrainingCase:
     """One benchmarked configuration; ``id`` is the readable pytest id (``ddp-mlp-w2``)."""
 
     strategy: str
-    workload: str
+    workload: Any  # a registered name or a dpbench.Workload
     world_size: int
     global_batch: int
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
-        parts = [self.strategy, self.workload, f"w{self.world_size}"]
+        parts = [self.strategy, str(getattr(self.workload, "name", self.workload)), f"w{self.world_size}"]
         parts += [f"{k}={v}" for k, v in sorted(self.options.items())]
         return "-".join(parts)
 
