@@ -11,9 +11,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.cuda.comm  # public home of broadcast_coalesced; importable on CPU builds too
 from torch.autograd import Function
 
 __all__ = ["Broadcast"]
+
+
+def _coalesced_cuda_copies(devices: Sequence[torch.device], tensors: Sequence[torch.Tensor]) -> dict[torch.device, tuple]:
+    """Copies of ``tensors`` on the other GPUs, made with torch.cuda.comm.broadcast_coalesced.
+
+    Between GPUs, copying small parameters one by one costs a kernel launch each; the
+    documented ``broadcast_coalesced`` packs them into a few buffers, as torch's DataParallel
+    does. Used only where it applies as documented: every tensor on one GPU (the source, which
+    must be listed first), real dtypes, and distinct CUDA targets; otherwise ``{}``.
+    """
+    if not tensors:
+        return {}
+    source = tensors[0].device
+    targets = [d for d in dict.fromkeys(devices) if d != source]
+    if (
+        source.type != "cuda"
+        or not targets
+        or any(d.type != "cuda" for d in targets)
+        or any(t.device != source or t.is_complex() for t in tensors)
+    ):
+        return {}
+    copies = torch.cuda.comm.broadcast_coalesced(list(tensors), [source, *targets])
+    # copies[0] is the source itself; the originals are used there directly (see forward).
+    return {d: tuple(c) for d, c in zip(targets, copies[1:])}
 
 
 class Broadcast(Function):
@@ -33,10 +58,16 @@ class Broadcast(Function):
         ctx.set_materialize_grads(False)
         ctx.num_tensors = len(tensors)
         ctx.source_devices = [t.device for t in tensors]
+        coalesced = _coalesced_cuda_copies(devices, tensors)
         outputs = []
         for device in devices:
-            for t in tensors:
-                outputs.append(t if t.device == device else t.to(device, copy=True))
+            for i, t in enumerate(tensors):
+                if t.device == device:
+                    outputs.append(t)
+                elif device in coalesced:
+                    outputs.append(coalesced[device][i])
+                else:
+                    outputs.append(t.to(device, copy=True))
         # Copies of tensors that do not require grad must not require grad either (buffers).
         frozen = [
             outputs[k * len(tensors) + i]
