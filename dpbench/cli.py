@@ -47,8 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_INPUT
     except OSError as e:  # an output file that cannot be written, a directory that vanished
-        target = f" {e.filename}" if e.filename else ""
-        print(f"{prog}: error:{target}: {e.strerror or e}", file=sys.stderr)
+        detail = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
+        print(f"{prog}: error: {detail}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

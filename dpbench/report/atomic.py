@@ -1,6 +1,7 @@
 """Write output files atomically: a reader (or a CI upload) never sees half a file."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +18,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
-        raise FileNotFoundError(f"output directory {directory} does not exist")
+        raise FileNotFoundError(errno.ENOENT, "the output directory does not exist", str(directory))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
