@@ -173,7 +173,8 @@ def probe_gpus(nvml, environ: Mapping[str, str]) -> list[GpuInfo]:
 
 
 def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
-    """``devices`` (None = all visible; CUDA indices or ``"cuda:N"``) → labelled GpuInfos."""
+    """``devices`` (None = all visible; CUDA indices, ``"cuda:N"`` or ``torch.device("cuda", N)``)
+    → labelled GpuInfos, in the order given."""
     available = ", ".join(f"cuda:{i} ({g.name}, {g.uuid})" for i, g in enumerate(visible)) or "none"
     if devices is None:
         return [replace(g, label=cuda_label(i)) for i, g in enumerate(visible)]
@@ -186,6 +187,8 @@ def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
             index = entry
         elif isinstance(entry, str) and re.fullmatch(r"cuda:\d+", entry.strip()):
             index = int(entry.strip()[5:])
+        elif getattr(entry, "type", None) == "cuda" and isinstance(getattr(entry, "index", None), int):
+            index = entry.index  # a torch.device, recognised without importing torch
         if index is None:
             raise ValueError(
                 f"devices: expected CUDA indices (0, 1, …) or 'cuda:N' strings, found {entry!r}"

@@ -80,6 +80,17 @@ def test_devices_select_by_cuda_index_and_label(monkeypatch):
     assert sampler.summary()["devices"]["cuda:1"]["uuid"] == CUDA_ORDER[1]
 
 
+def test_devices_accept_torch_like_device_objects():
+    from types import SimpleNamespace
+
+    cuda2 = SimpleNamespace(type="cuda", index=2)  # the attributes torch.device has
+    sampler = _run(ResourceSampler(0.02, devices=[cuda2], nvml=FakeNvml(three_gpus())), 0.05)
+    assert sorted(sampler.summary()["devices"]) == ["cpu", "cuda:2"]
+    assert sampler.summary()["devices"]["cuda:2"]["uuid"] == CUDA_ORDER[2]
+    with pytest.raises(ValueError, match="devices: expected CUDA indices"):
+        ResourceSampler(devices=[SimpleNamespace(type="cuda", index=None)], nvml=FakeNvml(three_gpus()))
+
+
 def test_mig_uuid_in_cuda_visible_devices_samples_that_instance(monkeypatch):
     gpus = three_gpus()
     mig = FakeGpu("MIG-5e1f-0000", "", used=2 << 30, unsupported={"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage"})
