@@ -35,7 +35,7 @@ def launch(
     arguments are checked before any process starts.
     """
     from dpbench.strategies import get_strategy
-    from dpbench.strategies.base import RunSpec
+    from dpbench.strategies.base import RunSpec, StrategyUnavailable
     from dpbench.workloads.base import Workload, check_picklable
 
     strategy_cls = get_strategy(strategy)
@@ -53,7 +53,7 @@ def launch(
         import torch
 
         if not torch.cuda.is_available():  # queries the driver; creates no CUDA context here
-            raise RuntimeError("device='cuda' was requested but torch.cuda.is_available() is False")
+            raise StrategyUnavailable("device='cuda' needs CUDA, but torch.cuda.is_available() is False")
     _check_int("seed", seed, minimum=0)
     if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
@@ -153,6 +153,10 @@ class Run:
         """``{name: CPU tensor}`` of the trained model on rank 0 / replica 0."""
         return self._live_pool().run(_parameters_worker)[0]
 
+    def buffers(self) -> dict[str, Any]:
+        """``{name: CPU tensor}`` of the trained model's buffers (BatchNorm running stats) on rank 0 / replica 0."""
+        return self._live_pool().run(_buffers_worker)[0]
+
     def close(self) -> None:
         """Stop the workers; idempotent, safe after a failure."""
         if self._pool is not None:
@@ -190,6 +194,10 @@ def _steps_worker(ctx: Any, k: int) -> dict[str, Any]:
 def _parameters_worker(ctx: Any) -> dict[str, Any] | None:
     # Only rank 0 ships its tensors; the others would send identical copies.
     return ctx.state["trainer"].parameters() if ctx.rank == 0 else None
+
+
+def _buffers_worker(ctx: Any) -> dict[str, Any] | None:
+    return ctx.state["trainer"].buffers() if ctx.rank == 0 else None
 
 
 def _resolve_workload(workload: Any, workload_cls: type) -> Any:

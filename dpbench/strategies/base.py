@@ -232,6 +232,9 @@ class Strategy(ABC):
     def parameters(self) -> dict[str, Any]:
         return {name: p.detach().cpu().clone() for name, p in self.module().named_parameters()}
 
+    def buffers(self) -> dict[str, Any]:
+        return {name: b.detach().cpu().clone() for name, b in self.module().named_buffers()}
+
     def run_steps(self, k: int, heartbeat: Any = None) -> dict[str, Any]:
         """Run ``k`` timed steps; return this rank's raw measurements for the parent to reduce."""
         import torch

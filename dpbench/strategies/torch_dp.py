@@ -1,0 +1,74 @@
+"""``torch-dp``: ``torch.nn.DataParallel`` unmodified — the reference dpbench's own ``dp`` is measured against."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
+
+__all__ = ["TorchDP"]
+
+
+class TorchDP(Strategy):
+    """``torch.nn.DataParallel`` over ``cuda:0 .. cuda:W-1`` in one worker process; CUDA only.
+
+    torch's scatter splits the batch with ``torch.chunk`` (ceil(N/W) per replica, the last
+    smaller, possibly fewer than W replicas used) and it has no option for other splits, so
+    ``info["per_replica_batch"]`` reports torch's split rather than the common one. The loss
+    is taken on the gathered output, so the gradient is the global-batch mean whatever the
+    split. BatchNorm: per-replica slice statistics; running statistics are replica 0's
+    (torch's documented guarantee). Phases: forward (scatter + replicate + apply + gather +
+    loss, which torch does not expose separately), backward, optimizer.
+    """
+
+    name = StrategyName.TORCH_DP.value
+
+    @classmethod
+    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+        if device != "cuda":
+            raise StrategyUnavailable(
+                f"torch-dp needs CUDA: torch.nn.DataParallel only runs on CUDA devices (device={device!r})"
+            )
+        import torch
+
+        count = torch.cuda.device_count()
+        if world_size > count:
+            raise StrategyUnavailable(
+                f"torch-dp with world_size={world_size} needs {world_size} CUDA devices "
+                f"(one replica per GPU), found {count}"
+            )
+        return Placement(
+            processes=1,
+            backend=None,
+            devices=tuple(f"cuda:{r}" for r in range(world_size)),
+            concurrent_replicas=1,
+        )
+
+    @classmethod
+    def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
+        chunk = math.ceil(global_batch / world_size)
+        return [min(chunk, global_batch - start) for start in range(0, global_batch, chunk)]
+
+    def setup(self) -> None:
+        import torch
+
+        self.output_device = self.spec.devices[0]
+        self.model = self.build_model().to(self.output_device)
+        device_ids = [int(d.split(":")[1]) for d in self.spec.devices]
+        self.dp = torch.nn.DataParallel(self.model, device_ids=device_ids, output_device=device_ids[0])
+        self.optimizer = self.make_optimizer(self.model.parameters())
+
+    def train_step(self, inputs: Any, target: Any) -> Any:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.phases(Phase.FORWARD):
+            target = to_device(target, self.output_device)
+            loss = self.workload.loss(call_model(self.dp, inputs), target)
+        with self.phases(Phase.BACKWARD):
+            loss.backward()
+        with self.phases(Phase.OPTIMIZER):
+            self.optimizer.step()
+        return loss.detach()
+
+    def module(self) -> Any:
+        return self.model
