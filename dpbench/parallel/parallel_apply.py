@@ -92,6 +92,8 @@ def _first_tensor(obj: Any) -> torch.Tensor | None:
 
 
 def _make_task(i, module, args, kwargs, device, stream, state: ThreadState) -> Callable[[], Any]:
+    caller = threading.get_ident()
+
     def task() -> Any:
         try:
             with ExitStack() as stack:
@@ -100,7 +102,8 @@ def _make_task(i, module, args, kwargs, device, stream, state: ThreadState) -> C
                     # replica's kernels are ordered after the scatter copies queued on it.
                     stack.enter_context(torch.cuda.device(device))
                     stack.enter_context(torch.cuda.stream(stream))
-                state.enter(stack)
+                if threading.get_ident() != caller:  # the caller's own thread is already in that state
+                    state.enter(stack)
                 return module(*args, **kwargs)
         except Exception:
             return _CapturedError(f"in replica {i} on device {device if device is not None else 'unknown'}")
