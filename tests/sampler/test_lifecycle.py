@@ -201,3 +201,19 @@ def test_read_timeline_rejects_other_csv(tmp_path):
     path.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"not a dpbench sampler timeline; expected columns \['time'"):
         read_timeline(path)
+
+
+def test_the_sampler_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time\n"
+        "from dpbench.sampler import ResourceSampler\n"
+        "with ResourceSampler(0.02) as s:\n"
+        "    time.sleep(0.05)\n"
+        "s.frame(); s.summary()\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
