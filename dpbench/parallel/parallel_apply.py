@@ -53,6 +53,9 @@ class _CapturedError:
         raise exc
 
 
+_applied = threading.local()  # per worker thread: the intra-op thread count already set there
+
+
 @dataclass(frozen=True)
 class ThreadState:
     """The thread-local torch state a replica must run under."""
@@ -61,6 +64,7 @@ class ThreadState:
     inference_mode: bool
     autocast: tuple[tuple[str, torch.dtype], ...]  # (device type, dtype) for each enabled autocast
     autocast_cache: bool
+    num_threads: int  # intra-op threads (torch.get_num_threads)
 
     @classmethod
     def capture(cls) -> "ThreadState":
@@ -70,9 +74,16 @@ class ThreadState:
             inference_mode=torch.is_inference_mode_enabled(),
             autocast=tuple((t, torch.get_autocast_dtype(t)) for t in types if torch.is_autocast_enabled(t)),
             autocast_cache=torch.is_autocast_cache_enabled(),
+            num_threads=torch.get_num_threads(),
         )
 
     def enter(self, stack: ExitStack) -> None:
+        # A thread that torch did not start does not pick up torch.set_num_threads: its BLAS
+        # calls use the library default (all cores). Replicas then oversubscribe the CPU and
+        # were measured 10-20x slower here; so apply the caller's count, once per thread.
+        if getattr(_applied, "num_threads", None) != self.num_threads:
+            torch.set_num_threads(self.num_threads)
+            _applied.num_threads = self.num_threads
         if self.inference_mode:
             stack.enter_context(torch.inference_mode())
         stack.enter_context(torch.set_grad_enabled(self.grad_enabled))

@@ -138,3 +138,25 @@ def test_garbage_collected_pool_stops_its_threads():
     del pool
     worker.join(timeout=5)
     assert not worker.is_alive()
+
+
+def test_intra_op_thread_count_is_applied_in_worker_threads(monkeypatch):
+    # Threads torch did not start ignore the caller's torch.set_num_threads for BLAS; the
+    # workers must set it themselves (observed here through the public call they make).
+    calls = []
+    original = torch.set_num_threads
+
+    def recording(n):
+        calls.append((threading.current_thread(), n))
+        original(n)
+
+    monkeypatch.setattr(torch, "set_num_threads", recording)
+    before = torch.get_num_threads()
+    try:
+        original(1)
+        mods = [Probe(), Probe(), Probe()]
+        parallel_apply(mods, [torch.ones(1, 3)] * 3)
+        workers = {m.seen["thread"] for m in mods[1:]}
+        assert {t for t, n in calls if n == 1} == workers
+    finally:
+        original(before)
