@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402  (the benchmark side may use torch; the sampler never imports it)
 
 from dpbench.sampler import ResourceSampler  # noqa: E402
-from dpbench.sampler.cpu import CpuBackend  # noqa: E402
 
 
 def workload(a: torch.Tensor, b: torch.Tensor, iterations: int) -> tuple[float, float]:
@@ -38,18 +37,23 @@ def workload(a: torch.Tensor, b: torch.Tensor, iterations: int) -> tuple[float, 
     return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def cost_per_sample(samples: int = 2000) -> float:
-    """CPU seconds one psutil sample of the system and this process takes (same thread)."""
-    backend = CpuBackend([os.getpid()], report_error=print)
-    backend.open()
-    rows: list = []
-    cpu0 = time.thread_time()
-    for i in range(samples):
-        # The clock argument steps 50 ms per sample so children are rescanned once per
-        # 20 samples, as at 20 Hz.
-        backend.sample(i * 0.05, rows)
-        rows.clear()
-    return (time.thread_time() - cpu0) / samples
+def sampler_cpu_per_tick(interval: float, backend: str, seconds: float = 3.0) -> tuple[float, int]:
+    """CPU seconds the sampling thread uses per sample, measured in place: this process
+    sleeps while the sampler runs, so its CPU time is the sampler's (wake-ups and cold
+    caches included, which cost more than the same sample taken in a tight loop)."""
+    sampler = ResourceSampler(interval, pids=[os.getpid()], backend=backend)
+    sampler.start()
+    cpu0 = time.process_time()
+    time.sleep(seconds)
+    used = time.process_time() - cpu0
+    sampler.stop()
+    ticks = max(1, sampler.summary()["sample_count"] - 1)  # the stop-time sample is outside
+    return used / ticks, ticks
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return q[0], q[2]
 
 
 def calibrate(a, b, seconds: float) -> int:
@@ -118,7 +122,8 @@ def main(argv=None) -> int:
 
     med_off, med_on = statistics.median(without), statistics.median(with_sampler)
     ratios = [on / off for on, off in zip(with_sampler, without)]
-    per_sample = cost_per_sample()
+    per_tick, _ = sampler_cpu_per_tick(args.interval, args.backend)
+    cpu_ratios = [on / off for on, off in zip(cpu_with, cpu_without)]
     result = {
         "backend": backend,
         "rounds": args.rounds,
@@ -130,30 +135,37 @@ def main(argv=None) -> int:
         "interval": args.interval,
         "achieved_interval_mean": statistics.fmean(intervals),
         "achieved_interval_jitter": statistics.fmean(jitters),
-        "cpu_backend_cost_per_sample_s": per_sample,
-        "cpu_backend_share_of_one_core_pct": 100 * per_sample / args.interval,
+        "slowdown_pct_paired_iqr": [100 * (q - 1) for q in _quartiles(ratios)],
+        "sampler_cpu_per_tick_s": per_tick,
+        "sampler_share_of_one_core_pct": 100 * per_tick / args.interval,
         "median_process_cpu_without_s": statistics.median(cpu_without),
         "median_process_cpu_with_s": statistics.median(cpu_with),
         # CPU time does not grow while other tenants hold the cores, so on a shared machine
         # this is the steadier figure; it includes the sampler thread's own CPU.
-        "cpu_time_overhead_pct_paired_median": 100
-        * (statistics.median(on / off for on, off in zip(cpu_with, cpu_without)) - 1),
+        "cpu_time_overhead_pct_paired_median": 100 * (statistics.median(cpu_ratios) - 1),
+        "cpu_time_overhead_pct_paired_iqr": [100 * (q - 1) for q in _quartiles(cpu_ratios)],
     }
     print(f"backend: {backend}")
     print(f"median without sampler: {med_off:.3f} s   with: {med_on:.3f} s")
-    print(f"slowdown: {result['slowdown_pct_of_medians']:+.2f} % (medians), {result['slowdown_pct_paired_median']:+.2f} % (median of paired ratios)")
+    lo, hi = result["slowdown_pct_paired_iqr"]
+    print(
+        f"slowdown: {result['slowdown_pct_of_medians']:+.2f} % (medians), "
+        f"{result['slowdown_pct_paired_median']:+.2f} % (median of paired ratios; IQR {lo:+.2f} .. {hi:+.2f} %)"
+    )
     print(
         f"achieved interval: {1000 * result['achieved_interval_mean']:.2f} ms mean, "
         f"{1000 * result['achieved_interval_jitter']:.2f} ms jitter (std) for {1000 * args.interval:.0f} ms requested"
     )
     print(
-        f"psutil sample (system + this process): {1e6 * per_sample:.0f} us CPU each = "
-        f"{result['cpu_backend_share_of_one_core_pct']:.2f} % of one core at this interval"
+        f"sampler thread CPU (idle process, in place): {1e6 * per_tick:.0f} us per sample = "
+        f"{result['sampler_share_of_one_core_pct']:.2f} % of one core, "
+        f"{result['sampler_share_of_one_core_pct'] / (os.cpu_count() or 1):.2f} % of this machine"
     )
     print(
         f"process CPU time, median: {result['median_process_cpu_without_s']:.3f} s without, "
         f"{result['median_process_cpu_with_s']:.3f} s with the sampler; paired overhead "
-        f"{result['cpu_time_overhead_pct_paired_median']:+.2f} %"
+        f"{result['cpu_time_overhead_pct_paired_median']:+.2f} % (IQR "
+        f"{result['cpu_time_overhead_pct_paired_iqr'][0]:+.2f} .. {result['cpu_time_overhead_pct_paired_iqr'][1]:+.2f} %)"
     )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2))
