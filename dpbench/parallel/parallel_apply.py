@@ -170,22 +170,25 @@ class ReplicaThreads:
         return len(self._threads)
 
     def _ensure(self, count: int) -> None:
-        with self._lock:
-            while len(self._threads) < count:
-                jobs: queue.SimpleQueue = queue.SimpleQueue()
-                thread = threading.Thread(target=_worker_loop, args=(jobs,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True)
-                thread.start()
-                self._queues.append(jobs)
-                self._threads.append(thread)
+        # Caller holds self._lock.
+        while len(self._threads) < count:
+            jobs: queue.SimpleQueue = queue.SimpleQueue()
+            thread = threading.Thread(target=_worker_loop, args=(jobs,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True)
+            thread.start()
+            self._queues.append(jobs)
+            self._threads.append(thread)
 
     def run(self, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run ``tasks`` concurrently and return their results in order (tasks must not raise)."""
         if len(tasks) == 1:
             return [tasks[0]()]
-        self._ensure(len(tasks) - 1)
         done: queue.SimpleQueue = queue.SimpleQueue()
-        for index, task in enumerate(tasks[1:], start=1):
-            self._queues[index - 1].put((index, task, done))
+        # Submit under the lock: a close() from another thread then queues its stop signal
+        # behind these jobs (FIFO), so they still run and this call cannot wait forever.
+        with self._lock:
+            self._ensure(len(tasks) - 1)
+            for index, task in enumerate(tasks[1:], start=1):
+                self._queues[index - 1].put((index, task, done))
         results: list[Any] = [None] * len(tasks)
         results[0] = tasks[0]()
         # Wait for every worker even if replica 0 failed: no replica may still be running (and

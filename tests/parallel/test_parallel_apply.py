@@ -160,3 +160,17 @@ def test_intra_op_thread_count_is_applied_in_worker_threads(monkeypatch):
         assert {t for t, n in calls if n == 1} == workers
     finally:
         original(before)
+
+
+def test_close_from_another_thread_during_a_call_does_not_hang():
+    pool = ReplicaThreads(name="race-pool")
+    mods = [Probe(delay=0.1) for _ in range(3)]
+    results = []
+    caller = threading.Thread(target=lambda: results.append(parallel_apply(mods, [torch.ones(1, 3)] * 3, threads=pool)))
+    caller.start()
+    time.sleep(0.02)  # let the call submit its jobs (either order must end well)
+    pool.close()
+    caller.join(timeout=30)
+    assert not caller.is_alive(), "parallel_apply hung after a concurrent close()"
+    assert len(results) == 1 and len(results[0]) == 3
+    pool.close()
