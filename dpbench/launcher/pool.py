@@ -285,22 +285,26 @@ class WorkerPool:
                 self._conns.append(parent_conn)
             self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
         except BaseException:
-            self.close()
+            self._shutdown(graceful=False)
             raise
 
     def close(self) -> None:
         """Stop every worker (politely, then SIGTERM, then SIGKILL); idempotent."""
+        self._shutdown(graceful=True)
+
+    def _shutdown(self, *, graceful: bool) -> None:
         if self._closed:
             return
         self._closed = True
-        for conn in self._conns:
-            try:
-                conn.send_bytes(pickle.dumps(("close",)))
-            except (OSError, ValueError):  # worker already gone / pipe broken
-                pass
-        deadline = time.monotonic() + _CLOSE_GRACE_SECONDS
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
+        if graceful:
+            for conn in self._conns:
+                try:
+                    conn.send_bytes(pickle.dumps(("close",)))
+                except (OSError, ValueError):  # worker already gone / pipe broken
+                    pass
+            deadline = time.monotonic() + _CLOSE_GRACE_SECONDS
+            for proc in self._procs:
+                proc.join(max(0.0, deadline - time.monotonic()))
         for proc in self._procs:
             if proc.is_alive():
                 proc.terminate()
@@ -354,8 +358,9 @@ class WorkerPool:
                     pass  # a dead rank is reported by _collect through its exit code
             return self._collect("result", timeout=self.timeout)
         except BaseException:
-            # Includes KeyboardInterrupt: never leave workers behind.
-            self.close()
+            # Includes KeyboardInterrupt: never leave workers behind. After a failure some
+            # ranks may be stuck in a collective, so waiting for a polite exit is pointless.
+            self._shutdown(graceful=False)
             raise
 
     def _collect(self, kind: str, *, timeout: float) -> list[Any]:

@@ -31,7 +31,8 @@ class DDP(Strategy):
     ``broadcast_buffers``; ``sync_batchnorm`` converts BatchNorm layers with
     ``nn.SyncBatchNorm.convert_sync_batchnorm`` (CUDA only: torch rejects CPU input);
     ``comm_hook`` in ``"fp16"``/``"bf16"`` (compress gradients before the allreduce, from
-    ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``) or ``"powersgd"``
+    ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``; bf16 needs CUDA + NCCL,
+    fp16 also runs on gloo/CPU) or ``"powersgd"`` (runs on gloo too)
     (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
     each rank's slice into that many micro-batches, all but the last under ``no_sync()``
     (not together with ``static_graph``: torch bug pytorch/pytorch#143580).
@@ -75,6 +76,9 @@ class DDP(Strategy):
                 f"ddp option accumulation_steps must be an int between 1 and the smallest per-rank "
                 f"batch ({smallest}), got {steps!r}"
             )
+        if hook == "bf16" and device != "cuda":
+            # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none.
+            raise StrategyUnavailable("ddp option comm_hook='bf16' needs device='cuda' (torch requires NCCL 2.10+ for it)")
         if options["static_graph"] and steps > 1:
             # Known torch bug: the first no_sync() backward trips an internal assert in the
             # reducer, and once past it gradients silently stop being all-reduced

@@ -1,0 +1,134 @@
+"""WorkerPool: per-rank calls, state between calls, and failures turned into parent-side errors."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from _launch_helpers import (
+    HANG_SECONDS, assert_gone, describe, die_on, fail_on, listening_ports, recall, remember, sleep_on,
+    stray_children,
+)
+from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, default_threads
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(2, timeout=30.0) as workers:
+        yield workers
+
+
+def test_every_rank_runs_with_a_process_group(pool):
+    results = pool.run(describe)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert [r["dist_rank"] for r in results] == [0, 1]
+    assert all(r["world_size"] == 2 and r["backend"] == "gloo" and r["device"] == "cpu" for r in results)
+    assert all(r["sum"] == 3.0 for r in results)  # all_reduce of 1 + 2 across the two ranks
+    assert all(r["threads"] == pool.threads_per_worker == default_threads(2) for r in results)
+    assert [r["pid"] for r in results] == pool.pids and os.getpid() not in pool.pids
+
+
+def test_state_survives_between_calls(pool):
+    pool.run(remember, 10)
+    assert pool.run(recall) == [10, 20]
+
+
+def test_unpicklable_function_is_rejected_before_sending(pool):
+    with pytest.raises(TypeError, match="picklable"):
+        pool.run(lambda ctx: ctx.rank)
+    assert pool.run(recall) == [10, 20]  # the pool is still usable
+
+
+def test_pool_without_process_group_and_threads():
+    with WorkerPool(1, process_group=False, threads_per_worker=1) as workers:
+        (info,) = workers.run(recall_or_none)
+        assert info == (None, None, 1)
+
+
+def recall_or_none(ctx):
+    import torch
+    import torch.distributed as dist
+
+    return ctx.backend, ctx.group if not dist.is_initialized() else "initialised", torch.get_num_threads()
+
+
+def test_raising_rank_is_named_with_its_traceback():
+    workers = WorkerPool(2, timeout=30.0)
+    pids = workers.pids
+    with pytest.raises(WorkerError, match="rank 1") as info:
+        workers.run(fail_on, 1)
+    assert info.value.rank == 1
+    assert "injected failure on rank 1" in info.value.worker_traceback
+    assert "fail_on" in info.value.worker_traceback  # the worker's own frames, not the parent's
+    assert workers.closed
+    assert_gone(pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        workers.run(recall)
+
+
+def test_silent_rank_times_out_and_is_cleaned_up():
+    workers = WorkerPool(2, timeout=2.0)
+    pids = workers.pids
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeoutError, match="timeout") as info:
+        workers.run(sleep_on, 1)
+    # Relative bound: the error came from the timeout, not from the sleep finishing.
+    assert time.monotonic() - start < HANG_SECONDS / 10
+    assert 1 in info.value.failures
+    assert_gone(pids)
+
+
+def test_rank_killing_itself_is_reported_with_exit_code():
+    workers = WorkerPool(2, timeout=30.0)
+    pids = workers.pids
+    with pytest.raises(WorkerError, match="died with exit code -9") as info:
+        workers.run(die_on, 1)
+    assert 1 in info.value.failures
+    assert_gone(pids)
+
+
+def test_ctrl_c_while_waiting_stops_the_workers():
+    before, others = listening_ports(), {p.pid for p in stray_children()}
+    workers = WorkerPool(2, timeout=120.0)
+    pids = workers.pids
+    # A real SIGINT to this process, as a terminal Ctrl-C delivers (workers ignore it).
+    timer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            workers.run(sleep_on, 0)
+    finally:
+        timer.cancel()
+    assert workers.closed
+    assert_gone(pids)
+    assert {p.pid for p in stray_children()} <= others
+    assert listening_ports() <= before
+
+
+def test_close_is_idempotent_and_leaves_nothing():
+    others = {p.pid for p in stray_children()}  # e.g. the module's shared pool
+    workers = WorkerPool(2)
+    pids = workers.pids
+    workers.close()
+    workers.close()
+    assert_gone(pids)
+    assert {p.pid for p in stray_children()} <= others
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"world_size": 0}, "world_size must be an int >= 1, got 0"),
+    ({"world_size": 2, "device": "tpu"}, "device must be 'cpu' or 'cuda', got 'tpu'"),
+    ({"world_size": 2, "timeout": 0}, "timeout must be a positive number"),
+    ({"world_size": 2, "threads_per_worker": 0}, "threads_per_worker must be None or an int >= 1"),
+    ({"world_size": 2, "backend": "mpi"}, "backend must be None, 'gloo' or 'nccl'"),
+    ({"world_size": 2, "backend": "nccl"}, "backend='nccl' needs device='cuda'"),
+])
+def test_bad_arguments_fail_before_any_process_starts(kwargs, message):
+    before = {p.pid for p in stray_children()}
+    world_size = kwargs.pop("world_size")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        WorkerPool(world_size, **kwargs)
+    assert {p.pid for p in stray_children()} == before
