@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from dpbench.workloads._checks import as_int as _as_int
+from dpbench.workloads._checks import positive_int
 
 __all__ = [
     "IMAGE_SHAPE",
@@ -94,11 +95,7 @@ def _prototypes_cached(seed: int, num_classes: int) -> torch.Tensor:
 
 def class_prototypes(seed: int, num_classes: int = NUM_CLASSES) -> torch.Tensor:
     """The fixed per-class images ``[num_classes, 1, 28, 28]`` that ``image_batch`` samples around."""
-    seed = _as_int("seed", seed)
-    num_classes = _as_int("num_classes", num_classes)
-    if num_classes < 1:
-        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    return _prototypes_cached(seed, num_classes).clone()
+    return _prototypes_cached(_as_int("seed", seed), positive_int("num_classes", num_classes)).clone()
 
 
 def image_batch(
@@ -111,7 +108,7 @@ def image_batch(
     """
     step, global_batch, seed = check_batch_args(step, global_batch, seed)
     noise = _check_noise(noise)
-    protos = _prototypes_cached(seed, _as_int("num_classes", num_classes))
+    protos = _prototypes_cached(seed, positive_int("num_classes", num_classes))
     gen = step_generator(seed, step, _STREAM_IMAGES)
     y = torch.randint(0, protos.shape[0], (global_batch,), generator=gen, dtype=torch.int64)
     brightness = 0.75 + 0.5 * torch.rand(global_batch, 1, 1, 1, generator=gen)

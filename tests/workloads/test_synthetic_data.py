@@ -98,7 +98,7 @@ def test_token_batch_target_is_next_token_of_the_chain():
     assert allowed.all()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, database=None)
 @given(step=st.integers(0, 10**9), seed=st.integers(-(2**63), 2**63 - 1), size=st.integers(1, 9))
 def test_any_step_and_seed_is_valid_and_deterministic(step, seed, size):
     a = image_batch(step, size, seed)
@@ -125,6 +125,7 @@ def test_step_generators_differ_across_seed_step_and_stream():
         ((0, 4, "0"), {}, TypeError, "seed must be an int, got str '0'"),
         ((True, 4, 0), {}, TypeError, "step must be an int, got bool True"),
         ((0, 4, 0), {"noise": -0.1}, ValueError, "noise must be >= 0, got -0.1"),
+        ((0, 4, 0), {"num_classes": 0}, ValueError, "num_classes must be >= 1, got 0"),
     ],
 )
 def test_bad_image_batch_arguments_name_the_argument(args, kwargs, error, message):
