@@ -1,0 +1,82 @@
+"""Bad input to dpbench.launch: a clear error naming the argument, before any process starts."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import dpbench
+from _launch_helpers import HEALTHY, batch, loss, stray_children
+from dpbench.strategies import StrategyUnavailable, get_strategy, list_strategies
+from dpbench.workloads.base import Workload
+
+CASES = [
+    # (strategy, workload, kwargs, exception, message)
+    ("nope", HEALTHY, {}, ValueError,
+     "Unknown strategy 'nope'. Available names: single, dp, torch-dp, ddp, manual, allreduce"),
+    ("ddp", "no-such-workload", {}, ValueError, "Unknown workload 'no-such-workload'. Available names: "),
+    ("ddp", 42, {}, TypeError, "workload must be a registered workload name (str) or a dpbench.Workload, got int"),
+    ("ddp", HEALTHY, {"world_size": 0}, ValueError, "world_size must be an int >= 1, got 0"),
+    ("ddp", HEALTHY, {"world_size": 4, "global_batch": 3}, ValueError,
+     "global_batch must be >= world_size so every replica gets at least one sample, got global_batch=3 with world_size=4"),
+    ("single", HEALTHY, {"world_size": 2}, ValueError, "world_size must be 1, got 2"),
+    ("ddp", HEALTHY, {"device": "tpu"}, ValueError, "device must be 'cpu' or 'cuda', got 'tpu'"),
+    ("ddp", HEALTHY, {"lr": 0}, ValueError, "lr must be a positive number, got 0"),
+    ("ddp", HEALTHY, {"timeout": -1}, ValueError, "timeout must be a positive number of seconds, got -1"),
+    ("ddp", HEALTHY, {"threads_per_worker": 0}, ValueError, "threads_per_worker must be an int >= 1, got 0"),
+    ("ddp", HEALTHY, {"bogus": 1}, ValueError, "Unknown option(s) 'bogus' for strategy 'ddp'. Known options: "
+     "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, find_unused_parameters, "
+     "gradient_as_bucket_view, static_graph, sync_batchnorm"),
+    ("single", HEALTHY, {"mode": "overlap"}, ValueError, "Unknown option(s) 'mode' for strategy 'single'. Known options: (none)"),
+    ("allreduce", HEALTHY, {"mode": "ring"}, ValueError, "allreduce option mode must be one of per-param, bucketed, overlap, got 'ring'"),
+    ("allreduce", HEALTHY, {"bucket_cap_mb": 0}, ValueError, "allreduce option bucket_cap_mb must be a positive number, got 0"),
+    ("ddp", HEALTHY, {"bucket_cap_mb": -1}, ValueError, "ddp option bucket_cap_mb must be None or a positive number, got -1"),
+    ("ddp", HEALTHY, {"comm_hook": "int8"}, ValueError, "ddp option comm_hook must be None or one of fp16, bf16, powersgd, got 'int8'"),
+    ("ddp", HEALTHY, {"static_graph": "yes"}, ValueError, "ddp option static_graph must be True or False, got 'yes'"),
+    ("ddp", HEALTHY, {"world_size": 2, "global_batch": 8, "accumulation_steps": 5}, ValueError,
+     "ddp option accumulation_steps must be an int between 1 and the smallest per-rank batch (4), got 5"),
+    ("ddp", HEALTHY, {"accumulation_steps": 2, "static_graph": True}, StrategyUnavailable, "pytorch/pytorch#143580"),
+    ("ddp", HEALTHY, {"comm_hook": "bf16"}, StrategyUnavailable, "comm_hook='bf16' needs device='cuda'"),
+    ("dp", HEALTHY, {"world_size": 2, "global_batch": 8, "chunk_sizes": [5, 4]}, ValueError,
+     "dp option chunk_sizes must be 2 positive ints summing to global_batch=8, got [5, 4]"),
+    ("dp", HEALTHY, {"replicas_per_device": 0}, ValueError, "dp option replicas_per_device must be None or an int >= 1, got 0"),
+    ("torch-dp", HEALTHY, {}, StrategyUnavailable, "torch-dp needs CUDA"),
+]
+
+
+def _id(case) -> str:
+    strategy, workload, kwargs, _, _ = case
+    return f"{strategy}-" + ("-".join(kwargs) or str(workload)[:20])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_error_before_any_process(case):
+    strategy, workload, kwargs, exc_type, message = case
+    before = {p.pid for p in stray_children()}
+    with pytest.raises(exc_type, match=re.escape(message)):
+        dpbench.launch(strategy, workload, **kwargs)
+    assert {p.pid for p in stray_children()} == before
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_cuda_is_unavailable():
+    with pytest.raises(StrategyUnavailable, match=re.escape("device='cuda' needs CUDA")) as info:
+        dpbench.launch("ddp", HEALTHY, world_size=2, device="cuda")
+    assert "torch.cuda.is_available() is False" in info.value.reason
+
+
+def test_non_picklable_workload_is_rejected():
+    workload = Workload(model=lambda: nn.Linear(8, 3), batch=batch, loss=loss, name="local-lambda")
+    with pytest.raises(TypeError, match=r"Workload.model of workload 'local-lambda' is not picklable"):
+        dpbench.launch("single", workload)
+
+
+def test_registry_lists_every_strategy_and_rejects_unknown():
+    assert dpbench.list_strategies() == list_strategies() == [
+        "single", "dp", "torch-dp", "ddp", "manual", "allreduce"]
+    for name in list_strategies():
+        assert get_strategy(name).name == name
+    with pytest.raises(ValueError, match=re.escape("Unknown strategy 'DDP'. Available names: single, dp")):
+        get_strategy("DDP")
