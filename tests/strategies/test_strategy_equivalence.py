@@ -37,6 +37,16 @@ CASES = [
 ]
 
 
+# The phase breakdown each strategy reports (dpbench.schema.Phase values).
+PHASES = {
+    "single": {"forward", "backward", "optimizer"},
+    "ddp": {"forward", "backward", "optimizer"},
+    "dp": {"scatter", "replicate", "apply", "gather", "backward", "optimizer"},
+    "manual": {"compute", "communication", "optimizer"},
+    "allreduce": {"compute", "communication", "optimizer"},
+}
+
+
 def _case_id(case) -> str:
     strategy, world, options, _ = case
     opts = ",".join(f"{k}={v}" for k, v in options.items())
@@ -76,3 +86,25 @@ def test_parameters_match_single(case, reference, initial):
     # The reported loss is the global-batch mean, whatever the split.
     torch.testing.assert_close(torch.tensor(stats.losses), torch.tensor(ref_stats.losses), atol=atol * 10, rtol=1e-4)
     assert stats.steps == K and all(t > 0 for t in stats.step_times)
+    assert set(stats.phases) == PHASES[strategy]
+    # Phases are parts of a step, each measured inside it.
+    assert sum(stats.phases.values()) <= sum(stats.step_times) / K * 1.05
+    expected_memory = {f"cpu:rank{r}" for r in range(info["processes"])}
+    assert set(stats.peak_memory_bytes) == expected_memory
+
+
+def test_single_reports_its_phases(reference):
+    _, stats = reference
+    assert set(stats.phases) == PHASES["single"]
+
+
+def test_powersgd_hook_runs_on_gloo_and_is_exact_before_it_starts(reference):
+    """PowerSGD does plain allreduce for its first 2 steps, then compresses (lossy by design)."""
+    ref_params, ref_stats = reference
+    with dpbench.launch("ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, seed=3, lr=LR,
+                        comm_hook="powersgd") as run:
+        stats = run.step(K)
+        params = run.parameters()
+    # Losses of steps 0-2 depend only on the two exact steps before them.
+    torch.testing.assert_close(torch.tensor(stats.losses), torch.tensor(ref_stats.losses), atol=1e-5, rtol=1e-4)
+    assert all(torch.isfinite(p).all() for p in params.values())
