@@ -236,9 +236,11 @@ def _as_float(value: Any) -> float:
 
 
 def _options_text(options: Any) -> str:
-    if not isinstance(options, dict) or not options:
+    """``{"mode": "overlap", "chunk_sizes": None}`` → ``"mode=overlap"`` (unset options say nothing)."""
+    if not isinstance(options, dict):
         return ""
-    return ", ".join(f"{k}={v}" for k, v in sorted(options.items(), key=lambda kv: str(kv[0])))
+    items = sorted(((str(k), v) for k, v in options.items() if v is not None), key=lambda kv: kv[0])
+    return ", ".join(f"{k}={v}" for k, v in items)
 
 
 def machine_summary(machine: dict[str, Any]) -> dict[str, Any]:
@@ -291,9 +293,10 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
                 row[f"{key}.{sub}"] = subvalue
         else:
             row[key] = value
-    steps = _as_float(extra.get("steps_per_round"))
+    steps = _as_float(extra.get("steps_per_round", extra.get("iters_per_round")))
     steps = steps if steps > 0 else 1.0
-    # Each round of a training benchmark times run.step(k): per-step time = round time / k.
+    # Each round of a training benchmark times run.step(k): per-step time = round time / k
+    # (a communication benchmark's round likewise repeats its collective iters_per_round times).
     row["step_time_median"] = row["stats.median"] / steps
     row["step_samples"] = [v / steps for v in row["samples"]] if row["samples"] else None
     options = _options_text(extra.get("options"))

@@ -110,9 +110,11 @@ def throughput(frame: pd.DataFrame) -> Section:
     if long.empty:  # raw samples not saved: one bar per case from the summary number
         long = rows.assign(**{"samples/s": _numeric(rows, "samples_per_s")})
     workloads = sorted(long["workload"].astype(str).unique())
-    n_cases = max(long[long["workload"] == w]["label"].nunique() for w in workloads)
-    fig = _figure(10, 0.9 + 0.35 * n_cases * len(workloads))
-    axes = fig.subplots(len(workloads), 1, squeeze=False)[:, 0]
+    n_runs = max(1, rows["run"].nunique())
+    # Each workload's panel grows with its bars, so one-case panels are not squashed.
+    heights = [0.9 + 0.3 * n_runs * long[long["workload"] == w]["label"].nunique() for w in workloads]
+    fig = _figure(10, sum(heights))
+    axes = fig.subplots(len(workloads), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, workload in zip(axes, workloads):
         data = long[long["workload"] == workload]
         sns.barplot(data=data, y="label", x="samples/s", hue=_hue(rows), errorbar=("ci", 95),
@@ -227,7 +229,7 @@ def phases(frame: pd.DataFrame) -> Section:
     for phase, color in zip(order, sns.color_palette(n_colors=len(order))):
         ax.barh(wide_ms.index, wide_ms[phase], left=left, color=color, label=phase, height=0.8)
         left = left + wide_ms[phase]
-    ax.legend(title="phase", loc="lower right", fontsize="small")
+    ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_xlabel("ms per step")
     ax.margins(y=0.01)
     sec.image_png_b64 = figure_png(fig)

@@ -64,7 +64,8 @@ def load_timelines(frame: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame, p
         if data.empty:
             notes.append(f"Timeline {path.name} holds no samples.")
             continue
-        labels = list(dict.fromkeys(group["label"].astype(str)))
+        workload = group["workload"].fillna("").astype(str)
+        labels = list(dict.fromkeys((workload + ": ").where(workload != "", "") + group["label"].astype(str)))
         run = str(group["run"].iloc[0])
         title = f"{run} · {labels[0]}" if len(labels) == 1 else f"{run} · {path.name} ({len(labels)} cases)"
         out.append((title, data, marks))
