@@ -146,3 +146,15 @@ def test_timeline_paths_are_confined_to_the_run_directory(tmp_path: Path):
     assert timeline_path(str(run), "../../etc/passwd") is None
     assert timeline_path(str(run), "/etc/passwd") is None
     assert timeline_path(str(run), 42) is None
+
+
+def test_labels_and_per_iteration_times_of_collectives(tmp_path: Path):
+    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]])
+    doc["benchmarks"][0]["extra_info"]["options"] = {"chunk_sizes": None, "mode": "x"}
+    comm = doc["benchmarks"][1]
+    comm["extra_info"]["iters_per_round"] = 5  # a collective repeated 5 times per timed round
+    frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).set_index("name")
+    assert frame.loc[doc["benchmarks"][0]["name"], "label"] == "dp(mode=x) w2"  # unset options say nothing
+    row = frame.loc[comm["name"]]
+    assert row["label"] == "all_reduce(4 KiB) w2"
+    assert row["step_time_median"] == pytest.approx(comm["stats"]["median"] / 5)
