@@ -99,7 +99,6 @@ class _Watched:
         self.main = psutil.Process(pid)
         self.children: dict[int, psutil.Process] = {}
         self.next_refresh = -math.inf
-        self.ended_at: float | None = None
         self.main.cpu_percent(None)  # prime: the first call always returns 0.0
 
     def refresh_children(self, now: float) -> None:
