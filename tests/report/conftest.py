@@ -1,7 +1,6 @@
 """Fixtures for the report tests: synthetic runs, one real pytest-benchmark run, a report."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -11,7 +10,7 @@ import pytest
 
 import report_synth
 
-XSS = "<script>alert(1)</script>"
+from report_synth import XSS
 
 
 @pytest.fixture
@@ -75,9 +74,3 @@ def report_html(two_runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFa
 
     out = tmp_path_factory.mktemp("report") / "report.html"
     return write_report(list(two_runs), out)
-
-
-def write_json(path: Path, doc: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path

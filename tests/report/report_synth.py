@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import Any
 
 MACHINE_ID = "Linux-CPython-3.11-64bit"
+XSS = "<script>alert(1)</script>"
+
+
+def write_json(path: Path, doc: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
 
 # (suite, workload, strategy, options, world size, base seconds per step)
 TRAINING_CASES = [

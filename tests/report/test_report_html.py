@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import report_synth
-from conftest import XSS
+from report_synth import XSS
 from dpbench.report import ResultsError, write_report
 from dpbench.report.atomic import atomic_write_text
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import report_synth
-from conftest import write_json
+from report_synth import write_json
 from dpbench.report import ResultsError, load_runs, resolve_runs
 from dpbench.report.load import read_run, resolve_run
 from dpbench.report.timeline import timeline_path

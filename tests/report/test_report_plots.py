@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import report_synth
-from conftest import write_json
+from report_synth import write_json
 from dpbench.report import load_runs
 from dpbench.report import plots
 from dpbench.report.plots import PLOTS, build_sections
