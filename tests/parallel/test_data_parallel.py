@@ -152,13 +152,21 @@ def test_forward_hooks_run_once_per_replica_and_attribute_changes_are_lost():
 
 
 @pytest.mark.parametrize("devices", REPLICAS)
-def test_no_grad_gives_detached_outputs_equal_to_single_module(devices):
-    net = mlp()
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_no_grad_gives_detached_outputs_equal_to_single_module(devices, mode):
+    net = nn.Sequential(mlp(), nn.BatchNorm1d(3))
+    ref = clone(net)
     x = torch.randn(6, 4)
-    with torch.no_grad(), DataParallel(net, devices) as dp:
+    with mode(), DataParallel(net, devices) as dp:
         out = dp(x)
     assert not out.requires_grad
-    torch.testing.assert_close(out, net(x))
+    with mode():
+        ref(x[:2] if len(devices) == 3 else x[:3])  # replica 0's shard updates the running stats
+    torch.testing.assert_close(net[1].running_mean, ref[1].running_mean)
+    net.eval()
+    ref.eval()
+    with mode(), DataParallel(net, devices) as dp:
+        torch.testing.assert_close(dp(x), ref(x))
 
 
 def test_cpu_autocast_dtype_is_carried_into_replicas():
