@@ -152,6 +152,9 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
     """Compare two runs' frames (each from :func:`dpbench.report.load_runs`, one run each)."""
     if not 0 < alpha < 1:
         raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
+    for what, frame in (("baseline", baseline), ("candidate", candidate)):
+        if frame.empty or frame["run_id"].nunique() != 1:
+            raise ResultsError(f"{what}: expected the benchmarks of one run, found {frame['run_id'].nunique()} runs")
     cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha)
     b_machine = {k: baseline[f"machine.{k}"].iloc[0] for k in MACHINE_FIELDS}
     c_machine = {k: candidate[f"machine.{k}"].iloc[0] for k in MACHINE_FIELDS}

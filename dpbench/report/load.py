@@ -35,6 +35,7 @@ DEFAULT_RESULTS_DIR = Path("results")
 # Keys that mark extra_info as written by dpbench (as opposed to some other benchmark).
 _DPBENCH_MARKERS = ("schema", "kind", "strategy", "workload", "steps_per_round", "collective")
 _RUN_FILE = re.compile(r"^(\d{4})_.*\.json$")
+_DERIVED = {"run", "step_time_median", "step_samples", "strategy_label", "label"}
 _STAT_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ops", "total",
                 "rounds", "iterations")
 
@@ -278,11 +279,16 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
         row[f"stats.{key}"] = _as_float(stats.get(key))
     data = stats.get("data")
     row["samples"] = [float(v) for v in data] if data else None
+    # Columns the report computes itself: an extra_info key with the same name keeps its value
+    # under "extra.<key>" instead of silently replacing ours.
+    reserved = set(row) | _DERIVED
     for key in ("schema", "kind", "suite", "strategy", "workload", "world_size", "device_type",
                 "backend", "profile", "collective"):
         row[key] = None  # always present, so plain pytest-benchmark files share the columns
     for key, value in extra.items():
         key = str(key)
+        if key in reserved or key.startswith(("stats.", "machine.", "commit.")):
+            key = f"extra.{key}"
         if key == "sampler" and isinstance(value, dict):
             row["sampler"] = value
             row["sampler.timeline"] = value.get("timeline")

@@ -144,3 +144,9 @@ def test_parse_threshold(text, value):
 def test_parse_threshold_rejects(text):
     with pytest.raises(ResultsError, match="--threshold: expected a percentage like 5%"):
         parse_threshold(text)
+
+
+def test_compare_frames_takes_one_run_per_side():
+    two = pd.concat([frame(seed=1), frame(seed=2).assign(run_id="other/0002_x")])
+    with pytest.raises(ResultsError, match="baseline: expected the benchmarks of one run, found 2 runs"):
+        compare_frames(two, frame(seed=3))

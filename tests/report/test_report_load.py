@@ -158,3 +158,13 @@ def test_labels_and_per_iteration_times_of_collectives(tmp_path: Path):
     row = frame.loc[comm["name"]]
     assert row["label"] == "all_reduce(4 KiB) w2"
     assert row["step_time_median"] == pytest.approx(comm["stats"]["median"] / 5)
+
+
+def test_extra_info_cannot_overwrite_the_report_columns(tmp_path: Path):
+    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[0]], comm=False)
+    bench = doc["benchmarks"][0]
+    bench["extra_info"].update(fullname="spoofed", samples=[1.0], label="spoofed", **{"stats.median": 0})
+    row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
+    assert row["fullname"] == bench["fullname"] and row["extra.fullname"] == "spoofed"
+    assert row["samples"] == bench["stats"]["data"] and row["label"] == "single w1"
+    assert row["stats.median"] == bench["stats"]["median"] and row["extra.stats.median"] == 0
