@@ -197,7 +197,7 @@ def training_extra_info(
         "suite": suite,
         "profile": profile.name.value,
         "strategy": run_info["strategy"],
-        "options": dict(run_info.get("options") or {}),
+        "options": dict(run_info.get("options") or {}),  # resolved: defaults included
         "workload": run_info["workload"],
         "world_size": run_info["world_size"],
         "device_type": run_info["device_type"],
@@ -263,5 +263,6 @@ def measure_training(
         merged = merge_step_stats(measured)
         info = training_extra_info(run_info=run.info, merged=merged, steps_per_round=k, profile=profile,
                                    suite=suite, sampler_summary=summary, timeline=recorded)
+        info["requested_options"] = dict(case.options)  # what the case asked for: the short label
     benchmark.extra_info.update(info)
     return info, merged
