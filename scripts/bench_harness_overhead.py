@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""How much does dpbench's harness add to a training step?
+
+Compares ``single`` through ``dpbench.launch`` with a bare hand-written loop (forward, loss,
+backward, SGD step; no phase timers, no bookkeeping) on the same model, batches and thread
+count, each in its own worker process. Short rounds alternate between the two so machine
+noise hits both alike; each round pair gives a ratio of median step times, and the verdict
+is the median of those ratios (with its interquartile range, and the load average, since a
+busy machine swamps a 3 % effect). Target: overhead <= 3 %.
+
+    .venv/bin/python scripts/bench_harness_overhead.py [--workload mlp lenet] [--rounds 15]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dpbench  # noqa: E402
+from dpbench.launcher import WorkerPool, available_cores  # noqa: E402
+
+
+def bare_setup(ctx, workload_name: str, seed: int, lr: float) -> None:
+    import torch
+
+    workload = dpbench.get_workload(workload_name)
+    torch.manual_seed(seed)
+    model = workload.model()
+    ctx.state.update(workload=workload, model=model, opt=torch.optim.SGD(model.parameters(), lr=lr), step=0)
+
+
+def bare_steps(ctx, global_batch: int, seed: int, k: int) -> list[float]:
+    """The loop a user would write by hand; batches are made outside the clock, as in dpbench."""
+    s = ctx.state
+    times = []
+    for _ in range(k):
+        x, y = s["workload"].batch(s["step"], global_batch, seed)
+        start = time.perf_counter()
+        out = s["model"](*x) if isinstance(x, tuple) else s["model"](x)
+        loss = s["workload"].loss(out, y)
+        s["opt"].zero_grad(set_to_none=True)
+        loss.backward()
+        s["opt"].step()
+        times.append(time.perf_counter() - start)  # CPU work is synchronous: nothing to sync
+        s["step"] += 1
+    return times
+
+
+def measure(workload: str, *, global_batch: int, steps: int, rounds: int, threads: int, seed: int = 0,
+            lr: float = 0.05) -> tuple[float, float, list[float]]:
+    harness, bare, ratios = [], [], []
+    with dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr,
+                        threads_per_worker=threads) as run, \
+            WorkerPool(1, process_group=False, threads_per_worker=threads) as pool:
+        pool.run(bare_setup, workload, seed, lr)
+        run.step(2)  # warm-up, untimed: allocator and first-call costs
+        pool.run(bare_steps, global_batch, seed, 2)
+        for r in range(rounds):
+            # Alternate which goes first so neither always follows the other.
+            order = ("h", "b") if r % 2 == 0 else ("b", "h")
+            got = {}
+            for which in order:
+                if which == "h":
+                    got[which] = run.step(steps).step_times
+                else:
+                    got[which] = pool.run(bare_steps, global_batch, seed, steps)[0]
+            harness += got["h"]
+            bare += got["b"]
+            ratios.append(statistics.median(got["h"]) / statistics.median(got["b"]))
+    return statistics.median(harness), statistics.median(bare), ratios
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", nargs="+", default=["mlp", "lenet"])
+    parser.add_argument("--global-batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=3, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=available_cores(), help="torch threads of both workers")
+    args = parser.parse_args(argv)
+    print(f"single via dpbench.launch vs bare loop; {args.threads} thread(s), global batch {args.global_batch}, "
+          f"{args.rounds} interleaved rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'workload':<14}{'harness ms':>12}{'bare ms':>10}{'overhead':>10}{'IQR':>18}")
+    for name in args.workload:
+        harness, bare, ratios = measure(name, global_batch=args.global_batch, steps=args.steps,
+                                        rounds=args.rounds, threads=args.threads)
+        q1, q2, q3 = statistics.quantiles(ratios, n=4)
+        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{(q2 - 1) * 100:>9.1f}%"
+              f"{f'[{(q1 - 1) * 100:+.1f}%, {(q3 - 1) * 100:+.1f}%]':>18}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (on {available_cores()} cores)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
