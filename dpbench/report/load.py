@@ -35,6 +35,7 @@ DEFAULT_RESULTS_DIR = Path("results")
 # Keys that mark extra_info as written by dpbench (as opposed to some other benchmark).
 _DPBENCH_MARKERS = ("schema", "kind", "strategy", "workload", "steps_per_round", "collective")
 _RUN_FILE = re.compile(r"^(\d{4})_.*\.json$")
+_NAME_FIELDS = ("kind", "suite", "strategy", "workload", "device_type", "backend", "profile", "collective", "dtype")
 _DERIVED = {"run", "step_time_median", "step_samples", "strategy_label", "label"}
 _STAT_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ops", "total",
                 "rounds", "iterations")
@@ -195,6 +196,10 @@ def _check_benchmark(path: Path, index: int, bench: Any) -> None:
     if not isinstance(extra, dict):
         raise ResultsError(f"{where}: 'extra_info': expected an object, found {type(extra).__name__}")
     _check_schema(path, index, extra)
+    for key in _NAME_FIELDS:  # identifiers the report groups and labels by
+        value = extra.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ResultsError(f"{where}: extra_info.{key}: expected a string, found {type(value).__name__}")
 
 
 def read_run(path: str | os.PathLike) -> Run:

@@ -59,9 +59,15 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column as floats; anything not a finite number (text, lists, ±inf) becomes NaN."""
     if column not in frame:
         return pd.Series(math.nan, index=frame.index, dtype=float)
-    return pd.to_numeric(frame[column], errors="coerce")
+    return _finite(pd.to_numeric(frame[column], errors="coerce"))
+
+
+def _finite(values: pd.Series) -> pd.Series:
+    values = values.astype(float)
+    return values.where(values.abs() < 1e300)  # beyond this, axis arithmetic overflows to inf
 
 
 def _case(frame: pd.DataFrame, *, with_run: bool = True) -> pd.Series:
@@ -106,9 +112,14 @@ def throughput(frame: pd.DataFrame) -> Section:
         return sec
     long = rows[["run", "workload", "label", "global_batch", "step_samples"]].explode("step_samples")
     long = long[long["step_samples"].notna()]
-    long["samples/s"] = long["global_batch"] / long["step_samples"].astype(float)
+    long["samples/s"] = _finite(long["global_batch"] / long["step_samples"].astype(float))
+    long = long[long["samples/s"].notna()]
     if long.empty:  # raw samples not saved: one bar per case from the summary number
         long = rows.assign(**{"samples/s": _numeric(rows, "samples_per_s")})
+        long = long[long["samples/s"].notna()]
+    if long.empty:
+        sec.note = "No finite throughput numbers in these runs."
+        return sec
     workloads = sorted(long["workload"].astype(str).unique())
     n_runs = max(1, rows["run"].nunique())
     # Each workload's panel grows with its bars, so one-case panels are not squashed.
@@ -181,7 +192,11 @@ def step_times(frame: pd.DataFrame) -> Section:
     else:
         shown = rows
     long = shown[["case", "run", "step_samples"]].explode("step_samples")
-    long["ms per step"] = long["step_samples"].astype(float) * 1e3
+    long["ms per step"] = _finite(long["step_samples"].astype(float) * 1e3)
+    long = long[long["ms per step"] > 0]  # log axis
+    if long.empty:
+        sec.note = "No positive, finite step times in these runs."
+        return sec
     fig = _figure(10, 0.8 + 0.3 * shown["case"].nunique())
     ax = fig.subplots()
     sns.boxplot(data=long, y="case", x="ms per step", hue=_hue(rows), showfliers=False, ax=ax)
@@ -209,7 +224,7 @@ def phases(frame: pd.DataFrame) -> Section:
     rows["case"] = _case(rows)
     long = rows.melt(id_vars=["case"], value_vars=columns, var_name="phase", value_name="seconds") if columns else pd.DataFrame()
     if not long.empty:
-        long["seconds"] = pd.to_numeric(long["seconds"], errors="coerce")
+        long["seconds"] = _finite(pd.to_numeric(long["seconds"], errors="coerce"))
         long = long[long["seconds"].notna()]
     if long.empty:
         sec.note = "No phase timings (extra_info.phases) in these runs."
@@ -250,7 +265,7 @@ def memory(frame: pd.DataFrame) -> Section:
     rows["case"] = _case(rows)
     long = rows.melt(id_vars=["case"], value_vars=columns, var_name="device", value_name="bytes") if columns else pd.DataFrame()
     if not long.empty:
-        long["bytes"] = pd.to_numeric(long["bytes"], errors="coerce")
+        long["bytes"] = _finite(pd.to_numeric(long["bytes"], errors="coerce"))
         long = long[long["bytes"].notna()]
     if long.empty:
         sec.note = "No peak memory (extra_info.peak_memory_bytes) in these runs."
