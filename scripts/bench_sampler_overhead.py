@@ -110,8 +110,9 @@ def main(argv=None) -> int:
             cpu_with.append(cpu)
             summary = sampler.summary()
             backend = summary["backend"]
-            intervals.append(summary["achieved_interval_mean"])
-            jitters.append(summary["achieved_interval_jitter"])
+            if summary["achieved_interval_jitter"] is not None:  # needs >= 3 samples
+                intervals.append(summary["achieved_interval_mean"])
+                jitters.append(summary["achieved_interval_jitter"])
             if summary["errors"]:
                 print(f"  sampler errors: {summary['errors']}", file=sys.stderr)
         print(
@@ -133,8 +134,8 @@ def main(argv=None) -> int:
         "slowdown_pct_of_medians": 100 * (med_on / med_off - 1),
         "slowdown_pct_paired_median": 100 * (statistics.median(ratios) - 1),
         "interval": args.interval,
-        "achieved_interval_mean": statistics.fmean(intervals),
-        "achieved_interval_jitter": statistics.fmean(jitters),
+        "achieved_interval_mean": statistics.fmean(intervals) if intervals else None,
+        "achieved_interval_jitter": statistics.fmean(jitters) if jitters else None,
         "slowdown_pct_paired_iqr": [100 * (q - 1) for q in _quartiles(ratios)],
         "sampler_cpu_per_tick_s": per_tick,
         "sampler_share_of_one_core_pct": 100 * per_tick / args.interval,
@@ -152,10 +153,12 @@ def main(argv=None) -> int:
         f"slowdown: {result['slowdown_pct_of_medians']:+.2f} % (medians), "
         f"{result['slowdown_pct_paired_median']:+.2f} % (median of paired ratios; IQR {lo:+.2f} .. {hi:+.2f} %)"
     )
-    print(
-        f"achieved interval: {1000 * result['achieved_interval_mean']:.2f} ms mean, "
-        f"{1000 * result['achieved_interval_jitter']:.2f} ms jitter (std) for {1000 * args.interval:.0f} ms requested"
-    )
+    if intervals:
+        print(
+            f"achieved interval: {1000 * result['achieved_interval_mean']:.2f} ms mean, "
+            f"{1000 * result['achieved_interval_jitter']:.2f} ms jitter (std) for "
+            f"{1000 * args.interval:.0f} ms requested (mean over rounds)"
+        )
     print(
         f"sampler thread CPU (idle process, in place): {1e6 * per_tick:.0f} us per sample = "
         f"{result['sampler_share_of_one_core_pct']:.2f} % of one core, "
