@@ -24,7 +24,7 @@ CASES = [
     ("ddp", 2, {}, 1e-5),
     ("ddp", 2, {"bucket_cap_mb": 0.0005, "gradient_as_bucket_view": True}, 1e-5),
     ("ddp", 2, {"static_graph": True, "bucket_cap_mb": 0.0005}, 1e-5),
-    ("ddp", 2, {"accumulation_steps": 2, "broadcast_buffers": False}, 1e-5),
+    ("ddp", 2, {"accumulation_steps": 2, "broadcast_buffers": False, "find_unused_parameters": True}, 1e-5),
     ("ddp", 2, {"comm_hook": "fp16"}, 2e-3),
     ("allreduce", 2, {"mode": "per-param"}, 1e-5),
     ("allreduce", 2, {"mode": "bucketed", "bucket_cap_mb": 0.0005}, 1e-5),
