@@ -2,8 +2,8 @@
 
 Each section carries the figure as a base64 PNG (the report must open offline, so nothing
 is linked), the table of numbers behind it, and a note instead of the figure when the runs
-hold no data for it. Figures are built on ``matplotlib.figure.Figure`` objects with the Agg
-canvas, never through pyplot's global state, so nothing leaks between reports.
+hold no data for it. Figures are built on ``matplotlib.figure.Figure`` objects, never through
+pyplot's global state, so nothing leaks between reports.
 """
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from typing import Any, Callable
 
 import matplotlib
 import matplotlib.ticker
+import pandas as pd
+import seaborn as sns
+# Figures are plain Figure objects saved straight to PNG (Agg), never shown through pyplot: the
+# report renders headless on CI, and importing it leaves a notebook's backend untouched.
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # headless: the report renders on CI machines without a display
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from dpbench.report import timeline  # noqa: E402
-from dpbench.report.units import fmt_bytes, fmt_num, fmt_seconds  # noqa: E402
-from dpbench.schema import Phase  # noqa: E402
+from dpbench.report import timeline
+from dpbench.report.units import fmt_bytes, fmt_num, fmt_seconds
+from dpbench.schema import Phase
 
 __all__ = ["Section", "Table", "PLOTS", "build_sections", "figure_png"]
 
