@@ -23,15 +23,12 @@ import multiprocessing as mp
 import os
 import pickle
 import shutil
-import signal
-import sys
 import tempfile
 import time
-import traceback
-from dataclasses import dataclass, field
-from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
+
+from dpbench.launcher.worker import WorkerContext, _worker_main, _WorkerConfig
 
 __all__ = [
     "WorkerPool",
@@ -56,7 +53,7 @@ _FAILURE_GRACE_SECONDS = 0.5
 # a forkserver child starts in ~0.1 s. Where there is no forkserver, spawn is used.
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _PRELOAD = ["torch", "torch.distributed", "torch.optim", "torch._dynamo", "torch.nn.parallel",
-            "dpbench.launcher.pool"]
+            "dpbench.launcher.worker"]
 
 
 class WorkerError(RuntimeError):
@@ -91,120 +88,6 @@ def available_cores() -> int:
 def default_threads(concurrent_workers: int) -> int:
     """Intra-op threads per worker so that workers × threads ≤ cores (at least 1)."""
     return max(1, available_cores() // max(1, concurrent_workers))
-
-
-@dataclass
-class WorkerContext:
-    """What a function run by :meth:`WorkerPool.run` receives as its first argument.
-
-    ``state`` is a dict that lives in the worker between calls (a trainer keeps its model
-    there); ``at_close(fn)`` registers a clean-up run when the worker shuts down.
-    ``heartbeat()`` tells the parent this rank is still making progress, which restarts
-    its timeout — call it between units of work in long functions.
-    """
-
-    rank: int
-    world_size: int
-    device: Any  # torch.device; typed loosely so this module imports without torch
-    backend: str | None
-    group: Any = None
-    state: dict[str, Any] = field(default_factory=dict)
-    _conn: Connection | None = field(default=None, repr=False)
-    _cleanups: list[Callable[[], Any]] = field(default_factory=list, repr=False)
-
-    def at_close(self, fn: Callable[[], Any]) -> None:
-        """Call ``fn()`` when the worker shuts down (before the process group is destroyed)."""
-        self._cleanups.append(fn)
-
-    def heartbeat(self) -> None:
-        if self._conn is not None:
-            self._conn.send_bytes(pickle.dumps(("alive", None)))
-
-
-@dataclass(frozen=True)
-class _WorkerConfig:
-    world_size: int
-    device_type: str
-    backend: str | None
-    store_path: str
-    timeout: float
-    threads: int | None
-    # The forkserver helper keeps the environment of the moment it started; workers get
-    # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
-    environ: dict[str, str]
-
-
-def _worker_device(rank: int, device_type: str):
-    import torch
-
-    if device_type == "cuda":
-        index = rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
-
-
-def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
-    # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
-    # whole process group must not make ranks die half-way through a collective.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.clear()
-    os.environ.update(config.environ)
-    send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
-    try:
-        if sys.platform.startswith("linux"):
-            # Gloo's pairwise connections stay on loopback; a user setting wins.
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        import torch
-        import torch.distributed as dist
-
-        if config.threads is not None:
-            torch.set_num_threads(config.threads)
-        device = _worker_device(rank, config.device_type)
-        group = None
-        if config.backend is not None:
-            store = dist.FileStore(config.store_path, config.world_size)
-            dist.init_process_group(
-                config.backend,
-                store=store,
-                rank=rank,
-                world_size=config.world_size,
-                # Collectives give up on their own too, so a rank never blocks forever even
-                # if the parent is gone.
-                timeout=timedelta(seconds=config.timeout),
-            )
-            group = dist.group.WORLD
-        ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)
-        send(("ready", os.getpid()))
-    except BaseException:
-        send(("error", traceback.format_exc()))
-        return
-    try:
-        while True:
-            try:
-                message = pickle.loads(conn.recv_bytes())
-            except EOFError:  # parent went away: nothing left to serve
-                return
-            if message[0] == "close":
-                return
-            _, fn, args, kwargs = message
-            try:
-                result = fn(ctx, *args, **kwargs)
-            except BaseException:
-                send(("error", traceback.format_exc()))
-                continue
-            send(("result", result))
-    finally:
-        for cleanup in reversed(ctx._cleanups):
-            try:
-                cleanup()
-            except Exception:  # shutting down anyway; one failing clean-up must not skip the rest
-                traceback.print_exc()
-        if config.backend is not None:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
 
 
 class WorkerPool:
