@@ -80,8 +80,10 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
     try:
         if sys.platform.startswith("linux"):
-            # Gloo's pairwise connections stay on loopback; a user setting wins.
+            # Gloo's pairwise connections and NCCL's bootstrap stay on loopback (all ranks
+            # are on this machine); a user setting wins.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
         import torch
         import torch.distributed as dist
 
@@ -109,18 +111,20 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     try:
         while True:
             try:
-                message = pickle.loads(conn.recv_bytes())
+                data = conn.recv_bytes()
             except EOFError:  # parent went away: nothing left to serve
                 return
-            if message[0] == "close":
-                return
-            _, fn, args, kwargs = message
             try:
-                result = fn(ctx, *args, **kwargs)
+                # Unpickling the call can fail too (a module the worker cannot import), and
+                # so can pickling the result: both must reach the parent as this rank's error.
+                message = pickle.loads(data)
+                if message[0] == "close":
+                    return
+                _, fn, args, kwargs = message
+                payload = pickle.dumps(("result", fn(ctx, *args, **kwargs)))
             except BaseException:
-                send(("error", traceback.format_exc()))
-                continue
-            send(("result", result))
+                payload = pickle.dumps(("error", traceback.format_exc()))
+            conn.send_bytes(payload)
     finally:
         for cleanup in reversed(ctx._cleanups):
             try:

@@ -118,3 +118,7 @@ def stray_children() -> list[psutil.Process]:
 
 def listening_ports() -> set:
     return {c.laddr for c in psutil.Process().net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+
+
+def unpicklable_result(ctx):
+    return lambda: ctx.rank  # a lambda cannot be pickled back to the parent

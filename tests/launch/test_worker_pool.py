@@ -10,7 +10,7 @@ import pytest
 
 from _launch_helpers import (
     HANG_SECONDS, assert_gone, describe, die_on, fail_on, listening_ports, recall, remember, sleep_on,
-    stray_children,
+    stray_children, unpicklable_result,
 )
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, default_threads
 
@@ -40,6 +40,14 @@ def test_unpicklable_function_is_rejected_before_sending(pool):
     with pytest.raises(TypeError, match="picklable"):
         pool.run(lambda ctx: ctx.rank)
     assert pool.run(recall) == [10, 20]  # the pool is still usable
+
+
+def test_unpicklable_result_is_the_ranks_error_with_traceback():
+    workers = WorkerPool(1, process_group=False)
+    with pytest.raises(WorkerError, match="rank 0") as info:
+        workers.run(unpicklable_result)
+    assert "pickle" in info.value.worker_traceback.lower()
+    assert workers.closed
 
 
 def test_pool_without_process_group_and_threads():
