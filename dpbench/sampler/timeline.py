@@ -36,7 +36,7 @@ __all__ = [
 METRIC_COLUMNS: tuple[str, ...] = (
     "gpu_util_pct",  # NVML: percent of time any kernel ran (see nvml.UTILIZATION_CAVEAT)
     "mem_util_pct",  # NVML: percent of time device memory was read or written
-    "mem_used_bytes",  # GPU: used (v2 excludes driver-reserved); cpu row: system memory used
+    "mem_used_bytes",  # GPU: used (v2 excludes driver-reserved); cpu row: total − available
     "mem_reserved_bytes",  # GPU: driver-reserved (nvmlMemory_v2 only)
     "mem_total_bytes",
     "power_w",
