@@ -310,7 +310,8 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
     # (a communication benchmark's round likewise repeats its collective iters_per_round times).
     row["step_time_median"] = row["stats.median"] / steps
     row["step_samples"] = [v / steps for v in row["samples"]] if row["samples"] else None
-    options = _options_text(extra.get("options"))
+    # Label with what the case asked for; `options` also holds every default the strategy filled in.
+    options = _options_text(extra.get("requested_options", extra.get("options")))
     strategy = extra.get("strategy")
     if extra.get("kind") == "collective" and extra.get("collective") and not strategy:
         # Communication benchmarks are named by what they move, not by a strategy.

@@ -168,3 +168,18 @@ def test_extra_info_cannot_overwrite_the_report_columns(tmp_path: Path):
     assert row["fullname"] == bench["fullname"] and row["extra.fullname"] == "spoofed"
     assert row["samples"] == bench["stats"]["data"] and row["label"] == "single w1"
     assert row["stats.median"] == bench["stats"]["median"] and row["extra.stats.median"] == 0
+
+
+def test_labels_use_requested_options_not_every_resolved_default(tmp_path: Path):
+    resolved = {"bucket_cap_mb": 25.0, "static_graph": False, "comm_hook": None, "accumulation_steps": 1}
+    extra_benchmarks = []
+    for requested in ({}, {"bucket_cap_mb": 25.0}):
+        doc = report_synth.make_doc(cases=[("ddp_knobs", "mlp", "ddp", resolved, 2, 0.02)], comm=False)
+        bench = doc["benchmarks"][0]
+        bench["name"] = bench["fullname"] = f"test_ddp_knob[{len(extra_benchmarks)}]"
+        bench["extra_info"]["requested_options"] = requested
+        extra_benchmarks.append(bench)
+    doc = report_synth.make_doc(cases=[], comm=False, extra_benchmarks=extra_benchmarks)
+    frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
+    assert sorted(frame["strategy_label"]) == ["ddp", "ddp(bucket_cap_mb=25.0)"]
+    assert frame["options.static_graph"].tolist() == [False, False]  # the resolved options stay in the frame
