@@ -234,7 +234,7 @@ class WorkerPool:
                 f"({type(exc).__name__}: {exc}); use module-level functions"
             ) from exc
         try:
-            for rank, conn in enumerate(self._conns):
+            for conn in self._conns:
                 try:
                     conn.send_bytes(payload)
                 except (OSError, ValueError):

@@ -125,7 +125,14 @@ class Run:
         return [] if self._pool is None else self._pool.pids
 
     def step(self, k: int = 1) -> StepStats:
-        """Run ``k`` training steps in the workers and return their synchronised measurements."""
+        """Run ``k`` training steps in the workers and return their synchronised measurements.
+
+        ``step_times``: per step, the slowest rank's time (each rank stops its clock after
+        synchronising its device). ``losses``: the global-batch mean loss of each step.
+        ``phases``: mean seconds per step of each phase, averaged over ranks.
+        ``peak_memory_bytes``: per device label, over this call (CUDA) or the worker's
+        lifetime (CPU RSS). Steps continue the batch sequence of earlier calls.
+        """
         _check_int("k", k, minimum=1)
         per_rank = self._live_pool().run(_steps_worker, k)
         # The slowest rank sets the pace of a synchronous step.
