@@ -51,3 +51,8 @@ def test_cuda_parameters_match_single(strategy, options, reference):
     assert info["device_type"] == "cuda"
     for name, expected in reference.items():
         torch.testing.assert_close(params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+
+
+def test_parent_never_initialises_cuda(reference):
+    # Every strategy ran in workers; the test process only asked the driver for a device count.
+    assert not torch.cuda.is_initialized()
