@@ -73,6 +73,8 @@ class Faulty(nn.Module):
                 raise ValueError(f"injected failure in forward on rank {self.bad_rank}")
             if self.fault == "hang":
                 time.sleep(HANG_SECONDS)
+        if self.fault == "slow":
+            time.sleep(0.3)
         return self.body(x)
 
 

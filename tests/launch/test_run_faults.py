@@ -66,6 +66,13 @@ def test_hanging_rank_times_out_and_leaves_no_process():
     assert {p.pid for p in stray_children()} <= others
 
 
+def test_timeout_is_per_step_not_per_call():
+    # 10 steps of >= 0.3 s outlast the 2 s timeout, but every finished step is a sign of life.
+    with dpbench.launch("ddp", faulty_workload("slow", -1), world_size=2, global_batch=8, timeout=2.0) as run:
+        stats = run.step(10)
+    assert stats.steps == 10 and stats.total_time > 2.0
+
+
 def test_killed_worker_is_an_error_naming_it():
     run = dpbench.launch("ddp", HEALTHY, world_size=2, global_batch=8)
     pids = run.pids
