@@ -55,6 +55,9 @@ class SystemReader:
     def close(self) -> None:
         _close(self)
 
+    def __del__(self) -> None:
+        _close(self)
+
 
 class ProcessReader:
     """CPU seconds and RSS of one process from ``/proc/<pid>/stat`` and ``statm``."""
