@@ -271,7 +271,10 @@ class CpuBackend:
         first, self._first = self._first, False
         values = new_values()
         if not first and total > self._last[1]:
-            values[_CPU] = 100.0 * max(0.0, busy - self._last[0]) / (total - self._last[1])
+            # Clamped: float rounding can land a hair outside, and some kernels let the
+            # iowait counter step backwards.
+            share = max(0.0, busy - self._last[0]) / (total - self._last[1])
+            values[_CPU] = 100.0 * min(1.0, share)
         self._last = (busy, total)
         values[_MEM_USED], values[_MEM_TOTAL] = self._system.memory_used_total()
         rows.append((now, SYSTEM_DEVICE, values))

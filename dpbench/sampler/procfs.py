@@ -23,7 +23,7 @@ class ProcessGone(Exception):
 
 
 class SystemReader:
-    """System CPU busy/total seconds from ``/proc/stat`` and memory from ``/proc/meminfo``."""
+    """System CPU busy/total time from ``/proc/stat`` and memory from ``/proc/meminfo``."""
 
     def __init__(self) -> None:
         self._stat = os.open("/proc/stat", os.O_RDONLY)
@@ -37,7 +37,7 @@ class SystemReader:
         fields += [0] * (10 - len(fields))
         total = sum(fields[:8])
         idle = fields[3] + fields[4]
-        return (total - idle) / _CLK_TCK, total / _CLK_TCK
+        return float(total - idle), float(total)  # clock ticks: only ratios are used
 
     def memory_used_total(self) -> tuple[float, float]:
         """(total − MemAvailable, total) in bytes."""

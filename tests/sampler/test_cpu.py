@@ -133,6 +133,7 @@ def test_allocating_200_mb_shows_in_rss(script):
     finally:
         proc.stdin.close()
         proc.wait(10)
+        proc.stdout.close()
 
 
 @pytest.mark.parametrize("reap", [True, False], ids=["reaped", "zombie"])
