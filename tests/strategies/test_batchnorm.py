@@ -102,6 +102,7 @@ def test_sync_batchnorm_needs_cuda():
         dpbench.launch("ddp", BN, world_size=WORLD, global_batch=GLOBAL_BATCH, sync_batchnorm=True)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 1, reason="needs CUDA")
 def test_sync_batchnorm_matches_single_on_cuda(references):
     (global_params, _), _ = references

@@ -12,7 +12,7 @@ import torch
 import dpbench
 from _toy_workloads import MLP
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 K, GLOBAL_BATCH, LR = 3, 11, 0.1
 
