@@ -32,7 +32,7 @@ class DDP(Strategy):
     ``nn.SyncBatchNorm.convert_sync_batchnorm`` (CUDA only: torch rejects CPU input);
     ``comm_hook`` in ``"fp16"``/``"bf16"`` (compress gradients before the allreduce, from
     ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``; bf16 needs CUDA + NCCL,
-    fp16 also runs on gloo/CPU) or ``"powersgd"`` (runs on gloo too)
+    fp16 also runs on gloo/CPU) or ``"powersgd"`` (nccl only: on gloo its collectives can pair up out of order)
     (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
     each rank's slice into that many micro-batches, all but the last under ``no_sync()``
     (not together with ``static_graph``: torch bug pytorch/pytorch#143580).
@@ -79,6 +79,15 @@ class DDP(Strategy):
         if hook == "bf16" and device != "cuda":
             # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none.
             raise StrategyUnavailable("ddp option comm_hook='bf16' needs device='cuda' (torch requires NCCL 2.10+ for it)")
+        if hook == "powersgd" and (device != "cuda" or world_size > _cuda_count()):
+            # Seen here with torch 2.13 on gloo: once a model has several buckets, the PowerSGD
+            # hook's collectives (issued from future callbacks) pair up out of order across ranks:
+            # "Received data size doesn't match expected size", or a hang.
+            raise StrategyUnavailable(
+                "ddp option comm_hook='powersgd' needs the nccl backend (device='cuda', one GPU per rank): "
+                "on gloo torch's PowerSGD hook can issue its collectives in different orders on "
+                "different ranks and hang or fail"
+            )
         if options["static_graph"] and steps > 1:
             # Known torch bug: the first no_sync() backward trips an internal assert in the
             # reducer, and once past it gradients silently stop being all-reduced
@@ -175,3 +184,9 @@ class DDP(Strategy):
 
     def module(self) -> Any:
         return self.ddp.module
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

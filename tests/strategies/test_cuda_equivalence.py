@@ -56,3 +56,14 @@ def test_cuda_parameters_match_single(strategy, options, reference):
 def test_parent_never_initialises_cuda(reference):
     # Every strategy ran in workers; the test process only asked the driver for a device count.
     assert not torch.cuda.is_initialized()
+
+
+def test_powersgd_runs_on_nccl(reference):
+    if gpus() < 2:
+        pytest.skip("comm_hook='powersgd' needs nccl, i.e. one GPU per rank: needs 2 GPUs")
+    with dpbench.launch("ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, device="cuda", seed=3, lr=LR,
+                        comm_hook="powersgd") as run:
+        stats = run.step(K)
+        params = run.parameters()
+    assert all(torch.isfinite(torch.tensor(stats.losses)))
+    assert all(torch.isfinite(p).all() for p in params.values())

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import dpbench
+from dpbench.strategies import StrategyUnavailable
 from _toy_workloads import MLP
 
 K = 3
@@ -98,13 +99,7 @@ def test_single_reports_its_phases(reference):
     assert set(stats.phases) == PHASES["single"]
 
 
-def test_powersgd_hook_runs_on_gloo_and_is_exact_before_it_starts(reference):
-    """PowerSGD does plain allreduce for its first 2 steps, then compresses (lossy by design)."""
-    ref_params, ref_stats = reference
-    with dpbench.launch("ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, seed=3, lr=LR,
-                        comm_hook="powersgd") as run:
-        stats = run.step(K)
-        params = run.parameters()
-    # Losses of steps 0-2 depend only on the two exact steps before them.
-    torch.testing.assert_close(torch.tensor(stats.losses), torch.tensor(ref_stats.losses), atol=1e-5, rtol=1e-4)
-    assert all(torch.isfinite(p).all() for p in params.values())
+def test_powersgd_hook_is_refused_on_gloo_before_any_process_starts():
+    """torch's PowerSGD hook can mis-order its collectives on gloo (seen: a size mismatch, hangs)."""
+    with pytest.raises(StrategyUnavailable, match="powersgd.*nccl"):
+        dpbench.launch("ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, comm_hook="powersgd")
