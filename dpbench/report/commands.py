@@ -60,7 +60,7 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_compare(args: argparse.Namespace) -> int:
-    from dpbench.report.atomic import atomic_write_text
+    from dpbench._atomic import atomic_write_text
     from dpbench.report.compare import (compare_runs, parse_threshold, to_github_action_benchmark, to_json,
                                         to_markdown, to_text)
 

@@ -12,7 +12,7 @@ import jinja2
 import pandas as pd
 
 from dpbench import __version__
-from dpbench.report.atomic import atomic_write_text
+from dpbench._atomic import atomic_write_text
 from dpbench.report.compare import compare_frames, display_names
 from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs, runs_frame
 from dpbench.report.plots import Section, Table, build_sections

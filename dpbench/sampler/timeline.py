@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from dpbench._atomic import atomic_write_text
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -125,19 +126,7 @@ def write_timeline(path: str | os.PathLike, frame, marks) -> Path:
     table = pd.concat([frame, mark_rows.reindex(columns=list(TIMELINE_COLUMNS))], ignore_index=True)
     # Stable sort keeps a mark after the samples taken at the same instant.
     table = table.sort_values("time", kind="stable")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            table.to_csv(fh, index=False, na_rep="")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write_text(path, table.to_csv(index=False, na_rep="", lineterminator="\n"))
     return path
 
 

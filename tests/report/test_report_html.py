@@ -12,7 +12,7 @@ import pytest
 import report_synth
 from report_synth import XSS
 from dpbench.report import ResultsError, write_report
-from dpbench.report.atomic import atomic_write_text
+from dpbench._atomic import atomic_write_text
 
 
 @pytest.fixture(scope="module")
