@@ -210,6 +210,16 @@ class Strategy(ABC):
 
         return torch.optim.SGD(params, lr=self.spec.lr)
 
+    def backward_and_update(self, loss: Any) -> Any:
+        """The tail every one-optimizer strategy shares: backward, then the SGD step, each timed."""
+        from dpbench.schema import Phase
+
+        with self.phases(Phase.BACKWARD):
+            loss.backward()
+        with self.phases(Phase.OPTIMIZER):
+            self.optimizer.step()
+        return loss.detach()
+
     @abstractmethod
     def setup(self) -> None:
         """Build model replicas and optimizers on the worker's devices."""

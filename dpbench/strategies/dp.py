@@ -97,11 +97,7 @@ class DP(Strategy):
             self.phases.add(name, seconds)
         with self.phases(Phase.GATHER):
             loss = self.workload.loss(output, target)
-        with self.phases(Phase.BACKWARD):
-            loss.backward()
-        with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
-        return loss.detach()
+        return self.backward_and_update(loss)
 
     def module(self) -> Any:
         return self.model

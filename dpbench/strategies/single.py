@@ -36,16 +36,12 @@ class Single(Strategy):
         self.optimizer = self.make_optimizer(self.model.parameters())
 
     def train_step(self, inputs: Any, target: Any) -> Any:
+        self.optimizer.zero_grad(set_to_none=True)
         with self.phases(Phase.FORWARD):
             inputs = to_device(inputs, self.device)
             target = to_device(target, self.device)
             loss = self.workload.loss(call_model(self.model, inputs), target)
-        with self.phases(Phase.BACKWARD):
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
-        return loss.detach()
+        return self.backward_and_update(loss)
 
     def module(self) -> Any:
         return self.model

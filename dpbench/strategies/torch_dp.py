@@ -64,11 +64,7 @@ class TorchDP(Strategy):
         with self.phases(Phase.FORWARD):
             target = to_device(target, self.output_device)
             loss = self.workload.loss(call_model(self.dp, inputs), target)
-        with self.phases(Phase.BACKWARD):
-            loss.backward()
-        with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
-        return loss.detach()
+        return self.backward_and_update(loss)
 
     def module(self) -> Any:
         return self.model
