@@ -215,17 +215,23 @@ def step_times(frame: pd.DataFrame) -> Section:
     return sec
 
 
+def _long_by_case(frame: pd.DataFrame, prefix: str, *, var_name: str, value_name: str) -> pd.DataFrame:
+    """The flattened ``prefix*`` columns as one long (case, var_name, value_name) table of finite values."""
+    columns = [c for c in frame.columns if c.startswith(prefix)]
+    if not columns:
+        return pd.DataFrame()
+    rows = _by_case(frame)
+    rows["case"] = _case(rows)
+    long = rows.melt(id_vars=["case"], value_vars=columns, var_name=var_name, value_name=value_name)
+    long[value_name] = _finite(pd.to_numeric(long[value_name], errors="coerce"))
+    return long[long[value_name].notna()]
+
+
 # ---------------------------------------------------------------- 4. phases
 def phases(frame: pd.DataFrame) -> Section:
     sec = Section("phases", "Phase breakdown",
                   "Mean time per step spent in each phase (stacked), where the strategy measured phases.")
-    columns = [c for c in frame.columns if c.startswith("phases.")]
-    rows = _by_case(frame)
-    rows["case"] = _case(rows)
-    long = rows.melt(id_vars=["case"], value_vars=columns, var_name="phase", value_name="seconds") if columns else pd.DataFrame()
-    if not long.empty:
-        long["seconds"] = _finite(pd.to_numeric(long["seconds"], errors="coerce"))
-        long = long[long["seconds"].notna()]
+    long = _long_by_case(frame, "phases.", var_name="phase", value_name="seconds")
     if long.empty:
         sec.note = "No phase timings (extra_info.phases) in these runs."
         return sec
@@ -260,13 +266,7 @@ def memory(frame: pd.DataFrame) -> Section:
     sec = Section("memory", "Peak memory per device",
                   "Peak memory of each device during the run. Under DataParallel, device 0 holds the "
                   "master copy, the gathered outputs and the loss, so it peaks above the other replicas.")
-    columns = [c for c in frame.columns if c.startswith("peak_memory_bytes.")]
-    rows = _by_case(frame)
-    rows["case"] = _case(rows)
-    long = rows.melt(id_vars=["case"], value_vars=columns, var_name="device", value_name="bytes") if columns else pd.DataFrame()
-    if not long.empty:
-        long["bytes"] = _finite(pd.to_numeric(long["bytes"], errors="coerce"))
-        long = long[long["bytes"].notna()]
+    long = _long_by_case(frame, "peak_memory_bytes.", var_name="device", value_name="bytes")
     if long.empty:
         sec.note = "No peak memory (extra_info.peak_memory_bytes) in these runs."
         return sec
