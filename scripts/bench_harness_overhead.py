@@ -51,6 +51,51 @@ def bare_steps(ctx, global_batch: int, seed: int, k: int) -> list[float]:
     return times
 
 
+def same_process_setup(ctx, spec, workload_name: str, seed: int, lr: float) -> None:
+    """Build dpbench's `single` trainer and a bare model side by side in this one process."""
+    from dpbench.strategies import get_strategy
+
+    bare_setup(ctx, workload_name, seed, lr)
+    trainer = get_strategy("single")(spec, dpbench.get_workload(workload_name), ctx)
+    trainer.setup()
+    ctx.state["trainer"] = trainer
+
+
+def same_process_round(ctx, global_batch: int, seed: int, k: int, harness_first: bool) -> dict[str, list[float]]:
+    got = {}
+    for which in (("h", "b") if harness_first else ("b", "h")):
+        if which == "h":
+            got["h"] = ctx.state["trainer"].run_steps(k, heartbeat=ctx.heartbeat)["times"]
+        else:
+            got["b"] = bare_steps(ctx, global_batch, seed, k)
+    return got
+
+
+def measure_same_process(workload: str, *, global_batch: int, steps: int, rounds: int, threads: int,
+                         seed: int = 0, lr: float = 0.05) -> tuple[float, float, list[float], float]:
+    """Harness step loop vs bare loop in ONE worker process (no process-to-process spread), plus
+    the per-call cost of ``run.step(k)`` (parent round trip) measured through dpbench.launch."""
+    with dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr,
+                        threads_per_worker=threads) as run:
+        spec = run.spec
+        run.step(2)
+        call_overheads = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            stats = run.step(steps)
+            call_overheads.append(time.perf_counter() - start - sum(stats.step_times))
+    harness, bare, ratios = [], [], []
+    with WorkerPool(1, process_group=False, threads_per_worker=threads) as pool:
+        pool.run(same_process_setup, spec, workload, seed, lr)
+        pool.run(same_process_round, global_batch, seed, 2, True)  # warm-up, untimed
+        for r in range(rounds):
+            got = pool.run(same_process_round, global_batch, seed, steps, r % 2 == 0)[0]
+            harness += got["h"]
+            bare += got["b"]
+            ratios.append(statistics.median(got["h"]) / statistics.median(got["b"]))
+    return statistics.median(harness), statistics.median(bare), ratios, statistics.median(call_overheads)
+
+
 def measure(workload: str, *, global_batch: int, steps: int, rounds: int, threads: int, seed: int = 0,
             lr: float = 0.05) -> tuple[float, float, list[float]]:
     harness, bare, ratios = [], [], []
@@ -91,7 +136,14 @@ def main(argv: list[str] | None = None) -> int:
                                         rounds=args.rounds, threads=args.threads)
         q1, q2, q3 = statistics.quantiles(ratios, n=4)
         print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{(q2 - 1) * 100:>9.1f}%"
-              f"{f'[{(q1 - 1) * 100:+.1f}%, {(q3 - 1) * 100:+.1f}%]':>18}")
+              f"{f'[{(q1 - 1) * 100:+.1f}%, {(q3 - 1) * 100:+.1f}%]':>18}   (two processes)")
+        harness, bare, ratios, per_call = measure_same_process(
+            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, threads=args.threads)
+        q1, q2, q3 = statistics.quantiles(ratios, n=4)
+        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{(q2 - 1) * 100:>9.1f}%"
+              f"{f'[{(q1 - 1) * 100:+.1f}%, {(q3 - 1) * 100:+.1f}%]':>18}   (one process)")
+        print(f"{'':<14}run.step({args.steps}) round trip beyond the steps: {per_call * 1e3:.2f} ms per call "
+              f"= {per_call / args.steps / bare * 100:.1f}% of a step at k={args.steps}")
     print(f"load average at the end {os.getloadavg()[0]:.1f} (on {available_cores()} cores)")
     return 0
 
