@@ -5,15 +5,16 @@ import copy
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
-from dpbench.strategies.base import Placement, Strategy, call_model, take_slice, to_device
+from dpbench.parallel import scatter
+from dpbench.strategies.base import Placement, Strategy, call_model
 
 __all__ = ["Manual"]
 
 
 class Manual(Strategy):
-    """Parameters copied to every device, batch split, forward/backward per device, then the
-    d2l ``allreduce``: sum every gradient onto device 0 and copy the sum back; SGD on every
-    device.
+    """Parameters copied to every device, the batch split with ``dpbench.parallel.scatter``,
+    forward/backward per device, then the d2l ``allreduce``: sum every gradient onto device 0
+    and copy the sum back; SGD on every device.
 
     Replicas run one after another in one Python thread (as in d2l; on GPUs the kernels of
     different devices still overlap because launches are asynchronous). On CPU all replicas
@@ -57,11 +58,10 @@ class Manual(Strategy):
             optimizer.zero_grad(set_to_none=True)
         total = 0.0
         with self.phases(Phase.COMPUTE):
-            start = 0
-            for replica, device, size in zip(self.replicas, self.spec.devices, sizes):
-                x = to_device(take_slice(inputs, start, size), device)
-                y = to_device(take_slice(target, start, size), device)
-                start += size
+            # d2l's split_batch: scatter the global batch, one shard per device.
+            shards_x = scatter(inputs, self.spec.devices, chunk_sizes=list(sizes))
+            shards_y = scatter(target, self.spec.devices, chunk_sizes=list(sizes))
+            for replica, x, y, size in zip(self.replicas, shards_x, shards_y, sizes):
                 loss = self.workload.loss(call_model(replica, x), y)
                 (loss * (size / n)).backward()
                 total = total + loss.detach().to(self.spec.devices[0]) * (size / n)
