@@ -20,7 +20,8 @@ class DP(Strategy):
 
     Options: ``chunk_sizes`` (samples per replica, summing to ``global_batch``; default the
     common split every strategy uses), ``replicas_per_device`` (CUDA: replicas sharing one
-    GPU, default 1; ignored on CPU where every replica shares the one CPU device).
+    GPU; default: as few as fit, ceil(world_size / GPUs); ignored on CPU where every replica
+    shares the one CPU device).
 
     The loss is computed once on the gathered output, so the gradient is the global-batch
     mean gradient with no weighting. BatchNorm: each replica normalises with its own
@@ -55,8 +56,11 @@ class DP(Strategy):
         if device == "cuda":
             import torch
 
-            per_device = options["replicas_per_device"] or 1
-            needed, count = math.ceil(world_size / per_device), torch.cuda.device_count()
+            count = torch.cuda.device_count()
+            # Default: spread the replicas over every GPU, sharing GPUs only when there are more
+            # replicas than GPUs (e.g. two replicas on a single-GPU machine).
+            per_device = options["replicas_per_device"] or max(1, math.ceil(world_size / max(count, 1)))
+            needed = math.ceil(world_size / per_device)
             if needed > count:
                 raise ValueError(
                     f"dp with world_size={world_size} and replicas_per_device={per_device} needs {needed} CUDA "
