@@ -128,3 +128,13 @@ def test_report_and_cli_never_import_torch(tmp_path: Path):
             "sys.exit('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(REPO)}, timeout=120)
     assert proc.returncode == 0, "the report imported torch"
+
+
+def test_list_names_every_strategy_and_workload(capsys):
+    import dpbench
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in dpbench.list_strategies() + dpbench.list_workloads():
+        assert f"  {name} " in out, name
+    assert "mode='bucketed'" in out  # option defaults are shown
