@@ -5,7 +5,7 @@ needs torch) stays light.
 """
 from __future__ import annotations
 
-import importlib
+from dpbench._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -27,12 +27,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpbench' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes('dpbench', _LAZY, __all__, globals())

@@ -5,7 +5,7 @@ matplotlib are only imported when a report or comparison is actually made).
 """
 from __future__ import annotations
 
-import importlib
+from dpbench._lazy import lazy_attributes
 
 __all__ = [
     "Comparison",
@@ -36,12 +36,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpbench.report' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes('dpbench.report', _LAZY, __all__, globals())
