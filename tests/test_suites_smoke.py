@@ -95,6 +95,15 @@ def test_suites_save_the_documented_run(tmp_path):
                              "compare", "0001", "--columns=min,median"], capture_output=True, text=True, cwd=ROOT)
     assert listed.returncode == 0, listed.stderr
     assert "test_throughput[ddp-mlp-w2]" in listed.stdout
+    # ... and so does our report, timelines included.
+    html = tmp_path / "report.html"
+    made = subprocess.run([sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert made.returncode == 0, made.stderr
+    page = html.read_text()
+    assert "ddp w2" in page and "single w1" in page
+    assert page.count("<img") >= 5
+    assert "No sampler timelines" not in page and "could not be read" not in page and "holds no samples" not in page
     assert not _leftovers(marker, grace=10)
 
 
