@@ -1,6 +1,5 @@
-"""Suite 1 — throughput: every strategy on every profile workload at the largest world size.
-
-The smaller world sizes are covered by the scaling suite; `single` is the one-device baseline.
+"""Suite 1 — throughput: every strategy × profile workload × world size, at one global batch
+(strong scaling: the same job split over more replicas); `single` is the one-device baseline.
 """
 from __future__ import annotations
 
@@ -16,13 +15,12 @@ def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    world = max(profile.world_sizes)
     cases = []
     for workload in profile.workloads:
         for strategy in STRATEGIES:
-            size = 1 if strategy == StrategyName.SINGLE.value else world
-            cases.append(TrainingCase(strategy=strategy, workload=workload, world_size=size,
-                                      global_batch=profile.global_batch))
+            sizes = (1,) if strategy == StrategyName.SINGLE.value else profile.world_sizes
+            cases += [TrainingCase(strategy=strategy, workload=workload, world_size=size,
+                                   global_batch=profile.global_batch) for size in sizes]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
