@@ -24,6 +24,7 @@ __all__ = [
     "training_extra_info",
     "merge_step_stats",
     "steps_for_round",
+    "strategy_cases",
 ]
 
 # A round should last long enough that the parent↔worker round trip (~1 ms) is noise.
@@ -157,6 +158,21 @@ class TrainingCase:
         parts = [self.strategy, str(getattr(self.workload, "name", self.workload)), f"w{self.world_size}"]
         parts += [f"{k}={v}" for k, v in sorted(self.options.items())]
         return "-".join(parts)
+
+
+def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
+                   global_batch: Callable[[int], int]) -> list[TrainingCase]:
+    """Every strategy × workload × world size (``single`` only at 1, the baseline), with
+    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak."""
+    from dpbench.schema import StrategyName
+
+    cases = []
+    for workload in workloads:
+        for strategy in StrategyName:
+            sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
+            cases += [TrainingCase(strategy=strategy.value, workload=workload, world_size=size,
+                                   global_batch=global_batch(size)) for size in sizes]
+    return cases
 
 
 def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> int:

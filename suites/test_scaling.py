@@ -5,26 +5,17 @@ with the `single` baseline measured in this same session.
 """
 from __future__ import annotations
 
-import pytest
-
 from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training
-
-# `single` first so its baseline exists before the parallel cases need it.
-STRATEGIES = [s.value for s in StrategyName]
+from dpbench.suite import TrainingCase, measure_training, strategy_cases
 
 
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    cases = []
-    for workload in profile.scaling_workloads:
-        for strategy in STRATEGIES:
-            sizes = (1,) if strategy == StrategyName.SINGLE.value else profile.world_sizes
-            for size in sizes:
-                cases.append(TrainingCase(strategy=strategy, workload=workload, world_size=size,
-                                          global_batch=profile.per_replica_batch * size))
+    # `single` comes first, so its baseline exists before the parallel cases need it.
+    cases = strategy_cases(profile.scaling_workloads, profile.world_sizes,
+                           lambda size: profile.per_replica_batch * size)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

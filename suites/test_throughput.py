@@ -3,24 +3,14 @@
 """
 from __future__ import annotations
 
-import pytest
-
-from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training
-
-STRATEGIES = [s.value for s in StrategyName]
+from dpbench.suite import measure_training, strategy_cases
 
 
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    cases = []
-    for workload in profile.workloads:
-        for strategy in STRATEGIES:
-            sizes = (1,) if strategy == StrategyName.SINGLE.value else profile.world_sizes
-            cases += [TrainingCase(strategy=strategy, workload=workload, world_size=size,
-                                   global_batch=profile.global_batch) for size in sizes]
+    cases = strategy_cases(profile.workloads, profile.world_sizes, lambda size: profile.global_batch)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

@@ -113,3 +113,15 @@ def test_ddp_bucket_sizes_fill_in_reverse_order_with_a_small_first_bucket():
     # not); after that each 2 MiB bucket takes one weight plus the next bias (two weights overflow).
     w, b = 512 * 512 * 4, 512 * 4
     assert sizes == [b, w + b, w + b, w + b, w]
+
+
+def test_strategy_cases_cover_every_strategy_and_world_size_with_single_at_one():
+    from dpbench.schema import StrategyName
+    from dpbench.suite import strategy_cases
+
+    cases = strategy_cases(("mlp", "lenet"), (1, 2, 4), lambda size: 32 * size)
+    assert cases[0].strategy == "single"  # the baseline comes first
+    by_key = {(c.workload, c.strategy, c.world_size): c for c in cases}
+    assert len(by_key) == len(cases) == 2 * (1 + 3 * (len(StrategyName) - 1))
+    assert not any(c.strategy == "single" and c.world_size != 1 for c in cases)
+    assert by_key[("lenet", "ddp", 4)].global_batch == 128
