@@ -274,7 +274,8 @@ def measure_training(
         summary = sampler.summary()
         recorded = None
         if timeline_path is not None:
-            target, recorded = timeline_path(case.id)
+            # The suite is part of the name: the same case id (ddp-mlp-w2) appears in several suites.
+            target, recorded = timeline_path(f"{suite}-{case.id}")
             sampler.save(target)
         merged = merge_step_stats(measured)
         info = training_extra_info(run_info=run.info, merged=merged, steps_per_round=k, profile=profile,

@@ -63,7 +63,8 @@ def _pytest(args: list[str], env: dict[str, str], timeout: float = 240) -> subpr
 def test_suites_save_the_documented_run(tmp_path):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    selection = "test_throughput and (single or ddp) or test_collective and all_reduce and 4KiB and not 64KiB and not bucket"
+    selection = ("test_throughput and (single or ddp) or test_allreduce_vs_ddp and not mode"
+                 " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket")
     proc = _pytest(["suites/", "-k", selection, f"--benchmark-storage=file://{storage}",
                     "--benchmark-save=smoke", "-q"], _env(marker))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -88,6 +89,9 @@ def test_suites_save_the_documented_run(tmp_path):
         timeline = saved[0].parent / info["sampler"]["timeline"]
         assert timeline.is_file() and timeline.stat().st_size > 0
         assert info["sampler"]["sample_count"] > 0
+    # ddp-mlp-w2 ran in two suites: each keeps its own timeline.
+    timelines = [b["extra_info"]["sampler"]["timeline"] for b in by_kind["training"]]
+    assert len(by_kind["training"]) == 4 and len(set(timelines)) == len(timelines), timelines
     (comm,) = by_kind["collective"]
     assert comm["extra_info"]["busbw_gbps"] > 0 and comm["extra_info"]["size_bytes"] == 4096
     # pytest-benchmark's own tooling reads what we saved.
