@@ -270,7 +270,11 @@ def measure_training(
 
         devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
         with ResourceSampler(interval=profile.sample_interval, pids=run.pids, devices=devices or None) as sampler:
-            benchmark.pedantic(one_round, rounds=profile.rounds, warmup_rounds=profile.warmup_rounds, iterations=1)
+            last = benchmark.pedantic(one_round, rounds=profile.rounds, warmup_rounds=profile.warmup_rounds,
+                                      iterations=1)
+        if not measured:
+            # --benchmark-disable runs the target once, with no warm-up: keep that one round.
+            measured.append(last)
         summary = sampler.summary()
         recorded = None
         if timeline_path is not None:

@@ -52,7 +52,8 @@ def test_collective(benchmark, pool, profile, collective, size_bytes, source):
         rounds.append(pool.run(collective_worker, collective, size_bytes, profile.comm_iters))
 
     benchmark.pedantic(one_round, rounds=profile.rounds, warmup_rounds=1, iterations=1)
-    measured = rounds[1:]  # the first call is pytest-benchmark's warm-up round
+    # The first call is pytest-benchmark's warm-up round (none with --benchmark-disable: one call).
+    measured = rounds[1:] or rounds
     per_rank = [sum((r[rank] for r in measured), []) for rank in range(len(measured[0]))]
     result = summarize(collective, size_bytes, per_rank)
     info = pool.info if hasattr(pool, "info") else {}

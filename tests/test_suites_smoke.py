@@ -177,3 +177,14 @@ def test_ctrl_c_keeps_earlier_runs_and_leaves_no_partial_file(tmp_path):
         if path.suffix == ".json":
             json.loads(path.read_text())  # every saved file is complete
     assert not _leftovers(marker, grace=10)
+
+
+def test_suites_run_once_each_with_benchmark_disable(tmp_path):
+    """`--benchmark-disable` (a quick "does every case work" pass) runs each target once."""
+    marker = uuid.uuid4().hex
+    selection = "test_throughput and dp and w2 or test_dp_phases or test_collective and 4KiB and not 64KiB"
+    proc = _pytest(["suites/", "-q", "--benchmark-disable", "-k", selection,
+                    f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout
+    assert not _leftovers(marker, grace=10)
