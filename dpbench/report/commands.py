@@ -51,6 +51,9 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("candidate", metavar="CANDIDATE", help=_RUNS_HELP)
     p.add_argument("--threshold", default="5%", help="smallest slowdown that counts, e.g. 5%% or 0.05 (default 5%%)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--aa", metavar="RUN", action="append", default=[],
+                   help="another run of the baseline's code (A/A; repeatable): each benchmark's threshold "
+                        "becomes at least the largest change between the baseline and these runs")
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
     p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
     p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
@@ -65,7 +68,7 @@ def _run_compare(args: argparse.Namespace) -> int:
                                         to_markdown, to_text)
 
     cmp = compare_runs(args.baseline, args.candidate, threshold=parse_threshold(args.threshold),
-                       alpha=args.alpha, results_dir=args.results)
+                       alpha=args.alpha, results_dir=args.results, aa=args.aa)
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     for warning in cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -148,11 +148,17 @@ def _compare_one(name: str, base: pd.Series, cand: pd.Series, threshold: float, 
 
 def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold: float = 0.05,
                    alpha: float = 0.05, baseline_name: str = "baseline",
-                   candidate_name: str = "candidate") -> Comparison:
-    """Compare two runs' frames (each from :func:`dpbench.report.load_runs`, one run each)."""
+                   candidate_name: str = "candidate", aa: list[pd.DataFrame] | None = None) -> Comparison:
+    """Compare two runs' frames (each from :func:`dpbench.report.load_runs`, one run each).
+
+    ``aa``: more runs of the baseline's code (A/A references). Rounds inside one run cannot
+    show how much a whole case moves between runs; repeated runs can. Each benchmark's
+    threshold becomes at least the largest change between the baseline and an A/A run.
+    """
     if not 0 < alpha < 1:
         raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
-    for what, frame in (("baseline", baseline), ("candidate", candidate)):
+    sides = [("baseline", baseline), ("candidate", candidate)] + [("--aa run", frame) for frame in aa or []]
+    for what, frame in sides:
         if frame.empty or frame["run_id"].nunique() != 1:
             raise ResultsError(f"{what}: expected the benchmarks of one run, found {frame['run_id'].nunique()} runs")
     cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha)
@@ -170,8 +176,16 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
             f"{baseline_name} and {candidate_name} have no benchmark in common "
             f"({len(base)} vs {len(cand)} benchmarks): nothing to compare"
         )
+    spread: dict[str, float] = {}
+    for frame in aa or []:
+        for name, change in _aa_spread(base, frame).items():
+            spread[name] = max(spread.get(name, 0.0), change)
     for name in common:
-        cmp.benchmarks.append(_compare_one(name, base.loc[name], cand.loc[name], threshold, alpha))
+        own = max(threshold, spread.get(name, 0.0))
+        result = _compare_one(name, base.loc[name], cand.loc[name], own, alpha)
+        if own > threshold:
+            result.note = "; ".join(filter(None, [result.note, f"threshold {own:.1%} from the A/A run"]))
+        cmp.benchmarks.append(result)
     for name in base.index.difference(cand.index, sort=False):
         cmp.benchmarks.append(BenchmarkComparison(name=name, status=ONLY_BASELINE,
                                                   baseline_median_s=float(base.loc[name, "step_time_median"])))
@@ -184,14 +198,26 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
     return cmp
 
 
+def _aa_spread(base: pd.DataFrame, aa: pd.DataFrame) -> dict[str, float]:
+    """Per benchmark, |median of the A/A run / median of the baseline − 1|."""
+    other = aa.drop_duplicates("fullname", keep="last").set_index("fullname")
+    spread = {}
+    for name in base.index.intersection(other.index):
+        b, a = float(base.loc[name, "step_time_median"]), float(other.loc[name, "step_time_median"])
+        if b > 0 and a > 0:
+            spread[name] = abs(a / b - 1)
+    return spread
+
+
 def compare_runs(baseline: str | os.PathLike, candidate: str | os.PathLike, *, threshold: float = 0.05,
-                 alpha: float = 0.05, results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR) -> Comparison:
-    """Resolve and load two runs (file, directory → its newest run, or id) and compare them."""
-    b_path = resolve_run(baseline, results_dir=results_dir)
-    c_path = resolve_run(candidate, results_dir=results_dir)
-    frames = [runs_frame([read_run(p)]) for p in (b_path, c_path)]
+                 alpha: float = 0.05, results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
+                 aa: list[str | os.PathLike] | None = None) -> Comparison:
+    """Resolve and load two runs (file, directory → its newest run, or id) and compare them;
+    ``aa`` optionally names more runs of the baseline's code (see :func:`compare_frames`)."""
+    paths = [resolve_run(spec, results_dir=results_dir) for spec in (baseline, candidate, *(aa or []))]
+    frames = [runs_frame([read_run(p)]) for p in paths]
     return compare_frames(frames[0], frames[1], threshold=threshold, alpha=alpha,
-                          baseline_name=str(b_path), candidate_name=str(c_path))
+                          baseline_name=str(paths[0]), candidate_name=str(paths[1]), aa=frames[2:])
 
 
 # ---------------------------------------------------------------- output formats

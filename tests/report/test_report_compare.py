@@ -150,3 +150,26 @@ def test_compare_frames_takes_one_run_per_side():
     two = pd.concat([frame(seed=1), frame(seed=2).assign(run_id="other/0002_x")])
     with pytest.raises(ResultsError, match="baseline: expected the benchmarks of one run, found 2 runs"):
         compare_frames(two, frame(seed=3))
+
+
+OTHER = "test_throughput[dp-mlp-w2]"
+
+
+def test_an_aa_run_raises_the_threshold_of_benchmarks_that_move_between_runs(tmp_path: Path, capsys):
+    """SLOW moved 30% between two runs of the same code, so a 25% slowdown there is within its
+    own A/A spread; OTHER held still, so its 20% slowdown is still a regression."""
+    base = frame(seed=1)
+    aa = frame(seed=2, slowdown={SLOW: 1.30})
+    cand = frame(seed=3, slowdown={SLOW: 1.25, OTHER: 1.20})
+    without = by_name(compare_frames(base, cand))
+    assert without[SLOW].status == REGRESSED and without[OTHER].status == REGRESSED
+    with_aa = by_name(compare_frames(base, cand, aa=[aa]))
+    assert with_aa[SLOW].status != REGRESSED and "from the A/A run" in with_aa[SLOW].note
+    assert with_aa[OTHER].status == REGRESSED
+    # The same through the CLI, with --aa repeatable.
+    paths = [report_synth.make_run(tmp_path, number=n, seed=n, slowdown=s)
+             for n, s in ((1, None), (2, {SLOW: 1.30}), (3, {SLOW: 1.25, OTHER: 1.20}), (4, None))]
+    assert main(["compare", str(paths[0]), str(paths[2]), "--aa", str(paths[1]), "--aa", str(paths[3])]) == 1
+    out = capsys.readouterr().out
+    regressed = [line for line in out.splitlines() if "REGRESSED" in line]
+    assert len(regressed) == 1 and OTHER in regressed[0]
