@@ -1,34 +1,44 @@
-"""What the benchmark suites share: profiles, the measured training case, extra_info.
+"""What the benchmark suites share: profiles, cases, and the step from trials to results.
 
-The suites (``suites/``) are thin pytest modules over this. Nothing here imports pytest:
-a strategy that cannot run here raises :class:`dpbench.strategies.StrategyUnavailable`,
-and the suites turn that into a skip with its reason.
+The suites (``suites/``) are thin pytest modules over this. Their conftest measures every
+selected case in interleaved fresh-process trials first (:class:`dpbench.trials.TrialSession`);
+each test then publishes its case's trials into pytest-benchmark and ``extra_info``
+(schema 2). Nothing here imports pytest: a strategy that cannot run here raises
+:class:`dpbench.strategies.StrategyUnavailable`, and the suites turn that into a skip with
+its reason.
 """
 from __future__ import annotations
 
 import math
 import os
 import statistics
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from dpbench.cases import CollectiveCase, TrainingCase, steps_for_round
 from dpbench.schema import SCHEMA_VERSION, Profile
 from dpbench.stats import StepStats, percentile
+from dpbench.trials import (CaseResult, TrialSession, advance_worker_clock, coefficient_of_variation,
+                            log_t_interval, paired_ratios)
 
 __all__ = [
+    "CollectiveCase",
     "ProfileConfig",
     "TrainingCase",
-    "resolve_profile",
+    "collective_extra_info",
+    "measure_collective",
     "measure_training",
-    "training_extra_info",
     "merge_step_stats",
+    "paired_ratio",
+    "parse_trials",
+    "publish",
+    "reference_result",
+    "resolve_profile",
     "steps_for_round",
     "strategy_cases",
+    "training_extra_info",
+    "trials_info",
 ]
-
-# A round should last long enough that the parent↔worker round trip (~1 ms) is noise.
-TARGET_ROUND_S = {Profile.QUICK: 0.25, Profile.FULL: 0.5}
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -43,8 +53,10 @@ class ProfileConfig:
     knob_workload: str
     global_batch: int
     per_replica_batch: int
-    rounds: int
-    warmup_rounds: int
+    trials: int  # fresh-process trials per case, interleaved across the session
+    rounds: int  # timed rounds per trial
+    warmup_rounds: int  # untimed rounds per trial, after the probe
+    target_round_s: float  # a round lasts about this long (k steps)
     max_steps_per_round: int
     sample_interval: float
     comm_sizes: tuple[int, ...]
@@ -65,6 +77,17 @@ def _int_list(env: str, raw: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise ValueError(f"{env} must list integers >= 1, got {raw!r}")
     return values
+
+
+def parse_trials(what: str, raw: Any) -> int:
+    """A trial count: an integer >= 1, or a ValueError naming ``what``."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != str(raw).strip():
+        raise ValueError(f"{what} must be an integer >= 1 (fresh-process trials per case), got {raw!r}")
+    return value
 
 
 def _str_list(raw: str) -> tuple[str, ...]:
@@ -109,8 +132,10 @@ def resolve_profile(
             knob_workload="mlp",
             global_batch=64,
             per_replica_batch=32,
-            rounds=5,
+            trials=5,
+            rounds=3,
             warmup_rounds=1,
+            target_round_s=0.2,
             max_steps_per_round=20,
             sample_interval=0.05,
             comm_sizes=tuple(default_sizes(max_bytes=16 << 20, factor=16)),
@@ -125,8 +150,10 @@ def resolve_profile(
             knob_workload="resnet18",
             global_batch=256,
             per_replica_batch=128,
-            rounds=10,
+            trials=5,
+            rounds=5,
             warmup_rounds=2,
+            target_round_s=0.5,
             max_steps_per_round=50,
             sample_interval=0.05,
             comm_sizes=tuple(default_sizes(max_bytes=256 << 20, factor=4)),
@@ -134,6 +161,8 @@ def resolve_profile(
             bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
         )
     world_sizes = tuple(range(1, max(max_world, 1) + 1))
+    if env.get("DPBENCH_TRIALS"):
+        config["trials"] = parse_trials("DPBENCH_TRIALS", env["DPBENCH_TRIALS"])
     if env.get("DPBENCH_WORLD_SIZES"):
         world_sizes = _int_list("DPBENCH_WORLD_SIZES", env["DPBENCH_WORLD_SIZES"])
     if env.get("DPBENCH_WORKLOADS"):
@@ -141,23 +170,6 @@ def resolve_profile(
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
-
-
-@dataclass(kw_only=True, frozen=True)
-class TrainingCase:
-    """One benchmarked configuration; ``id`` is the readable pytest id (``ddp-mlp-w2``)."""
-
-    strategy: str
-    workload: Any  # a registered name or a dpbench.Workload
-    world_size: int
-    global_batch: int
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        parts = [self.strategy, str(getattr(self.workload, "name", self.workload)), f"w{self.world_size}"]
-        parts += [f"{k}={v}" for k, v in sorted(self.options.items())]
-        return "-".join(parts)
 
 
 def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
@@ -173,13 +185,6 @@ def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
             cases += [TrainingCase(strategy=strategy.value, workload=workload, world_size=size,
                                    global_batch=global_batch(size)) for size in sizes]
     return cases
-
-
-def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> int:
-    """Steps per timed round so that one round lasts about ``target_round_s``."""
-    if step_time <= 0 or not math.isfinite(step_time):
-        return 1
-    return max(1, min(max_steps, math.ceil(target_round_s / step_time)))
 
 
 def merge_step_stats(rounds: list[StepStats]) -> StepStats:
@@ -200,90 +205,180 @@ def merge_step_stats(rounds: list[StepStats]) -> StepStats:
                      peak_memory_bytes=peak)
 
 
-def training_extra_info(
-    *, run_info: dict[str, Any], merged: StepStats, steps_per_round: int, profile: ProfileConfig, suite: str,
-    sampler_summary: dict[str, Any] | None, timeline: str | None,
-) -> dict[str, Any]:
-    """The documented ``extra_info`` (schema 1) of one training benchmark."""
-    sampler = dict(sampler_summary or {})
-    sampler["timeline"] = timeline
+# ---------------------------------------------------------------- from trials to results
+def _interval(values: list[float]) -> list[float] | None:
+    ci = log_t_interval(values)
+    return [ci[0], ci[1]] if ci else None
+
+
+def trials_info(result: CaseResult) -> dict[str, Any]:
+    """``extra_info["trials"]`` (schema 2): the trial structure behind the headline number."""
+    trials = result.trials
     return {
+        "count": len(trials),
+        "rounds_per_trial": len(trials[0].round_times) if trials else 0,
+        "order": [t.order for t in trials],
+        "started_at": [t.started_at for t in trials],
+        "step_time_s": result.values,
+        "control_s": result.controls,
+        "cv": coefficient_of_variation(result.values),
+        "sampler": [t.sampler for t in trials],
+        "timelines": [t.timeline for t in trials],
+    }
+
+
+def _available(result: CaseResult) -> CaseResult:
+    """The result of a case that ran; otherwise raise what stopped it (skip reason or the error)."""
+    from dpbench.strategies.base import StrategyUnavailable
+
+    if result.skip_reason is not None:
+        raise StrategyUnavailable(result.skip_reason)
+    if result.error is not None:
+        raise result.error
+    if not result.trials:
+        raise RuntimeError(f"case {result.key} was not measured in this session")
+    return result
+
+
+def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: ProfileConfig,
+                        suite: str) -> dict[str, Any]:
+    """The documented ``extra_info`` (schema 2) of one training benchmark."""
+    first = result.trials[0]
+    run_info = first.detail["run_info"]
+    merged = merge_step_stats([t.detail["merged"] for t in result.trials])
+    step_time = statistics.median(result.values)
+    ci = _interval(result.values)
+    batch = run_info["global_batch"]
+    sampler = dict(first.sampler or {})
+    info = {
         "schema": SCHEMA_VERSION,
         "kind": "training",
         "suite": suite,
         "profile": profile.name.value,
+        "case_key": result.key,
         "strategy": run_info["strategy"],
         "options": dict(run_info.get("options") or {}),  # resolved: defaults included
+        "requested_options": dict(case.options),  # what the case asked for: the short label
         "workload": run_info["workload"],
         "world_size": run_info["world_size"],
         "device_type": run_info["device_type"],
         "backend": run_info.get("backend"),
-        "global_batch": run_info["global_batch"],
+        "global_batch": batch,
         "per_replica_batch": list(run_info["per_replica_batch"]),
-        "steps_per_round": steps_per_round,
-        "samples_per_s": merged.samples_per_s,
+        "steps_per_round": first.steps_per_round,
+        "step_time_s": step_time,
+        "step_time_ci95": ci,
+        "samples_per_s": batch / step_time,
+        "samples_per_s_ci95": [batch / ci[1], batch / ci[0]] if ci else None,
         "step_time_p50": statistics.median(merged.step_times),
         "step_time_p95": percentile(merged.step_times, 95),
         "phases": merged.phases,
         "peak_memory_bytes": merged.peak_memory_bytes,
         "sampler": sampler,
+        "trials": trials_info(result),
         "threads_per_worker": run_info.get("threads_per_worker"),
+        "workers": run_info.get("workers"),
         "seed": run_info["seed"],
         "lr": run_info.get("lr"),
-        "final_loss": merged.losses[-1] if merged.losses else None,
+        "final_loss": first.detail["merged"].losses[-1] if first.detail["merged"].losses else None,
+    }
+    if run_info.get("workload_params"):
+        info["workload_params"] = run_info["workload_params"]
+    if result.case_metrics:
+        info.update(result.case_metrics)
+        try:
+            from dpbench.metrics import derive
+        except ImportError:  # metrics arrive with the sharding strategies
+            derive = None
+        if derive is not None:
+            info.update(derive(result.case_metrics, step_time_s=step_time, world_size=info["world_size"]))
+    return info
+
+
+def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: ProfileConfig) -> dict[str, Any]:
+    """The documented ``extra_info`` (schema 2) of one collective benchmark."""
+    from dpbench.comm import bus_bandwidth_factor
+
+    first = result.trials[0]
+    pool = first.detail["pool_info"]
+    time_s = statistics.median(result.values)
+    algbw = case.size_bytes / time_s / 1e9
+    return {
+        "schema": SCHEMA_VERSION,
+        "kind": "collective",
+        "suite": "comm",
+        "profile": profile.name.value,
+        "case_key": result.key,
+        "collective": case.collective,
+        "size_bytes": case.size_bytes,
+        "size_source": case.source,
+        "dtype": "float32",
+        "world_size": pool["world_size"],
+        "device_type": profile.device,
+        "backend": pool.get("backend"),
+        "threads_per_worker": pool.get("threads_per_worker"),
+        "seed": None,
+        "iters_per_round": first.steps_per_round,
+        "time_s": time_s,
+        "time_ci95": _interval(result.values),
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * bus_bandwidth_factor(case.collective, pool["world_size"]),
+        "sampler": dict(first.sampler or {}),
+        "trials": trials_info(result),
     }
 
 
-def measure_training(
-    benchmark: Any,
-    case: TrainingCase,
-    *,
-    profile: ProfileConfig,
-    suite: str,
-    timeline_path: Callable[[str], tuple[Path, str]] | None = None,
-    seed: int = 0,
-    lr: float = 0.05,
-) -> tuple[dict[str, Any], StepStats]:
-    """Launch ``case`` (outside the timed region), warm up, time rounds of ``run.step(k)``.
+def publish(benchmark: Any, result: CaseResult) -> None:
+    """Hand every timed round of every trial to pytest-benchmark, as seconds per step.
 
-    ``benchmark`` is pytest-benchmark's fixture. ``timeline_path(name)`` returns where to write
-    the sampler timeline and the path to record in ``extra_info``. Returns the extra_info
-    (also stored on ``benchmark.extra_info``) and the merged step statistics.
+    The suites' tests read time through :func:`dpbench.trials.worker_clock`, which only moves
+    when told: replaying a round advances it by the round's worker-measured time per step.
     """
-    import dpbench
-    from dpbench.sampler import ResourceSampler
+    values = [v for t in result.trials for v in t.round_times]
+    pending = iter(values)
+    benchmark.pedantic(lambda: advance_worker_clock(next(pending)), rounds=len(values), iterations=1,
+                       warmup_rounds=0)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    if stats is not None and not math.isclose(stats.median, statistics.median(values), rel_tol=1e-9):
+        raise RuntimeError(
+            "pytest-benchmark did not read the worker clock: the test needs "
+            "@pytest.mark.benchmark(timer=dpbench.trials.worker_clock) (suites/conftest.py adds it)")
 
-    with dpbench.launch(case.strategy, case.workload, world_size=case.world_size, global_batch=case.global_batch,
-                        device=profile.device, seed=seed, lr=lr, **case.options) as run:
-        # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.
-        probe = run.step(2)
-        k = steps_for_round(min(probe.step_times), TARGET_ROUND_S[profile.name], profile.max_steps_per_round)
-        measured: list[StepStats] = []
-        calls = {"n": 0}
 
-        def one_round() -> StepStats:
-            stats = run.step(k)
-            calls["n"] += 1
-            if calls["n"] > profile.warmup_rounds:
-                measured.append(stats)
-            return stats
+def measure_training(benchmark: Any, case: TrainingCase, *, session: TrialSession, profile: ProfileConfig,
+                     suite: str) -> tuple[dict[str, Any], CaseResult]:
+    """Publish ``case``'s trials (measured earlier by ``session``) into ``benchmark``.
 
-        devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
-        with ResourceSampler(interval=profile.sample_interval, pids=run.pids, devices=devices or None) as sampler:
-            last = benchmark.pedantic(one_round, rounds=profile.rounds, warmup_rounds=profile.warmup_rounds,
-                                      iterations=1)
-        if not measured:
-            # --benchmark-disable runs the target once, with no warm-up: keep that one round.
-            measured.append(last)
-        summary = sampler.summary()
-        recorded = None
-        if timeline_path is not None:
-            # The suite is part of the name: the same case id (ddp-mlp-w2) appears in several suites.
-            target, recorded = timeline_path(f"{suite}-{case.id}")
-            sampler.save(target)
-        merged = merge_step_stats(measured)
-        info = training_extra_info(run_info=run.info, merged=merged, steps_per_round=k, profile=profile,
-                                   suite=suite, sampler_summary=summary, timeline=recorded)
-        info["requested_options"] = dict(case.options)  # what the case asked for: the short label
+    Raises StrategyUnavailable when the case cannot run here and the trial's own error when
+    one of its trials failed. Returns the extra_info (also on ``benchmark.extra_info``).
+    """
+    result = _available(session.result(case.key))
+    info = training_extra_info(case=case, result=result, profile=profile, suite=suite)
+    publish(benchmark, result)
     benchmark.extra_info.update(info)
-    return info, merged
+    return info, result
+
+
+def measure_collective(benchmark: Any, case: CollectiveCase, *, session: TrialSession,
+                       profile: ProfileConfig) -> dict[str, Any]:
+    result = _available(session.result(case.key))
+    info = collective_extra_info(case=case, result=result, profile=profile)
+    publish(benchmark, result)
+    benchmark.extra_info.update(info)
+    return info
+
+
+def paired_ratio(numerator: CaseResult, denominator: CaseResult) -> tuple[float, list[float] | None, list[float]]:
+    """Median and 95% interval of trial-by-trial ratios of two cases' step times."""
+    ratios = paired_ratios(numerator.values, denominator.values)
+    if not ratios:
+        raise ValueError("no trials to pair")
+    return statistics.median(ratios), _interval(ratios), ratios
+
+
+def reference_result(session: TrialSession, case: TrainingCase) -> CaseResult | None:
+    """The measured trials of ``case.reference`` when it ran (None when it could not)."""
+    if case.reference is None:
+        return None
+    ref = session.result(case.reference.key)
+    return ref if ref.trials and ref.error is None else None

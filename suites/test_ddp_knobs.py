@@ -32,10 +32,9 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
-def test_ddp_knob(benchmark, case, profile, timelines, unavailable_to_skip):
+def test_ddp_knob(benchmark, case, profile, trials, unavailable_to_skip):
     benchmark.group = f"ddp-knobs-{case.workload}"
     with unavailable_to_skip:
-        info, _ = measure_training(benchmark, case, profile=profile, suite="ddp_knobs",
-                                   timeline_path=timelines.path_for)
+        info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="ddp_knobs")
     # extra_info records every resolved option (defaults too); the requested ones must be among them.
     assert info["options"].items() >= case.options.items()

@@ -19,12 +19,12 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
-def test_dp_phases(benchmark, case, profile, timelines):
+def test_dp_phases(benchmark, case, profile, trials):
     benchmark.group = "dp-phases"
-    info, merged = measure_training(benchmark, case, profile=profile, suite="dp_phases",
-                                    timeline_path=timelines.path_for)
+    info, result = measure_training(benchmark, case, session=trials, profile=profile, suite="dp_phases")
+    step_times = [t for trial in result.trials for t in trial.unit_times]
     missing = DP_PHASES - set(info["phases"])
     assert not missing, f"dp reported no time for phases {sorted(missing)}"
     # The phases are parts of the step: together they cannot exceed the measured step time.
-    assert sum(info["phases"].values()) <= sum(merged.step_times) / len(merged.step_times) * 1.05
+    assert sum(info["phases"].values()) <= sum(step_times) / len(step_times) * 1.05
     assert info["peak_memory_bytes"], "dp reported no peak memory"

@@ -1,45 +1,47 @@
 """Suite 2 — weak scaling: world size 1…N with a fixed per-replica batch.
 
 scaling efficiency = throughput(N) / (N × throughput of `single` on one replica's batch),
-with the `single` baseline measured in this same session.
+computed trial by trial: trial i of a case against trial i of `single`, which ran in the same
+interleaved pass, so a slow minute moves both. The headline is the median over trials with a
+95% interval.
 """
 from __future__ import annotations
 
+import dataclasses
+import statistics
+
 from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training, strategy_cases
+from dpbench.suite import TrainingCase, measure_training, reference_result, strategy_cases
+from dpbench.trials import log_t_interval, paired_ratios
 
 
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    # `single` comes first, so its baseline exists before the parallel cases need it.
-    cases = strategy_cases(profile.scaling_workloads, profile.world_sizes,
-                           lambda size: profile.per_replica_batch * size)
+    cases = []
+    for case in strategy_cases(profile.scaling_workloads, profile.world_sizes,
+                               lambda size: profile.per_replica_batch * size):
+        single = TrainingCase(strategy=StrategyName.SINGLE.value, workload=case.workload, world_size=1,
+                              global_batch=profile.per_replica_batch)
+        cases.append(dataclasses.replace(case, reference=single))
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
-def _single_baseline(case: TrainingCase, profile) -> float:
-    """Measure `single` untimed-by-pytest when its own case was deselected (-k)."""
-    import dpbench
-
-    with dpbench.launch(StrategyName.SINGLE.value, case.workload, world_size=1,
-                        global_batch=profile.per_replica_batch, device=profile.device) as run:
-        run.step(2)
-        return run.step(profile.max_steps_per_round).samples_per_s
-
-
-def test_scaling(benchmark, case, profile, timelines, baselines, unavailable_to_skip):
+def test_scaling(benchmark, case, profile, trials, unavailable_to_skip):
     benchmark.group = f"scaling-{case.workload}"
     with unavailable_to_skip:
-        info, _ = measure_training(benchmark, case, profile=profile, suite="scaling",
-                                   timeline_path=timelines.path_for)
-    key = (case.workload, profile.per_replica_batch)
-    if case.strategy == StrategyName.SINGLE.value:
-        baselines[key] = info["samples_per_s"]
-    if key not in baselines:
-        baselines[key] = _single_baseline(case, profile)
-    efficiency = info["samples_per_s"] / (case.world_size * baselines[key])
-    benchmark.extra_info["baseline_samples_per_s"] = baselines[key]
-    benchmark.extra_info["scaling_efficiency"] = efficiency
-    assert efficiency > 0
+        info, result = measure_training(benchmark, case, session=trials, profile=profile, suite="scaling")
+    single = reference_result(trials, case)
+    assert single is not None, f"the single-device reference {case.reference.id} did not run in this session"
+    # efficiency_i = (batch / t_i) / (N × batch_single / t_single_i), trial i against trial i
+    scale = case.reference.global_batch * case.world_size / case.global_batch
+    efficiency = [1 / (r * scale) for r in paired_ratios(result.values, single.values)]
+    ci = log_t_interval(efficiency)
+    benchmark.extra_info.update({
+        "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.values),
+        "scaling_efficiency": statistics.median(efficiency),
+        "scaling_efficiency_ci95": list(ci) if ci else None,
+        "scaling_efficiency_trials": efficiency,
+    })
+    assert benchmark.extra_info["scaling_efficiency"] > 0

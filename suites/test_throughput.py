@@ -14,9 +14,8 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
-def test_throughput(benchmark, case, profile, timelines, unavailable_to_skip):
+def test_throughput(benchmark, case, profile, trials, unavailable_to_skip):
     benchmark.group = f"throughput-{case.workload}"
     with unavailable_to_skip:
-        info, _ = measure_training(benchmark, case, profile=profile, suite="throughput",
-                                   timeline_path=timelines.path_for)
+        info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="throughput")
     assert info["samples_per_s"] > 0

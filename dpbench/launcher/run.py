@@ -164,6 +164,16 @@ class Run:
         """``{name: CPU tensor}`` of the trained model's buffers (BatchNorm running stats) on rank 0 / replica 0."""
         return self._live_pool().run(_buffers_worker)[0]
 
+    def control(self) -> float:
+        """Seconds of the fixed control computation (:mod:`dpbench.control`) in these workers.
+
+        Every rank runs it at once, with the run's threads on the run's devices; the slowest
+        rank's median counts, as for a step.
+        """
+        from dpbench.control import control_worker
+
+        return max(self._live_pool().run(control_worker))
+
     def close(self) -> None:
         """Stop the workers; idempotent, safe after a failure."""
         if self._pool is not None:

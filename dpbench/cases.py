@@ -1,0 +1,168 @@
+"""The two kinds of benchmarked case and how one trial of each is measured.
+
+A trial starts fresh workers, warms them up untimed, times ``profile.rounds`` rounds with the
+resource sampler running, then times the control (:mod:`dpbench.control`) in the same workers.
+Every time kept is measured in the workers, after device synchronisation; the parent's round
+trip to them is never part of a number.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dpbench.trials import TrialResult
+
+__all__ = ["TrainingCase", "CollectiveCase", "steps_for_round"]
+
+TimelinePath = Callable[[str], tuple[Any, str]]
+# Every suite trains with this learning rate, so a case means the same thing in every suite.
+LR = 0.05
+
+
+def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> int:
+    """Steps per timed round so that one round lasts about ``target_round_s``."""
+    if step_time <= 0 or not math.isfinite(step_time):
+        return 1
+    return max(1, min(max_steps, math.ceil(target_round_s / step_time)))
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+
+
+def _sampled(pids: list[int], devices: list[str], profile: Any):
+    from dpbench.sampler import ResourceSampler
+
+    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=devices or None)
+
+
+def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str) -> tuple[dict, str | None]:
+    summary = sampler.summary()
+    recorded = None
+    if timeline is not None:
+        target, recorded = timeline(name)
+        sampler.save(target)
+    summary["timeline"] = recorded
+    return summary, recorded
+
+
+@dataclass(kw_only=True, frozen=True)
+class TrainingCase:
+    """One benchmarked training configuration; ``id`` is the readable pytest id (``ddp-mlp-w2``).
+
+    ``reference``: another case this one is judged against (``single`` for scaling efficiency,
+    ``ddp`` for the allreduce suite); the session measures it even if its own test is deselected.
+    """
+
+    strategy: str
+    workload: Any  # a registered name or a dpbench.Workload
+    world_size: int
+    global_batch: int
+    options: dict[str, Any] = field(default_factory=dict)
+    reference: "TrainingCase | None" = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        parts = [self.strategy, str(getattr(self.workload, "name", self.workload)), f"w{self.world_size}"]
+        parts += [f"{k}={v}" for k, v in sorted(self.options.items())]
+        return "-".join(parts)
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} (batch {self.global_batch})"
+
+    @property
+    def key(self) -> str:
+        """Strategy, workload, world size, batch and *resolved* options: ``{}`` and
+        ``{"bucket_cap_mb": 25}`` are one configuration when 25 is the default."""
+        options = dict(self.options)
+        try:
+            from dpbench.strategies import get_strategy
+
+            options = get_strategy(self.strategy).resolve_options(
+                dict(self.options), device="cpu", world_size=self.world_size, global_batch=self.global_batch)
+        except Exception:  # refused options: the trial reports why; the requested ones identify it
+            pass
+        workload = getattr(self.workload, "name", self.workload)
+        return json.dumps(["training", self.strategy, str(workload), self.world_size, self.global_batch,
+                           {str(k): repr(v) for k, v in sorted(options.items())}])
+
+    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
+                      timeline: TimelinePath | None, first: bool) -> TrialResult:
+        import dpbench
+        from dpbench.suite import merge_step_stats
+
+        with dpbench.launch(self.strategy, self.workload, world_size=self.world_size,
+                            global_batch=self.global_batch, device=profile.device, seed=0, lr=LR,
+                            **self.options) as run:
+            # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.
+            probe = run.step(2)
+            k = steps_per_round or steps_for_round(min(probe.step_times), profile.target_round_s,
+                                                   profile.max_steps_per_round)
+            for _ in range(profile.warmup_rounds):
+                run.step(k)
+            devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
+            with _sampled(run.pids, devices, profile) as sampler:
+                rounds = [run.step(k) for _ in range(profile.rounds)]
+            control = run.control()
+            metrics = run.case_metrics() if first and hasattr(run, "case_metrics") else None
+            info = dict(run.info)
+        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}")
+        merged = merge_step_stats(rounds)
+        return TrialResult(
+            trial=trial, order=-1, started_at=math.nan, steps_per_round=k,
+            round_times=[r.total_time / r.steps for r in rounds], unit_times=list(merged.step_times),
+            control_s=control, sampler=summary, timeline=recorded,
+            detail={"run_info": info, "merged": merged, "case_metrics": metrics},
+        )
+
+
+@dataclass(kw_only=True, frozen=True)
+class CollectiveCase:
+    """One collective at one message size over ``world_size`` ranks."""
+
+    collective: str
+    size_bytes: int
+    world_size: int
+    source: str = "sweep"  # "sweep" or "ddp-bucket"
+    reference: None = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.collective}-{self.size_bytes}B-w{self.world_size}"
+
+    @property
+    def label(self) -> str:
+        return self.id
+
+    @property
+    def key(self) -> str:
+        return json.dumps(["collective", self.collective, self.size_bytes, self.world_size])
+
+    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
+                      timeline: TimelinePath | None, first: bool) -> TrialResult:
+        from dpbench.comm import collective_worker, summarize
+        from dpbench.control import control_worker
+        from dpbench.launcher import WorkerPool
+
+        iters = steps_per_round or profile.comm_iters
+        with WorkerPool(self.world_size, device=profile.device, timeout=120.0) as pool:
+            pool.run(collective_worker, self.collective, self.size_bytes, iters)  # untimed warm-up round
+            with _sampled(pool.pids, [], profile) as sampler:
+                rounds = [summarize(self.collective, self.size_bytes,
+                                    pool.run(collective_worker, self.collective, self.size_bytes, iters))
+                          for _ in range(profile.rounds)]
+            control = max(pool.run(control_worker))
+            info = {"backend": pool.backend, "threads_per_worker": pool.threads_per_worker,
+                    "world_size": pool.world_size}
+        summary, recorded = _finish_sampler(sampler, timeline, f"{_safe(self.id)}-t{trial + 1}")
+        calls = [t for r in rounds for t in r.times]  # each call as slow as its slowest rank
+        return TrialResult(
+            trial=trial, order=-1, started_at=math.nan, steps_per_round=iters,
+            round_times=[statistics.fmean(r.times) for r in rounds], unit_times=calls,
+            control_s=control, sampler=summary, timeline=recorded, detail={"pool_info": info},
+        )

@@ -1,0 +1,208 @@
+"""Trials: every case is measured in several fresh-process trials, interleaved across the session.
+
+Rounds inside one worker process share that process's luck: its memory layout, the cores it
+landed on, the minute it ran in. On a shared machine whole processes and whole minutes move by
+more than rounds do, so a statistic over rounds is honest about rounds and wrong about the
+machine. The unit of repetition here is therefore a *trial* — freshly started workers (a new
+pool, a new process group), untimed warm-up, a few timed rounds, then a fixed control
+computation in the same workers — and the schedule runs trial 1 of every case, then trial 2 of
+every case, … so that a slow minute spreads over all cases instead of sinking one (the pyperf /
+asv habit). Everything downstream (report, gate) reasons across trials.
+
+Nothing here imports pytest or torch: a case only has to provide ``key``, ``label`` and
+``measure_trial(...)``; the suites' conftest drives a :class:`TrialSession` and publishes each
+case's trials into pytest-benchmark through :func:`worker_clock`.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+__all__ = [
+    "CaseResult",
+    "Measurable",
+    "TrialResult",
+    "TrialSession",
+    "advance_worker_clock",
+    "coefficient_of_variation",
+    "log_t_interval",
+    "paired_ratios",
+    "worker_clock",
+]
+
+
+# ---------------------------------------------------------------- the clock pytest-benchmark reads
+_CLOCK = [0.0]
+
+
+def worker_clock() -> float:
+    """The timer the suites give pytest-benchmark (``@pytest.mark.benchmark(timer=worker_clock)``).
+
+    It stands still unless told how long a round took in the workers, so pytest-benchmark's
+    statistics (and its terminal table) are the workers' device-synchronised seconds per step,
+    never the parent's round trip to them.
+    """
+    return _CLOCK[0]
+
+
+def advance_worker_clock(seconds: float) -> None:
+    if not seconds >= 0 or not math.isfinite(seconds):
+        raise ValueError(f"seconds must be a finite, non-negative duration, got {seconds!r}")
+    _CLOCK[0] += seconds
+
+
+# ---------------------------------------------------------------- results
+@dataclass(kw_only=True)
+class TrialResult:
+    """One trial of one case: what fresh workers measured."""
+
+    trial: int  # 0-based index of the trial within its case
+    order: int  # position in the session's whole schedule (0-based, across cases)
+    started_at: float  # unix time
+    steps_per_round: int
+    round_times: list[float]  # seconds per step (per call) of each timed round, worker clock
+    unit_times: list[float]  # every timed step (call) of the trial, worker clock
+    control_s: float  # the control computation, same workers and threads
+    sampler: dict[str, Any] | None = None
+    timeline: str | None = None  # path recorded in results (relative to the machine dir)
+    detail: dict[str, Any] = field(default_factory=dict)  # case-specific (run info, merged step stats)
+
+    @property
+    def value(self) -> float:
+        """The trial's number: median seconds per step (per call) over all its timed steps."""
+        return statistics.median(self.unit_times)
+
+
+@dataclass(kw_only=True)
+class CaseResult:
+    """Every trial of one case, or why it has none."""
+
+    key: str
+    trials: list[TrialResult] = field(default_factory=list)
+    skip_reason: str | None = None  # the case cannot run here (StrategyUnavailable)
+    error: BaseException | None = None  # a trial failed; later trials were not run
+    failed_trial: int | None = None
+    case_metrics: dict[str, Any] | None = None  # measured once, in the first trial
+
+    @property
+    def values(self) -> list[float]:
+        return [t.value for t in self.trials]
+
+    @property
+    def controls(self) -> list[float]:
+        return [t.control_s for t in self.trials]
+
+
+class Measurable(Protocol):
+    """What a case offers the session."""
+
+    @property
+    def key(self) -> str: ...  # identity: the same configuration in two suites is measured once
+
+    @property
+    def label(self) -> str: ...
+
+    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
+                      timeline: Callable[[str], tuple[Any, str]] | None, first: bool) -> TrialResult: ...
+
+
+# ---------------------------------------------------------------- the session
+class TrialSession:
+    """Measures cases in ``trials`` interleaved passes; one per pytest session.
+
+    ``unavailable``: exception types that mean "cannot run here" (turned into a skip reason).
+    ``progress(text)``: where one line per trial goes (the terminal).
+    """
+
+    def __init__(self, profile: Any, trials: int, *, timeline: Callable[[str], tuple[Any, str]] | None = None,
+                 unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None):
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ValueError(f"trials must be an int >= 1, got {trials!r}")
+        self.profile = profile
+        self.trials = trials
+        self._timeline = timeline
+        self._unavailable = unavailable
+        self._progress = progress or (lambda text: None)
+        self._cases: dict[str, Measurable] = {}
+        self.results: dict[str, CaseResult] = {}
+        self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
+
+    def add(self, case: Measurable) -> str:
+        """Schedule ``case`` (once, however many suites name it); returns its key."""
+        self._cases.setdefault(case.key, case)
+        self.results.setdefault(case.key, CaseResult(key=case.key))
+        return case.key
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+    def run(self) -> None:
+        """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates."""
+        order = 0
+        total = len(self._cases) * self.trials
+        for trial in range(self.trials):
+            for key, case in self._cases.items():
+                result = self.results[key]
+                if result.skip_reason is not None or result.error is not None:
+                    continue  # a case that cannot run, or failed, is not tried again
+                order += 1
+                self._progress(f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}")
+                self._measure(case, result, trial, order - 1)
+
+    def _measure(self, case: Measurable, result: CaseResult, trial: int, order: int) -> None:
+        k = result.trials[0].steps_per_round if result.trials else None
+        started = time.time()
+        try:
+            measured = case.measure_trial(self.profile, trial=trial, steps_per_round=k,
+                                          timeline=self._timeline, first=not result.trials)
+        except self._unavailable as exc:
+            result.skip_reason = str(getattr(exc, "reason", exc))
+            return
+        except Exception as exc:  # reported by the case's test, with the worker's traceback
+            result.error, result.failed_trial = exc, trial
+            return
+        measured.trial, measured.order, measured.started_at = trial, order, started
+        if not result.trials:
+            result.case_metrics = measured.detail.pop("case_metrics", None)
+        result.trials.append(measured)
+        self.schedule.append((trial, result.key))
+
+    def result(self, key: str) -> CaseResult:
+        try:
+            return self.results[key]
+        except KeyError:
+            raise KeyError(f"case {key!r} was not scheduled in this session") from None
+
+
+# ---------------------------------------------------------------- statistics across trials
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Sample standard deviation / mean; None with fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A ``confidence`` interval of the centre of positive ``values`` (a t-interval of their logs).
+
+    Trial times are ratios of machine speed, so they are compared on a log scale: the interval
+    is multiplicative and the same whether one reads seconds per step or steps per second.
+    None with fewer than two values.
+    """
+    from scipy import stats
+
+    logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+    if len(logs) < 2:
+        return None
+    mean = statistics.fmean(logs)
+    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean - half), math.exp(mean + half)
+
+
+def paired_ratios(numerator: Iterable[float], denominator: Iterable[float]) -> list[float]:
+    """Per-trial ratios, trial i against trial i: both ran in the same pass, close in time."""
+    return [a / b for a, b in zip(numerator, denominator) if b > 0]
