@@ -146,9 +146,9 @@ class TrialSession:
         for trial in range(self.trials):
             for key, case in self._cases.items():
                 result = self.results[key]
+                order += 1  # a slot in the schedule, whether or not the case still runs
                 if result.skip_reason is not None or result.error is not None:
                     continue  # a case that cannot run, or failed, is not tried again
-                order += 1
                 self._progress(f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}")
                 self._measure(case, result, trial, order - 1)
 

@@ -198,6 +198,9 @@ def pytest_sessionfinish(session, exitstatus):
     interrupted = _INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
     outcome = yield
     interrupted = interrupted or _INTERRUPTED["yes"] or outcome.excinfo is not None
+    store = session.config._dpbench_timelines
+    if interrupted and store.published is not None:
+        shutil.rmtree(store.published, ignore_errors=True)  # published by this session only
     if storage is None or not storage.exists():
         return
     removed = []

@@ -1,10 +1,12 @@
-"""The suites run end to end as a user runs them: saved JSON with the documented extra_info,
-raw timings, published timelines, readable by pytest-benchmark, and no process left behind —
-also when a strategy fails and when the run is interrupted with Ctrl-C."""
+"""The suites run end to end as a user runs them: saved JSON with the documented extra_info
+(schema 2: trials, controls), raw timings, published timelines, readable by pytest-benchmark,
+and no process left behind — also when a strategy fails and when the run is interrupted with
+Ctrl-C (in the middle of a later case, and during the save)."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.slow
 def _env(marker: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_WORLD_SIZES": "1,2",
-                "DPBENCH_SMOKE_MARKER": marker, "PYTHONUNBUFFERED": "1"})
+                "DPBENCH_TRIALS": "2", "DPBENCH_SMOKE_MARKER": marker, "PYTHONUNBUFFERED": "1"})
     env.update(extra)
     return env
 
@@ -68,32 +70,50 @@ def test_suites_save_the_documented_run(tmp_path):
     proc = _pytest(["suites/", "-k", selection, f"--benchmark-storage=file://{storage}",
                     "--benchmark-save=smoke", "-q"], _env(marker))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "seconds per step" in proc.stdout  # the terminal table says what its columns are
     saved = list(storage.glob("*/0001_smoke.json"))
     assert len(saved) == 1, list(storage.rglob("*"))
     run = json.loads(saved[0].read_text())
     assert run["machine_info"]["dpbench"]["lock_hash"]
-    assert run["machine_info"]["torch"]
+    assert run["machine_info"]["dpbench"]["profile"]["trials"] == 2
     by_kind: dict[str, list] = {}
     for bench in run["benchmarks"]:
         by_kind.setdefault(bench["extra_info"]["kind"], []).append(bench)
-        assert bench["stats"]["data"], f"{bench['name']} has no raw per-round timings"
+        info = bench["extra_info"]
+        trials = info["trials"]
+        assert trials["count"] == 2 and len(trials["step_time_s"]) == 2 and len(trials["control_s"]) == 2
+        assert all(c > 0 for c in trials["control_s"]) and trials["cv"] is not None
+        # Raw data: every round of every trial, seconds per step as the workers measured them.
+        assert bench["stats"]["rounds"] == 2 * trials["rounds_per_trial"] == len(bench["stats"]["data"])
+        assert bench["options"]["timer"].endswith("worker_clock")
     assert {b["extra_info"]["strategy"] for b in by_kind["training"]} == {"single", "ddp"}
     for bench in by_kind["training"]:
         info = bench["extra_info"]
         assert set(EXTRA_INFO_FIELDS) <= set(info), set(EXTRA_INFO_FIELDS) - set(info)
-        assert info["schema"] == SCHEMA_VERSION and info["workload"] == "mlp"
-        assert info["samples_per_s"] > 0 and info["step_time_p95"] >= info["step_time_p50"] > 0
-        # Per-step time from pytest-benchmark's round median agrees with the worker-measured median.
-        per_step = bench["stats"]["median"] / info["steps_per_round"]
-        assert 0.5 < per_step / info["step_time_p50"] < 2.0
-        timeline = saved[0].parent / info["sampler"]["timeline"]
-        assert timeline.is_file() and timeline.stat().st_size > 0
+        assert info["schema"] == SCHEMA_VERSION == 2 and info["workload"] == "mlp"
+        assert info["step_time_s"] == sorted(info["trials"]["step_time_s"])[0] + (
+            sorted(info["trials"]["step_time_s"])[1] - sorted(info["trials"]["step_time_s"])[0]) / 2
+        assert info["samples_per_s"] == info["global_batch"] / info["step_time_s"]
+        lo, hi = info["step_time_ci95"]
+        assert lo < info["step_time_s"] < hi
+        # pytest-benchmark's statistics are per step now: its median round sits among the trials' steps.
+        assert 0.5 < bench["stats"]["median"] / info["step_time_s"] < 2.0
+        for timeline in info["trials"]["timelines"]:
+            path = saved[0].parent / timeline
+            assert path.is_file() and path.stat().st_size > 0
         assert info["sampler"]["sample_count"] > 0
-    # ddp-mlp-w2 ran in two suites: each keeps its own timeline.
-    timelines = [b["extra_info"]["sampler"]["timeline"] for b in by_kind["training"]]
-    assert len(by_kind["training"]) == 4 and len(set(timelines)) == len(timelines), timelines
+    # Interleaved: trial 2 of any case comes after trial 1 of every case.
+    orders = [b["extra_info"]["trials"]["order"] for b in run["benchmarks"]]
+    assert max(o[0] for o in orders) < min(o[1] for o in orders), orders
+    # ddp-mlp-w2 is named by two suites and measured once: both publish the same trials.
+    ddp = [b["extra_info"] for b in by_kind["training"] if b["name"].endswith("[ddp-mlp-w2]")]
+    assert len(ddp) == 2 and {i["suite"] for i in ddp} == {"throughput", "allreduce"}
+    assert ddp[0]["trials"]["step_time_s"] == ddp[1]["trials"]["step_time_s"]
+    assert ddp[0]["case_key"] == ddp[1]["case_key"]
     (comm,) = by_kind["collective"]
     assert comm["extra_info"]["busbw_gbps"] > 0 and comm["extra_info"]["size_bytes"] == 4096
+    assert comm["extra_info"]["time_s"] == sorted(comm["extra_info"]["trials"]["step_time_s"])[0] + (
+        sorted(comm["extra_info"]["trials"]["step_time_s"])[1] - sorted(comm["extra_info"]["trials"]["step_time_s"])[0]) / 2
     # pytest-benchmark's own tooling reads what we saved.
     listed = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", f"file://{storage}",
                              "compare", "0001", "--columns=min,median"], capture_output=True, text=True, cwd=ROOT)
@@ -117,7 +137,7 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     suite.mkdir()
     (suite / "conftest.py").write_text((ROOT / "suites" / "conftest.py").read_text())
     (suite / "test_fault.py").write_text(textwrap.dedent('''
-        import torch
+        import pytest
         from torch import nn
         import dpbench
         from dpbench.suite import TrainingCase, measure_training
@@ -130,14 +150,12 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
             return Exploding(784, 10)
 
         BOOM = dpbench.Workload(name="boom", model=exploding_model, batch=dpbench.get_workload("mlp").batch)
+        CASES = [TrainingCase(strategy="ddp", workload=BOOM, world_size=2, global_batch=8),
+                 TrainingCase(strategy="single", workload="mlp", world_size=1, global_batch=8)]
 
-        def test_boom(benchmark, profile):
-            measure_training(benchmark, TrainingCase(strategy="ddp", workload=BOOM, world_size=2, global_batch=8),
-                             profile=profile, suite="fault")
-
-        def test_after(benchmark, profile):
-            info, _ = measure_training(benchmark, TrainingCase(strategy="single", workload="mlp", world_size=1,
-                                       global_batch=8), profile=profile, suite="fault")
+        @pytest.mark.parametrize("case", CASES, ids=["boom", "after"])
+        def test_case(benchmark, case, profile, trials):
+            info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="fault")
             assert info["samples_per_s"] > 0
     '''))
     proc = _pytest([str(suite), "-q", f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
@@ -148,35 +166,73 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     assert not _leftovers(marker, grace=10)
 
 
-def test_ctrl_c_keeps_earlier_runs_and_leaves_no_partial_file(tmp_path):
-    marker = uuid.uuid4().hex
+def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None):
+    """Start a suite run, send SIGINT once a line matches the regex ``when``; return its output."""
     storage = tmp_path / "results"
     earlier = storage / "Some-Machine" / "0001_earlier.json"
     earlier.parent.mkdir(parents=True)
     earlier.write_text(json.dumps({"benchmarks": [], "machine_info": {}, "version": "x"}))
     before = earlier.read_bytes()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/", "-q",
-                             "-k", "test_throughput", f"--benchmark-storage=file://{storage}",
-                             "--benchmark-save=interrupted"], cwd=ROOT, env=_env(marker),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = _env(marker, TMPDIR=str(tmpdir))
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-q",
+           f"--benchmark-storage=file://{storage}", "--benchmark-save=interrupted"]
+    if extra_plugin:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+        cmd += ["-p", extra_plugin]
+    # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
+    # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
     try:
-        deadline = time.monotonic() + 120
-        # Interrupt once the workers are up, i.e. in the middle of a case.
-        while time.monotonic() < deadline and len(_alive(marker)) < 4:
-            time.sleep(0.2)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=90)
+        deadline = time.monotonic() + 180
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(when, line):
+                time.sleep(0.3)
+                proc.send_signal(signal.SIGINT)
+                break
+            assert time.monotonic() < deadline, "".join(lines)[-3000:]
+        rest, _ = proc.communicate(timeout=90)
+        lines.append(rest)
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = "".join(lines)
     assert proc.returncode != 0, out[-3000:]
-    assert earlier.read_bytes() == before
-    for path in storage.rglob("*"):
-        assert ".partial" not in path.name, path
-        if path.suffix == ".json":
-            json.loads(path.read_text())  # every saved file is complete
+    assert earlier.read_bytes() == before, "an earlier run was changed"
+    saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
+    assert saved == [], f"an interrupted session saved {saved}"
+    assert not list(storage.rglob("timelines/*")), "an interrupted session published timelines"
+    assert not list(tmpdir.glob("dpbench-*")), list(tmpdir.iterdir())
     assert not _leftovers(marker, grace=10)
+    return out
+
+
+def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
+    marker = uuid.uuid4().hex
+    # Interrupt in the middle of the second trial pass, cases into it: several cases were complete.
+    out = _interrupted_run(tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput"])
+    assert "interrupted: nothing was saved" in out, out[-3000:]
+
+
+def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
+    marker = uuid.uuid4().hex
+    # A plugin that makes the save slow enough to be interrupted, announcing when it is in it.
+    (tmp_path / "slow_save.py").write_text(textwrap.dedent('''
+        import sys, time
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_benchmark_update_json(config, benchmarks, output_json):
+            print("SAVING NOW", flush=True)
+            sys.stdout.flush()
+            time.sleep(20)
+    '''))
+    _interrupted_run(tmp_path, marker, when="SAVING NOW", extra_plugin="slow_save",
+                     args=["suites/", "-k", "test_throughput and single"])
 
 
 def test_suites_run_once_each_with_benchmark_disable(tmp_path):
@@ -187,4 +243,12 @@ def test_suites_run_once_each_with_benchmark_disable(tmp_path):
                     f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+    assert "× 1 trials" in proc.stdout  # a smoke pass: one trial, one round per case
     assert not _leftovers(marker, grace=10)
+
+
+def test_bad_trial_counts_are_usage_errors(tmp_path):
+    for env, args in (({"DPBENCH_TRIALS": "0"}, []), ({"DPBENCH_TRIALS": "2.5"}, []), ({}, ["--dpbench-trials=x"])):
+        proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
+        assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "must be an integer >= 1" in proc.stderr, proc.stderr[-2000:]

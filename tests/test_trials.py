@@ -1,0 +1,172 @@
+"""dpbench.trials: the interleaved schedule, its failure rules, and the statistics across trials;
+dpbench.cases: one real trial of each kind of case."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import pytest
+from scipy import stats
+
+from dpbench.cases import CollectiveCase, TrainingCase
+from dpbench.suite import resolve_profile
+from dpbench.trials import (TrialResult, TrialSession, advance_worker_clock, coefficient_of_variation,
+                            log_t_interval, paired_ratios, worker_clock)
+
+
+class Unavailable(RuntimeError):
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class FakeCase:
+    name: str
+    log: list
+    fail_on_trial: int | None = None
+    unavailable: bool = False
+    interrupt: bool = False
+    calls: list = field(default_factory=list)
+
+    @property
+    def key(self):
+        return self.name
+
+    @property
+    def label(self):
+        return self.name
+
+    def measure_trial(self, profile, *, trial, steps_per_round, timeline, first):
+        self.log.append((trial, self.name))
+        self.calls.append({"trial": trial, "k": steps_per_round, "first": first})
+        if self.interrupt:
+            raise KeyboardInterrupt
+        if self.unavailable:
+            raise Unavailable(f"{self.name} cannot run here")
+        if trial == self.fail_on_trial:
+            raise RuntimeError(f"{self.name} broke in trial {trial}")
+        value = 0.01 * (trial + 1)
+        return TrialResult(trial=trial, order=-1, started_at=math.nan, steps_per_round=steps_per_round or 7,
+                           round_times=[value], unit_times=[value, value], control_s=0.001,
+                           detail={"case_metrics": {"flops": 1} if first else None})
+
+
+def _session(trials=3):
+    return TrialSession(profile=None, trials=trials, unavailable=(Unavailable,))
+
+
+def test_trials_are_interleaved_trial_major_and_each_case_measured_once():
+    log: list = []
+    session = _session(3)
+    a, b, c = FakeCase("a", log), FakeCase("b", log), FakeCase("c", log)
+    for case in (a, b, a, c):  # "a" named by two suites: one configuration, measured once per trial
+        session.add(case)
+    session.run()
+    assert log == [(t, n) for t in range(3) for n in "abc"]
+    result = session.result("a")
+    assert [t.trial for t in result.trials] == [0, 1, 2]
+    assert [t.order for t in result.trials] == [0, 3, 6]  # the global schedule position
+    # Every trial of a case does the same work: k from the first trial is reused.
+    assert [call["k"] for call in a.calls] == [None, 7, 7] and [call["first"] for call in a.calls] == [True, False, False]
+    assert result.case_metrics == {"flops": 1}
+    assert result.values == [0.01, 0.02, 0.03] and result.controls == [0.001] * 3
+
+
+def test_an_unavailable_case_is_skipped_and_a_failing_one_is_not_tried_again():
+    log: list = []
+    session = _session(3)
+    ok, gone, broken = FakeCase("ok", log), FakeCase("gone", log, unavailable=True), FakeCase("broken", log, fail_on_trial=1)
+    for case in (ok, gone, broken):
+        session.add(case)
+    session.run()
+    assert session.result("gone").skip_reason == "gone cannot run here" and not session.result("gone").trials
+    assert len(gone.calls) == 1
+    broken_result = session.result("broken")
+    assert isinstance(broken_result.error, RuntimeError) and broken_result.failed_trial == 1
+    assert len(broken.calls) == 2 and len(broken_result.trials) == 1
+    assert len(session.result("ok").trials) == 3  # the others are not affected
+
+
+def test_keyboard_interrupt_stops_the_session():
+    log: list = []
+    session = _session(2)
+    session.add(FakeCase("a", log))
+    session.add(FakeCase("b", log, interrupt=True))
+    session.add(FakeCase("c", log))
+    with pytest.raises(KeyboardInterrupt):
+        session.run()
+    assert log == [(0, "a"), (0, "b")]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", True])
+def test_bad_trial_counts(bad):
+    with pytest.raises(ValueError, match="trials must be an int >= 1"):
+        TrialSession(profile=None, trials=bad)
+
+
+def test_unknown_case_key_names_it():
+    with pytest.raises(KeyError, match="not scheduled"):
+        _session().result("nope")
+
+
+def test_worker_clock_moves_only_when_told():
+    start = worker_clock()
+    assert worker_clock() == start
+    advance_worker_clock(0.25)
+    assert worker_clock() == pytest.approx(start + 0.25)
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            advance_worker_clock(bad)
+
+
+def test_log_t_interval_matches_scipy_on_the_logs():
+    values = [1.0, 1.1, 0.95, 1.2, 1.05]
+    logs = [math.log(v) for v in values]
+    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=statistics.fmean(logs), scale=stats.sem(logs))
+    got = log_t_interval(values)
+    assert got == pytest.approx((math.exp(lo), math.exp(hi)))
+    assert got[0] < statistics.median(values) < got[1]
+    assert log_t_interval([1.0]) is None
+
+
+def test_coefficient_of_variation_and_paired_ratios():
+    assert coefficient_of_variation([2.0, 4.0]) == pytest.approx(statistics.stdev([2, 4]) / 3)
+    assert coefficient_of_variation([1.0]) is None
+    assert paired_ratios([2.0, 3.0, 4.0], [1.0, 1.5]) == [2.0, 2.0]
+
+
+def test_training_case_key_uses_resolved_options():
+    plain = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64)
+    explicit = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64,
+                            options={"mode": "bucketed"})  # the default mode
+    other = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64,
+                         options={"mode": "overlap"})
+    assert plain.key == explicit.key != other.key
+    assert plain.key != TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=32).key
+    assert CollectiveCase(collective="all_reduce", size_bytes=4096, world_size=2).key != plain.key
+
+
+@pytest.mark.slow
+def test_one_real_training_trial_measures_in_the_workers():
+    profile = resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_PROFILE": "quick"})
+    case = TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch=16)
+    trial = case.measure_trial(profile, trial=0, steps_per_round=3, timeline=None, first=False)
+    assert trial.steps_per_round == 3 and len(trial.round_times) == profile.rounds
+    assert len(trial.unit_times) == 3 * profile.rounds
+    # Each round's value is the mean of its own steps, as the workers timed them.
+    for i, value in enumerate(trial.round_times):
+        assert value == pytest.approx(statistics.fmean(trial.unit_times[3 * i: 3 * i + 3]))
+    assert trial.control_s > 0 and trial.sampler["sample_count"] >= 0
+    assert trial.detail["run_info"]["strategy"] == "ddp"
+
+
+@pytest.mark.slow
+def test_one_real_collective_trial_times_calls_in_the_workers():
+    profile = resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_PROFILE": "quick"})
+    case = CollectiveCase(collective="all_reduce", size_bytes=4096, world_size=2)
+    trial = case.measure_trial(profile, trial=0, steps_per_round=None, timeline=None, first=True)
+    assert trial.steps_per_round == profile.comm_iters
+    assert len(trial.unit_times) == profile.comm_iters * profile.rounds and trial.value > 0
+    assert trial.control_s > 0 and trial.detail["pool_info"]["backend"] == "gloo"
