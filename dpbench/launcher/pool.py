@@ -25,9 +25,11 @@ import pickle
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from dpbench.launcher.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.launcher.worker import WorkerContext, _worker_main, _WorkerConfig
 
 __all__ = [
@@ -99,6 +101,14 @@ class WorkerPool:
     torch.distributed (``ctx.group`` is None). ``timeout``: seconds a rank may stay silent
     during a call (and the collective timeout inside workers). ``threads_per_worker``: the
     ``torch.set_num_threads`` of every worker; None → cores // world_size (at least 1).
+
+    ``affinity``: "auto" (default) pins each rank to its own block of cores where the OS
+    allows and there are enough cores, and moves the parent's threads (and so a resource
+    sampler started afterwards) onto the cores left over, until the pool closes; "off"
+    leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
+    ``cores_per_worker``: the size of each rank's block (None: an equal share of the
+    cores); see :func:`dpbench.launcher.affinity.plan_affinity`. The decision is in
+    ``affinity_plan`` and what each worker really runs with in ``worker_facts``.
     """
 
     def __init__(
@@ -110,6 +120,8 @@ class WorkerPool:
         timeout: float = 60.0,
         threads_per_worker: int | None = None,
         process_group: bool = True,
+        affinity: str = "auto",
+        cores_per_worker: int | None = None,
     ):
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
@@ -121,6 +133,11 @@ class WorkerPool:
             not isinstance(threads_per_worker, int) or threads_per_worker < 1
         ):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
+        if cores_per_worker is not None and (
+            isinstance(cores_per_worker, bool) or not isinstance(cores_per_worker, int) or cores_per_worker < 1
+        ):
+            raise ValueError(f"cores_per_worker must be None or an int >= 1, got {cores_per_worker!r}")
+        mode, off_reason = resolve_mode(affinity, os.environ)
         if device == "cuda":
             _require_cuda()
         self.world_size = world_size
@@ -130,6 +147,14 @@ class WorkerPool:
         self.threads_per_worker = (
             threads_per_worker if threads_per_worker is not None else default_threads(world_size)
         )
+        plan = plan_affinity(
+            mode=mode, cores=current_cores() if pinning_supported() else None, world_size=world_size,
+            threads_per_worker=self.threads_per_worker, cores_per_worker=cores_per_worker, off_reason=off_reason,
+        )
+        self._plan = plan
+        self._parent = ParentAffinity()
+        self._parent_note: str | None = None
+        self._facts: list[dict[str, Any]] = []
         self._procs: list[Any] = []
         self._conns: list[Connection] = []
         self._tmpdir: str | None = None
@@ -151,14 +176,16 @@ class WorkerPool:
             store_path=os.path.join(self._tmpdir, "store"),
             timeout=self.timeout,
             threads=self.threads_per_worker,
+            cpus=None,
             environ=dict(os.environ),
         )
+        rank_cores = self._plan.rank_cores
         try:
             for rank in range(self.world_size):
                 parent_conn, child_conn = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
                     target=_worker_main,
-                    args=(rank, child_conn, config),
+                    args=(rank, child_conn, replace(config, cpus=rank_cores[rank] if rank_cores else None)),
                     name=f"dpbench-rank{rank}",
                     daemon=True,  # dies with the parent even if close() is never reached
                 )
@@ -166,7 +193,11 @@ class WorkerPool:
                 child_conn.close()  # the child's end lives in the child only, so EOF is seen
                 self._procs.append(proc)
                 self._conns.append(parent_conn)
-            self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
+            # Only once the processes exist: the forkserver helper starts with the first
+            # pool's first worker and lives on; started on the spare cores, it would hand
+            # them to every later unpinned worker.
+            self._move_parent()
+            self._facts = self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
         except BaseException:
             self._shutdown(graceful=False)
             raise
@@ -198,6 +229,7 @@ class WorkerPool:
                 proc.join()
         for conn in self._conns:
             conn.close()
+        self._parent.restore()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
@@ -220,6 +252,32 @@ class WorkerPool:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def affinity_plan(self) -> dict[str, Any]:
+        """The pinning decision (JSON-safe): ``mode`` ("auto"/"off"), ``pinned``, ``reason``,
+        ``available_cores``, ``rank_cores`` (list per rank, or None), ``parent_cores`` (the
+        cores the parent was moved to, or None when it was left alone) and ``parent_note``
+        (None, or why the planned move did not happen)."""
+        out = self._plan.to_dict()
+        out["parent_note"] = self._parent_note
+        return out
+
+    @property
+    def worker_facts(self) -> list[dict[str, Any]]:
+        """Per rank, what the worker reported at start (JSON-safe): ``rank``, ``pid``,
+        ``cpu_affinity`` (sorted core list, None where the OS cannot tell), ``affinity_error``,
+        ``torch_threads``, ``interop_threads``, ``float32_matmul_precision``,
+        ``cudnn_benchmark`` / ``cudnn_deterministic`` (None on CPU), ``env`` (the NCCL_*,
+        TORCH_NCCL_*, GLOO_*, TORCH_GLOO_*, OMP_*, MKL_*, KMP_* variables it sees)."""
+        return [dict(f, env=dict(f["env"])) for f in self._facts]
+
+    def _move_parent(self) -> None:
+        cores = self._plan.parent_cores
+        if cores is None:
+            return
+        if not self._parent.move(cores):
+            self._parent_note = "not moved: another open WorkerPool already holds the parent off its workers' cores"
 
     # -- calls ---------------------------------------------------------------------
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:

@@ -56,6 +56,8 @@ class _WorkerConfig:
     store_path: str
     timeout: float
     threads: int | None
+    # The cores this rank is pinned to (None: left as inherited); see launcher/affinity.py.
+    cpus: tuple[int, ...] | None
     # The forkserver helper keeps the environment of the moment it started; workers get
     # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
     environ: dict[str, str]
@@ -71,10 +73,80 @@ def _worker_device(rank: int, device_type: str):
     return torch.device("cpu")
 
 
+def _pin(cpus: tuple[int, ...] | None) -> str | None:
+    """Pin this (still single-threaded) process to ``cpus``; → None, or why it failed.
+
+    A failure is reported in the worker's facts, not raised: pinning only steadies the
+    timings, and the plan came from cores this process family may use, so it should not
+    fail short of a cpuset changing under us.
+    """
+    if cpus is None:
+        return None
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (OSError, AttributeError) as exc:
+        return f"sched_setaffinity({list(cpus)}) failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _set_threads(torch: Any, threads: int | None) -> None:
+    """Intra-op threads (and one inter-op thread) before this worker's first parallel work.
+
+    Measured in forkserver children (torch 2.13, OpenMP build): torch's OpenMP and MKL
+    runtimes were initialised in the forkserver when it imported torch, so OMP_NUM_THREADS
+    and MKL_NUM_THREADS set here do not change this worker (get_num_threads stays at the
+    core count); ``torch.set_num_threads`` does, for both OpenMP and MKL. The variables are
+    still set because processes this worker starts (inductor's compile workers, spawned
+    data loaders) read them when they import torch. The inter-op pool is created on first
+    use, so ``set_num_interop_threads`` still works here; it fails only if something in
+    the worker already started the pool, which is then reported in the facts as it is.
+    """
+    if threads is None:
+        return
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    try:
+        # Nothing dpbench runs uses the inter-op pool; one thread keeps it off the cores.
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+
+
+# Environment that changes how collectives and threads behave, reported with the facts.
+_FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "MKL_", "KMP_")
+
+
+def worker_facts(rank: int, device_type: str, affinity_error: str | None) -> dict[str, Any]:
+    """What this worker actually runs with (JSON-safe), sent to the parent at "ready"."""
+    import torch
+
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    facts: dict[str, Any] = {
+        "rank": rank,
+        "pid": os.getpid(),
+        "cpu_affinity": cpus,
+        "affinity_error": affinity_error,
+        "torch_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_benchmark": None,
+        "cudnn_deterministic": None,
+        # Unset NCCL_ALGO / NCCL_PROTO mean NCCL picks per collective (its tuner).
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_FACT_ENV_PREFIXES)},
+    }
+    if device_type == "cuda":
+        facts["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
+        facts["cudnn_deterministic"] = bool(torch.backends.cudnn.deterministic)
+    return facts
+
+
 def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
     # whole process group must not make ranks die half-way through a collective.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # First, while this is the process's only thread: every thread created later (OpenMP,
+    # MKL, gloo, NCCL) inherits the affinity of the thread that creates it.
+    affinity_error = _pin(config.cpus)
     os.environ.clear()
     os.environ.update(config.environ)
     send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
@@ -87,8 +159,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
         import torch
         import torch.distributed as dist
 
-        if config.threads is not None:
-            torch.set_num_threads(config.threads)
+        _set_threads(torch, config.threads)
         device = _worker_device(rank, config.device_type)
         group = None
         if config.backend is not None:
@@ -104,7 +175,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
             )
             group = dist.group.WORLD
         ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)
-        send(("ready", os.getpid()))
+        send(("ready", worker_facts(rank, config.device_type, affinity_error)))
     except BaseException:
         send(("error", traceback.format_exc()))
         return
