@@ -63,9 +63,16 @@ class ProfileConfig:
     comm_iters: int
     bucket_cap_sweep: tuple[float, ...]
 
+    @property
+    def throughput_world_sizes(self) -> tuple[int, ...]:
+        """World sizes of the throughput suite. Quick: the largest only — the scaling suite already
+        measures 1…N, and a case measured twice costs trials that the gate needs."""
+        return self.world_sizes if self.name is Profile.FULL else (max(self.world_sizes),)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["name"] = self.name.value
+        out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
 
 
@@ -166,7 +173,9 @@ def resolve_profile(
     if env.get("DPBENCH_WORLD_SIZES"):
         world_sizes = _int_list("DPBENCH_WORLD_SIZES", env["DPBENCH_WORLD_SIZES"])
     if env.get("DPBENCH_WORKLOADS"):
-        config["workloads"] = _str_list(env["DPBENCH_WORKLOADS"])
+        from dpbench.workloads import check_workload_names
+
+        config["workloads"] = check_workload_names("DPBENCH_WORKLOADS", _str_list(env["DPBENCH_WORKLOADS"]))
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)

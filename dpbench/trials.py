@@ -165,6 +165,9 @@ class TrialSession:
             result.error, result.failed_trial = exc, trial
             return
         measured.trial, measured.order, measured.started_at = trial, order, started
+        for warning in (measured.sampler or {}).get("clock_warnings") or []:
+            # GPU clocks that float (or throttle) move every number of this trial: say so now.
+            self._progress(f"warning: {case.label}, trial {trial + 1}: {warning}")
         if not result.trials:
             result.case_metrics = measured.detail.pop("case_metrics", None)
         result.trials.append(measured)

@@ -1,5 +1,6 @@
-"""Suite 1 — throughput: every strategy × profile workload × world size, at one global batch
-(strong scaling: the same job split over more replicas); `single` is the one-device baseline.
+"""Suite 1 — throughput: every strategy × profile workload × world size (the largest only in the
+quick profile), at one global batch (strong scaling: the same job split over more replicas);
+`single` is the one-device baseline.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    cases = strategy_cases(profile.workloads, profile.world_sizes, lambda size: profile.global_batch)
+    cases = strategy_cases(profile.workloads, profile.throughput_world_sizes, lambda size: profile.global_batch)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
