@@ -18,6 +18,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
+from .clocks import clock_warnings
 from .cpu import CpuBackend, check_pids
 from .errors import ErrorLog, NvmlUnavailable, SamplerWarning
 from .nvml import UTILIZATION_CAVEAT, NvmlBackend, load_nvml, probe_gpus, resolve_devices
@@ -46,6 +47,7 @@ class _Recording:
     now: float = 0.0  # time of the sample being taken, for error messages
     stop_event: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None
+    thread_cpus: list | None = None  # the sampling thread's CPU affinity (None: not known)
 
 
 class ResourceSampler:
@@ -181,6 +183,10 @@ class ResourceSampler:
     @classmethod
     def _run(cls, rec: _Recording, backend) -> None:
         # A classmethod: the thread must not hold the sampler, or __del__ could never run.
+        # The thread inherits the affinity of the thread that started it: a WorkerPool that
+        # moved the parent onto spare cores has moved this sampler off the workers' cores.
+        if hasattr(os, "sched_getaffinity"):
+            rec.thread_cpus = sorted(os.sched_getaffinity(0))
         failures = 0
         interval = rec.interval
         while not rec.stop_event.is_set():
@@ -264,6 +270,9 @@ class ResourceSampler:
             "errors": self.errors,
             "utilization_caveat": UTILIZATION_CAVEAT if self.backend == "nvml" else None,
             "mark_count": len(rec.marks) if rec else 0,
+            "thread_cpus": rec.thread_cpus if rec else None,
+            # One line per GPU whose clocks floated or slowed down (always [] on CPU).
+            "clock_warnings": clock_warnings(devices),
             "devices": devices,
         }
 

@@ -1,19 +1,6 @@
-"""NVML backend: GPU utilization, memory, power, energy, temperature and clocks.
-
-Device mapping. The benchmark names GPUs by CUDA index (``cuda:0`` …) as its processes see
-them; NVML ignores ``CUDA_VISIBLE_DEVICES`` and its index order need not match CUDA's. We
-therefore rebuild CUDA's view from NVML alone — never by creating a CUDA context here:
-
-1. List the physical GPUs through NVML with their UUID and PCI bus id, and order them as
-   CUDA does before masking. With ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` that is PCI bus order.
-   CUDA's default, ``FASTEST_FIRST``, only promises that the fastest GPU is device 0 and
-   leaves the rest unspecified; for identical GPUs it is PCI bus order in practice, so we
-   use PCI bus order and warn (``SamplerWarning``) when the GPUs are not all the same
-   model — set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (or UUIDs in ``CUDA_VISIBLE_DEVICES``) there.
-2. Apply ``CUDA_VISIBLE_DEVICES`` like CUDA: entries are indices into that order, ``GPU-``
-   UUIDs or ``MIG-`` UUIDs (any unique prefix); the first invalid, ambiguous or repeated
-   entry hides itself and everything after it; an empty value hides every GPU.
-3. ``cuda:i`` is the i-th remaining GPU. From then on handles are looked up by UUID.
+"""NVML backend: GPU utilization, memory, power, energy, temperature, clocks and clock-event
+(throttle) reasons, per watched GPU. Which GPUs those are, and how ``cuda:N`` maps to an
+NVML device, is ``gpus.py``; what the clock readings mean over a recording, ``clocks.py``.
 
 A metric that NVML reports as NotSupported / FunctionNotFound (MIG, some boards) is left
 empty and not asked again; any other failure is recorded in the error log and sampling
@@ -22,16 +9,14 @@ goes on.
 from __future__ import annotations
 
 import math
-import re
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from .cpu import CpuBackend
-from .errors import NvmlUnavailable, SamplerWarning
-from .timeline import METRIC_INDEX, cuda_label, new_values
+from .gpus import GpuInfo, _text, load_nvml, probe_gpus, resolve_devices
+from .timeline import METRIC_INDEX, new_values
 
-__all__ = ["UTILIZATION_CAVEAT", "GpuInfo", "NvmlBackend", "probe_gpus", "resolve_devices"]
+__all__ = ["UTILIZATION_CAVEAT", "GpuInfo", "NvmlBackend", "load_nvml", "probe_gpus", "resolve_devices"]
 
 UTILIZATION_CAVEAT = (
     "NVML utilization (gpu_util_pct) is the percent of time, over a sample period of 1/6 s "
@@ -41,165 +26,9 @@ UTILIZATION_CAVEAT = (
     "being read or written."
 )
 
-_UUID_TOKEN = re.compile(r"^(GPU|MIG)-")
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One GPU as the benchmark sees it. ``parent_uuid`` is set for a MIG instance."""
-
-    uuid: str
-    name: str
-    pci_bus_id: str
-    parent_uuid: str | None = None
-    label: str = ""
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def _code(nvml, exc: BaseException) -> int | None:
     return getattr(exc, "value", None) if isinstance(exc, nvml.NVMLError) else None
-
-
-def _pci_key(bus_id: str):
-    # "00000000:1A:00.0" → (0, 0x1a, 0, 0); anything unparsable sorts after, by text.
-    try:
-        return (0, tuple(int(part, 16) for part in re.split(r"[:.]", bus_id)), bus_id)
-    except ValueError:
-        return (1, (), bus_id)
-
-
-def load_nvml(module=None):
-    if module is not None:
-        return module
-    try:
-        import pynvml
-    except ImportError as exc:  # the package is a dependency, but keep the CPU path alive
-        raise NvmlUnavailable(f"pynvml is not importable ({exc})") from exc
-    return pynvml
-
-
-def _mig_instances(nvml, parent: dict) -> list[GpuInfo]:
-    """The MIG instances of a physical GPU (empty when MIG is off or unsupported)."""
-    try:
-        current, _pending = nvml.nvmlDeviceGetMigMode(parent["handle"])
-        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
-            return []
-        count = nvml.nvmlDeviceGetMaxMigDeviceCount(parent["handle"])
-    except (nvml.NVMLError, AttributeError):
-        return []
-    out = []
-    for i in range(count):
-        try:
-            handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent["handle"], i)
-            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
-        except nvml.NVMLError:
-            continue  # an empty MIG slot
-        out.append(GpuInfo(uuid, f"{parent['name']} MIG", parent["pci"], parent["uuid"]))
-    return out
-
-
-def _match(token: str, ordered: list[dict], nvml, mig_cache: list) -> GpuInfo | None:
-    if token.isdigit():  # CUDA accepts plain non-negative indices only ("-1" is invalid)
-        index = int(token)
-        if index < len(ordered):
-            p = ordered[index]
-            return GpuInfo(p["uuid"], p["name"], p["pci"])
-        return None
-    if not _UUID_TOKEN.match(token):
-        return None
-    if token.startswith("GPU-"):
-        found = [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered if p["uuid"].startswith(token)]
-    else:
-        if not mig_cache:
-            mig_cache.append([m for p in ordered for m in _mig_instances(nvml, p)])
-        found = [m for m in mig_cache[0] if m.uuid.startswith(token)]
-    return found[0] if len(found) == 1 else None
-
-
-def probe_gpus(nvml, environ: Mapping[str, str]) -> list[GpuInfo]:
-    """The GPUs visible to CUDA under ``environ``, in CUDA order, read through NVML.
-
-    Raises NvmlUnavailable (with the reason) when NVML cannot start or no GPU is visible.
-    """
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        raise NvmlUnavailable(f"nvmlInit failed: {exc}") from exc
-    try:
-        physical = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            # Index order is only used to enumerate; everything after goes by UUID.
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            physical.append(
-                {
-                    "handle": handle,
-                    "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-                    "name": _text(nvml.nvmlDeviceGetName(handle)),
-                    "pci": _text(nvml.nvmlDeviceGetPciInfo(handle).busId),
-                }
-            )
-        if not physical:
-            raise NvmlUnavailable("NVML found no GPUs")
-        ordered = sorted(physical, key=lambda p: _pci_key(p["pci"]))
-        order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
-        if order != "PCI_BUS_ID" and len({p["name"] for p in ordered}) > 1:
-            warnings.warn(
-                SamplerWarning(
-                    f"CUDA_DEVICE_ORDER={order}: with different GPU models CUDA's index order "
-                    "is unspecified; the sampler assumes PCI bus order. Set "
-                    "CUDA_DEVICE_ORDER=PCI_BUS_ID (or UUIDs in CUDA_VISIBLE_DEVICES) so "
-                    "cuda:N names the same GPU here and in the benchmark."
-                ),
-                stacklevel=3,
-            )
-        mask = environ.get("CUDA_VISIBLE_DEVICES")
-        if mask is None:
-            return [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered]
-        visible: list[GpuInfo] = []
-        mig_cache: list = []
-        for token in mask.split(","):
-            gpu = _match(token.strip(), ordered, nvml, mig_cache)
-            if gpu is None or any(v.uuid == gpu.uuid for v in visible):
-                break  # CUDA: an invalid entry hides itself and every entry after it
-            visible.append(gpu)
-        if not visible:
-            raise NvmlUnavailable(f"no GPU visible with CUDA_VISIBLE_DEVICES={mask!r}")
-        return visible
-    finally:
-        nvml.nvmlShutdown()
-
-
-def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
-    """``devices`` (None = all visible; CUDA indices, ``"cuda:N"`` or ``torch.device("cuda", N)``)
-    → labelled GpuInfos, in the order given."""
-    available = ", ".join(f"cuda:{i} ({g.name}, {g.uuid})" for i, g in enumerate(visible)) or "none"
-    if devices is None:
-        return [replace(g, label=cuda_label(i)) for i, g in enumerate(visible)]
-    if isinstance(devices, (int, str)):
-        devices = [devices]
-    out: list[GpuInfo] = []
-    for entry in devices:
-        index = None
-        if isinstance(entry, int) and not isinstance(entry, bool):
-            index = entry
-        elif isinstance(entry, str) and re.fullmatch(r"cuda:\d+", entry.strip()):
-            index = int(entry.strip()[5:])
-        elif getattr(entry, "type", None) == "cuda" and isinstance(getattr(entry, "index", None), int):
-            index = entry.index  # a torch.device, recognised without importing torch
-        if index is None:
-            raise ValueError(
-                f"devices: expected CUDA indices (0, 1, …) or 'cuda:N' strings, found {entry!r}"
-            )
-        if not 0 <= index < len(visible):
-            raise ValueError(f"devices: unknown device {entry!r}; available: {available}")
-        gpu = replace(visible[index], label=cuda_label(index))
-        if gpu in out:
-            raise ValueError(f"devices: {entry!r} is listed twice")
-        out.append(gpu)
-    return out
 
 
 @dataclass
@@ -209,7 +38,9 @@ class _Gpu:
     unsupported: set = field(default_factory=set)
     memory_v2: bool = True
     temperature_v: bool = True
+    reasons_event: bool = True  # nvmlDeviceGetCurrentClocksEventReasons (else the older Throttle name)
     energy_base: float | None = None
+    clock_targets: dict = field(default_factory=dict)  # read once at open(); see _clock_targets
 
 
 class NvmlBackend:
@@ -240,7 +71,9 @@ class NvmlBackend:
                 gpu.unsupported = set()
                 gpu.memory_v2 = hasattr(nvml, "nvmlMemory_v2")
                 gpu.temperature_v = hasattr(nvml, "nvmlDeviceGetTemperatureV")
+                gpu.reasons_event = True
                 gpu.energy_base = None
+                gpu.clock_targets = self._clock_targets(gpu)
                 base = self._read(gpu, "energy", lambda h: nvml.nvmlDeviceGetTotalEnergyConsumption(h))
                 gpu.energy_base = None if base is None else float(base)
             self._cpu.open()
@@ -277,6 +110,7 @@ class NvmlBackend:
                 "pci_bus_id": gpu.info.pci_bus_id,
                 "unsupported": sorted(gpu.unsupported),
                 "memory_api": "v2" if gpu.memory_v2 else "v1 (used includes reserved)",
+                **gpu.clock_targets,
             }
         return info
 
@@ -318,6 +152,43 @@ class NvmlBackend:
                 gpu.temperature_v = False  # driver without the versioned call
         return nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
 
+    def _clock_targets(self, gpu: _Gpu) -> dict[str, float | None]:
+        """The SM clocks the GPU is configured for (None where NVML does not say): the
+        application-clock target and default, and the maximum. A target below the default
+        means application clocks were set; see clocks.py for what "locked" can mean."""
+        nvml = self._nvml
+        sm = nvml.NVML_CLOCK_SM
+        out: dict[str, float | None] = {}
+        for key, clock_id in (("sm_app_clock_target_mhz", "NVML_CLOCK_ID_APP_CLOCK_TARGET"),
+                              ("sm_app_clock_default_mhz", "NVML_CLOCK_ID_APP_CLOCK_DEFAULT")):
+            ident = getattr(nvml, clock_id, None)
+            value = None
+            if ident is not None and hasattr(nvml, "nvmlDeviceGetClock"):
+                value = self._read(gpu, key, lambda h: nvml.nvmlDeviceGetClock(h, sm, ident))
+            out[key] = None if value is None else float(value)
+        value = None
+        if hasattr(nvml, "nvmlDeviceGetMaxClockInfo"):
+            value = self._read(gpu, "sm_max_clock_mhz", lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, sm))
+        out["sm_max_clock_mhz"] = None if value is None else float(value)
+        return out
+
+    def _reasons(self, handle, gpu: _Gpu):
+        """Clock-event reasons bitmask: the current NVML name, else the pre-12.x "Throttle" one."""
+        nvml = self._nvml
+        if gpu.reasons_event:
+            call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            if call is not None:
+                try:
+                    return call(handle)
+                except Exception as exc:
+                    if _code(nvml, exc) not in self._fallback_codes:
+                        raise
+            gpu.reasons_event = False  # older driver or pynvml: use the deprecated name
+        call = getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        if call is None:
+            raise nvml.NVMLError(getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13))
+        return call(handle)
+
     def _sample_gpu(self, gpu: _Gpu) -> list[float]:
         nvml, v, ix = self._nvml, new_values(), METRIC_INDEX
         util = self._read(gpu, "utilization", nvml.nvmlDeviceGetUtilizationRates)
@@ -341,6 +212,9 @@ class NvmlBackend:
             value = self._read(gpu, metric, lambda h: nvml.nvmlDeviceGetClockInfo(h, clock))
             if value is not None:
                 v[ix[metric]] = float(value)
+        reasons = self._read(gpu, "throttle_reasons", lambda h: self._reasons(h, gpu))
+        if reasons is not None:
+            v[ix["throttle_reasons"]] = float(reasons)
         return v
 
     def _process_memory(self, groups: Mapping[int, tuple[int, ...]]) -> dict[int, float]:

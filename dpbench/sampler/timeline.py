@@ -20,6 +20,8 @@ from typing import Any, Iterable, Sequence
 
 from dpbench._atomic import atomic_write_text
 
+from .clocks import clock_summary
+
 __all__ = [
     "METRIC_COLUMNS",
     "TIMELINE_COLUMNS",
@@ -45,11 +47,14 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "temperature_c",
     "sm_clock_mhz",
     "mem_clock_mhz",
+    "throttle_reasons",  # NVML clock-event reasons bitmask (see sampler/clocks.py for the bits)
     "cpu_pct",  # cpu row: percent of all cores; pid rows: percent of one core (can pass 100)
     "rss_bytes",  # pid rows: RSS of the process plus its children
     "proc_gpu_mem_bytes",  # pid rows under NVML: GPU memory of the process and its children
 )
 TIMELINE_COLUMNS: tuple[str, ...] = ("time", "device", "mark") + METRIC_COLUMNS
+# Timelines written before throttle_reasons existed: still readable (the column reads as NaN).
+_V1_TIMELINE_COLUMNS: tuple[str, ...] = tuple(c for c in TIMELINE_COLUMNS if c != "throttle_reasons")
 METRIC_INDEX = {name: i for i, name in enumerate(METRIC_COLUMNS)}
 
 SYSTEM_DEVICE = "cpu"
@@ -65,8 +70,8 @@ _GPU_STATS = {
     "mem_total_bytes": ("max",),
     "power_w": ("mean", "max"),
     "temperature_c": ("max",),
-    "sm_clock_mhz": ("mean", "max"),
-    "mem_clock_mhz": ("mean", "max"),
+    "sm_clock_mhz": ("min", "mean", "max"),
+    "mem_clock_mhz": ("min", "mean", "max"),
 }
 _CPU_STATS = {"cpu_pct": ("mean", "max"), "mem_used_bytes": ("peak",), "mem_total_bytes": ("max",)}
 _PID_STATS = {"cpu_pct": ("mean", "max"), "rss_bytes": ("peak",), "proc_gpu_mem_bytes": ("peak",)}
@@ -137,7 +142,9 @@ def read_timeline(path: str | os.PathLike):
     # keep_default_na=False: a mark labelled "NA" or "null" stays a label.
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
     found = tuple(table.columns)
-    if found != TIMELINE_COLUMNS:
+    if found == _V1_TIMELINE_COLUMNS:
+        table["throttle_reasons"] = ""
+    elif found != TIMELINE_COLUMNS:
         raise ValueError(
             f"{path}: not a dpbench sampler timeline; expected columns {list(TIMELINE_COLUMNS)}, "
             f"found {list(found)}"
@@ -175,6 +182,8 @@ def _stats_for(sub, stats: dict[str, tuple[str, ...]]) -> dict[str, Any]:
                 out[f"{metric}_{kind}"] = None
             elif kind == "mean":
                 out[f"{metric}_{kind}"] = _plain(column.mean())
+            elif kind == "min":
+                out[f"{metric}_{kind}"] = _plain(column.min(), integer=integer)
             else:  # "max" and "peak"
                 out[f"{metric}_{kind}"] = _plain(column.max(), integer=integer)
     return out
@@ -185,8 +194,10 @@ def summarize_devices(frame) -> dict[str, dict[str, Any]]:
 
     GPU rows get mean/max utilization, peak memory, energy (difference of the first and
     last counter readings, not an integral of power samples), mean/max power, max
-    temperature and clocks; the ``cpu`` row gets CPU % and system memory; ``pid:`` rows get
-    CPU %, peak RSS and peak per-process GPU memory. Values are plain JSON types.
+    temperature, min/mean/max clocks and the clock facts of :func:`clocks.clock_summary`
+    (throttle reasons seen, busy SM clock spread, ``clocks_locked``); the ``cpu`` row gets
+    CPU % and system memory; ``pid:`` rows get CPU %, peak RSS and peak per-process GPU
+    memory. Values are plain JSON types.
     """
     out: dict[str, dict[str, Any]] = {}
     for label, sub in frame.groupby("device", sort=False):
@@ -195,6 +206,7 @@ def summarize_devices(frame) -> dict[str, dict[str, Any]]:
             entry.update(_stats_for(sub, _GPU_STATS))
             energy = sub["energy_j"].dropna()
             entry["energy_j"] = _plain(energy.iloc[-1] - energy.iloc[0]) if len(energy) else None
+            entry.update(clock_summary(sub["sm_clock_mhz"].tolist(), sub["throttle_reasons"].tolist()))
         elif label == SYSTEM_DEVICE:
             entry.update(_stats_for(sub, _CPU_STATS))
         else:

@@ -3,6 +3,9 @@
 Passed to ``ResourceSampler(nvml=FakeNvml(...))``. It checks init/shutdown pairing (calls
 while uninitialised raise, like NVML), counts calls per function and GPU, records every
 energy-counter reading, and can make a call unsupported, fail, return garbage or block.
+SM clocks and clock-event reasons can be scripted per read (``sm_clock_seq``,
+``reasons_seq``); ``event_reasons=False`` plays a driver without the ClocksEvent call, and
+``hide`` a pynvml without some functions at all.
 """
 from __future__ import annotations
 
@@ -53,6 +56,12 @@ class FakeGpu:
     temperature: int = 40
     sm_clock: int = 1400
     mem_clock: int = 2600
+    sm_clock_seq: list = field(default_factory=list)  # the n-th SM clock read → seq[min(n, len-1)]
+    reasons: int = 0  # clock-event reasons bitmask
+    reasons_seq: list = field(default_factory=list)  # like sm_clock_seq, for the reasons
+    app_clock_target: int = 1980
+    app_clock_default: int = 1980
+    max_clock: int = 1980
     processes: list = field(default_factory=list)  # [(pid, used bytes or None)]
     unsupported: set = field(default_factory=set)  # function names raising NotSupported
     faults: dict = field(default_factory=dict)  # function name → exception or callable
@@ -70,10 +79,17 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
+    NVML_CLOCK_ID_CURRENT = 0
+    NVML_CLOCK_ID_APP_CLOCK_TARGET = 1
+    NVML_CLOCK_ID_APP_CLOCK_DEFAULT = 2
     NVML_DEVICE_MIG_ENABLE = 1
     nvmlMemory_v2 = 0x02000028
 
-    def __init__(self, gpus, *, v1_only=False, temperature_v=True, init_error=None):
+    def __init__(self, gpus, *, v1_only=False, temperature_v=True, init_error=None, event_reasons=True,
+                 hide=()):
+        self.hide = frozenset(hide)  # set first: __getattribute__ reads it
+        self.event_reasons = event_reasons
+        self.reads: dict[tuple[str, str], int] = {}
         self.gpus = list(gpus)
         self.v1_only = v1_only
         self.temperature_v = temperature_v
@@ -83,6 +99,18 @@ class FakeNvml:
         self.calls: dict[tuple[str, str], int] = {}
         self.energy_readings: dict[str, list[int]] = {g.uuid: [] for g in self.gpus}
         self._lock = threading.Lock()
+
+    def __getattribute__(self, name):
+        # An old pynvml simply lacks newer functions: hasattr/getattr must see them missing.
+        if not name.startswith("_") and name != "hide" and name in object.__getattribute__(self, "hide"):
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def _scripted(self, name: str, gpu: FakeGpu, seq: list, default):
+        with self._lock:
+            n = self.reads.get((name, gpu.uuid), 0)
+            self.reads[(name, gpu.uuid)] = n + 1
+        return seq[min(n, len(seq) - 1)] if seq else default
 
     # -- library -------------------------------------------------------------------------
     def nvmlInit(self):
@@ -199,7 +227,29 @@ class FakeNvml:
 
     def nvmlDeviceGetClockInfo(self, gpu, clock):
         self._enter(f"nvmlDeviceGetClockInfo:{clock}", gpu)
-        return gpu.sm_clock if clock == self.NVML_CLOCK_SM else gpu.mem_clock
+        if clock == self.NVML_CLOCK_SM:
+            return self._scripted("sm_clock", gpu, gpu.sm_clock_seq, gpu.sm_clock)
+        return gpu.mem_clock
+
+    def nvmlDeviceGetClock(self, gpu, clock, clock_id):
+        self._enter("nvmlDeviceGetClock", gpu)
+        if clock_id == self.NVML_CLOCK_ID_APP_CLOCK_TARGET:
+            return gpu.app_clock_target
+        return gpu.app_clock_default
+
+    def nvmlDeviceGetMaxClockInfo(self, gpu, clock):
+        self._enter("nvmlDeviceGetMaxClockInfo", gpu)
+        return gpu.max_clock
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, gpu):
+        self._enter("nvmlDeviceGetCurrentClocksEventReasons", gpu)
+        if not self.event_reasons:  # driver older than the ClocksEvent name
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return self._scripted("reasons", gpu, gpu.reasons_seq, gpu.reasons)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, gpu):
+        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", gpu)
+        return self._scripted("reasons", gpu, gpu.reasons_seq, gpu.reasons)
 
     def nvmlDeviceGetComputeRunningProcesses(self, gpu):
         self._enter("nvmlDeviceGetComputeRunningProcesses", gpu)

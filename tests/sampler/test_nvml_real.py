@@ -87,3 +87,19 @@ def test_gpu_work_raises_utilisation_and_process_memory():
     if proc.max() == 0:
         pytest.skip("NVML process list does not show this process's pid (PID namespace?)")
     assert proc.max() >= 64 << 20  # x alone is 64 MiB
+
+
+def test_real_gpu_reports_clock_facts():
+    with ResourceSampler(0.05) as sampler:
+        time.sleep(0.5)
+    summary = sampler.summary()
+    assert summary["errors"] == [] and isinstance(summary["clock_warnings"], list)
+    for label, info in summary["devices"].items():
+        if not label.startswith("cuda:"):
+            continue
+        if info["sm_clock_mhz_max"] is not None:
+            assert 0 < info["sm_clock_mhz_min"] <= info["sm_clock_mhz_mean"] <= info["sm_clock_mhz_max"]
+        # A list of names, or None where the board cannot say (MIG); an idle GPU usually says gpu_idle.
+        reasons = info["throttle_reasons"]
+        assert reasons is None or all(isinstance(n, str) and not n.startswith("unknown") for n in reasons), reasons
+        assert info["clocks_locked"] in (True, False, None) and info["clocks_locked_basis"]

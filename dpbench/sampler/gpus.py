@@ -1,0 +1,185 @@
+"""Which GPUs the benchmark sees, named as CUDA names them, found through NVML alone.
+
+The benchmark names GPUs by CUDA index (``cuda:0`` …) as its processes see them; NVML
+ignores ``CUDA_VISIBLE_DEVICES`` and its index order need not match CUDA's. We therefore
+rebuild CUDA's view from NVML alone — never by creating a CUDA context here:
+
+1. List the physical GPUs through NVML with their UUID and PCI bus id, and order them as
+   CUDA does before masking. With ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` that is PCI bus order.
+   CUDA's default, ``FASTEST_FIRST``, only promises that the fastest GPU is device 0 and
+   leaves the rest unspecified; for identical GPUs it is PCI bus order in practice, so we
+   use PCI bus order and warn (``SamplerWarning``) when the GPUs are not all the same
+   model — set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (or UUIDs in ``CUDA_VISIBLE_DEVICES``) there.
+2. Apply ``CUDA_VISIBLE_DEVICES`` like CUDA: entries are indices into that order, ``GPU-``
+   UUIDs or ``MIG-`` UUIDs (any unique prefix); the first invalid, ambiguous or repeated
+   entry hides itself and everything after it; an empty value hides every GPU.
+3. ``cuda:i`` is the i-th remaining GPU. From then on handles are looked up by UUID.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from .errors import NvmlUnavailable, SamplerWarning
+from .timeline import cuda_label
+
+__all__ = ["GpuInfo", "load_nvml", "probe_gpus", "resolve_devices"]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_UUID_TOKEN = re.compile(r"^(GPU|MIG)-")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as the benchmark sees it. ``parent_uuid`` is set for a MIG instance."""
+
+    uuid: str
+    name: str
+    pci_bus_id: str
+    parent_uuid: str | None = None
+    label: str = ""
+
+
+def _pci_key(bus_id: str):
+    # "00000000:1A:00.0" → (0, 0x1a, 0, 0); anything unparsable sorts after, by text.
+    try:
+        return (0, tuple(int(part, 16) for part in re.split(r"[:.]", bus_id)), bus_id)
+    except ValueError:
+        return (1, (), bus_id)
+
+
+def load_nvml(module=None):
+    if module is not None:
+        return module
+    try:
+        import pynvml
+    except ImportError as exc:  # the package is a dependency, but keep the CPU path alive
+        raise NvmlUnavailable(f"pynvml is not importable ({exc})") from exc
+    return pynvml
+
+
+def _mig_instances(nvml, parent: dict) -> list[GpuInfo]:
+    """The MIG instances of a physical GPU (empty when MIG is off or unsupported)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(parent["handle"])
+        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return []
+        count = nvml.nvmlDeviceGetMaxMigDeviceCount(parent["handle"])
+    except (nvml.NVMLError, AttributeError):
+        return []
+    out = []
+    for i in range(count):
+        try:
+            handle = nvml.nvmlDeviceGetMigDeviceHandleByIndex(parent["handle"], i)
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        except nvml.NVMLError:
+            continue  # an empty MIG slot
+        out.append(GpuInfo(uuid, f"{parent['name']} MIG", parent["pci"], parent["uuid"]))
+    return out
+
+
+def _match(token: str, ordered: list[dict], nvml, mig_cache: list) -> GpuInfo | None:
+    if token.isdigit():  # CUDA accepts plain non-negative indices only ("-1" is invalid)
+        index = int(token)
+        if index < len(ordered):
+            p = ordered[index]
+            return GpuInfo(p["uuid"], p["name"], p["pci"])
+        return None
+    if not _UUID_TOKEN.match(token):
+        return None
+    if token.startswith("GPU-"):
+        found = [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered if p["uuid"].startswith(token)]
+    else:
+        if not mig_cache:
+            mig_cache.append([m for p in ordered for m in _mig_instances(nvml, p)])
+        found = [m for m in mig_cache[0] if m.uuid.startswith(token)]
+    return found[0] if len(found) == 1 else None
+
+
+def probe_gpus(nvml, environ: Mapping[str, str]) -> list[GpuInfo]:
+    """The GPUs visible to CUDA under ``environ``, in CUDA order, read through NVML.
+
+    Raises NvmlUnavailable (with the reason) when NVML cannot start or no GPU is visible.
+    """
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(f"nvmlInit failed: {exc}") from exc
+    try:
+        physical = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            # Index order is only used to enumerate; everything after goes by UUID.
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            physical.append(
+                {
+                    "handle": handle,
+                    "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+                    "name": _text(nvml.nvmlDeviceGetName(handle)),
+                    "pci": _text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+                }
+            )
+        if not physical:
+            raise NvmlUnavailable("NVML found no GPUs")
+        ordered = sorted(physical, key=lambda p: _pci_key(p["pci"]))
+        order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+        if order != "PCI_BUS_ID" and len({p["name"] for p in ordered}) > 1:
+            warnings.warn(
+                SamplerWarning(
+                    f"CUDA_DEVICE_ORDER={order}: with different GPU models CUDA's index order "
+                    "is unspecified; the sampler assumes PCI bus order. Set "
+                    "CUDA_DEVICE_ORDER=PCI_BUS_ID (or UUIDs in CUDA_VISIBLE_DEVICES) so "
+                    "cuda:N names the same GPU here and in the benchmark."
+                ),
+                stacklevel=3,
+            )
+        mask = environ.get("CUDA_VISIBLE_DEVICES")
+        if mask is None:
+            return [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered]
+        visible: list[GpuInfo] = []
+        mig_cache: list = []
+        for token in mask.split(","):
+            gpu = _match(token.strip(), ordered, nvml, mig_cache)
+            if gpu is None or any(v.uuid == gpu.uuid for v in visible):
+                break  # CUDA: an invalid entry hides itself and every entry after it
+            visible.append(gpu)
+        if not visible:
+            raise NvmlUnavailable(f"no GPU visible with CUDA_VISIBLE_DEVICES={mask!r}")
+        return visible
+    finally:
+        nvml.nvmlShutdown()
+
+
+def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
+    """``devices`` (None = all visible; CUDA indices, ``"cuda:N"`` or ``torch.device("cuda", N)``)
+    → labelled GpuInfos, in the order given."""
+    available = ", ".join(f"cuda:{i} ({g.name}, {g.uuid})" for i, g in enumerate(visible)) or "none"
+    if devices is None:
+        return [replace(g, label=cuda_label(i)) for i, g in enumerate(visible)]
+    if isinstance(devices, (int, str)):
+        devices = [devices]
+    out: list[GpuInfo] = []
+    for entry in devices:
+        index = None
+        if isinstance(entry, int) and not isinstance(entry, bool):
+            index = entry
+        elif isinstance(entry, str) and re.fullmatch(r"cuda:\d+", entry.strip()):
+            index = int(entry.strip()[5:])
+        elif getattr(entry, "type", None) == "cuda" and isinstance(getattr(entry, "index", None), int):
+            index = entry.index  # a torch.device, recognised without importing torch
+        if index is None:
+            raise ValueError(
+                f"devices: expected CUDA indices (0, 1, …) or 'cuda:N' strings, found {entry!r}"
+            )
+        if not 0 <= index < len(visible):
+            raise ValueError(f"devices: unknown device {entry!r}; available: {available}")
+        gpu = replace(visible[index], label=cuda_label(index))
+        if gpu in out:
+            raise ValueError(f"devices: {entry!r} is listed twice")
+        out.append(gpu)
+    return out
