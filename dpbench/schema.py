@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["SCHEMA_VERSION", "StrategyName", "Phase", "EXTRA_INFO_FIELDS", "Profile"]
+__all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "Kind", "StrategyName", "Phase", "EXTRA_INFO_FIELDS", "Profile"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The versions the report and the gate read: schema 1 (one trial per case, rounds timed in the
+# calling process) still loads so old baselines stay comparable.
+READABLE_SCHEMAS = (1, 2)
+
+
+class Kind(str, Enum):
+    """``extra_info["kind"]``: what a benchmark's per-step time means."""
+
+    TRAINING = "training"  # seconds per training step
+    COLLECTIVE = "collective"  # seconds per collective call
 
 
 class StrategyName(str, Enum):
@@ -20,6 +30,8 @@ class StrategyName(str, Enum):
     DDP = "ddp"
     MANUAL = "manual"
     ALLREDUCE = "allreduce"
+    FSDP = "fsdp"  # FSDP2 fully_shard
+    ZERO = "zero"  # DDP + ZeroRedundancyOptimizer (ZeRO-1)
 
 
 class Phase(str, Enum):
@@ -41,9 +53,13 @@ class Profile(str, Enum):
     FULL = "full"
 
 
-# Keys every dpbench benchmark writes into pytest-benchmark's ``extra_info``.
+# Keys every dpbench training benchmark writes into pytest-benchmark's ``extra_info`` (schema 2).
 EXTRA_INFO_FIELDS = (
     "schema",
+    "case_key",
+    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, control_s, cv, sampler, timelines
+    "step_time_s",  # the headline: median over trials of each trial's median seconds per step
+    "step_time_ci95",
     "kind",  # "training" or "collective"
     "strategy",
     "options",
