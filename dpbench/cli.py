@@ -11,12 +11,14 @@ import sys
 from typing import Callable, Sequence
 
 from dpbench import __version__
+from dpbench.ab import register_ab
 from dpbench.listing import register_list
 from dpbench.report.commands import register_compare, register_report
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare, register_list]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare, register_list,
+                                                                        register_ab]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.
 EXIT_INPUT, EXIT_INTERNAL = 2, 3

@@ -1,0 +1,313 @@
+"""``dpbench ab``: worktrees, shared environments, ABBA order, saved runs, compare, clean-up.
+
+The revisions come from a throw-away clone of this repository at HEAD with a few commits on top:
+a stand-in ``scripts/setup-env`` that makes an "environment" whose python is this test's own
+interpreter (so no packages are installed) and logs each run; a version marker per revision, to
+see which source each invocation imported; a different lock file; a broken suite. The suites run
+a tiny selection (one collective, one world size), one trial per invocation.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dpbench.ab import BASE, HEAD, abba_schedule, compare_takes_several_runs, invocation_env
+from dpbench.cli import main
+from dpbench.revisions import cleanup, lock_hash, prepare
+
+REPO = Path(__file__).resolve().parents[1]
+SELECTION = ["-k", "test_collective and 4KiB-all_reduce and not 64KiB"]
+SUITE_ENV = {"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_WORLD_SIZES": "2"}
+VERSIONS = {"ab-base": "0.1.0+ab-base", "ab-head": "0.1.0+ab-head"}
+
+FAKE_SETUP_ENV = """#!/usr/bin/env bash
+# Test stand-in for scripts/setup-env: .venv/bin/python runs the test's interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+    mkdir -p .venv/bin
+    printf '#!/bin/sh\\nexec %s "$@"\\n' '{python}' > .venv/bin/python
+    chmod +x .venv/bin/python
+    echo "created $(pwd)" >> '{log}'
+fi
+echo "ran $(pwd)" >> '{log}'
+"""
+
+pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="dpbench ab needs a git checkout of dpbench")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                           *args], check=True, capture_output=True, text=True, timeout=120).stdout.strip()
+
+
+def _commit(repo: Path, tag: str, message: str) -> None:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+    _git(repo, "tag", tag)
+
+
+def _set_version(repo: Path, version: str) -> None:
+    init = repo / "dpbench" / "__init__.py"
+    text, n = re.subn(r'^__version__ = ".*"$', f'__version__ = "{version}"', init.read_text(), flags=re.M)
+    assert n == 1, "dpbench/__init__.py has no __version__ line to mark"
+    init.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Clone of HEAD + tags ab-base, ab-head (same lock), ab-lock (another lock), ab-broken."""
+    root = tmp_path_factory.mktemp("ab")
+    path = root / "repo"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(path)], check=True, timeout=120)
+    (path / "scripts" / "setup-env").write_text(FAKE_SETUP_ENV.format(python=sys.executable,
+                                                                      log=root / "setup-env.log"))
+    _set_version(path, VERSIONS["ab-base"])
+    _commit(path, "ab-base", "base: stand-in setup-env, version marker")
+    _set_version(path, VERSIONS["ab-head"])
+    _commit(path, "ab-head", "head: another version marker")
+    with open(path / "constraints.txt", "a") as f:
+        f.write("# another lock\n")
+    _commit(path, "ab-lock", "a different lock file")
+    _git(path, "checkout", "-q", "ab-head")
+    (path / "suites" / "conftest.py").write_text('raise RuntimeError("this suite is broken on purpose")\n')
+    _commit(path, "ab-broken", "a suite that cannot even be collected")
+    return path
+
+
+def _setup_log(repo: Path) -> list[str]:
+    log = repo.parent / "setup-env.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _run_ab(repo: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(_ab_command(*args), cwd=repo, env=_ab_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _ab_command(*args: str) -> list[str]:
+    # This checkout's dpbench runs ab (the clone's own copy would come first on `python -m`'s path).
+    boot = f"import sys; sys.path.insert(0, {str(REPO)!r}); from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", boot, "ab", *args]
+
+
+def _ab_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPBENCH_") and k != "PYTHONPATH"}
+    return {**env, **SUITE_ENV}
+
+
+def _run_dirs(repo: Path) -> list[Path]:
+    """Run directories made under the default work directory by tests before this one."""
+    workdir = repo / ".dpbench-ab"
+    return [p for p in workdir.iterdir() if p.is_dir() and p.name != "envs"] if workdir.exists() else []
+
+
+def _worktrees(repo: Path) -> list[str]:
+    return [line for line in _git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+def _processes_under(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line or working directory mentions ``path``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if str(path) in " ".join(proc.cmdline()) or proc.cwd().startswith(str(path)):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_abba_schedule():
+    assert abba_schedule(1) == [(BASE, 1), (HEAD, 1)]
+    assert abba_schedule(3) == [(BASE, 1), (HEAD, 1), (HEAD, 2), (BASE, 2), (BASE, 3), (HEAD, 3)]
+    assert [side for side, _ in abba_schedule(6)].count(BASE) == 6
+
+
+@pytest.mark.parametrize("trials", ["0", "-1", "two", "1.5"])
+def test_trials_must_be_a_positive_integer(trials, repo, monkeypatch, capsys):
+    monkeypatch.chdir(repo)
+    before = _run_dirs(repo)
+    assert main(["ab", "ab-base", "ab-head", "--trials", trials]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--trials must be an integer >= 1" in err[0] and trials in err[0], err
+    assert _run_dirs(repo) == before, "nothing is made for bad input"
+
+
+def test_unknown_revision_is_named(repo, monkeypatch, capsys):
+    monkeypatch.chdir(repo)
+    before = _run_dirs(repo)
+    assert main(["ab", "ab-base", "no-such-rev"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'no-such-rev'" in err[0], err
+    assert _run_dirs(repo) == before, "nothing is made for bad input"
+
+
+def test_not_a_git_checkout(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["ab", "HEAD~1", "HEAD"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a git checkout" in err[0] and str(tmp_path) in err[0], err
+
+
+def test_pytest_args_need_the_double_dash(repo, monkeypatch, capsys):
+    monkeypatch.chdir(repo)
+    assert main(["ab", "ab-base", "ab-head", "-k", "mlp"]) == 2
+    assert "unrecognized arguments: -k mlp" in capsys.readouterr().err
+
+
+def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(repo, tmp_path):
+    before = len(_setup_log(repo))
+    envs = tmp_path / "envs"
+    revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-head"}, run_dir=tmp_path / "run", envs=envs)
+    try:
+        assert revisions[0].lock == revisions[1].lock == lock_hash(revisions[0].worktree)
+        assert [p.name for p in envs.iterdir() if p.is_dir()] == [revisions[0].lock[:16]]
+        log = _setup_log(repo)[before:]
+        # Each revision's own setup-env ran; only the first created the environment.
+        assert [line.split()[0] for line in log] == ["created", "ran", "ran"], log
+        assert log[1].endswith(str(revisions[0].worktree)) and log[2].endswith(str(revisions[1].worktree))
+        for rev, tag in zip(revisions, ("ab-base", "ab-head")):
+            # From a neutral directory: only PYTHONPATH can make dpbench resolve to the worktree
+            # (the shared environment's interpreter has this checkout's dpbench installed).
+            out = subprocess.run([str(rev.python), "-c", "import dpbench; print(dpbench.__file__, dpbench.__version__)"],
+                                 cwd=tmp_path, env=invocation_env(rev), capture_output=True, text=True,
+                                 timeout=60, check=True).stdout.split()
+            assert out == [str(rev.worktree / "dpbench" / "__init__.py"), VERSIONS[tag]]
+    finally:
+        cleanup(repo, revisions)
+    assert len(_worktrees(repo)) == 1 and not (tmp_path / "run" / "worktrees").exists()
+    assert (envs / revisions[0].lock[:16] / "bin" / "python").exists(), "the shared environment is kept"
+
+
+def test_another_lock_gets_its_own_environment(repo, tmp_path):
+    before = len(_setup_log(repo))
+    revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-lock"}, run_dir=tmp_path / "run",
+                        envs=tmp_path / "envs")
+    try:
+        assert revisions[0].lock != revisions[1].lock
+        assert sorted(p.name for p in (tmp_path / "envs").iterdir() if p.is_dir()) == sorted(
+            r.lock[:16] for r in revisions)
+        assert [line.split()[0] for line in _setup_log(repo)[before:]] == ["created", "ran", "created", "ran"]
+    finally:
+        cleanup(repo, revisions)
+    assert len(_worktrees(repo)) == 1
+
+
+MULTI_RUN_COMPARE = compare_takes_several_runs()
+NO_MULTI_RUN_COMPARE = "dpbench compare has no multi-run form (--baseline RUN... --candidate RUN...) in this checkout"
+
+
+@pytest.fixture(scope="module")
+def ab_run(repo: Path, tmp_path_factory: pytest.TempPathFactory):
+    workdir = tmp_path_factory.mktemp("abwork")
+    # Without the multi-run compare, ab's own part (order, saving, clean-up) is still checked.
+    compare = ["--json", str(workdir / "compare.json")] if MULTI_RUN_COMPARE else ["--no-compare"]
+    proc = _run_ab(repo, "ab-base", "ab-head", "--trials", "2", "--workdir", str(workdir),
+                   "--envs", str(tmp_path_factory.mktemp("abenvs")), *compare, "--", *SELECTION)
+    runs = sorted(workdir.glob("*/*/*/[0-9][0-9][0-9][0-9]_ab-*.json"))
+    return proc, workdir, runs
+
+
+@pytest.mark.slow
+def test_ab_saves_both_sides_in_abba_order(ab_run, repo):
+    proc, workdir, runs = ab_run
+    # 1 would be the compare's verdict on noise; anything else is ab's own failure.
+    assert proc.returncode in ((0, 1) if MULTI_RUN_COMPARE else (0,)), proc.stdout + proc.stderr
+    (run_dir,) = [p for p in workdir.iterdir() if p.is_dir()]
+    assert sorted(p.relative_to(run_dir).parts[0] for p in runs) == [BASE, BASE, HEAD, HEAD]
+    docs = {p: json.loads(p.read_text()) for p in runs}
+    in_time_order = sorted(runs, key=lambda p: datetime.fromisoformat(docs[p]["datetime"]))
+    assert [p.relative_to(run_dir).parts[0] for p in in_time_order] == [BASE, HEAD, HEAD, BASE]
+    commits = {BASE: _git(repo, "rev-parse", "ab-base"), HEAD: _git(repo, "rev-parse", "ab-head")}
+    for path, doc in docs.items():
+        side = path.relative_to(run_dir).parts[0]
+        # Each invocation ran its own revision's source (the version marker) at its own commit.
+        assert doc["machine_info"]["dpbench"]["version"] == VERSIONS[f"ab-{side}"]
+        assert doc["commit_info"]["id"] == commits[side]
+        assert [b["name"] for b in doc["benchmarks"]] == ["test_collective[4KiB-all_reduce]"]
+        # DPBENCH_TRIALS=1: one trial per invocation; ab interleaves the trials itself.
+        assert [b["extra_info"]["trials"]["count"] for b in doc["benchmarks"]] == [1]
+    schedule = json.loads((run_dir / "schedule.json").read_text())
+    assert [(i["side"], i["trial"]) for i in schedule["invocations"]] == abba_schedule(2)
+    assert [i["run"] for i in schedule["invocations"]] == [str(p) for p in in_time_order]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MULTI_RUN_COMPARE, reason=NO_MULTI_RUN_COMPARE)
+def test_ab_exit_code_and_output_are_the_compares(ab_run):
+    proc, workdir, runs = ab_run
+    base = [str(p) for p in runs if f"{os.sep}{BASE}{os.sep}" in str(p)]
+    head = [str(p) for p in runs if f"{os.sep}{HEAD}{os.sep}" in str(p)]
+    assert re.search(r"^baseline  = base \(ab-base = [0-9a-f]{10}\): 2 runs", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^candidate = head \(ab-head = [0-9a-f]{10}\): 2 runs", proc.stdout, re.M), proc.stdout
+    assert "test_collective[4KiB-all_reduce]" in proc.stdout
+    # The same comparison run directly gives the same verdict and exit code.
+    direct = workdir / "direct.json"
+    assert main(["compare", "--baseline", *base, "--candidate", *head, "--json", str(direct)]) == proc.returncode
+    ab_json, direct_json = json.loads((workdir / "compare.json").read_text()), json.loads(direct.read_text())
+    assert ab_json == direct_json
+
+
+@pytest.mark.slow
+def test_ab_leaves_no_worktree_and_no_process(ab_run, repo):
+    proc, workdir, runs = ab_run
+    assert len(_worktrees(repo)) == 1
+    assert not list(workdir.glob("*/worktrees"))
+    assert _processes_under(workdir) == []
+    assert len(runs) == 4
+
+
+@pytest.mark.slow
+def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo):
+    proc = _run_ab(repo, "ab-broken", "ab-head", "--trials", "3", "--", *SELECTION)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("dpbench ab: error:")]
+    assert len(errors) == 1 and re.search(r"base \(ab-broken = [0-9a-f]{10}\) trial 1 of 3 failed: pytest exited",
+                                          errors[0]), proc.stderr
+    assert "broken on purpose" in proc.stderr  # the log's tail
+    (run_dir,) = _run_dirs(repo)  # under the default work directory
+    assert [p.name for p in (run_dir / "logs").glob("ab-*.log")] == ["ab-base-t01.log"], "nothing ran after it"
+    assert len(_worktrees(repo)) == 1 and _processes_under(run_dir) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_everything_and_keeps_the_saved_runs(repo, tmp_path):
+    proc = subprocess.Popen(_ab_command("ab-base", "ab-head", "--trials", "3", "--workdir", str(tmp_path),
+                                        "--envs", str(tmp_path / "envs"), "--", *SELECTION),
+                            cwd=repo, env=_ab_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        # Interrupt head's first trial (base's is saved by then) once its workers are up:
+        # pytest, the forkserver and two ranks all work in head's worktree.
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            head_dirs = list(tmp_path.glob(f"*/worktrees/{HEAD}"))
+            if head_dirs and list(tmp_path.glob("*/logs/ab-head-t01.log")) and len(_processes_under(head_dirs[0])) >= 4:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "interrupted while head (ab-head" in err and "trial 1 of 3" in err, err
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "envs"]
+    saved = sorted(run_dir.glob("*/*/[0-9][0-9][0-9][0-9]_*.json"))
+    assert [p.relative_to(run_dir).parts[0] for p in saved] == [BASE]
+    json.loads(saved[0].read_text())  # complete, readable
+    assert not list(run_dir.glob(f"{HEAD}/*/*.json")), "no partial head run"
+    assert len(_worktrees(repo)) == 1 and not (run_dir / "worktrees").exists()
+    assert _processes_under(tmp_path) == []
