@@ -125,3 +125,10 @@ def test_strategy_cases_cover_every_strategy_and_world_size_with_single_at_one()
     assert len(by_key) == len(cases) == 2 * (1 + 3 * (len(StrategyName) - 1))
     assert not any(c.strategy == "single" and c.world_size != 1 for c in cases)
     assert by_key[("lenet", "ddp", 4)].global_batch == 128
+
+
+def test_unknown_workload_names_are_refused_in_one_line_listing_the_known_ones():
+    with pytest.raises(ValueError) as info:
+        resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORKLOADS": "mlp, mpl,lenett"})
+    assert str(info.value) == ("DPBENCH_WORKLOADS names unknown workload(s) 'mpl', 'lenett'. "
+                               "Known names: dict_model, lenet, mlp, resnet18, transformer")

@@ -34,9 +34,13 @@ def launch(
     strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
     arguments are checked before any process starts.
     """
+    from dpbench._main_module import refuse_unguarded_launch
+
+    # First: in a script without the main guard every worker would run this call again.
+    refuse_unguarded_launch()
     from dpbench.strategies import get_strategy
     from dpbench.strategies.base import RunSpec, StrategyUnavailable
-    from dpbench.workloads.base import Workload, check_picklable
+    from dpbench.workloads.base import Workload, check_first_batch, check_picklable
 
     strategy_cls = get_strategy(strategy)
     workload = _resolve_workload(workload, Workload)
@@ -66,6 +70,8 @@ def launch(
     )
     placement = strategy_cls.placement(world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
+    # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
+    check_first_batch(workload, global_batch=global_batch, seed=int(seed))
     threads = threads_per_worker or default_threads(placement.concurrent_replicas)
     spec = RunSpec(
         strategy=strategy_cls.name,

@@ -3,13 +3,15 @@
 ``get_workload(name)`` returns a registered ``Workload``; ``list_workloads()`` the names;
 ``register_workload(workload)`` adds a user's own (picklable) workload under ``workload.name``.
 The registered defaults are sized for a small CPU; build other sizes with the factories
-(``mlp_workload(hidden=2048, layers=4)``, ``resnet18_workload(widths=(8, 16, 32, 64))``, …).
+(``mlp_workload(hidden=2048, layers=4)``, ``resnet18_workload(widths=(8, 16, 32, 64))``, …),
+whose names spell out the sizes that differ from the defaults (``mlp-hidden2048-layers4``) and
+whose ``params`` record every size.
 """
 from __future__ import annotations
 
 import threading
 
-from dpbench.workloads.base import Workload, check_picklable
+from dpbench.workloads.base import Workload, check_first_batch, check_picklable
 from dpbench.workloads.dict_model import dict_model_workload
 from dpbench.workloads.fashion_mnist import fashion_mnist_workload, load_fashion_mnist, read_idx
 from dpbench.workloads.lenet import lenet_workload
@@ -20,7 +22,9 @@ from dpbench.workloads.transformer import transformer_workload
 __all__ = [
     "Workload",
     "UnknownWorkloadError",
+    "check_first_batch",
     "check_picklable",
+    "check_workload_names",
     "get_workload",
     "list_workloads",
     "register_workload",
@@ -77,9 +81,7 @@ def register_workload(workload: Workload, *, replace: bool = False) -> Workload:
     """
     if not isinstance(workload, Workload):
         raise TypeError(f"workload must be a dpbench.Workload, got {type(workload).__name__}")
-    if not isinstance(workload.name, str) or not workload.name.strip():
-        raise ValueError(f"workload.name must be a non-empty str, got {workload.name!r}")
-    check_picklable(workload)
+    check_picklable(workload)  # the name was checked when the Workload was made
     with _LOCK:
         if workload.name in _REGISTRY and not replace:
             raise ValueError(
@@ -88,6 +90,16 @@ def register_workload(workload: Workload, *, replace: bool = False) -> Workload:
             )
         _REGISTRY[workload.name] = workload
     return workload
+
+
+def check_workload_names(source: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Return ``names`` if each is registered; else ``ValueError`` naming ``source``, the unknown and the known names."""
+    known = list_workloads()
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        found = "no name" if not names else "unknown workload(s) " + ", ".join(map(repr, unknown))
+        raise ValueError(f"{source} names {found}. Known names: {', '.join(known)}")
+    return names
 
 
 def unregister_workload(name: str) -> Workload:

@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpbench.workloads._checks import positive_int
+from dpbench.workloads._variants import variant
 from dpbench.workloads.base import Workload
 from dpbench.workloads.data import IMAGE_SHAPE, NUM_CLASSES, image_batch_factory
 
@@ -65,11 +66,14 @@ def dict_output_loss(output: Mapping[str, Any], target: torch.Tensor) -> torch.T
 def dict_model_workload(*, hidden: int = 256, noise: float = 0.5) -> Workload:
     """``DictClassifier`` on synthetic images; inputs ``(x, y)``, loss recomputed from the logits."""
     hidden = positive_int("hidden", hidden)
+    batch = image_batch_factory(noise=noise, dict_inputs=True)
+    name, params = variant("dict_model", dict_model_workload, hidden=hidden, noise=batch.keywords["noise"])
     return Workload(
         model=partial(DictClassifier, hidden=hidden),
-        batch=image_batch_factory(noise=noise, dict_inputs=True),
+        batch=batch,
         loss=dict_output_loss,
-        name="dict_model",
+        name=name,
+        params=params,
         description=(
             f"classifier (784→{hidden}→10) whose forward(x, y) returns {{'loss', 'logits', 'monitors'}}; "
             "workload loss = cross-entropy recomputed from the gathered logits (exact global-batch mean)"

@@ -186,7 +186,9 @@ def fashion_mnist_workload(root: str | os.PathLike, model: str = "lenet", train:
         model=base.model,
         batch=partial(fashion_mnist_batch, root=str(root), train=train, dict_inputs=model in _DICT_INPUT_MODELS),
         loss=base.loss,
-        name=f"fashion_mnist_{model}",
+        # The test split is other data: its own name. The directory is where, not what: not in params.
+        name=f"fashion_mnist_{model}" + ("" if train else "-test"),
+        params={"model": model, "split": split},
         description=f"{base.name} on Fashion-MNIST {split} ({images.shape[0]} images from {root})",
         stateful=base.stateful,
         tags=base.tags + ("fashion-mnist",),

@@ -11,6 +11,7 @@ from functools import partial
 from torch import nn
 
 from dpbench.workloads._checks import positive_int
+from dpbench.workloads._variants import variant
 from dpbench.workloads.base import Workload, cross_entropy
 from dpbench.workloads.data import IMAGE_SHAPE, NUM_CLASSES, image_batch_factory
 
@@ -54,11 +55,15 @@ class LeNet(nn.Module):
 def lenet_workload(*, conv1: int = 20, conv2: int = 50, hidden: int = 128, noise: float = 0.5) -> Workload:
     """d2l's multi-GPU LeNet on synthetic Fashion-MNIST-shaped images."""
     conv1, conv2, hidden = positive_int("conv1", conv1), positive_int("conv2", conv2), positive_int("hidden", hidden)
+    batch = image_batch_factory(noise=noise)
+    name, params = variant("lenet", lenet_workload, conv1=conv1, conv2=conv2, hidden=hidden,
+                           noise=batch.keywords["noise"])
     return Workload(
         model=partial(LeNet, conv1=conv1, conv2=conv2, hidden=hidden),
-        batch=image_batch_factory(noise=noise),
+        batch=batch,
         loss=cross_entropy,
-        name="lenet",
+        name=name,
+        params=params,
         description=f"d2l LeNet (conv {conv1}@3×3, conv {conv2}@5×5, avg-pool, {hidden}, 10) on synthetic 1×28×28 images",
         tags=("image", "classification"),
     )

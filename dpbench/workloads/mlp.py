@@ -10,6 +10,7 @@ from functools import partial
 from torch import nn
 
 from dpbench.workloads._checks import positive_int
+from dpbench.workloads._variants import variant
 from dpbench.workloads.base import Workload, cross_entropy
 from dpbench.workloads.data import IMAGE_SHAPE, NUM_CLASSES, image_batch_factory
 
@@ -45,11 +46,14 @@ def mlp_workload(*, hidden: int = 1024, layers: int = 3, noise: float = 0.5) -> 
     """An ``MLP`` (784 → ``hidden`` × ``layers`` → 10) on synthetic Fashion-MNIST-shaped images."""
     hidden = positive_int("hidden", hidden)
     layers = positive_int("layers", layers)
+    batch = image_batch_factory(noise=noise)
+    name, params = variant("mlp", mlp_workload, hidden=hidden, layers=layers, noise=batch.keywords["noise"])
     return Workload(
         model=partial(MLP, hidden=hidden, layers=layers),
-        batch=image_batch_factory(noise=noise),
+        batch=batch,
         loss=cross_entropy,
-        name="mlp",
+        name=name,
+        params=params,
         description=f"MLP 784→{hidden}×{layers}→10, ReLU, on synthetic 1×28×28 images",
         tags=("image", "classification", "communication-heavy"),
     )

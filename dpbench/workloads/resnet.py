@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpbench.workloads._checks import positive_int, positive_ints
+from dpbench.workloads._variants import variant
 from dpbench.workloads.base import Workload, cross_entropy
 from dpbench.workloads.data import IMAGE_SHAPE, NUM_CLASSES, image_batch_factory
 
@@ -87,11 +88,15 @@ def resnet18_workload(
     """
     widths = positive_ints("widths", widths)
     blocks_per_stage = positive_int("blocks_per_stage", blocks_per_stage)
+    batch = image_batch_factory(noise=noise)
+    name, params = variant("resnet18", resnet18_workload, widths=widths, blocks_per_stage=blocks_per_stage,
+                           noise=batch.keywords["noise"])
     return Workload(
         model=partial(ResNet18, widths=widths, blocks_per_stage=blocks_per_stage),
-        batch=image_batch_factory(noise=noise),
+        batch=batch,
         loss=cross_entropy,
-        name="resnet18",
+        name=name,
+        params=params,
         description=(
             f"d2l ResNet-18 for 1×28×28 (3×3 stem, no max-pool, BatchNorm), widths {list(widths)}, "
             f"{blocks_per_stage} blocks per stage, on synthetic images"

@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpbench.workloads._checks import positive_int
+from dpbench.workloads._variants import variant
 from dpbench.workloads.base import Workload
 from dpbench.workloads.data import token_batch
 
@@ -93,11 +94,15 @@ def transformer_workload(
     layers, heads, d_model = positive_int("layers", layers), positive_int("heads", heads), positive_int("d_model", d_model)
     if d_model % heads:
         raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
+    branching = positive_int("branching", branching)
+    name, params = variant("transformer", transformer_workload, vocab=vocab, context=context, layers=layers,
+                           heads=heads, d_model=d_model, branching=branching)
     return Workload(
         model=partial(GPT, vocab=vocab, context=context, layers=layers, heads=heads, d_model=d_model),
-        batch=partial(token_batch, vocab=vocab, context=context, branching=positive_int("branching", branching)),
+        batch=partial(token_batch, vocab=vocab, context=context, branching=branching),
         loss=sequence_cross_entropy,
-        name="transformer",
+        name=name,
+        params=params,
         description=(
             f"GPT-style decoder: {layers} layers, {heads} heads, d_model {d_model}, vocab {vocab}, "
             f"context {context}, no dropout; next-token loss on a seeded Markov chain"

@@ -83,3 +83,25 @@ def test_registry_lists_every_strategy_and_rejects_unknown():
         assert get_strategy(name).name == name
     with pytest.raises(ValueError, match=re.escape("Unknown strategy 'DDP'. Available names: single, dp")):
         get_strategy("DDP")
+
+
+def short_batch(step: int, global_batch: int, seed: int):
+    x, y = batch(step, global_batch, seed)
+    return x[:61], y[:61]
+
+
+def test_batch_of_the_wrong_size_is_named_before_any_process():
+    workload = Workload(model=HEALTHY.model, batch=short_batch, loss=loss, name="short")
+    before = {p.pid for p in stray_children()}
+    with pytest.raises(ValueError) as info:
+        dpbench.launch("ddp", workload, world_size=2, global_batch=64)
+    assert str(info.value).startswith(
+        "Workload.batch of workload 'short': short_batch returned 61 rows in inputs for global_batch=64")
+    assert {p.pid for p in stray_children()} == before
+    # The first batch is built on the CPU: checking it initialises no CUDA in the caller.
+    assert not torch.cuda.is_initialized()
+
+
+def test_module_instance_as_model_is_refused_at_construction():
+    with pytest.raises(TypeError, match=re.escape("Workload.model must be a zero-argument callable")):
+        Workload(model=nn.Linear(8, 3), batch=batch, loss=loss, name="instance")

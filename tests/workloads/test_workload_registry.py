@@ -81,11 +81,11 @@ def test_register_existing_name_needs_replace(scratch_name):
     assert get_workload(scratch_name) is second
 
 
-def test_register_rejects_non_workload_and_empty_name():
+def test_register_rejects_non_workload_and_a_blank_name_is_refused_at_construction():
     with pytest.raises(TypeError, match="workload must be a dpbench.Workload, got dict"):
         register_workload({"name": "x"})
-    with pytest.raises(ValueError, match="workload.name must be a non-empty str"):
-        register_workload(_tiny_workload("  "))
+    with pytest.raises(ValueError, match="Workload.name must be a non-empty str"):
+        _tiny_workload("  ")
 
 
 def _local_factory_workload(name: str) -> Workload:
