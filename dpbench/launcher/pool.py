@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from dpbench.launcher.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
 from dpbench.launcher.worker import WorkerContext, _worker_main, _WorkerConfig
 
 __all__ = [
@@ -108,7 +109,9 @@ class WorkerPool:
     leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
     ``cores_per_worker``: the size of each rank's block (None: an equal share of the
     cores); see :func:`dpbench.launcher.affinity.plan_affinity`. The decision is in
-    ``affinity_plan`` and what each worker really runs with in ``worker_facts``.
+    ``affinity_plan`` and what each worker really runs with in ``worker_facts``. OpenMP
+    threads sleep at barriers instead of spinning (``OMP_WAIT_POLICY=PASSIVE`` unless one of
+    OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME is set): see ``launcher/runtime_env.py``.
     """
 
     def __init__(
@@ -169,6 +172,7 @@ class WorkerPool:
             ctx.set_forkserver_preload(_PRELOAD)
         # The FileStore lives in a private temp dir: no TCP port for rendezvous at all.
         self._tmpdir = tempfile.mkdtemp(prefix="dpbench-rdzv-")
+        runtime_patch = runtime_env_patch(os.environ)
         config = _WorkerConfig(
             world_size=self.world_size,
             device_type=self.device,
@@ -177,22 +181,13 @@ class WorkerPool:
             timeout=self.timeout,
             threads=self.threads_per_worker,
             cpus=None,
-            environ=dict(os.environ),
+            environ={**os.environ, **runtime_patch},
         )
-        rank_cores = self._plan.rank_cores
         try:
-            for rank in range(self.world_size):
-                parent_conn, child_conn = ctx.Pipe(duplex=True)
-                proc = ctx.Process(
-                    target=_worker_main,
-                    args=(rank, child_conn, replace(config, cpus=rank_cores[rank] if rank_cores else None)),
-                    name=f"dpbench-rank{rank}",
-                    daemon=True,  # dies with the parent even if close() is never reached
-                )
-                proc.start()
-                child_conn.close()  # the child's end lives in the child only, so EOF is seen
-                self._procs.append(proc)
-                self._conns.append(parent_conn)
+            # The forkserver helper (started by the first worker of the process) inherits
+            # this environment; see launcher/runtime_env.py for why it must be there.
+            with patched_environ(runtime_patch):
+                self._spawn(ctx, config)
             # Only once the processes exist: the forkserver helper starts with the first
             # pool's first worker and lives on; started on the spare cores, it would hand
             # them to every later unpinned worker.
@@ -201,6 +196,21 @@ class WorkerPool:
         except BaseException:
             self._shutdown(graceful=False)
             raise
+
+    def _spawn(self, ctx: Any, config: _WorkerConfig) -> None:
+        rank_cores = self._plan.rank_cores
+        for rank in range(self.world_size):
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=_worker_main,
+                args=(rank, child_conn, replace(config, cpus=rank_cores[rank] if rank_cores else None)),
+                name=f"dpbench-rank{rank}",
+                daemon=True,  # dies with the parent even if close() is never reached
+            )
+            proc.start()
+            child_conn.close()  # the child's end lives in the child only, so EOF is seen
+            self._procs.append(proc)
+            self._conns.append(parent_conn)
 
     def close(self) -> None:
         """Stop every worker (politely, then SIGTERM, then SIGKILL); idempotent."""
@@ -265,12 +275,9 @@ class WorkerPool:
 
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
-        """Per rank, what the worker reported at start (JSON-safe): ``rank``, ``pid``,
-        ``cpu_affinity`` (sorted core list, None where the OS cannot tell), ``affinity_error``,
-        ``torch_threads``, ``interop_threads``, ``float32_matmul_precision``,
-        ``cudnn_benchmark`` / ``cudnn_deterministic`` (None on CPU), ``env`` (the NCCL_*,
-        TORCH_NCCL_*, GLOO_*, TORCH_GLOO_*, OMP_*, MKL_*, KMP_* variables it sees)."""
-        return [dict(f, env=dict(f["env"])) for f in self._facts]
+        """Per rank, what the worker reported when it started (JSON-safe; the keys are
+        documented in :func:`dpbench.launcher.worker.worker_facts`)."""
+        return [dict(f, env=dict(f["env"]), runtime_env=dict(f["runtime_env"])) for f in self._facts]
 
     def _move_parent(self) -> None:
         cores = self._plan.parent_cores

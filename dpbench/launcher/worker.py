@@ -2,8 +2,8 @@
 
 A worker sets up its device and (optionally) its torch.distributed process group, reports
 "ready", then serves calls from the parent until told to close or the parent goes away.
-Every message is ``(tag, value)`` as standard-pickle bytes: "ready", "alive" (heartbeat),
-"result" or "error" (with the formatted traceback).
+Every message is ``(tag, value)`` as standard-pickle bytes: "ready" (with the worker's
+facts), "alive" (heartbeat), "result" or "error" (with the formatted traceback).
 """
 from __future__ import annotations
 
@@ -113,11 +113,22 @@ def _set_threads(torch: Any, threads: int | None) -> None:
 
 
 # Environment that changes how collectives and threads behave, reported with the facts.
-_FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "MKL_", "KMP_")
+_FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_")
+_RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 
 
-def worker_facts(rank: int, device_type: str, affinity_error: str | None) -> dict[str, Any]:
-    """What this worker actually runs with (JSON-safe), sent to the parent at "ready"."""
+def worker_facts(rank: int, device_type: str, affinity_error: str | None,
+                 runtime_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What this worker actually runs with (JSON-safe), sent to the parent at "ready".
+
+    ``rank``, ``pid``, ``cpu_affinity`` (sorted core list; None where the OS cannot tell),
+    ``affinity_error`` (None, or why pinning failed), ``torch_threads``, ``interop_threads``,
+    ``float32_matmul_precision``, ``cudnn_benchmark`` / ``cudnn_deterministic`` (None on
+    CPU), ``env`` (the NCCL_*, TORCH_NCCL_*, GLOO_*, TORCH_GLOO_*, OMP_*, GOMP_*, MKL_*,
+    KMP_* variables it sees; NCCL_ALGO / NCCL_PROTO absent = NCCL's own choice) and
+    ``runtime_env`` (the OMP_* / GOMP_* / KMP_* / MKL_* environment it inherited — under the
+    forkserver, what torch's OpenMP runtime was initialised with).
+    """
     import torch
 
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -131,8 +142,8 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None) -> dic
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cudnn_benchmark": None,
         "cudnn_deterministic": None,
-        # Unset NCCL_ALGO / NCCL_PROTO mean NCCL picks per collective (its tuner).
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_FACT_ENV_PREFIXES)},
+        "runtime_env": dict(runtime_env or {}),
     }
     if device_type == "cuda":
         facts["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
@@ -147,6 +158,9 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     # First, while this is the process's only thread: every thread created later (OpenMP,
     # MKL, gloo, NCCL) inherits the affinity of the thread that creates it.
     affinity_error = _pin(config.cpus)
+    # What torch's runtimes were initialised with: a forkserver child inherits the helper's
+    # environment, read by libgomp when the helper imported torch (see runtime_env.py).
+    runtime_env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(_RUNTIME_PREFIXES)}
     os.environ.clear()
     os.environ.update(config.environ)
     send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
@@ -175,7 +189,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
             )
             group = dist.group.WORLD
         ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)
-        send(("ready", worker_facts(rank, config.device_type, affinity_error)))
+        send(("ready", worker_facts(rank, config.device_type, affinity_error, runtime_env)))
     except BaseException:
         send(("error", traceback.format_exc()))
         return

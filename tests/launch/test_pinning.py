@@ -143,8 +143,9 @@ def test_worker_facts_are_json_and_describe_the_worker():
             assert f["cudnn_benchmark"] is None and f["cudnn_deterministic"] is None  # CPU pool
             assert f["env"]["OMP_NUM_THREADS"] == f["env"]["MKL_NUM_THREADS"] == "1"
             assert f["env"]["GLOO_SOCKET_IFNAME"] == "lo"
-            assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "MKL_", "KMP_"))
+            assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_"))
                        for k in f["env"])
+            assert all(k.startswith(("OMP_", "GOMP_", "KMP_", "MKL_")) for k in f["runtime_env"])
         facts[0]["env"]["X"] = "1"  # a copy: the pool's record is not changed through it
         assert "X" not in pool.worker_facts[0]["env"]
 
