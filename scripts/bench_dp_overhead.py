@@ -7,6 +7,8 @@ rounds. Cases:
 
 * ``forward``: one replica (``DataParallel(m, [dev])``) vs calling ``m`` directly — target ≤ 2%.
   The model's forward takes a few ms so the fixed per-call overhead is measured honestly.
+* ``fwd+bwd small``: one replica vs the plain module, forward + backward of a 256→512→10 MLP
+  at batch 64 (about a millisecond a step on a CPU core): the one-device fast path — target ≤ 2%.
 * ``fwd+bwd``: two replicas on one device (``["cpu", "cpu"]`` / ``["cuda:0", "cuda:0"]``) vs the
   plain module, forward + backward.
 * CUDA only: the same against ``torch.nn.DataParallel`` with the same device ids.
@@ -36,6 +38,12 @@ def make_model(width: int, depth: int, device: torch.device) -> nn.Module:
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(width, 10)).to(device)
+
+
+def small_mlp(device: torch.device) -> nn.Module:
+    """The 256→512→10 MLP whose step is short enough that a fixed per-call cost shows."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(device)
 
 
 def sync(device: torch.device) -> None:
@@ -130,6 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             tiny_fwd["torch DP x1"] = forward_fn(nn.DataParallel(tiny, device_ids=[0]), xt)
         rows += summarize("forward tiny", interleaved(tiny_fwd, args.rounds, args.iters * 20, device), "plain")
+
+    small = small_mlp(device)
+    xs = torch.randn(64, 256, device=device)
+    with DataParallel(small, [device]) as small_dp:
+        small_steps = {"plain": step_fn(small, xs), "dpbench DP x1": step_fn(small_dp, xs)}
+        if device.type == "cuda":
+            small_steps["torch DP x1"] = step_fn(nn.DataParallel(small, device_ids=[0]), xs)
+        rows += summarize("fwd+bwd small", interleaved(small_steps, args.rounds, args.iters * 5, device), "plain")
 
     with DataParallel(model, same) as dp2, DataParallel(model, [device]) as dp1:
 

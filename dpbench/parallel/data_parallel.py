@@ -1,7 +1,7 @@
 """DataParallel: scatter → replicate → parallel_apply → gather, on CPU or CUDA replicas."""
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -10,7 +10,8 @@ from torch import nn
 
 from dpbench.schema import Phase
 
-from ._devices import DeviceLike, check_module_device, parse_device, parse_devices, synchronize
+from ._devices import DeviceLike, check_module_device, parse_device, parse_devices
+from ._timing import Mark, cuda_indices, mark, span_seconds
 from .parallel_apply import ReplicaThreads, parallel_apply
 from .replicate import replicate
 from .scatter_gather import _check_chunk_sizes, _normalize_layout, gather, scatter_kwargs
@@ -38,6 +39,10 @@ class DataParallel(nn.Module, Generic[T]):
     output structure does not depend on the device count) and ``record_phases`` (after each
     forward, :attr:`phase_times` holds seconds per phase). Worker threads persist between
     forwards; :meth:`close` or leaving a ``with`` block stops them.
+
+    One device with every input tensor already on it is a fast path: the module is called
+    directly (no scatter, no copy, no per-forward device walk); if that call fails, the device
+    check runs then, so a module on the wrong device still gets torch's error.
     """
 
     def __init__(
@@ -70,7 +75,8 @@ class DataParallel(nn.Module, Generic[T]):
         self.chunk_sizes = chunk_sizes
         self.gather_layout = _normalize_layout(gather_layout) or None
         self.record_phases = record_phases
-        self.phase_times: dict[str, float] = {}
+        # (phase, start mark, end mark) of the last forward; see phase_times / phase_spans.
+        self.phase_spans: list[tuple[str, Mark, Mark]] = []
         self._threads: ReplicaThreads | None = None
         if len(self.device_ids) == 1:
             self.module.to(self.src_device_obj)  # as torch does: one device means "put it there"
@@ -91,6 +97,9 @@ class DataParallel(nn.Module, Generic[T]):
         return gather(outputs, output_device, dim=self.dim, layout=self.gather_layout)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        if len(self.device_ids) == 1 and self.gather_layout is None and _already_on(
+                self.src_device_obj, inputs, kwargs):
+            return self._call_module(inputs, kwargs)
         check_module_device(self.module, self.src_device_obj)
         clock = _PhaseClock(self.device_ids, self.output_device) if self.record_phases else None
         inputs, module_kwargs = _ensure_nonempty(*self.scatter(inputs, kwargs, self.device_ids))
@@ -112,8 +121,38 @@ class DataParallel(nn.Module, Generic[T]):
                 output = self.gather(outputs, self.output_device)
                 _tick(clock, Phase.GATHER)
         if clock is not None:
-            self.phase_times = clock.times
+            self.phase_spans = clock.spans
         return output
+
+    def _call_module(self, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The fast path: one device, inputs already there — the module itself, nothing else."""
+        clock = _PhaseClock(self.device_ids, self.output_device) if self.record_phases else None
+        try:
+            output = self.module(*inputs, **kwargs)
+        except RuntimeError:
+            # Checked only on failure so the happy path skips the walk over every tensor;
+            # a module on the wrong device then gets DataParallel's own error.
+            check_module_device(self.module, self.src_device_obj)
+            raise
+        if clock is not None:
+            clock.tick(Phase.APPLY)
+            self.phase_spans = clock.spans
+        return output
+
+    @property
+    def phase_times(self) -> dict[str, float]:
+        """Seconds per phase of the last forward (``record_phases=True``).
+
+        On CUDA the phases are CUDA-event spans, so reading this waits for the forward's
+        device work; :attr:`phase_spans` holds the raw marks for reading them later. Empty
+        when phases are not recorded.
+        """
+        if not self.phase_spans:
+            return {}
+        times = {p.value: 0.0 for p in (Phase.SCATTER, Phase.REPLICATE, Phase.APPLY, Phase.GATHER)}
+        for phase, start, end in self.phase_spans:
+            times[phase] += span_seconds(start, end)
+        return times
 
     def _chunk_sizes_for(self, device_ids: Sequence[DeviceLike]) -> list[int] | None:
         if self.chunk_sizes is None:
@@ -152,22 +191,28 @@ class DataParallel(nn.Module, Generic[T]):
 
 
 class _PhaseClock:
-    """Phase timer; synchronises the devices at each boundary so GPU work lands in its own phase."""
+    """Marks phase boundaries without stalling the host (CUDA events on GPUs, see ``_timing``)."""
 
     def __init__(self, devices: Sequence[torch.device], output_device: torch.device):
-        self.devices = list(devices) + [output_device]
-        self.times = {p.value: 0.0 for p in (Phase.SCATTER, Phase.REPLICATE, Phase.APPLY, Phase.GATHER)}
-        # Sync first so work queued before this forward is not billed to scatter.
-        synchronize(self.devices)
-        self.last = time.perf_counter()
+        self.indices = cuda_indices(list(devices) + [output_device])
+        self.spans: list[tuple[str, Mark, Mark]] = []
+        self.last = mark(self.indices)
 
     def tick(self, phase: Phase) -> None:
-        # Kernels run asynchronously on CUDA: without this sync a phase would measure only the
-        # launch and the next phase would absorb its GPU time.
-        synchronize(self.devices)
-        now = time.perf_counter()
-        self.times[phase.value] += now - self.last
+        now = mark(self.indices)
+        self.spans.append((phase.value, self.last, now))
         self.last = now
+
+
+def _already_on(device: torch.device, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Every input is a tensor on ``device`` or a plain non-container value (passed as is)."""
+    for value in (*inputs, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.device != device:
+                return False
+        elif isinstance(value, (tuple, list, dict)) or dataclasses.is_dataclass(value):
+            return False  # containers take the general path, which walks them
+    return True
 
 
 def _tick(clock: _PhaseClock | None, phase: Phase) -> None:
@@ -192,6 +237,8 @@ def data_parallel(
     devices = parse_devices(device_ids, argument="device_ids")
     out_device = devices[0] if output_device is None else parse_device(output_device, argument="output_device", allow_minus_one=True)
     check_module_device(module, devices[0])
+    if len(devices) == 1 and _already_on(devices[0], inputs, module_kwargs or {}):
+        return module(*inputs, **(module_kwargs or {}))
     scattered, kwargs = _ensure_nonempty(*scatter_kwargs(inputs, module_kwargs, devices, dim))
     if len(devices) == 1:
         return module(*scattered[0], **kwargs[0])

@@ -20,6 +20,7 @@ def test_bench_script_prints_every_case_and_writes_json(tmp_path, capsys):
     assert {(r["case"], r["variant"]) for r in rows} == {
         ("forward", "plain"), ("forward", "dpbench DP x1"),
         ("forward tiny", "plain"), ("forward tiny", "dpbench DP x1"),
+        ("fwd+bwd small", "plain"), ("fwd+bwd small", "dpbench DP x1"),
         ("fwd+bwd", "plain"), ("fwd+bwd", "dpbench DP x2 (same device)"),
     }
     for r in rows:
