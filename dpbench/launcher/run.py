@@ -95,6 +95,7 @@ class Run:
     def __init__(self, spec: Any, workload: Any, *, placement: Any, timeout: float):
         self.spec = spec
         self.workload = workload
+        self._placement = placement
         self._pool: WorkerPool | None = None
         self._pool = WorkerPool(
             placement.processes,
@@ -180,6 +181,32 @@ class Run:
 
         return max(self._live_pool().run(control_worker))
 
+    def case_metrics(self) -> dict[str, Any]:
+        """Untimed measurements of this case, taken in the workers (call after the timed steps).
+
+        Keys (JSON-safe; None where a key does not apply): ``model_flops_per_step`` (one
+        forward + backward of the global batch, counted by torch's FlopCounterMode),
+        ``peak_flops_per_s`` and ``peak_source`` (``"table:<gpu>"``, ``"env:DPBENCH_PEAK_TFLOPS"``
+        or ``"measured:cpu-matmul"``), ``compute_dtype``, ``compute_only_step_s`` (ddp, zero,
+        fsdp: the rank's compute with gradient sync off, slowest rank, median step),
+        ``collective_time_s`` (the step's collectives replayed alone), ``memory_per_rank``
+        (per worker: ``params_bytes``, ``grads_bytes``, ``optimizer_state_bytes``,
+        ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``,
+        ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``.
+        :func:`dpbench.metrics.derive` turns them and a step time into MFU, tokens/s and
+        exposed communication. Training state is not changed.
+        """
+        import os
+
+        from dpbench.strategies._profiling import combine
+
+        placement = self._placement
+        # Python threads per worker measuring the CPU peak at once: DataParallel's replicas.
+        parallel = max(1, placement.concurrent_replicas // placement.processes)
+        per_rank = self._live_pool().run(_case_metrics_worker, parallel)
+        return combine(per_rank, device_type=self.spec.device_type, options=self.spec.options,
+                       environ=os.environ)
+
     def close(self) -> None:
         """Stop the workers; idempotent, safe after a failure."""
         if self._pool is not None:
@@ -215,12 +242,21 @@ def _steps_worker(ctx: Any, k: int) -> dict[str, Any]:
 
 
 def _parameters_worker(ctx: Any) -> dict[str, Any] | None:
-    # Only rank 0 ships its tensors; the others would send identical copies.
-    return ctx.state["trainer"].parameters() if ctx.rank == 0 else None
+    # Every rank joins (sharded strategies gather full tensors with a collective); only rank 0
+    # ships its tensors, the others would send identical copies.
+    params = ctx.state["trainer"].parameters()
+    return params if ctx.rank == 0 else None
 
 
 def _buffers_worker(ctx: Any) -> dict[str, Any] | None:
-    return ctx.state["trainer"].buffers() if ctx.rank == 0 else None
+    buffers = ctx.state["trainer"].buffers()
+    return buffers if ctx.rank == 0 else None
+
+
+def _case_metrics_worker(ctx: Any, matmul_parallel: int) -> dict[str, Any]:
+    from dpbench.strategies._profiling import rank_metrics
+
+    return rank_metrics(ctx.state["trainer"], matmul_parallel=matmul_parallel, heartbeat=ctx.heartbeat)
 
 
 def _resolve_workload(workload: Any, workload_cls: type) -> Any:

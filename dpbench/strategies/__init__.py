@@ -1,7 +1,8 @@
 """Strategy registry: one file per strategy, looked up by its stable name (see ``dpbench.schema.StrategyName``)."""
 from __future__ import annotations
 
-from dpbench.strategies.base import Placement, RunSpec, Strategy, StrategyUnavailable
+from dpbench.strategies.base import Placement, RunSpec, Strategy
+from dpbench.strategies.errors import StrategyUnavailable
 
 __all__ = [
     "Strategy",
@@ -20,6 +21,8 @@ _REGISTRY = {
     "ddp": "dpbench.strategies.ddp:DDP",
     "manual": "dpbench.strategies.manual:Manual",
     "allreduce": "dpbench.strategies.allreduce:AllReduce",
+    "fsdp": "dpbench.strategies.fsdp:FSDP",
+    "zero": "dpbench.strategies.zero:Zero",
 }
 
 

@@ -80,8 +80,9 @@ class AllReduce(Strategy):
         with self.phases(Phase.COMPUTE):
             x = to_device(inputs, self.device)
             y = to_device(target, self.device)
-            loss = self.workload.loss(call_model(self.model, x), y)
-            (loss * weight).backward()
+            with self.autocast():
+                loss = self.workload.loss(call_model(self.model, x), y)
+            self.precision.backward(loss * weight)
         with self.phases(Phase.COMMUNICATION):
             if self.mode == "per-param":
                 for p in self.params:
@@ -94,7 +95,7 @@ class AllReduce(Strategy):
             else:
                 self._finish_overlap()
         with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
+            self.precision.step(self.optimizers())
         return loss.detach()
 
     def _all_reduce(self, tensor: Any, async_op: bool = False) -> Any:

@@ -18,12 +18,17 @@ gradient of the global-batch mean loss even when N is not divisible by W.
 """
 from __future__ import annotations
 
+import copy
 import resource
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
+
+from dpbench.strategies._options import COMMON_OPTION_DEFAULTS, check_common_options
+from dpbench.strategies._precision import Precision
+from dpbench.strategies._timing import PhaseTimer
+from dpbench.strategies.errors import StrategyUnavailable
 
 __all__ = [
     "Strategy",
@@ -34,18 +39,9 @@ __all__ = [
     "take_slice",
     "to_device",
     "call_model",
+    "optimizer_class",
+    "optimizer_state_tensors",
 ]
-
-
-class StrategyUnavailable(RuntimeError):
-    """The strategy cannot run here (e.g. torch-dp without CUDA); ``reason`` says why.
-
-    Suites turn this into ``pytest.skip(exc.reason)``.
-    """
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -113,44 +109,25 @@ def call_model(model: Any, inputs: Any) -> Any:
     return model(inputs)
 
 
-class PhaseTimer:
-    """Accumulates seconds per phase; synchronises CUDA at each boundary."""
-
-    def __init__(self, cuda_devices: list[Any]):
-        self._cuda_devices = cuda_devices
-        self.totals: dict[str, float] = {}
-
-    def sync(self) -> None:
-        import torch
-
-        # CUDA kernels run asynchronously: without this the clock would measure only the
-        # launches, and work of one phase would be charged to the next.
-        for device in self._cuda_devices:
-            torch.cuda.synchronize(device)
-
-    @contextmanager
-    def __call__(self, phase: Any) -> Iterator[None]:
-        self.sync()
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.sync()
-            self.add(phase, time.perf_counter() - start)
-
-    def add(self, phase: Any, seconds: float) -> None:
-        key = getattr(phase, "value", phase)
-        self.totals[key] = self.totals.get(key, 0.0) + seconds
-
-
 class Strategy(ABC):
-    """One data-parallel strategy. Subclasses live one per file in ``dpbench.strategies``."""
+    """One data-parallel strategy. Subclasses live one per file in ``dpbench.strategies``.
+
+    Every strategy also takes the common options ``optimizer`` (``"sgd"``, plain SGD without
+    momentum, or ``"adamw"``, torch's defaults apart from ``lr``) and ``precision``
+    (``"fp32"``, ``"bf16"`` autocast, ``"fp16"`` autocast + GradScaler on CUDA): they are merged
+    into each subclass's ``option_defaults``.
+    """
 
     name: ClassVar[str]
     # Known options and their defaults; anything else is rejected before a process starts.
     option_defaults: ClassVar[dict[str, Any]] = {}
     # True when every rank is its own process that receives only its slice of the batch.
     multiprocess: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("option_defaults", cls.option_defaults)
+        cls.option_defaults = {**own, **{k: v for k, v in COMMON_OPTION_DEFAULTS.items() if k not in own}}
 
     # -- parent side -----------------------------------------------------------------
     @classmethod
@@ -165,6 +142,7 @@ class Strategy(ABC):
                 f"Known options: {known}"
             )
         resolved = {**cls.option_defaults, **options}
+        check_common_options(cls.name, resolved, device=device)
         cls.check_options(resolved, device=device, world_size=world_size, global_batch=global_batch)
         return resolved
 
@@ -189,8 +167,11 @@ class Strategy(ABC):
         self.ctx = ctx  # dpbench.launcher.WorkerContext: rank, world_size, device, group
         self.rank = ctx.rank
         self._step = 0
-        cuda = [d for d in self.local_devices() if d.startswith("cuda")]
-        self.phases = PhaseTimer(sorted(set(cuda)))
+        self.compile_time_s: float | None = None
+        self.timed_peak: dict[str, int] = {}  # peak memory seen by run_steps (see case metrics)
+        self.cuda_devices = sorted({d for d in self.local_devices() if d.startswith("cuda")})
+        self.phases = PhaseTimer(self.cuda_devices)
+        self.precision = self.make_precision()
 
     def local_devices(self) -> list[str]:
         """Devices this worker computes on (one per rank, or all replicas in-process)."""
@@ -205,20 +186,72 @@ class Strategy(ABC):
         torch.manual_seed(self.spec.seed)
         return self.workload.model()
 
-    def make_optimizer(self, params: Any) -> Any:
-        import torch
+    def make_precision(self) -> Precision:
+        return Precision(self.spec.options["precision"], self.spec.device_type)
 
-        return torch.optim.SGD(params, lr=self.spec.lr)
+    def make_optimizer(self, params: Any) -> Any:
+        return optimizer_class(self.spec.options["optimizer"])(params, lr=self.spec.lr)
+
+    def optimizers(self) -> list[Any]:
+        """The optimizers this worker steps (one for most strategies, one per replica for manual)."""
+        return [self.optimizer]
+
+    def autocast(self) -> Any:
+        """Wrap forward and loss in this: autocast for ``precision`` bf16/fp16, nothing for fp32."""
+        return self.precision.autocast()
 
     def backward_and_update(self, loss: Any) -> Any:
-        """The tail every one-optimizer strategy shares: backward, then the SGD step, each timed."""
+        """The tail every one-optimizer strategy shares: backward, then the optimizer step, each timed."""
         from dpbench.schema import Phase
 
         with self.phases(Phase.BACKWARD):
-            loss.backward()
+            self.precision.backward(loss)
         with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
+            self.precision.step(self.optimizers())
         return loss.detach()
+
+    def maybe_compile(self, module: Any) -> Any:
+        """``torch.compile(module)`` when the strategy's ``compile`` option is on, else ``module``."""
+        if not self.spec.options.get("compile"):
+            return module
+        import torch
+
+        start = time.perf_counter()
+        compiled = torch.compile(module)  # lazy: the graphs are built at the first call
+        self._wrap_s = time.perf_counter() - start
+        return compiled
+
+    def warm_up_compiled(self) -> None:
+        """Compile outside every timed region: one full step on step 0's batch, then undo it.
+
+        ``torch.compile`` compiles on the first call, so the first step triggers it (forward and
+        backward graphs). Parameters, buffers, optimizer and scaler state are restored
+        afterwards, so training continues exactly as if nothing had run; the step's wall time is
+        ``compile_time_s``.
+        """
+        if not self.spec.options.get("compile"):
+            return
+        import torch
+
+        module = self.module()
+        tensors = list(module.parameters()) + list(module.buffers())
+        saved = [t.detach().clone() for t in tensors]
+        optimizer_states = [copy.deepcopy(o.state_dict()) for o in self.optimizers()]
+        scaler_state = copy.deepcopy(self.precision.state_dict())
+        inputs, target = self.local_batch(0)
+        self.phases.sync()
+        start = time.perf_counter()
+        self.train_step(inputs, target)
+        self.phases.sync()  # the compiled kernels ran: compilation is over
+        self.compile_time_s = getattr(self, "_wrap_s", 0.0) + time.perf_counter() - start
+        with torch.no_grad():
+            for tensor, value in zip(tensors, saved):
+                tensor.copy_(value)
+        for optimizer, state in zip(self.optimizers(), optimizer_states):
+            optimizer.load_state_dict(state)
+            optimizer.zero_grad(set_to_none=True)
+        self.precision.load_state_dict(scaler_state)
+        self.phases.clear()
 
     @abstractmethod
     def setup(self) -> None:
@@ -226,10 +259,11 @@ class Strategy(ABC):
 
     @abstractmethod
     def train_step(self, inputs: Any, target: Any) -> Any:
-        """One SGD step on the CPU batch given; return the (detached) mean loss of that batch.
+        """One optimizer step on the CPU batch given; return the (detached) mean loss of that batch.
 
         Multi-process strategies receive their rank's slice; in-process ones the global batch.
-        Record phases with ``with self.phases(Phase.X):``.
+        Record phases with ``with self.phases(Phase.X):``; run forward and loss under
+        ``with self.autocast():``.
         """
 
     @abstractmethod
@@ -240,29 +274,35 @@ class Strategy(ABC):
         """Release threads or other resources held by the strategy."""
 
     def parameters(self) -> dict[str, Any]:
+        """Called on every rank (sharded strategies gather here); the parent keeps rank 0's."""
         return {name: p.detach().cpu().clone() for name, p in self.module().named_parameters()}
 
     def buffers(self) -> dict[str, Any]:
         return {name: b.detach().cpu().clone() for name, b in self.module().named_buffers()}
+
+    def local_batch(self, step: int) -> tuple[Any, Any]:
+        """Step ``step``'s batch as this worker trains on it: the rank's slice, or all of it in-process."""
+        spec = self.spec
+        inputs, target = self.workload.batch(step, spec.global_batch, spec.seed)
+        if self.multiprocess:
+            sizes = list(spec.per_replica_batch)
+            start = sum(sizes[: self.rank])
+            inputs = take_slice(inputs, start, sizes[self.rank])
+            target = take_slice(target, start, sizes[self.rank])
+        return inputs, target
 
     def run_steps(self, k: int, heartbeat: Any = None) -> dict[str, Any]:
         """Run ``k`` timed steps; return this rank's raw measurements for the parent to reduce."""
         import torch
 
         spec = self.spec
-        sizes = list(spec.per_replica_batch)
-        start = sum(sizes[: self.rank])
-        cuda_devices = sorted({d for d in self.local_devices() if d.startswith("cuda")})
-        for device in cuda_devices:
+        for device in self.cuda_devices:
             torch.cuda.reset_peak_memory_stats(device)
-        self.phases.totals.clear()
+        self.phases.clear()
         times: list[float] = []
         losses = []
         for _ in range(k):
-            inputs, target = self.workload.batch(self._step, spec.global_batch, spec.seed)
-            if self.multiprocess:
-                inputs = take_slice(inputs, start, sizes[self.rank])
-                target = take_slice(target, start, sizes[self.rank])
+            inputs, target = self.local_batch(self._step)
             # Start from an idle device so earlier work is not charged to this step.
             self.phases.sync()
             t0 = time.perf_counter()
@@ -274,14 +314,18 @@ class Strategy(ABC):
             self._step += 1
             if heartbeat is not None:
                 heartbeat()
-        # Loss values are read after the timed loop (``.item()`` would sync mid-step).
-        weight = sizes[self.rank] / spec.global_batch if self.multiprocess else 1.0
+        # Loss values and CUDA phase events are read after the timed loop (reading either
+        # mid-step would synchronise inside the step being timed).
+        weight = spec.per_replica_batch[self.rank] / spec.global_batch if self.multiprocess else 1.0
         loss_parts = [float(loss) * weight for loss in losses]
+        phases = self.phases.resolve()
+        memory = self.peak_memory(self.cuda_devices)
+        self._remember_peak()
         return {
             "times": times,
             "loss_parts": loss_parts,
-            "phases": {name: total / max(1, k) for name, total in self.phases.totals.items()},
-            "memory": self.peak_memory(cuda_devices),
+            "phases": {name: total / max(1, k) for name, total in phases.items()},
+            "memory": memory,
         }
 
     def peak_memory(self, cuda_devices: list[str]) -> dict[str, int]:
@@ -292,8 +336,63 @@ class Strategy(ABC):
         # ru_maxrss is KiB on Linux: the worker's lifetime peak resident set.
         return {f"cpu:rank{self.rank}": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
 
+    def _remember_peak(self) -> None:
+        """The largest peak of any timed call, kept for the case metrics (read after profiling work)."""
+        import torch
+
+        if self.cuda_devices:
+            allocated = sum(int(torch.cuda.max_memory_allocated(d)) for d in self.cuda_devices)
+            reserved = sum(int(torch.cuda.max_memory_reserved(d)) for d in self.cuda_devices)
+            current = {"peak_bytes": allocated, "peak_reserved_bytes": reserved}
+        else:
+            current = {"peak_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+        for key, value in current.items():
+            self.timed_peak[key] = max(self.timed_peak.get(key, 0), value)
+
     def loss_weight(self) -> float:
         """Multiply the local mean loss by this so DDP-style averaging yields the global mean."""
         sizes = self.spec.per_replica_batch
         return sizes[self.rank] * self.spec.world_size / self.spec.global_batch
 
+    # -- case metrics (untimed; see dpbench.strategies._profiling) -------------------------
+    def memory_tensors(self) -> dict[str, list[Any]]:
+        """The tensors this worker holds: parameters, gradients and optimizer state."""
+        params = [p for p in self.module().parameters()]
+        grads = [p.grad for p in params if p.grad is not None]
+        return {"params": params, "grads": grads, "optimizer_state": optimizer_state_tensors(self.optimizers())}
+
+    def compute_only_share(self, twin: Any) -> list[Any] | None:
+        """What the rank's optimizer steps, on the unsynchronised twin (see _profiling); None = not measured.
+
+        Strategies that synchronise gradients through collectives (ddp, zero, fsdp) override it.
+        """
+        return None
+
+    def twin_module(self, model: Any) -> Any:
+        """A fresh model as this strategy computes with it (FSDP casts to its param dtype)."""
+        return model
+
+    def compute_dtype(self) -> str:
+        """The dtype the matmuls run in ("fp32", "bf16", "fp16"): which peak FLOP/s applies."""
+        return self.spec.options["precision"]
+
+    def collective_plan(self) -> list[Any] | None:
+        """The collectives one step issues (:class:`dpbench.strategies._profiling.Collective`); None = unknown."""
+        return None
+
+
+def optimizer_class(name: str) -> Any:
+    import torch
+
+    return {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+
+
+def optimizer_state_tensors(optimizers: list[Any]) -> list[Any]:
+    """Every tensor in the optimizers' state (AdamW's moments and step counters; none for plain SGD)."""
+    import torch
+
+    out = []
+    for optimizer in optimizers:
+        for state in optimizer.state.values():
+            out += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    return out

@@ -35,7 +35,10 @@ class DDP(Strategy):
     fp16 also runs on gloo/CPU) or ``"powersgd"`` (nccl only: on gloo its collectives can pair up out of order)
     (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
     each rank's slice into that many micro-batches, all but the last under ``no_sync()``
-    (not together with ``static_graph``: torch bug pytorch/pytorch#143580).
+    (not together with ``static_graph``: torch bug pytorch/pytorch#143580); ``compile``
+    wraps the DDP module in ``torch.compile`` (DDPOptimizer splits the graph at bucket
+    boundaries; compiled outside every timed region, time in ``compile_time_s``); plus the
+    common ``optimizer`` and ``precision``.
 
     BatchNorm: each rank normalises with the statistics of its own slice; with
     ``broadcast_buffers=True`` (default) rank 0's running statistics are broadcast to all
@@ -55,6 +58,7 @@ class DDP(Strategy):
         "sync_batchnorm": False,
         "comm_hook": None,
         "accumulation_steps": 1,
+        "compile": False,
     }
 
     @classmethod
@@ -138,8 +142,10 @@ class DDP(Strategy):
             kwargs["device_ids"] = [self.device.index]
         self.ddp = DistributedDataParallel(model, process_group=self.ctx.group, **kwargs)
         self._register_hook(opts["comm_hook"])
+        self.forward_module = self.maybe_compile(self.ddp)
         self.optimizer = self.make_optimizer(self.ddp.parameters())
         self._micro = opts["accumulation_steps"]
+        self.warm_up_compiled()
 
     def _register_hook(self, hook: str | None) -> None:
         if hook is None:
@@ -173,17 +179,30 @@ class DDP(Strategy):
             # triggers the allreduce of the accumulated gradient.
             sync_context = contextlib.nullcontext() if last else self.ddp.no_sync()
             with sync_context:
-                with self.phases(Phase.FORWARD):
-                    loss = self.workload.loss(call_model(self.ddp, x), y)
+                with self.phases(Phase.FORWARD), self.autocast():
+                    loss = self.workload.loss(call_model(self.forward_module, x), y)
                 with self.phases(Phase.BACKWARD):
-                    (loss * (weight * size / n_local)).backward()
+                    self.precision.backward(loss * (weight * size / n_local))
             total = total + loss.detach() * (size / n_local)
         with self.phases(Phase.OPTIMIZER):
-            self.optimizer.step()
+            self.precision.step(self.optimizers())
         return total
 
     def module(self) -> Any:
         return self.ddp.module
+
+    def compute_only_share(self, twin: Any) -> list[Any]:
+        return list(twin.parameters())  # every rank steps every parameter
+
+    def collective_plan(self) -> list[Any] | None:
+        from dpbench.strategies._profiling import ddp_collectives
+
+        hook = self.spec.options["comm_hook"]
+        if hook == "powersgd":
+            return None  # low-rank factors whose sizes PowerSGD chooses as it runs
+        return ddp_collectives(self.ddp.module, bucket_cap_mb=self.spec.options["bucket_cap_mb"],
+                               comm_dtype=hook, broadcast_buffers=self.spec.options["broadcast_buffers"],
+                               forwards=self._micro)
 
 
 def _cuda_count() -> int:

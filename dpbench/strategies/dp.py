@@ -9,6 +9,8 @@ from dpbench.strategies.base import Placement, Strategy, call_model, split_sizes
 
 __all__ = ["DP"]
 
+_DP_PHASES = (Phase.SCATTER, Phase.REPLICATE, Phase.APPLY, Phase.GATHER)
+
 
 class DP(Strategy):
     """Scatter → replicate → parallel_apply → gather every step, replicas as threads in one process.
@@ -96,10 +98,13 @@ class DP(Strategy):
         self.optimizer.zero_grad(set_to_none=True)
         with self.phases(Phase.SCATTER):
             target = to_device(target, self.output_device)
-        output = call_model(self.dp, inputs)
-        for name, seconds in self.dp.phase_times.items():
-            self.phases.add(name, seconds)
-        with self.phases(Phase.GATHER):
+        with self.autocast():  # parallel_apply carries it into every replica thread
+            output = call_model(self.dp, inputs)
+        # Marks, not seconds: on CUDA they are events, read after the timed loop.
+        self.phases.add_spans(self.dp.phase_spans)
+        for phase in _DP_PHASES:  # one device skips replicate; report every phase all the same
+            self.phases.add(phase, 0.0)
+        with self.phases(Phase.GATHER), self.autocast():
             loss = self.workload.loss(output, target)
         return self.backward_and_update(loss)
 

@@ -44,7 +44,7 @@ class Manual(Strategy):
     def setup(self) -> None:
         base = self.build_model()
         self.replicas = [copy.deepcopy(base).to(device) for device in self.spec.devices]
-        self.optimizers = [self.make_optimizer(r.parameters()) for r in self.replicas]
+        self.optimizers_per_replica = [self.make_optimizer(r.parameters()) for r in self.replicas]
         # Parameter lists aligned across replicas: params[i][r] is parameter i on replica r.
         per_replica = [list(r.parameters()) for r in self.replicas]
         self.params = list(zip(*per_replica))
@@ -54,7 +54,7 @@ class Manual(Strategy):
 
         sizes = self.spec.per_replica_batch
         n = self.spec.global_batch
-        for optimizer in self.optimizers:
+        for optimizer in self.optimizers_per_replica:
             optimizer.zero_grad(set_to_none=True)
         total = 0.0
         with self.phases(Phase.COMPUTE):
@@ -62,8 +62,9 @@ class Manual(Strategy):
             shards_x = scatter(inputs, self.spec.devices, chunk_sizes=list(sizes))
             shards_y = scatter(target, self.spec.devices, chunk_sizes=list(sizes))
             for replica, x, y, size in zip(self.replicas, shards_x, shards_y, sizes):
-                loss = self.workload.loss(call_model(replica, x), y)
-                (loss * (size / n)).backward()
+                with self.autocast():
+                    loss = self.workload.loss(call_model(replica, x), y)
+                self.precision.backward(loss * (size / n))
                 total = total + loss.detach().to(self.spec.devices[0]) * (size / n)
         with self.phases(Phase.COMMUNICATION):
             with torch.no_grad():
@@ -71,12 +72,21 @@ class Manual(Strategy):
                     _reduce_and_broadcast([p.grad if p.grad is not None else torch.zeros_like(p) for p in copies],
                                           copies)
         with self.phases(Phase.OPTIMIZER):
-            for optimizer in self.optimizers:
-                optimizer.step()
+            self.precision.step(self.optimizers())
         return total
 
     def module(self) -> Any:
         return self.replicas[0]
+
+    def optimizers(self) -> list[Any]:
+        return list(self.optimizers_per_replica)
+
+    def memory_tensors(self) -> dict[str, list[Any]]:
+        from dpbench.strategies.base import optimizer_state_tensors
+
+        params = [p for copies in self.params for p in copies]  # every replica's copy, all in this worker
+        return {"params": params, "grads": [p.grad for p in params if p.grad is not None],
+                "optimizer_state": optimizer_state_tensors(self.optimizers())}
 
 
 def _reduce_and_broadcast(grads: list[Any], params: tuple[Any, ...]) -> None:

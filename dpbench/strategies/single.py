@@ -13,11 +13,14 @@ class Single(Strategy):
     """One replica on one device (``cpu`` or ``cuda:0``), in one worker process.
 
     ``world_size`` must be 1: a baseline of several replicas would not be a baseline.
+    Options: ``compile`` (``torch.compile`` the model; compiled outside every timed region,
+    its time reported as ``compile_time_s``), plus the common ``optimizer`` and ``precision``.
     BatchNorm: statistics over the whole global batch (the reference semantics).
     Phases: forward (incl. loss), backward, optimizer.
     """
 
     name = StrategyName.SINGLE.value
+    option_defaults = {"compile": False}
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
@@ -33,17 +36,17 @@ class Single(Strategy):
     def setup(self) -> None:
         self.device = self.spec.devices[0]
         self.model = self.build_model().to(self.device)
+        self.forward_module = self.maybe_compile(self.model)
         self.optimizer = self.make_optimizer(self.model.parameters())
+        self.warm_up_compiled()
 
     def train_step(self, inputs: Any, target: Any) -> Any:
         self.optimizer.zero_grad(set_to_none=True)
-        with self.phases(Phase.FORWARD):
+        with self.phases(Phase.FORWARD), self.autocast():
             inputs = to_device(inputs, self.device)
             target = to_device(target, self.device)
-            loss = self.workload.loss(call_model(self.model, inputs), target)
+            loss = self.workload.loss(call_model(self.forward_module, inputs), target)
         return self.backward_and_update(loss)
 
     def module(self) -> Any:
         return self.model
-
-

@@ -61,7 +61,7 @@ class TorchDP(Strategy):
 
     def train_step(self, inputs: Any, target: Any) -> Any:
         self.optimizer.zero_grad(set_to_none=True)
-        with self.phases(Phase.FORWARD):
+        with self.phases(Phase.FORWARD), self.autocast():
             target = to_device(target, self.output_device)
             loss = self.workload.loss(call_model(self.dp, inputs), target)
         return self.backward_and_update(loss)

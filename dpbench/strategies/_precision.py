@@ -1,0 +1,52 @@
+"""The ``precision`` option on the worker side: autocast for the forward, loss scaling for fp16.
+
+``fp32``: nothing. ``bf16``: forward and loss under ``torch.autocast(device, bfloat16)``
+(parameters, gradients and optimizer state stay fp32). ``fp16`` (CUDA only, checked in the
+parent): autocast to float16 and a ``torch.amp.GradScaler``; sharded strategies pass their own
+scaler (FSDP's ``ShardedGradScaler`` agrees on inf/NaN across ranks).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterable
+
+__all__ = ["Precision"]
+
+
+class Precision:
+    def __init__(self, name: str, device_type: str, *, scaler_factory: Callable[[], Any] | None = None):
+        import torch
+
+        self.name = name
+        self.device_type = device_type
+        self.dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+        self.scaler = None
+        if name == "fp16":
+            self.scaler = scaler_factory() if scaler_factory is not None else torch.amp.GradScaler(device_type)
+
+    def autocast(self) -> Any:
+        import torch
+
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: Any) -> None:
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def step(self, optimizers: Iterable[Any]) -> None:
+        """One optimizer step of each optimizer (skipped by the scaler when fp16 gradients overflowed)."""
+        if self.scaler is None:
+            for optimizer in optimizers:
+                optimizer.step()
+            return
+        for optimizer in optimizers:
+            self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return None if self.scaler is None else self.scaler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if self.scaler is not None and state is not None:
+            self.scaler.load_state_dict(state)

@@ -1,0 +1,290 @@
+"""Case metrics: the untimed measurements ``Run.case_metrics()`` takes once per case.
+
+Worker side (:func:`rank_metrics`, run on every rank at once after the timed steps):
+
+* memory: bytes of the parameters, gradients and optimizer state this rank holds (a DTensor
+  counts its local shard) and the peak seen by the timed steps;
+* model FLOPs (rank 0): one forward + backward of the *global* batch on a fresh copy of the
+  model, counted by ``FlopCounterMode`` (:func:`dpbench.metrics.count_step_flops`);
+* compute-only step time (ddp, zero, fsdp): the rank's own compute with gradient sync off —
+  an unwrapped *twin* of the model (same device, threads, precision and ``compile``) runs
+  forward + backward on the rank's slice and the rank's optimizer share is stepped, every rank
+  at the same time so they compete for cores as in a real step, and no collective is issued.
+  The trained model is never touched, so the run continues exactly as before;
+* total collective time: the collectives one step issues (the strategy's
+  :meth:`~dpbench.strategies.base.Strategy.collective_plan`) replayed back to back with
+  compute idle;
+* CPU peak FLOP/s: a large matmul on this worker's threads (:func:`dpbench.metrics.measure_matmul_flops`).
+
+Parent side: :func:`combine` reduces the per-rank answers to the JSON-safe dict.
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Collective", "ddp_collectives", "replay_seconds", "twin_step_times", "memory_report",
+           "rank_metrics", "combine"]
+
+# DDP's first bucket is kept small so the first all-reduce starts early (torch's
+# dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb (default 25).
+_DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+_DDP_DEFAULT_CAP_MB = 25.0
+_COMM_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(kw_only=True, frozen=True)
+class Collective:
+    """One collective of a step: ``numel`` elements of the full tensor (all-gather output,
+    reduce-scatter input), in ``dtype`` (a torch dtype name); ``src`` for broadcasts."""
+
+    op: str  # "all_reduce", "broadcast", "all_gather", "reduce_scatter"
+    numel: int
+    dtype: str
+    src: int = 0
+
+
+def ddp_collectives(module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None,
+                    broadcast_buffers: bool, forwards: int = 1) -> list[Collective]:
+    """DDP's step: one all-reduce per gradient bucket (reverse parameter order, DDP's caps) and,
+    with ``broadcast_buffers``, a broadcast of the buffers at every forward."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    cap = int((bucket_cap_mb or _DDP_DEFAULT_CAP_MB) * 1024 * 1024)
+    plan: list[Collective] = []
+    numel = nbytes = 0
+    dtype = None
+    for p in reversed(params):
+        limit = _DDP_FIRST_BUCKET_BYTES if not plan else cap
+        name = _COMM_DTYPES.get(comm_dtype or "", str(p.dtype).replace("torch.", ""))
+        if numel and (nbytes + p.numel() * p.element_size() > limit or name != dtype):
+            plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
+            numel = nbytes = 0
+        numel += p.numel()
+        nbytes += p.numel() * p.element_size()
+        dtype = name
+    if numel:
+        plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
+    buffers: dict[str, int] = {}
+    for b in module.buffers():
+        key = str(b.dtype).replace("torch.", "")
+        buffers[key] = buffers.get(key, 0) + b.numel()
+    if broadcast_buffers:
+        plan += [Collective(op="broadcast", numel=n, dtype=d) for d, n in buffers.items() if n] * forwards
+    return plan
+
+
+def _sync(devices: list[str]) -> None:
+    import torch
+
+    for device in devices:
+        torch.cuda.synchronize(device)
+
+
+def replay_seconds(plan: list[Collective], *, device: Any, group: Any, world_size: int,
+                   cuda_devices: list[str], reps: int = 5) -> float:
+    """Median seconds, on this rank, of the whole plan issued back to back (every rank must call)."""
+    import torch
+    import torch.distributed as dist
+
+    # The *_single names replace the *_tensor ones in recent torch (same collectives).
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    sizes: dict[tuple[str, str], int] = {}
+    for c in plan:
+        sizes[(c.op, c.dtype)] = max(c.numel, sizes.get((c.op, c.dtype), 0))
+    buffers = {key: torch.zeros(n, dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()}
+    shards = {key: torch.zeros(-(-n // world_size), dtype=getattr(torch, key[1]), device=device)
+              for key, n in sizes.items()}
+
+    def issue(c: Collective) -> None:
+        full = buffers[(c.op, c.dtype)].narrow(0, 0, c.numel)
+        if c.op == "all_reduce":
+            dist.all_reduce(full, group=group)
+        elif c.op == "broadcast":
+            dist.broadcast(full, src=c.src, group=group)
+        elif c.op == "all_gather":
+            all_gather(full, shards[(c.op, c.dtype)].narrow(0, 0, c.numel // world_size), group=group)
+        elif c.op == "reduce_scatter":
+            reduce_scatter(shards[(c.op, c.dtype)].narrow(0, 0, c.numel // world_size), full, group=group)
+        else:
+            raise ValueError(f"unknown collective {c.op!r}")
+
+    for c in plan:  # warm-up: connections, algorithm choice
+        issue(c)
+    times = []
+    for _ in range(reps):
+        _sync(cuda_devices)
+        dist.barrier(group=group)  # every rank starts together, as inside a step
+        start = time.perf_counter()
+        for c in plan:
+            issue(c)
+        _sync(cuda_devices)  # NCCL collectives are asynchronous: wait for them to finish
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def twin_step_times(trainer: Any, *, steps: int = 3) -> list[float] | None:
+    """Seconds of ``steps`` compute-only steps on an unsynchronised twin of the model (see module doc)."""
+    import torch
+
+    from dpbench.strategies._precision import Precision
+    from dpbench.strategies.base import call_model, to_device
+
+    device = trainer.local_devices()[0]
+    twin = trainer.twin_module(trainer.build_model().to(device))
+    share = trainer.compute_only_share(twin)
+    if share is None:
+        return None
+    forward = trainer.maybe_compile(twin)
+    optimizer = trainer.make_optimizer(share)
+    precision = Precision(trainer.spec.options["precision"], trainer.spec.device_type)
+    inputs, target = trainer.local_batch(0)
+    inputs, target = to_device(inputs, device), to_device(target, device)
+    weight = trainer.loss_weight() if trainer.multiprocess else 1.0
+
+    def step() -> None:
+        # Zeroed, not freed: a share tensor that is not a twin parameter keeps its gradient.
+        optimizer.zero_grad(set_to_none=False)
+        with precision.autocast():
+            loss = trainer.workload.loss(call_model(forward, inputs), target)
+        precision.backward(loss * weight)
+        precision.step([optimizer])
+
+    step()  # warm-up (and compilation when compile=True)
+    if trainer.multiprocess:
+        import torch.distributed as dist
+
+        dist.barrier(group=trainer.ctx.group)  # ranks run together: they share the cores as in a step
+    times = []
+    for _ in range(steps):
+        _sync(trainer.cuda_devices)
+        start = time.perf_counter()
+        step()
+        _sync(trainer.cuda_devices)
+        times.append(time.perf_counter() - start)
+    del twin, forward, optimizer
+    if trainer.cuda_devices:
+        torch.cuda.empty_cache()
+    return times
+
+
+def memory_report(trainer: Any) -> dict[str, Any]:
+    """What this rank holds now, and the peak of its timed steps (or of its lifetime so far)."""
+    import torch
+
+    from dpbench.metrics import local_bytes
+
+    held = trainer.memory_tensors()
+    report = {
+        "rank": trainer.rank,
+        "params_bytes": local_bytes(held["params"]),
+        "grads_bytes": local_bytes(held["grads"]),
+        "optimizer_state_bytes": local_bytes(held["optimizer_state"]),
+    }
+    peak = dict(trainer.timed_peak)
+    if trainer.cuda_devices:
+        report["peak_kind"] = "cuda_max_allocated"
+        report["peak_bytes"] = peak.get("peak_bytes") or sum(
+            int(torch.cuda.max_memory_allocated(d)) for d in trainer.cuda_devices)
+        report["peak_reserved_bytes"] = peak.get("peak_reserved_bytes") or sum(
+            int(torch.cuda.max_memory_reserved(d)) for d in trainer.cuda_devices)
+    else:
+        report["peak_kind"] = "cpu_peak_rss"
+        report["peak_bytes"] = peak.get("peak_bytes") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return report
+
+
+def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
+    from dpbench.metrics import count_step_flops
+    from dpbench.strategies._precision import Precision
+    from dpbench.strategies.base import to_device
+
+    spec = trainer.spec
+    device = trainer.local_devices()[0]
+    inputs, target = trainer.workload.batch(0, spec.global_batch, spec.seed)
+    out: dict[str, Any] = {"tokens_per_step": None}
+    if "tokens" in getattr(trainer.workload, "tags", ()):
+        first = inputs[0] if isinstance(inputs, tuple) else inputs
+        out["tokens_per_step"] = int(first.numel())  # token ids: batch × sequence length
+    model = trainer.twin_module(trainer.build_model().to(device))
+    precision = Precision(spec.options["precision"], spec.device_type)
+    out["model_flops_per_step"] = count_step_flops(model, to_device(inputs, device), to_device(target, device),
+                                                   trainer.workload.loss, autocast=precision.autocast())
+    return out
+
+
+def rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], None]) -> dict[str, Any]:
+    """This rank's part of the case metrics (every rank calls it at the same time)."""
+    import torch
+
+    out: dict[str, Any] = {"memory": memory_report(trainer)}  # first: before any profiling allocation
+    barrier = _barrier(trainer)
+    if trainer.rank == 0:
+        out.update(_flops_and_tokens(trainer))
+    heartbeat()
+    barrier()
+    out["compute_only_times"] = twin_step_times(trainer)
+    heartbeat()
+    plan = trainer.collective_plan()
+    if plan and trainer.multiprocess:
+        out["collective_time_s"] = replay_seconds(plan, device=trainer.ctx.device, group=trainer.ctx.group,
+                                                  world_size=trainer.spec.world_size,
+                                                  cuda_devices=trainer.cuda_devices)
+    heartbeat()
+    out["compute_dtype"] = trainer.compute_dtype()
+    if not trainer.cuda_devices:
+        from dpbench.metrics import measure_matmul_flops
+
+        barrier()  # every worker measures at once: the peak of the cores the case shares
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[out["compute_dtype"]]
+        out["matmul_flops_per_s"] = measure_matmul_flops(dtype=dtype, parallel=matmul_parallel)
+    out["gpus"] = {d: torch.cuda.get_device_name(d) for d in trainer.cuda_devices}
+    out["compile_time_s"] = trainer.compile_time_s
+    return out
+
+
+def _barrier(trainer: Any) -> Callable[[], None]:
+    if not trainer.multiprocess:
+        return lambda: None
+    import torch.distributed as dist
+
+    return lambda: dist.barrier(group=trainer.ctx.group)
+
+
+def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any],
+            environ: Any = None) -> dict[str, Any]:
+    """The per-rank answers as one JSON-safe dict (see ``Run.case_metrics``)."""
+    from dpbench.metrics import peak_flops
+
+    first = per_rank[0]
+    dtype = first["compute_dtype"]
+    gpus: dict[str, str] = {}
+    for r in per_rank:
+        gpus.update(r["gpus"])  # ranks sharing a GPU name the same device: it counts once
+    peak, source = peak_flops(device_type=device_type, device_names=list(gpus.values()), dtype=dtype,
+                              environ=environ)
+    if peak is None and device_type == "cpu":
+        peak, source = float(sum(r["matmul_flops_per_s"] for r in per_rank)), "measured:cpu-matmul"
+    compute = [r["compute_only_times"] for r in per_rank]
+    compute_only = None
+    if all(times for times in compute):
+        # A step is as slow as its slowest rank; the median over steps damps one noisy step.
+        compute_only = statistics.median(max(step) for step in zip(*compute))
+    collective = [r.get("collective_time_s") for r in per_rank]
+    compile_times = [r["compile_time_s"] for r in per_rank if r["compile_time_s"] is not None]
+    return {
+        "model_flops_per_step": first["model_flops_per_step"],
+        "peak_flops_per_s": peak,
+        "peak_source": source,
+        "compute_dtype": dtype,
+        "compute_only_step_s": compute_only,
+        "collective_time_s": max(collective) if all(c is not None for c in collective) else None,
+        "memory_per_rank": [r["memory"] for r in per_rank],
+        "compile_time_s": max(compile_times) if compile_times else None,
+        "tokens_per_step": first["tokens_per_step"],
+        "precision": options["precision"],
+        "optimizer": options["optimizer"],
+    }

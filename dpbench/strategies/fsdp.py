@@ -1,0 +1,225 @@
+"""``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh, one process per rank."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import check_bool
+from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
+
+__all__ = ["FSDP", "SHARD_UNITS", "MP_DTYPES"]
+
+SHARD_UNITS = ("layer", "model")
+MP_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def parse_mixed_precision(value: Any) -> tuple[str, str | None] | None:
+    """``None``, ``"PARAM"`` or ``"PARAM/REDUCE"`` (each bf16, fp16 or fp32) → (param, reduce) names.
+
+    ``"bf16"`` computes and reduces in bf16 (torch's default when reduce_dtype is None);
+    ``"bf16/fp32"`` computes in bf16 and reduce-scatters gradients in fp32.
+    """
+    if value is None:
+        return None
+    parts = value.split("/") if isinstance(value, str) else []
+    if len(parts) not in (1, 2) or any(part not in MP_DTYPES for part in parts):
+        raise ValueError(
+            f"fsdp option mixed_precision must be None, 'PARAM' or 'PARAM/REDUCE' with each of "
+            f"{', '.join(MP_DTYPES)} (e.g. 'bf16' or 'bf16/fp32'), got {value!r}"
+        )
+    return parts[0], (parts[1] if len(parts) == 2 else None)
+
+
+class FSDP(Strategy):
+    """Fully sharded data parallel with FSDP2's ``fully_shard`` (gloo on CPU, nccl on CUDA).
+
+    Every parameter is a ``DTensor`` sharded along dim 0 over the ranks; forward all-gathers
+    each unit's parameters, backward reduce-scatters its gradients, and each rank's optimizer
+    steps only its shards, so parameters, gradients and optimizer state all take ~1/W per rank.
+
+    Options: ``reshard_after_forward`` (True: free the gathered parameters after forward and
+    gather again in backward, ZeRO-3-like; False: keep them to backward, ZeRO-2-like; the root
+    unit never reshards after forward, as FSDP2 decides), ``shard`` (``"layer"``: each top-level
+    child with parameters is its own ``fully_shard`` unit, then the root; ``"model"``: one unit),
+    ``mixed_precision`` (None, or ``"PARAM"`` / ``"PARAM/REDUCE"`` dtypes for FSDP's
+    ``MixedPrecisionPolicy``: ``"bf16"``, ``"bf16/fp32"``; fp16 needs CUDA), ``cpu_offload``
+    (``CPUOffloadPolicy``: shards and optimizer on the host; CUDA only), ``compile``
+    (``torch.compile`` of the sharded model, outside every timed region), plus the common
+    ``optimizer`` and ``precision``. ``run.parameters()`` gathers full tensors
+    (``DTensor.full_tensor()``, a collective every rank joins).
+
+    Loss weighting is DDP's: FSDP averages gradients over ranks. BatchNorm: buffers are not
+    sharded or synchronised; each rank keeps its own slice's running statistics (rank 0's are
+    reported). Phases: forward (incl. all-gathers), backward (incl. reduce-scatters),
+    optimizer.
+    """
+
+    name = StrategyName.FSDP.value
+    multiprocess = True
+    option_defaults = {
+        "reshard_after_forward": True,
+        "shard": "layer",
+        "mixed_precision": None,
+        "cpu_offload": False,
+        "compile": False,
+    }
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
+                      global_batch: int) -> None:
+        for key in ("reshard_after_forward", "cpu_offload"):
+            check_bool("fsdp", options, key)
+        if options["shard"] not in SHARD_UNITS:
+            raise ValueError(f"fsdp option shard must be one of {', '.join(SHARD_UNITS)}, got {options['shard']!r}")
+        dtypes = parse_mixed_precision(options["mixed_precision"])
+        if dtypes is not None and "fp16" in dtypes and device != "cuda":
+            raise StrategyUnavailable(
+                "fsdp option mixed_precision with fp16 needs device='cuda': dpbench treats fp16 as CUDA-only "
+                "(no loss scaling or fast fp16 kernels on CPU); use 'bf16' on CPU"
+            )
+        if options["cpu_offload"] and device != "cuda":
+            raise StrategyUnavailable(
+                "fsdp option cpu_offload=True needs device='cuda': it moves GPU shards and the optimizer step "
+                "to host memory, and on CPU everything already is there"
+            )
+
+    @classmethod
+    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+        if device == "cuda":
+            import torch
+
+            count = torch.cuda.device_count()
+            if world_size > count:
+                # NCCL cannot put two ranks on one GPU, and FSDP's all-gather / reduce-scatter
+                # of CUDA tensors needs NCCL.
+                raise StrategyUnavailable(
+                    f"fsdp on CUDA needs one GPU per rank (nccl): world_size={world_size}, found {count} GPU(s)"
+                )
+            return Placement(processes=world_size, backend="nccl",
+                             devices=tuple(f"cuda:{r}" for r in range(world_size)), concurrent_replicas=world_size)
+        return Placement(processes=world_size, backend="gloo", devices=("cpu",) * world_size,
+                         concurrent_replicas=world_size)
+
+    def make_precision(self) -> Any:
+        from dpbench.strategies._precision import Precision
+
+        def sharded_scaler() -> Any:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            # Each rank sees only its gradient shards: the scaler must agree on inf/NaN across ranks.
+            return ShardedGradScaler(self.spec.device_type, process_group=self.ctx.group)
+
+        return Precision(self.spec.options["precision"], self.spec.device_type, scaler_factory=sharded_scaler)
+
+    def setup(self) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        opts = self.spec.options
+        self.device = self.ctx.device
+        mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        kwargs = {"mesh": mesh, "reshard_after_forward": opts["reshard_after_forward"], **self._policies()}
+        model = self.build_model().to(self.device)
+        self.units: list[Any] = []
+        if opts["shard"] == "layer":
+            self.units = [child for child in model.children() if any(True for _ in child.parameters())]
+            for child in self.units:
+                fully_shard(child, **kwargs)
+        fully_shard(model, **kwargs)
+        self.model = model
+        self.forward_module = self.maybe_compile(model)
+        self.optimizer = self.make_optimizer(model.parameters())
+        self.warm_up_compiled()
+
+    def _policies(self) -> dict[str, Any]:
+        import torch
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+
+        out: dict[str, Any] = {}
+        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        if dtypes is not None:
+            param, reduce = dtypes
+            out["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=getattr(torch, MP_DTYPES[param]),
+                reduce_dtype=getattr(torch, MP_DTYPES[reduce]) if reduce else None,
+            )
+        if self.spec.options["cpu_offload"]:
+            out["offload_policy"] = CPUOffloadPolicy()
+        return out
+
+    def train_step(self, inputs: Any, target: Any) -> Any:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.phases(Phase.FORWARD), self.autocast():
+            x = to_device(inputs, self.device)
+            y = to_device(target, self.device)
+            loss = self.workload.loss(call_model(self.forward_module, x), y)
+        with self.phases(Phase.BACKWARD):
+            # FSDP averages gradients over ranks, as DDP does: weight for uneven slices.
+            self.precision.backward(loss * self.loss_weight())
+        with self.phases(Phase.OPTIMIZER):
+            self.precision.step(self.optimizers())
+        return loss.detach()
+
+    def module(self) -> Any:
+        return self.model
+
+    def parameters(self) -> dict[str, Any]:
+        # full_tensor() all-gathers: every rank must call it, in the same order.
+        return {name: p.full_tensor().detach().cpu().clone() for name, p in self.model.named_parameters()}
+
+    # -- case metrics ------------------------------------------------------------------------
+    def compute_dtype(self) -> str:
+        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        if dtypes is not None and self.spec.options["precision"] == "fp32":
+            return dtypes[0]  # FSDP casts the gathered parameters: the matmuls run in this dtype
+        return super().compute_dtype()
+
+    def twin_module(self, model: Any) -> Any:
+        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        if dtypes is None or dtypes[0] == "fp32":
+            return model
+        import torch
+
+        from dpbench.strategies._cast import CastInputs
+
+        return CastInputs(model, getattr(torch, MP_DTYPES[dtypes[0]]))
+
+    def compute_only_share(self, twin: Any) -> list[Any]:
+        """This rank's shards (same shapes, dtype and device, e.g. host memory with cpu_offload)."""
+        import torch
+
+        share = []
+        for p in self.model.parameters():
+            local = torch.zeros_like(p.to_local(), requires_grad=True)
+            local.grad = torch.zeros_like(local)
+            share.append(local)
+        return share
+
+    def collective_plan(self) -> list[Any]:
+        """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in backward."""
+        from dpbench.strategies._profiling import Collective
+
+        world = self.spec.world_size
+        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        claimed: set[int] = set()
+        groups = []
+        for unit in self.units:
+            params = list(unit.parameters())
+            claimed.update(id(p) for p in params)
+            groups.append((params, True))
+        groups.append(([p for p in self.model.parameters() if id(p) not in claimed], False))  # the root
+        plan = []
+        for params, reshards in groups:
+            if not params:
+                continue
+            padded = sum(math.ceil((p.shape[0] if p.dim() else 1) / world) * world
+                         * (p[0].numel() if p.dim() else 1) for p in params)
+            own = str(params[0].dtype).replace("torch.", "")
+            gather = MP_DTYPES[dtypes[0]] if dtypes else own
+            reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
+            gathers = 2 if reshards and self.spec.options["reshard_after_forward"] else 1
+            plan += [Collective(op="all_gather", numel=padded, dtype=gather)] * gathers
+            plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce))
+        return plan
+
