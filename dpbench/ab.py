@@ -178,7 +178,8 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
                       "and compare the saved runs later")
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
     run_dir = _new_run_dir(workdir, commits[BASE], commits[HEAD])
-    say(f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} trials each; "
+    say(f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "
+        f"trial{'s' if trials > 1 else ''} each; "
          f"runs go to {run_dir}")
     revisions: list[Revision] = []
     done: list[dict] = []
@@ -202,14 +203,16 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED
     except KeyboardInterrupt:
-        say(f"interrupted while {current}; the {len(done)} runs saved so far stay in {run_dir}")
+        say(f"interrupted while {current}; the {len(done)} run{'s' if len(done) != 1 else ''} saved so far "
+            f"stay in {run_dir}")
         return EXIT_INTERRUPTED
     finally:
         with _uninterruptible():
             if revisions:
                 _write_schedule(run_dir, revisions, done)
             if keep:
-                say(f"--keep: worktrees left in {run_dir / 'worktrees'}")
+                say(f"--keep: worktrees left in {run_dir / 'worktrees'} (remove them with "
+                    "git worktree remove --force PATH)")
             else:
                 cleanup(repo, revisions)
 

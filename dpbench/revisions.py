@@ -122,13 +122,19 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _sigint_stops() -> None:
+    """In the child, before exec: SIGINT back to its default, even where we were started with it
+    ignored (a background job of a script), since SIGINT is how we ask the child to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_logged(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path) -> int:
     """Run ``cmd`` in its own process group with its output in ``log``; nothing of it outlives this."""
     with open(log, "ab") as out:
         # Its own session: the terminal's Ctrl-C reaches only us, and we stop the whole group
         # (pytest, its forkserver and workers) ourselves, in order, then make sure it is gone.
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_stops)
         try:
             return proc.wait()
         except BaseException:
@@ -156,14 +162,23 @@ def _setup_env(rev: Revision, *, envs: Path, logs: Path) -> None:
     rev.lock = lock_hash(rev.worktree)
     envs.mkdir(parents=True, exist_ok=True)
     env_dir = envs / rev.lock[:16]
-    fresh = not (env_dir / "bin" / "python").exists()
-    env_dir.mkdir(parents=True, exist_ok=True)
-    # setup-env makes (or reuses) .venv in its own checkout: point that at the shared directory.
-    (rev.worktree / ".venv").symlink_to(env_dir, target_is_directory=True)
     log = logs / f"setup-{rev.side}.log"
-    say(f"{rev.label}: {'creating' if fresh else 'reusing'} environment {env_dir} (log: {log})")
     started = time.monotonic()
     with _locked(envs / f"{rev.lock[:16]}.lock"):
+        fresh = not (env_dir / "bin" / "python").exists()
+        say(f"{rev.label}: {'creating' if fresh else 'reusing'} environment {env_dir} (log: {log})")
+        if fresh:
+            # setup-env would make .venv itself, but venv refuses to create one through a symlink:
+            # make it here as setup-env does ("$PYTHON" -m venv); setup-env then installs into it.
+            shutil.rmtree(env_dir, ignore_errors=True)  # what an interrupted run left half made
+            python = os.environ.get("PYTHON", "python3")
+            code = run_logged([python, "-m", "venv", str(env_dir)], cwd=rev.worktree, env=dict(os.environ), log=log)
+            if code != 0:
+                raise SuiteFailed(f"{rev.label}: {python} -m venv {env_dir} failed (exit {code}); log: {log}\n"
+                                  f"{log_tail(log)}")
+        # The revision's own setup-env installs what it needs into .venv, here the shared one
+        # (its stamp of the lock makes this a quick check when the environment is up to date).
+        (rev.worktree / ".venv").symlink_to(env_dir, target_is_directory=True)
         code = run_logged(["bash", str(script)], cwd=rev.worktree, env=dict(os.environ), log=log)
     if code != 0 or not (env_dir / "bin" / "python").exists():
         raise SuiteFailed(f"{rev.label}: scripts/setup-env failed (exit {code}); log: {log}\n{log_tail(log)}")

@@ -31,14 +31,18 @@ SUITE_ENV = {"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_WO
 VERSIONS = {"ab-base": "0.1.0+ab-base", "ab-head": "0.1.0+ab-head"}
 
 FAKE_SETUP_ENV = """#!/usr/bin/env bash
-# Test stand-in for scripts/setup-env: .venv/bin/python runs the test's interpreter.
+# Test stand-in for scripts/setup-env: "installing" makes .venv/bin/python run the test's interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv/bin/python ]; then
-    mkdir -p .venv/bin
+[ -x .venv/bin/python ] || {{ echo "no .venv/bin/python in $(pwd)" >&2; exit 1; }}
+stamp=.venv/.dpbench-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    rm -f .venv/bin/python
     printf '#!/bin/sh\\nexec %s "$@"\\n' '{python}' > .venv/bin/python
     chmod +x .venv/bin/python
-    echo "created $(pwd)" >> '{log}'
+    echo "$want" > "$stamp"
+    echo "installed $(pwd)" >> '{log}'
 fi
 echo "ran $(pwd)" >> '{log}'
 """
@@ -83,6 +87,12 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (path / "suites" / "conftest.py").write_text('raise RuntimeError("this suite is broken on purpose")\n')
     _commit(path, "ab-broken", "a suite that cannot even be collected")
     return path
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Environments shared by the tests that run ab (making a venv takes seconds)."""
+    return tmp_path_factory.mktemp("envs")
 
 
 def _setup_log(repo: Path) -> list[str]:
@@ -174,8 +184,8 @@ def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(r
         assert revisions[0].lock == revisions[1].lock == lock_hash(revisions[0].worktree)
         assert [p.name for p in envs.iterdir() if p.is_dir()] == [revisions[0].lock[:16]]
         log = _setup_log(repo)[before:]
-        # Each revision's own setup-env ran; only the first created the environment.
-        assert [line.split()[0] for line in log] == ["created", "ran", "ran"], log
+        # Each revision's own setup-env ran; only the first installed into the environment.
+        assert [line.split()[0] for line in log] == ["installed", "ran", "ran"], log
         assert log[1].endswith(str(revisions[0].worktree)) and log[2].endswith(str(revisions[1].worktree))
         for rev, tag in zip(revisions, ("ab-base", "ab-head")):
             # From a neutral directory: only PYTHONPATH can make dpbench resolve to the worktree
@@ -190,15 +200,14 @@ def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(r
     assert (envs / revisions[0].lock[:16] / "bin" / "python").exists(), "the shared environment is kept"
 
 
-def test_another_lock_gets_its_own_environment(repo, tmp_path):
+def test_another_lock_gets_its_own_environment(repo, tmp_path, envs):
     before = len(_setup_log(repo))
-    revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-lock"}, run_dir=tmp_path / "run",
-                        envs=tmp_path / "envs")
+    revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-lock"}, run_dir=tmp_path / "run", envs=envs)
     try:
         assert revisions[0].lock != revisions[1].lock
-        assert sorted(p.name for p in (tmp_path / "envs").iterdir() if p.is_dir()) == sorted(
-            r.lock[:16] for r in revisions)
-        assert [line.split()[0] for line in _setup_log(repo)[before:]] == ["created", "ran", "created", "ran"]
+        assert {r.lock[:16] for r in revisions} <= {p.name for p in envs.iterdir() if p.is_dir()}
+        # ab-lock's environment is new: its setup-env installed into it (ab-base's may be reused).
+        assert f"installed {revisions[1].worktree}" in _setup_log(repo)[before:]
     finally:
         cleanup(repo, revisions)
     assert len(_worktrees(repo)) == 1
@@ -209,12 +218,12 @@ NO_MULTI_RUN_COMPARE = "dpbench compare has no multi-run form (--baseline RUN...
 
 
 @pytest.fixture(scope="module")
-def ab_run(repo: Path, tmp_path_factory: pytest.TempPathFactory):
+def ab_run(repo: Path, envs: Path, tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp("abwork")
     # Without the multi-run compare, ab's own part (order, saving, clean-up) is still checked.
     compare = ["--json", str(workdir / "compare.json")] if MULTI_RUN_COMPARE else ["--no-compare"]
     proc = _run_ab(repo, "ab-base", "ab-head", "--trials", "2", "--workdir", str(workdir),
-                   "--envs", str(tmp_path_factory.mktemp("abenvs")), *compare, "--", *SELECTION)
+                   "--envs", str(envs), *compare, "--", *SELECTION)
     runs = sorted(workdir.glob("*/*/*/[0-9][0-9][0-9][0-9]_ab-*.json"))
     return proc, workdir, runs
 
@@ -269,8 +278,8 @@ def test_ab_leaves_no_worktree_and_no_process(ab_run, repo):
 
 
 @pytest.mark.slow
-def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo):
-    proc = _run_ab(repo, "ab-broken", "ab-head", "--trials", "3", "--", *SELECTION)
+def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo, envs):
+    proc = _run_ab(repo, "ab-broken", "ab-head", "--trials", "3", "--envs", str(envs), "--", *SELECTION)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("dpbench ab: error:")]
     assert len(errors) == 1 and re.search(r"base \(ab-broken = [0-9a-f]{10}\) trial 1 of 3 failed: pytest exited",
@@ -282,32 +291,37 @@ def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_everything_and_keeps_the_saved_runs(repo, tmp_path):
+@pytest.mark.parametrize("sig, side", [(signal.SIGINT, HEAD), (signal.SIGTERM, BASE)], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_stops_everything_and_keeps_the_saved_runs(repo, tmp_path, envs, sig, side):
+    """Ctrl-C during head's first trial (base's is saved by then); SIGTERM (a CI cancel) during base's."""
     proc = subprocess.Popen(_ab_command("ab-base", "ab-head", "--trials", "3", "--workdir", str(tmp_path),
-                                        "--envs", str(tmp_path / "envs"), "--", *SELECTION),
-                            cwd=repo, env=_ab_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                        "--envs", str(envs), "--", *SELECTION),
+                            cwd=repo, env=_ab_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # A test runner started in the background may have SIGINT ignored; ab must see it.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 180
-        # Interrupt head's first trial (base's is saved by then) once its workers are up:
-        # pytest, the forkserver and two ranks all work in head's worktree.
+        # Once the trial's workers are up: pytest, the forkserver and two ranks work in its worktree.
         while time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
-            head_dirs = list(tmp_path.glob(f"*/worktrees/{HEAD}"))
-            if head_dirs and list(tmp_path.glob("*/logs/ab-head-t01.log")) and len(_processes_under(head_dirs[0])) >= 4:
+            worktree = list(tmp_path.glob(f"*/worktrees/{side}"))
+            if (worktree and list(tmp_path.glob(f"*/logs/ab-{side}-t01.log"))
+                    and len(_processes_under(worktree[0])) >= 4):
                 break
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, out + err
-    assert "interrupted while head (ab-head" in err and "trial 1 of 3" in err, err
-    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "envs"]
+    assert f"interrupted while {side} (ab-{side}" in err and "trial 1 of 3" in err, err
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     saved = sorted(run_dir.glob("*/*/[0-9][0-9][0-9][0-9]_*.json"))
-    assert [p.relative_to(run_dir).parts[0] for p in saved] == [BASE]
-    json.loads(saved[0].read_text())  # complete, readable
-    assert not list(run_dir.glob(f"{HEAD}/*/*.json")), "no partial head run"
+    assert [p.relative_to(run_dir).parts[0] for p in saved] == ([BASE] if side == HEAD else [])
+    for path in saved:
+        json.loads(path.read_text())  # complete, readable
+    assert not list(run_dir.glob(f"{side}/*/*.json")), "no partial run of the interrupted side"
     assert len(_worktrees(repo)) == 1 and not (run_dir / "worktrees").exists()
     assert _processes_under(tmp_path) == []
