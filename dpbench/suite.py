@@ -107,11 +107,14 @@ def resolve_profile(
     cuda_count: int,
     cpu_count: int | None = None,
     environ: dict[str, str] | None = None,
+    cluster: Any = None,
 ) -> ProfileConfig:
     """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
 
     ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
-    override the profile's choices.
+    override the profile's choices. ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default:
+    the active ``dpbench.cluster`` session's): world sizes are bounded by the torchrun world —
+    see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
     """
     from dpbench.comm import default_sizes
 
@@ -168,10 +171,20 @@ def resolve_profile(
             bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
         )
     world_sizes = tuple(range(1, max(max_world, 1) + 1))
+    cluster = _cluster_info(cluster)  # dpbench.cluster
+    if cluster is not None:
+        from dpbench.cluster import cluster_world_sizes
+
+        world_sizes = cluster_world_sizes(max(max_world, 1), cluster)
     if env.get("DPBENCH_TRIALS"):
         config["trials"] = parse_trials("DPBENCH_TRIALS", env["DPBENCH_TRIALS"])
     if env.get("DPBENCH_WORLD_SIZES"):
         world_sizes = _int_list("DPBENCH_WORLD_SIZES", env["DPBENCH_WORLD_SIZES"])
+        if cluster is not None and max(world_sizes) > cluster.world_size:
+            raise ValueError(
+                f"DPBENCH_WORLD_SIZES={env['DPBENCH_WORLD_SIZES']!r} asks for {max(world_sizes)} ranks, but the "
+                f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
+                f"{cluster.local_world_size} per node)")
     if env.get("DPBENCH_WORKLOADS"):
         from dpbench.workloads import check_workload_names
 
@@ -179,6 +192,16 @@ def resolve_profile(
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
+
+
+def _cluster_info(cluster: Any) -> Any:
+    """``cluster`` itself, else the active dpbench.cluster session's info (None: one host)."""
+    if cluster is not None:
+        return cluster
+    from dpbench.cluster import active_session
+
+    session = active_session()
+    return session.info if session is not None else None
 
 
 def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
@@ -270,6 +293,9 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "requested_options": dict(case.options),  # what the case asked for: the short label
         "workload": run_info["workload"],
         "world_size": run_info["world_size"],
+        # dpbench.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
+        "nodes": run_info.get("nodes", 1),
+        "ranks_per_node": run_info.get("ranks_per_node", run_info["world_size"]),
         "device_type": run_info["device_type"],
         "backend": run_info.get("backend"),
         "global_batch": batch,
@@ -287,6 +313,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "trials": trials_info(result),
         "threads_per_worker": run_info.get("threads_per_worker"),
         "workers": run_info.get("workers"),
+        "affinity": run_info.get("affinity"),
         "seed": run_info["seed"],
         "lr": run_info.get("lr"),
         "final_loss": first.detail["merged"].losses[-1] if first.detail["merged"].losses else None,
@@ -323,6 +350,8 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
         "size_source": case.source,
         "dtype": "float32",
         "world_size": pool["world_size"],
+        "nodes": pool.get("nodes", 1),  # dpbench.cluster
+        "ranks_per_node": pool.get("ranks_per_node", pool["world_size"]),
         "device_type": profile.device,
         "backend": pool.get("backend"),
         "threads_per_worker": pool.get("threads_per_worker"),

@@ -220,15 +220,22 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
-        if graceful:
-            for conn in self._conns:
-                try:
-                    conn.send_bytes(pickle.dumps(("close",)))
-                except (OSError, ValueError):  # worker already gone / pipe broken
-                    pass
-            deadline = time.monotonic() + _CLOSE_GRACE_SECONDS
-            for proc in self._procs:
-                proc.join(max(0.0, deadline - time.monotonic()))
+        try:
+            if graceful:
+                for conn in self._conns:
+                    try:
+                        conn.send_bytes(pickle.dumps(("close",)))
+                    except (OSError, ValueError):  # worker already gone / pipe broken
+                        pass
+                deadline = time.monotonic() + _CLOSE_GRACE_SECONDS
+                for proc in self._procs:
+                    proc.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            # Also when Ctrl-C lands during the polite wait: the workers, the parent's cores and
+            # the rendezvous directory are cleaned up all the same (close() is not called twice).
+            self._force_stop()
+
+    def _force_stop(self) -> None:
         for proc in self._procs:
             if proc.is_alive():
                 proc.terminate()

@@ -10,6 +10,7 @@ import numbers
 from typing import Any
 
 from dpbench.launcher.pool import WorkerPool, default_threads
+from dpbench.launcher.remote import make_pool, placement_for, pool_layout  # dpbench.cluster
 from dpbench.stats import StepStats
 
 __all__ = ["launch", "Run"]
@@ -68,7 +69,8 @@ def launch(
     resolved = strategy_cls.resolve_options(
         dict(options), device=device, world_size=world_size, global_batch=global_batch
     )
-    placement = strategy_cls.placement(world_size=world_size, device=device, options=resolved)
+    # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
+    placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
     check_first_batch(workload, global_batch=global_batch, seed=int(seed))
@@ -97,7 +99,8 @@ class Run:
         self.workload = workload
         self._placement = placement
         self._pool: WorkerPool | None = None
-        self._pool = WorkerPool(
+        # dpbench.cluster: the remote pool when a cluster session is active and the ranks form a group.
+        self._pool = make_pool(
             placement.processes,
             device=spec.device_type,
             backend=placement.backend,
@@ -114,6 +117,7 @@ class Run:
             "strategy": spec.strategy,
             "options": dict(spec.options),
             "workload": workload.name,
+            "workload_params": dict(getattr(workload, "params", None) or {}),
             "world_size": spec.world_size,
             "device_type": spec.device_type,
             "backend": spec.backend,
@@ -125,7 +129,15 @@ class Run:
             "devices": list(spec.devices),
             "processes": placement.processes,
             "timeout": timeout,
+            # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
+            "workers": list(getattr(self._pool, "worker_facts", None) or []),
+            "affinity": getattr(self._pool, "affinity_plan", None),
         }
+        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
+        # cluster, "devices" keeps this host's, the ones a sampler here can watch.
+        self.info.update(pool_layout(self._pool, world_size=spec.world_size))
+        if hasattr(self._pool, "on_head_node"):
+            self.info["devices"] = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
 
     @property
     def pids(self) -> list[int]:
