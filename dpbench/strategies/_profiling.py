@@ -220,6 +220,16 @@ def rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], 
     """This rank's part of the case metrics (every rank calls it at the same time)."""
     import torch
 
+    # Building the twin and the FLOP-count copy reseeds torch's RNG: restore it afterwards so
+    # a workload drawing random numbers (dropout) continues exactly as if nothing had run.
+    indices = [torch.device(d).index for d in trainer.cuda_devices]
+    with torch.random.fork_rng(devices=indices):
+        return _rank_metrics(trainer, matmul_parallel=matmul_parallel, heartbeat=heartbeat)
+
+
+def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], None]) -> dict[str, Any]:
+    import torch
+
     out: dict[str, Any] = {"memory": memory_report(trainer)}  # first: before any profiling allocation
     barrier = _barrier(trainer)
     if trainer.rank == 0:
