@@ -179,8 +179,7 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
     run_dir = _new_run_dir(workdir, commits[BASE], commits[HEAD])
     say(f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "
-        f"trial{'s' if trials > 1 else ''} each; "
-         f"runs go to {run_dir}")
+        f"trial{'s' if trials > 1 else ''} each; runs go to {run_dir}")
     revisions: list[Revision] = []
     done: list[dict] = []
     current = "preparing the revisions"
@@ -203,8 +202,7 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED
     except KeyboardInterrupt:
-        say(f"interrupted while {current}; the {len(done)} run{'s' if len(done) != 1 else ''} saved so far "
-            f"stay in {run_dir}")
+        say(f"interrupted while {current}; runs saved so far: {len(done)}, kept in {run_dir}")
         return EXIT_INTERRUPTED
     finally:
         with _uninterruptible():
