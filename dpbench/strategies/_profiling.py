@@ -126,7 +126,7 @@ def replay_seconds(plan: list[Collective], *, device: Any, group: Any, world_siz
     return statistics.median(times)
 
 
-def twin_step_times(trainer: Any, *, steps: int = 3) -> list[float] | None:
+def twin_step_times(trainer: Any, *, steps: int = 5) -> list[float] | None:
     """Seconds of ``steps`` compute-only steps on an unsynchronised twin of the model (see module doc)."""
     import torch
 
