@@ -18,7 +18,6 @@ gradient of the global-batch mean loss even when N is not divisible by W.
 """
 from __future__ import annotations
 
-import copy
 import resource
 import time
 from abc import ABC, abstractmethod
@@ -214,44 +213,17 @@ class Strategy(ABC):
         """``torch.compile(module)`` when the strategy's ``compile`` option is on, else ``module``."""
         if not self.spec.options.get("compile"):
             return module
-        import torch
+        from dpbench.strategies._compile import compile_module
 
-        start = time.perf_counter()
-        compiled = torch.compile(module)  # lazy: the graphs are built at the first call
-        self._wrap_s = time.perf_counter() - start
+        compiled, self._wrap_s = compile_module(module)
         return compiled
 
     def warm_up_compiled(self) -> None:
-        """Compile outside every timed region: one full step on step 0's batch, then undo it.
+        """Compile outside every timed region (see :func:`dpbench.strategies._compile.warm_up`)."""
+        if self.spec.options.get("compile"):
+            from dpbench.strategies._compile import warm_up
 
-        ``torch.compile`` compiles on the first call, so the first step triggers it (forward and
-        backward graphs). Parameters, buffers, optimizer and scaler state are restored
-        afterwards, so training continues exactly as if nothing had run; the step's wall time is
-        ``compile_time_s``.
-        """
-        if not self.spec.options.get("compile"):
-            return
-        import torch
-
-        module = self.module()
-        tensors = list(module.parameters()) + list(module.buffers())
-        saved = [t.detach().clone() for t in tensors]
-        optimizer_states = [copy.deepcopy(o.state_dict()) for o in self.optimizers()]
-        scaler_state = copy.deepcopy(self.precision.state_dict())
-        inputs, target = self.local_batch(0)
-        self.phases.sync()
-        start = time.perf_counter()
-        self.train_step(inputs, target)
-        self.phases.sync()  # the compiled kernels ran: compilation is over
-        self.compile_time_s = getattr(self, "_wrap_s", 0.0) + time.perf_counter() - start
-        with torch.no_grad():
-            for tensor, value in zip(tensors, saved):
-                tensor.copy_(value)
-        for optimizer, state in zip(self.optimizers(), optimizer_states):
-            optimizer.load_state_dict(state)
-            optimizer.zero_grad(set_to_none=True)
-        self.precision.load_state_dict(scaler_state)
-        self.phases.clear()
+            self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
 
     @abstractmethod
     def setup(self) -> None:

@@ -1,0 +1,48 @@
+"""The ``compile`` option: ``torch.compile`` outside every timed region, its time reported.
+
+``torch.compile`` compiles lazily, at the first call, so :func:`warm_up` runs one full step on
+step 0's batch (forward and backward graphs get built, under DDP split at bucket boundaries by
+DDPOptimizer) and then restores parameters, buffers, optimizer and loss-scaler state: training
+continues exactly as if the step had not run. Its wall time (plus wrapping) is ``compile_time_s``.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+__all__ = ["compile_module", "warm_up"]
+
+
+def compile_module(module: Any) -> tuple[Any, float]:
+    import torch
+
+    start = time.perf_counter()
+    compiled = torch.compile(module)  # lazy: the graphs are built at the first call
+    return compiled, time.perf_counter() - start
+
+
+def warm_up(trainer: Any) -> float:
+    """Seconds of one compiling step of ``trainer`` whose effects are then undone."""
+    import torch
+
+    module = trainer.module()
+    tensors = list(module.parameters()) + list(module.buffers())
+    saved = [t.detach().clone() for t in tensors]
+    optimizer_states = [copy.deepcopy(o.state_dict()) for o in trainer.optimizers()]
+    scaler_state = copy.deepcopy(trainer.precision.state_dict())
+    inputs, target = trainer.local_batch(0)
+    trainer.phases.sync()
+    start = time.perf_counter()
+    trainer.train_step(inputs, target)
+    trainer.phases.sync()  # the compiled kernels ran: compilation is over
+    seconds = time.perf_counter() - start
+    with torch.no_grad():
+        for tensor, value in zip(tensors, saved):
+            tensor.copy_(value)
+    for optimizer, state in zip(trainer.optimizers(), optimizer_states):
+        optimizer.load_state_dict(state)
+        optimizer.zero_grad(set_to_none=True)
+    trainer.precision.load_state_dict(scaler_state)
+    trainer.phases.clear()
+    return seconds
