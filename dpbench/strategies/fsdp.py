@@ -165,8 +165,18 @@ class FSDP(Strategy):
         return self.model
 
     def parameters(self) -> dict[str, Any]:
-        # full_tensor() all-gathers: every rank must call it, in the same order.
-        return {name: p.full_tensor().detach().cpu().clone() for name, p in self.model.named_parameters()}
+        from torch.distributed.tensor import DTensor
+
+        out = {}
+        for name, p in self.model.named_parameters():
+            # With cpu_offload the shard lives in host memory; the all-gather runs on the rank's
+            # device (NCCL takes no host tensors). full_tensor() is a collective: every rank
+            # calls it, in the same order.
+            local = p.to_local().detach().to(self.device)
+            full = DTensor.from_local(local, p.device_mesh, p.placements, run_check=False, shape=p.shape,
+                                      stride=p.stride()).full_tensor()
+            out[name] = full.cpu().clone()
+        return out
 
     # -- case metrics ------------------------------------------------------------------------
     def compute_dtype(self) -> str:

@@ -17,7 +17,8 @@ LR = 0.3
 # (steps, global batch): odd batches so the two replicas get uneven slices.
 PLAN = {"lenet": (12, 31)}
 DEFAULT_PLAN = (2, 15)
-STRATEGIES = [("dp", {}), ("manual", {}), ("ddp", {}), ("allreduce", {"mode": "overlap"})]
+STRATEGIES = [("dp", {}), ("manual", {}), ("ddp", {}), ("allreduce", {"mode": "overlap"}), ("fsdp", {}),
+              ("zero", {})]
 WORKLOADS = [name for name in dpbench.list_workloads() if not dpbench.get_workload(name).stateful]
 
 
