@@ -21,9 +21,13 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
 
-def minimal_run(path: Path, *, name: str = "test_a", schema: int | None = 1, median: float = 0.01) -> Path:
-    """The smallest pytest-benchmark file dpbench accepts (what pytest-benchmark itself writes, trimmed)."""
+def minimal_run(path: Path, *, name: str = "test_a", schema: int | None = 2, median: float = 0.01) -> Path:
+    """The smallest pytest-benchmark file dpbench accepts (what pytest-benchmark itself writes, trimmed):
+    schema 2 with four trials, or a plain pytest-benchmark benchmark (``schema=None``)."""
     extra = {} if schema is None else {"schema": schema, "kind": "training", "strategy": "single"}
+    trials = [median * f for f in (0.99, 1.0, 1.01, 1.005)]
+    if schema is not None:
+        extra.update(step_time_s=median, trials={"count": 4, "step_time_s": trials, "control_s": [0.004] * 4})
     data = [median * f for f in (0.99, 1.0, 1.01, 1.0, 0.995, 1.005)]
     doc = {"machine_info": {"node": "n"}, "commit_info": {}, "datetime": "2026-01-01T00:00:00", "version": "5.3.1",
            "benchmarks": [{"group": None, "name": name, "fullname": f"t.py::{name}", "params": None, "param": None,
@@ -92,11 +96,24 @@ def _setup(kind: str, d: Path) -> list[str]:
         return ["compare", str(good), str(good), "--threshold", "five"]
     if kind == "unwritable output":
         return ["report", str(good), "-o", str(d / "no" / "such" / "dir" / "r.html")]
+    if kind == "output is a directory":
+        return ["report", str(good), "-o", str(d)]
+    if kind == "unknown run id":
+        return ["compare", "0009", "--results", str(d / "results")]
+    if kind == "one run for compare":
+        return ["compare", str(good)]
+    if kind == "mixed machines in a side":
+        other = minimal_run(d / "results" / "m2" / "0001_other.json")
+        doc = json.loads(other.read_text())
+        doc["machine_info"]["torch"] = "2.14.0"
+        other.write_text(json.dumps(doc))
+        return ["compare", "--baseline", str(good), str(other), "--candidate", str(good)]
     raise AssertionError(kind)
 
 
 BAD_INPUTS = ["missing path", "empty directory", "no results dir", "corrupt json", "another tool's json",
-              "newer schema", "older schema", "disjoint runs", "bad threshold", "unwritable output"]
+              "newer schema", "older schema", "disjoint runs", "bad threshold", "unwritable output",
+              "output is a directory", "unknown run id", "one run for compare", "mixed machines in a side"]
 
 
 @pytest.mark.parametrize("kind", BAD_INPUTS)
@@ -107,20 +124,34 @@ def test_bad_input_is_one_clear_line(kind: str, tmp_path: Path, capsys):
     assert not (tmp_path / "report.html").exists()
 
 
+def test_the_errors_say_what_is_wrong(tmp_path: Path, capsys):
+    main(_setup("output is a directory", tmp_path))
+    assert f"found a directory: {tmp_path}" in capsys.readouterr().err
+    main(_setup("unknown run id", tmp_path))
+    assert "run '0009'" in (err := capsys.readouterr().err) and "saved runs under" in err and "m/0001_good" in err
+
+
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path):
-    for kind in ("corrupt json", "disjoint runs"):
-        proc = run_cli(*_setup(kind, tmp_path), cwd=tmp_path)
-        assert proc.returncode == 2
-        assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    proc = run_cli(*_setup("disjoint runs", tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_compare_exit_codes_in_a_real_process(tmp_path: Path):
     base = minimal_run(tmp_path / "a.json", median=0.010)
     same = minimal_run(tmp_path / "b.json", median=0.0101)
-    slow = minimal_run(tmp_path / "c.json", median=0.012)
-    assert run_cli("compare", str(base), str(same), cwd=tmp_path).returncode == 0
+    slow = minimal_run(tmp_path / "c.json", median=0.013)
+    assert main(["compare", str(base), str(same)]) == 0  # in-process; the exit code of a real process:
     proc = run_cli("compare", str(base), str(slow), cwd=tmp_path)
     assert proc.returncode == 1 and "REGRESSED" in proc.stdout and "test_a" in proc.stdout
+
+
+def test_compare_pools_several_runs_a_side(tmp_path: Path, capsys):
+    runs = [minimal_run(tmp_path / f"{n}.json", median=m) for n, m in (("a", 0.010), ("b", 0.0101), ("c", 0.013),
+                                                                        ("d", 0.0131))]
+    assert main(["compare", "--baseline", str(runs[0]), str(runs[1]), "--candidate", str(runs[2]), str(runs[3])]) == 1
+    out = capsys.readouterr().out
+    assert "baseline:  2 runs: " in out and "8 vs 8" in out
 
 
 def test_report_and_cli_never_import_torch(tmp_path: Path):

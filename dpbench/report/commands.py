@@ -26,7 +26,7 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN",
                    help=f"{_RUNS_HELP}; default: the newest run of each machine in --results")
     p.add_argument("-o", "--output", default="report.html", metavar="FILE",
-                   help="where to write the HTML (default: report.html)")
+                   help="the HTML file to write (default: report.html; not a directory)")
     p.add_argument("--title", default="dpbench report", help="the report's heading")
     _add_results_dir(p)
     p.set_defaults(handler=_run_report)
@@ -42,15 +42,25 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def register_compare(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "compare", help="regression gate: compare a candidate run against a baseline",
-        description="Per benchmark, the ratio of median step times. A regression is a slowdown beyond "
-                    "--threshold that is also significant (one-sided Mann-Whitney U on the raw rounds, "
-                    "or non-overlapping median CIs without them). Exit 0: no regression; 1: regression; "
+        "compare", help="regression gate: compare candidate runs against baseline runs",
+        usage="dpbench compare BASELINE CANDIDATE [options]\n"
+              "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
+        description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
+                    "a side's trials are pooled over its runs). Regressed = slower by more than --threshold "
+                    "and significant: one-sided Welch t-test on log trial times against the baseline shifted "
+                    "by the threshold (with one trial on a side: Mann-Whitney on the rounds). Slower but not "
+                    "significant, or a control that moved as much, is inconclusive. Exit 0: no regression; "
+                    "1: a regression, or benchmarks missing from the candidate (see --allow-missing); "
                     "2: unusable input.")
-    p.add_argument("baseline", metavar="BASELINE", help=_RUNS_HELP)
-    p.add_argument("candidate", metavar="CANDIDATE", help=_RUNS_HELP)
-    p.add_argument("--threshold", default="5%", help="smallest slowdown that counts, e.g. 5%% or 0.05 (default 5%%)")
+    p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {_RUNS_HELP}")
+    p.add_argument("--baseline", nargs="+", metavar="RUN", dest="baseline_runs",
+                   help="the baseline's runs (several: their trials are pooled)")
+    p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
+                   help="the candidate's runs (several: their trials are pooled)")
+    p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="benchmarks in the baseline but not in the candidate are listed, not failed")
     p.add_argument("--aa", metavar="RUN", action="append", default=[],
                    help="another run of the baseline's code (A/A; repeatable): each benchmark's threshold "
                         "becomes at least the largest change between the baseline and these runs")
@@ -62,13 +72,32 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_compare)
 
 
+def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Either ``BASELINE CANDIDATE`` or ``--baseline RUN... --candidate RUN...``, never a mix."""
+    from dpbench.report.load import ResultsError, resolve_run
+
+    flags = args.baseline_runs is not None or args.candidate_runs is not None
+    if flags and not args.runs and args.baseline_runs and args.candidate_runs:
+        return args.baseline_runs, args.candidate_runs
+    if not flags and len(args.runs) == 2:
+        return [args.runs[0]], [args.runs[1]]
+    # A run that does not exist is the likelier mistake (`dpbench compare 0009`): say that first.
+    for spec in [*args.runs, *(args.baseline_runs or []), *(args.candidate_runs or [])]:
+        resolve_run(spec, results_dir=args.results)
+    found = (f"{len(args.runs)} positional run(s)" + (", --baseline" if args.baseline_runs else "")
+             + (", --candidate" if args.candidate_runs else ""))
+    raise ResultsError("expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; "
+                       f"found {found}")
+
+
 def _run_compare(args: argparse.Namespace) -> int:
     from dpbench._atomic import atomic_write_text
-    from dpbench.report.compare import (compare_runs, parse_threshold, to_github_action_benchmark, to_json,
-                                        to_markdown, to_text)
+    from dpbench.report.compare import compare_runs, parse_threshold
+    from dpbench.report.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
 
-    cmp = compare_runs(args.baseline, args.candidate, threshold=parse_threshold(args.threshold),
-                       alpha=args.alpha, results_dir=args.results, aa=args.aa)
+    baseline, candidate = _sides(args)
+    cmp = compare_runs(baseline, candidate, threshold=parse_threshold(args.threshold), alpha=args.alpha,
+                       results_dir=args.results, aa=args.aa, allow_missing=args.allow_missing)
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     for warning in cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)

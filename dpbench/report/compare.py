@@ -1,75 +1,111 @@
-"""The regression gate: compare a candidate run against a baseline, benchmark by benchmark.
+"""The regression gate: compare candidate runs against baseline runs, benchmark by benchmark.
 
-A benchmark *regressed* when its median step time grew by more than ``threshold`` **and**
-that slowdown beyond the threshold is statistically significant: a one-sided Mann-Whitney U
-test of the candidate's raw per-round samples against the baseline's scaled by
-``1 + threshold`` (p < ``alpha``), or, where a run was saved without raw samples,
-non-overlapping ~95% confidence intervals of the two medians. The threshold ignores real but
-unimportant changes; the test ignores noise that happens to cross the threshold.
+The unit of repetition is a *trial* (fresh worker processes), as in pyperf and asv: rounds
+inside one process cannot show how much a whole case moves from process to process. Each
+side may hold several runs; a side's trials are pooled per benchmark.
+
+A benchmark *regressed* when the median of the candidate's trial times is slower than the
+baseline's by more than ``threshold`` **and** that excess is significant: a one-sided Welch
+t-test of log(candidate trials) against log(baseline trials) + log(1 + threshold), p < alpha.
+The threshold ignores real but unimportant changes; the test ignores noise that happens to
+cross it. Welch on logs rather than Mann-Whitney: with 3-6 trials a side, Mann-Whitney's
+exact p cannot go below 1/C(n+m, n) (0.05 at 3 vs 3, 0.0011 at 6 vs 6), so at alpha 0.05 it
+needs every candidate trial above every shifted baseline trial, and scripts/bench_gate_power.py
+measured it catching fewer 40% slowdowns at the same false-alarm rate. With a single trial on
+either side the test falls back to the rounds (Mann-Whitney on the shifted rounds), which
+cannot see process-to-process variance; the note says so.
+
+A slowdown whose control moved as much (the control computation, timed in the same workers,
+got slower too) is *inconclusive*: the machine changed, not (only) the code.
 """
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Sequence
 
 import pandas as pd
 
-from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run, runs_frame
-from dpbench.report.stats import mann_whitney_u, median_ci
-from dpbench.report.units import fmt_ratio, fmt_seconds
+from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run
+from dpbench.report.stats import median
+from dpbench.report.units import fmt_ratio
 
 __all__ = [
+    "MACHINE_FIELDS",
     "BenchmarkComparison",
     "Comparison",
+    "Verdict",
     "compare_frames",
     "compare_runs",
-    "display_names",
     "machine_mismatches",
     "parse_threshold",
-    "to_github_action_benchmark",
-    "to_json",
-    "to_markdown",
-    "to_text",
 ]
 
-REGRESSED, IMPROVED, UNCHANGED = "regressed", "improved", "unchanged"
-ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
+DEFAULT_THRESHOLD = 0.10
+DEFAULT_ALPHA = 0.05
 # Fields of the machine that change benchmark numbers on their own (machine.* columns).
 MACHINE_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "cpu")
+ONE_TRIAL_NOTE = "one trial per side: process-to-process variance is not covered"
 
 
-@dataclass
+class Verdict(str, Enum):
+    """A benchmark's verdict; saved in ``--json`` output, so the strings never change."""
+
+    REGRESSED = "regressed"  # slower beyond the threshold, significant, the control steady
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"  # slower beyond the threshold, but not significant or the control moved
+    INCOMPARABLE = "incomparable"  # the per-step time is not derivable the same way on both sides
+    MISSING = "missing"  # in the baseline, not in the candidate
+    NEW = "new"  # only in the candidate
+
+
+@dataclass(kw_only=True)
 class BenchmarkComparison:
     name: str
-    status: str
-    baseline_median_s: float = math.nan  # seconds per step
-    candidate_median_s: float = math.nan
+    verdict: Verdict
+    unit: str = ""
+    baseline_s: float = math.nan  # median of the pooled trial times (seconds per step or call)
+    candidate_s: float = math.nan
     ratio: float = math.nan  # candidate / baseline: > 1 is slower
+    threshold: float = math.nan  # this benchmark's (--aa can raise it)
     p_value: float = math.nan
     test: str = ""
+    baseline_trials: int = 0
+    candidate_trials: int = 0
+    control_ratio: float = math.nan  # median candidate control / median baseline control
     note: str = ""
-    baseline_rounds: int = 0
-    candidate_rounds: int = 0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Comparison:
     baseline: str
     candidate: str
     threshold: float
     alpha: float
+    allow_missing: bool = False
     warnings: list[str] = field(default_factory=list)
     benchmarks: list[BenchmarkComparison] = field(default_factory=list)
 
+    def of(self, verdict: Verdict) -> list[BenchmarkComparison]:
+        return [b for b in self.benchmarks if b.verdict == verdict]
+
     @property
     def regressions(self) -> list[BenchmarkComparison]:
-        return [b for b in self.benchmarks if b.status == REGRESSED]
+        return self.of(Verdict.REGRESSED)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {v.value: len(self.of(v)) for v in Verdict}
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions else 0
+        """1 on a regression, and when the candidate lost benchmarks (unless allowed); else 0."""
+        if self.regressions or (self.of(Verdict.MISSING) and not self.allow_missing):
+            return 1
+        return 0
 
 
 def parse_threshold(text: str) -> float:
@@ -82,8 +118,16 @@ def parse_threshold(text: str) -> float:
     if not raw.endswith("%") and value >= 1:
         value = math.nan  # "5" is ambiguous: 5% or 500%?
     if not (0 <= value < 10) or math.isnan(value):
-        raise ResultsError(f"--threshold: expected a percentage like 5% or a fraction like 0.05, found {text!r}")
+        raise ResultsError(f"--threshold: expected a percentage like 10% or a fraction like 0.1, found {text!r}")
     return value
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _shown(value: Any) -> str:
+    return "unknown" if _missing(value) else str(value)
 
 
 def machine_mismatches(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
@@ -94,215 +138,229 @@ def machine_mismatches(baseline: dict[str, Any], candidate: dict[str, Any]) -> l
         if _missing(b) and _missing(c):
             continue
         if str(b) != str(c):
-            out.append(f"{key}: baseline {b if not _missing(b) else 'unknown'}, candidate {c if not _missing(c) else 'unknown'}")
+            out.append(f"{key}: baseline {_shown(b)}, candidate {_shown(c)}")
     return out
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+# ---------------------------------------------------------------- one side: its runs pooled
+@dataclass(kw_only=True)
+class Pooled:
+    """One benchmark's trials on one side, pooled over the side's runs (in run order)."""
+
+    unit: str
+    times: list[float]
+    controls: list[float]
+    rounds: list[float] | None  # per-step (per-call) rounds; None where unusable
+    incomparable: str | None
 
 
-def _min_p(n_x: int, n_y: int) -> float:
-    """The smallest one-sided p-value the exact test can reach with these sample sizes."""
-    return 1 / math.comb(n_x + n_y, n_x)
+def _machine(frame: pd.DataFrame) -> dict[str, Any]:
+    return {k: frame[f"machine.{k}"].iloc[0] if f"machine.{k}" in frame else None for k in MACHINE_FIELDS}
 
 
-def _compare_one(name: str, base: pd.Series, cand: pd.Series, threshold: float, alpha: float) -> BenchmarkComparison:
-    out = BenchmarkComparison(name=name, status=UNCHANGED,
-                              baseline_median_s=float(base["step_time_median"]),
-                              candidate_median_s=float(cand["step_time_median"]),
-                              baseline_rounds=int(base["stats.rounds"]), candidate_rounds=int(cand["stats.rounds"]))
-    if not out.baseline_median_s > 0:
-        out.note = "baseline median is not positive; no ratio"
+def _schema(frame: pd.DataFrame) -> str:
+    found = sorted({int(v) for v in frame["schema"].dropna()}) if "schema" in frame else []
+    return "/".join(map(str, found)) or "none"
+
+
+def check_side(frame: pd.DataFrame, what: str) -> None:
+    """A side pools trials only across runs of one schema on one kind of machine."""
+    if frame.empty:
+        raise ResultsError(f"{what}: expected the benchmarks of at least one run, found none")
+    if frame["run_id"].nunique() == 1:
+        return
+    runs = {run_id: group for run_id, group in frame.groupby("run_id", sort=False)}
+    schemas = {run_id: _schema(group) for run_id, group in runs.items()}
+    if len(set(schemas.values())) > 1:
+        listed = ", ".join(f"{r}: schema {s}" for r, s in schemas.items())
+        raise ResultsError(f"{what}: runs of different schema versions ({listed}); pool only runs of one schema")
+    (first, group), *rest = runs.items()
+    reference = _machine(group)
+    for run_id, other in rest:
+        for line in machine_mismatches(reference, _machine(other)):
+            key = line.split(":", 1)[0]
+            raise ResultsError(f"{what}: runs from different machines ({key}: {first} has "
+                               f"{_shown(reference[key])}, {run_id} has {_shown(_machine(other)[key])}); "
+                               "pool only runs of one machine")
+
+
+def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
+    """Per benchmark (``fullname``), the trials of every run of one side, concatenated."""
+    check_side(frame, what)
+    rows = frame.drop_duplicates(["run_id", "fullname"], keep="last")
+    out: dict[str, Pooled] = {}
+    columns = ("fullname", "unit", "trial_times", "trial_controls", "step_samples", "incomparable")
+    for name, unit, times, controls, rounds, reason in zip(*(rows[c] for c in columns)):
+        pooled = out.get(name)
+        if pooled is None:
+            out[name] = Pooled(unit=str(unit), times=list(times), controls=list(controls),
+                               rounds=list(rounds) if isinstance(rounds, list) else None,
+                               incomparable=reason if isinstance(reason, str) else None)
+            continue
+        pooled.times += times
+        pooled.controls += controls
+        # Rounds pool only where every run has them: a gap would weigh the runs unevenly.
+        pooled.rounds = pooled.rounds + list(rounds) if isinstance(rounds, list) and pooled.rounds else None
+        pooled.incomparable = pooled.incomparable or (reason if isinstance(reason, str) else None)
+    return out
+
+
+# ---------------------------------------------------------------- one benchmark
+def _significance(base: Pooled, cand: Pooled, threshold: float, slower: bool) -> tuple[float, str, str]:
+    """``(p, test, note)``: is the candidate beyond the threshold in the direction it moved?"""
+    from scipy import stats
+
+    factor = 1 + threshold if slower else 1 - threshold
+    if factor <= 0:
+        return math.nan, "none", ""
+    alternative = "greater" if slower else "less"
+    if len(base.times) >= 2 and len(cand.times) >= 2:
+        x = [math.log(v) for v in cand.times]
+        y = [math.log(v) + math.log(factor) for v in base.times]
+        p = float(stats.ttest_ind(x, y, equal_var=False, alternative=alternative).pvalue)
+        return p, "welch-t on log trials", ""
+    if base.rounds and cand.rounds and len(base.rounds) >= 2 and len(cand.rounds) >= 2:
+        p = float(stats.mannwhitneyu(cand.rounds, [v * factor for v in base.rounds], alternative=alternative).pvalue)
+        return p, "mann-whitney on rounds", ONE_TRIAL_NOTE
+    return math.nan, "none", f"{ONE_TRIAL_NOTE}, and no rounds to test"
+
+
+def _control_note(control_ratio: float) -> str:
+    return f"the control moved {fmt_ratio(control_ratio)}: the machine changed, not (only) the code"
+
+
+def judge(name: str, base: Pooled, cand: Pooled, *, threshold: float, alpha: float) -> BenchmarkComparison:
+    """The verdict on one benchmark present on both sides."""
+    out = BenchmarkComparison(name=name, verdict=Verdict.UNCHANGED, unit=cand.unit, threshold=threshold,
+                              baseline_trials=len(base.times), candidate_trials=len(cand.times))
+    reason = (f"baseline: {base.incomparable}" if base.incomparable else
+              f"candidate: {cand.incomparable}" if cand.incomparable else
+              f"baseline measures {base.unit}, candidate {cand.unit}" if base.unit != cand.unit else None)
+    if reason or not base.times or not cand.times:
+        out.verdict, out.note = Verdict.INCOMPARABLE, reason or "no trial times"
         return out
-    out.ratio = out.candidate_median_s / out.baseline_median_s
-    slower = out.ratio > 1 + threshold
-    faster = out.ratio < 1 - threshold
-    xs, ys = cand["step_samples"], base["step_samples"]
-    if isinstance(xs, list) and isinstance(ys, list) and len(xs) >= 2 and len(ys) >= 2:
-        # Test against the baseline moved to the threshold: "slower by more than 5%" must be
-        # significant, not merely "slower". A plain candidate-vs-baseline test flags the 3-sigma
-        # noise that crosses the threshold in roughly one run in forty per dozen benchmarks.
-        if out.ratio >= 1:
-            result = mann_whitney_u(xs, [v * (1 + threshold) for v in ys], alternative="greater")
-        else:
-            result = mann_whitney_u(xs, [v * (1 - threshold) for v in ys], alternative="less")
-        out.p_value = result.p_value
-        out.test = f"mann-whitney ({result.method})"
-        significant = result.p_value < alpha
-        if (slower or faster) and not significant and _min_p(len(xs), len(ys)) >= alpha:
-            out.note = f"too few rounds ({len(ys)} vs {len(xs)}) for the test to reach p < {alpha:g}"
-    else:
-        # No raw samples (saved without --benchmark-save-data): compare the medians' CIs.
-        b_steps, c_steps = base["stats.median"] / base["step_time_median"], cand["stats.median"] / cand["step_time_median"]
-        b_lo, b_hi = median_ci(out.baseline_median_s, base["stats.iqr"] / b_steps, max(1, out.baseline_rounds))
-        c_lo, c_hi = median_ci(out.candidate_median_s, cand["stats.iqr"] / c_steps, max(1, out.candidate_rounds))
-        significant = c_lo > b_hi or c_hi < b_lo
-        out.test = "ci-overlap"
-    if slower and significant:
-        out.status = REGRESSED
+    out.baseline_s, out.candidate_s = median(base.times), median(cand.times)
+    out.ratio = out.candidate_s / out.baseline_s
+    if base.controls and cand.controls:
+        out.control_ratio = median(cand.controls) / median(base.controls)
+    slower, faster = out.ratio > 1 + threshold, out.ratio < 1 - threshold
+    out.p_value, out.test, note = _significance(base, cand, threshold, slower=out.ratio >= 1)
+    significant = out.p_value < alpha  # False for NaN: no test, no claim
+    notes = [note]
+    if slower and significant and out.control_ratio > 1 + threshold:
+        out.verdict = Verdict.INCONCLUSIVE
+        notes.append(_control_note(out.control_ratio))
+    elif slower and significant:
+        out.verdict = Verdict.REGRESSED
+    elif slower:
+        out.verdict = Verdict.INCONCLUSIVE
+        found = "no test was possible" if math.isnan(out.p_value) else f"p = {out.p_value:.2g}"
+        notes.append(f"slower by {fmt_ratio(out.ratio)} but {found} with {out.baseline_trials} vs "
+                     f"{out.candidate_trials} trials: too few trials to reach p < {alpha:g} at this spread")
+    elif faster and significant and out.control_ratio < 1 - threshold:
+        out.verdict = Verdict.INCONCLUSIVE  # an "improvement" the machine made is no claim either
+        notes.append(_control_note(out.control_ratio))
     elif faster and significant:
-        out.status = IMPROVED
+        out.verdict = Verdict.IMPROVED
+    out.note = "; ".join(n for n in notes if n)
     return out
 
 
-def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold: float = 0.05,
-                   alpha: float = 0.05, baseline_name: str = "baseline",
-                   candidate_name: str = "candidate", aa: list[pd.DataFrame] | None = None) -> Comparison:
-    """Compare two runs' frames (each from :func:`dpbench.report.load_runs`, one run each).
-
-    ``aa``: more runs of the baseline's code (A/A references). Rounds inside one run cannot
-    show how much a whole case moves between runs; repeated runs can. Each benchmark's
-    threshold becomes at least the largest change between the baseline and an A/A run.
-    """
-    if not 0 < alpha < 1:
-        raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
-    sides = [("baseline", baseline), ("candidate", candidate)] + [("--aa run", frame) for frame in aa or []]
-    for what, frame in sides:
-        if frame.empty or frame["run_id"].nunique() != 1:
-            raise ResultsError(f"{what}: expected the benchmarks of one run, found {frame['run_id'].nunique()} runs")
-    cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha)
-    b_machine = {k: baseline[f"machine.{k}"].iloc[0] for k in MACHINE_FIELDS}
-    c_machine = {k: candidate[f"machine.{k}"].iloc[0] for k in MACHINE_FIELDS}
-    cmp.warnings = [f"machines differ: {m}" for m in machine_mismatches(b_machine, c_machine)]
-    b_profiles, c_profiles = set(baseline["profile"].dropna()), set(candidate["profile"].dropna())
-    if b_profiles and c_profiles and b_profiles != c_profiles:
-        cmp.warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")
-    base = baseline.drop_duplicates("fullname", keep="last").set_index("fullname")
-    cand = candidate.drop_duplicates("fullname", keep="last").set_index("fullname")
-    common = [n for n in base.index if n in cand.index]
-    if not common:
-        raise ResultsError(
-            f"{baseline_name} and {candidate_name} have no benchmark in common "
-            f"({len(base)} vs {len(cand)} benchmarks): nothing to compare"
-        )
-    spread: dict[str, float] = {}
-    for frame in aa or []:
-        for name, change in _aa_spread(base, frame).items():
-            spread[name] = max(spread.get(name, 0.0), change)
-    for name in common:
-        own = max(threshold, spread.get(name, 0.0))
-        result = _compare_one(name, base.loc[name], cand.loc[name], own, alpha)
-        if own > threshold:
-            result.note = "; ".join(filter(None, [result.note, f"threshold {own:.1%} from the A/A run"]))
-        cmp.benchmarks.append(result)
-    for name in base.index.difference(cand.index, sort=False):
-        cmp.benchmarks.append(BenchmarkComparison(name=name, status=ONLY_BASELINE,
-                                                  baseline_median_s=float(base.loc[name, "step_time_median"])))
-    for name in cand.index.difference(base.index, sort=False):
-        cmp.benchmarks.append(BenchmarkComparison(name=name, status=ONLY_CANDIDATE,
-                                                  candidate_median_s=float(cand.loc[name, "step_time_median"]),
-                                                  candidate_rounds=int(cand.loc[name, "stats.rounds"])))
-    order = {REGRESSED: 0, IMPROVED: 1, UNCHANGED: 2, ONLY_BASELINE: 3, ONLY_CANDIDATE: 4}
-    cmp.benchmarks.sort(key=lambda b: (order[b.status], -(b.ratio if not math.isnan(b.ratio) else 0)))
-    return cmp
-
-
-def _aa_spread(base: pd.DataFrame, aa: pd.DataFrame) -> dict[str, float]:
-    """Per benchmark, |median of the A/A run / median of the baseline − 1|."""
-    other = aa.drop_duplicates("fullname", keep="last").set_index("fullname")
+# ---------------------------------------------------------------- two sides
+def _aa_spread(base: dict[str, Pooled], aa: dict[str, Pooled]) -> dict[str, float]:
+    """Per benchmark, |median of the A/A run's trials / median of the baseline's − 1|."""
     spread = {}
-    for name in base.index.intersection(other.index):
-        b, a = float(base.loc[name, "step_time_median"]), float(other.loc[name, "step_time_median"])
+    for name in base.keys() & aa.keys():
+        b, a = median(base[name].times), median(aa[name].times)
         if b > 0 and a > 0:
             spread[name] = abs(a / b - 1)
     return spread
 
 
-def compare_runs(baseline: str | os.PathLike, candidate: str | os.PathLike, *, threshold: float = 0.05,
-                 alpha: float = 0.05, results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
-                 aa: list[str | os.PathLike] | None = None) -> Comparison:
-    """Resolve and load two runs (file, directory → its newest run, or id) and compare them;
-    ``aa`` optionally names more runs of the baseline's code (see :func:`compare_frames`)."""
-    paths = [resolve_run(spec, results_dir=results_dir) for spec in (baseline, candidate, *(aa or []))]
-    frames = [runs_frame([read_run(p)]) for p in paths]
-    return compare_frames(frames[0], frames[1], threshold=threshold, alpha=alpha,
-                          baseline_name=str(paths[0]), candidate_name=str(paths[1]), aa=frames[2:])
+def _side_warnings(baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list[BenchmarkComparison],
+                   threshold: float) -> list[str]:
+    warnings = [f"machines differ: {m}" for m in machine_mismatches(_machine(baseline), _machine(candidate))]
+    b_schema, c_schema = _schema(baseline), _schema(candidate)
+    if b_schema != c_schema:
+        warnings.append(f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
+                        "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)")
+    b_profiles, c_profiles = set(baseline["profile"].dropna()), set(candidate["profile"].dropna())
+    if b_profiles and c_profiles and b_profiles != c_profiles:
+        warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")
+    controls = [b.control_ratio for b in judged if b.control_ratio > 0]
+    moved = median(controls)
+    if controls and (moved > 1 + threshold or moved < 1 - threshold):
+        warnings.append(f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
+                        "the machine changed between baseline and candidate")
+    return warnings
 
 
-# ---------------------------------------------------------------- output formats
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2g}"
+def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
+                   alpha: float = DEFAULT_ALPHA, baseline_name: str = "baseline",
+                   candidate_name: str = "candidate", aa: Sequence[pd.DataFrame] | None = None,
+                   allow_missing: bool = False) -> Comparison:
+    """Compare two sides, each a frame from :func:`dpbench.report.load_runs` of one or more runs.
+
+    ``aa``: more runs of the baseline's code (A/A references): each benchmark's threshold
+    becomes at least the largest change between the baseline and an A/A run.
+    """
+    if not 0 < alpha < 1:
+        raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
+    base, cand = pool_side(baseline, "baseline"), pool_side(candidate, "candidate")
+    common = [n for n in base if n in cand]
+    if not common:
+        raise ResultsError(f"{baseline_name} and {candidate_name} have no benchmark in common "
+                           f"({len(base)} vs {len(cand)} benchmarks): nothing to compare")
+    spread: dict[str, float] = {}
+    for frame in aa or []:
+        for name, change in _aa_spread(base, pool_side(frame, "--aa run")).items():
+            spread[name] = max(spread.get(name, 0.0), change)
+    cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha,
+                     allow_missing=allow_missing)
+    for name in common:
+        own = max(threshold, spread.get(name, 0.0))
+        result = judge(name, base[name], cand[name], threshold=own, alpha=alpha)
+        if own > threshold:
+            result.note = "; ".join(filter(None, [result.note, f"threshold {own:.1%} from the A/A runs"]))
+        cmp.benchmarks.append(result)
+    for name in (n for n in base if n not in cand):
+        cmp.benchmarks.append(BenchmarkComparison(name=name, verdict=Verdict.MISSING, unit=base[name].unit,
+                                                  threshold=threshold, baseline_s=median(base[name].times),
+                                                  baseline_trials=len(base[name].times),
+                                                  note="in the baseline, not in the candidate"))
+    for name in (n for n in cand if n not in base):
+        cmp.benchmarks.append(BenchmarkComparison(name=name, verdict=Verdict.NEW, unit=cand[name].unit,
+                                                  threshold=threshold, candidate_s=median(cand[name].times),
+                                                  candidate_trials=len(cand[name].times)))
+    order = {v: i for i, v in enumerate(Verdict)}
+    cmp.benchmarks.sort(key=lambda b: (order[b.verdict], -(b.ratio if not math.isnan(b.ratio) else 0)))
+    cmp.warnings = _side_warnings(baseline, candidate, cmp.benchmarks, threshold)
+    return cmp
 
 
-def display_names(names: list[str]) -> dict[str, str]:
-    """Full pytest names → the test id alone (``test_x[case]``) wherever that stays unique."""
-    short = {n: n.rsplit("::", 1)[-1] for n in names}
-    counts: dict[str, int] = {}
-    for s in short.values():
-        counts[s] = counts.get(s, 0) + 1
-    return {n: (s if counts[s] == 1 else n) for n, s in short.items()}
+def _side(specs: str | os.PathLike | Sequence[str | os.PathLike], what: str, results_dir: str | os.PathLike):
+    from dpbench.report.frame import runs_frame
+
+    specs = [specs] if isinstance(specs, (str, os.PathLike)) else list(specs)
+    if not specs:
+        raise ResultsError(f"{what}: expected at least one run, found none")
+    paths = [resolve_run(spec, results_dir=results_dir) for spec in specs]
+    for i, p in enumerate(paths):
+        if p in paths[:i]:
+            raise ResultsError(f"{what}: run {p} is given twice; pooling it twice would count its trials twice")
+    name = str(paths[0]) if len(paths) == 1 else f"{len(paths)} runs: " + ", ".join(str(p) for p in paths)
+    return runs_frame([read_run(p) for p in paths]), name
 
 
-def _rows(cmp: Comparison) -> list[list[str]]:
-    names = display_names([b.name for b in cmp.benchmarks])
-    return [[names[b.name], fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s), fmt_ratio(b.ratio),
-             _p(b.p_value), b.status.upper() if b.status == REGRESSED else b.status] for b in cmp.benchmarks]
-
-
-HEADER = ["benchmark", "baseline /step", "candidate /step", "change", "p", "status"]
-
-
-def _verdict(cmp: Comparison) -> str:
-    n = len(cmp.regressions)
-    rule = f"slower by > {cmp.threshold:.1%} with p < {cmp.alpha:g}"
-    if n:
-        short = display_names([b.name for b in cmp.benchmarks])
-        names = ", ".join(short[b.name] for b in cmp.regressions)
-        return f"{n} regression{'s' if n > 1 else ''} ({rule}): {names}"
-    return f"no regressions ({rule}) in {sum(b.status in (REGRESSED, IMPROVED, UNCHANGED) for b in cmp.benchmarks)} compared benchmarks"
-
-
-def to_text(cmp: Comparison) -> str:
-    """A plain-text table for the terminal, verdict last."""
-    rows = [HEADER] + _rows(cmp)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    lines = [f"baseline:  {cmp.baseline}", f"candidate: {cmp.candidate}", ""]
-    for i, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    notes = [f"note: {b.name}: {b.note}" for b in cmp.benchmarks if b.note]
-    return "\n".join(lines + [""] + notes + [_verdict(cmp)]) + "\n"
-
-
-def _md(text: str) -> str:
-    """Escape a string from a results file for a Markdown table cell (no HTML, no markup)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    for ch in "\\`*_[]|#":
-        text = text.replace(ch, "\\" + ch)
-    return text.replace("\n", " ")
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """A summary for a pull-request comment."""
-    icon = "❌" if cmp.regressions else "✅"
-    lines = ["## dpbench compare", "", f"{icon} **{_md(_verdict(cmp))}**", ""]
-    lines += [f"> ⚠️ {_md(w)}" for w in cmp.warnings] + ([""] if cmp.warnings else [])
-    lines += [f"Baseline {_md(cmp.baseline)} → candidate {_md(cmp.candidate)}", ""]
-    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _rows(cmp)]
-    return "\n".join(lines) + "\n"
-
-
-def to_json(cmp: Comparison) -> dict[str, Any]:
-    def clean(value: Any) -> Any:  # JSON has no NaN
-        return None if isinstance(value, float) and math.isnan(value) else value
-
-    return {
-        "baseline": cmp.baseline, "candidate": cmp.candidate, "threshold": cmp.threshold, "alpha": cmp.alpha,
-        "warnings": cmp.warnings, "regressions": [b.name for b in cmp.regressions], "exit_code": cmp.exit_code,
-        "benchmarks": [{k: clean(v) for k, v in asdict(b).items()} for b in cmp.benchmarks],
-    }
-
-
-def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:
-    """The candidate's numbers in github-action-benchmark's ``customSmallerIsBetter`` format."""
-    out = []
-    for b in cmp.benchmarks:
-        if b.status == ONLY_BASELINE or math.isnan(b.candidate_median_s):
-            continue
-        extra = f"status: {b.status}; change vs baseline: {fmt_ratio(b.ratio)}; p: {_p(b.p_value)}"
-        out.append({"name": b.name, "unit": "s/step", "value": b.candidate_median_s,
-                    "extra": f"{extra}; rounds: {b.candidate_rounds}"})
-    return out
+def compare_runs(baseline: str | os.PathLike | Sequence[str | os.PathLike],
+                 candidate: str | os.PathLike | Sequence[str | os.PathLike], *,
+                 threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+                 results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
+                 aa: Sequence[str | os.PathLike] | None = None, allow_missing: bool = False) -> Comparison:
+    """Resolve and load each side's runs (files, directories → their newest run, or ids) and
+    compare them; ``aa`` optionally names more runs of the baseline's code."""
+    base, base_name = _side(baseline, "baseline", results_dir)
+    cand, cand_name = _side(candidate, "candidate", results_dir)
+    references = [_side(spec, "--aa run", results_dir)[0] for spec in aa or []]
+    return compare_frames(base, cand, threshold=threshold, alpha=alpha, baseline_name=base_name,
+                          candidate_name=cand_name, aa=references, allow_missing=allow_missing)

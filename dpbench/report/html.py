@@ -13,10 +13,13 @@ import pandas as pd
 
 from dpbench import __version__
 from dpbench._atomic import atomic_write_text
-from dpbench.report.compare import compare_frames, display_names
-from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs, runs_frame
-from dpbench.report.plots import Section, Table, build_sections
-from dpbench.report.units import fmt_num, fmt_ratio, fmt_seconds
+from dpbench.report.compare import DEFAULT_THRESHOLD, compare_frames
+from dpbench.report.compare_format import HEADER, display_names, rows, summary_line, verdict_line
+from dpbench.report.figures import Table
+from dpbench.report.frame import runs_frame
+from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
+from dpbench.report.sections import build_sections
+from dpbench.report.summary import run_warnings, summarize
 
 __all__ = ["render_report", "write_report"]
 
@@ -57,43 +60,24 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}
 
 
-def _winners(frame: pd.DataFrame) -> Table:
-    rows = frame[(frame["kind"].fillna("training") != "collective") & frame["workload"].notna()].copy()
-    rows["throughput"] = pd.to_numeric(rows.get("global_batch"), errors="coerce") / rows["step_time_median"]
-    rows = rows[rows["throughput"].notna()]
-    table = []
-    for (run, workload), group in rows.groupby(["run", "workload"], sort=True):
-        best = group.loc[group["throughput"].idxmax()]
-        single = group.loc[group["strategy"] == "single", "throughput"]
-        ratio = best["throughput"] / single.max() if not single.empty else math.nan
-        table.append([str(run), str(workload), str(best["label"]), fmt_num(best["throughput"]),
-                      fmt_num(ratio, suffix="×")])
-    return Table(["run", "workload", "fastest case", "samples/s", "vs single"], table)
-
-
 def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[dict[str, Any]]:
-    """Each later run against the first, benchmark by benchmark (ratios of median step times)."""
+    """Each later run against the first, through the gate's own code and verdicts."""
     out = []
     base = frame[frame["run"] == runs[0]]
     for other in runs[1:]:
         entry: dict[str, Any] = {"baseline": runs[0], "candidate": other, "note": None, "warnings": [],
-                                 "table": Table([], [])}
+                                 "counts": "", "verdict": "", "notes": [], "table": Table([], [])}
         try:
-            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
+            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other,
+                                 allow_missing=True)
         except ResultsError as e:
             entry["note"] = str(e)
             out.append(entry)
             continue
-        entry["warnings"] = cmp.warnings
-        rows = []
-        names = display_names([b.name for b in cmp.benchmarks])
-        for b in cmp.benchmarks:
-            speedup = 1 / b.ratio if b.ratio and not math.isnan(b.ratio) else math.nan
-            rows.append([names[b.name], fmt_seconds(b.baseline_median_s), fmt_seconds(b.candidate_median_s),
-                         fmt_num(b.ratio, suffix="×"), fmt_ratio(speedup), "–" if math.isnan(b.p_value) else f"{b.p_value:.2g}",
-                         b.status])
-        entry["table"] = Table(["benchmark", f"{runs[0]} /step", f"{other} /step", "time ratio",
-                                "throughput change", "p", "status"], rows)
+        short = display_names([b.name for b in cmp.benchmarks])
+        entry.update(warnings=cmp.warnings, counts=summary_line(cmp), verdict=verdict_line(cmp),
+                     notes=[f"{short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note],
+                     table=Table(list(HEADER), rows(cmp)))
         out.append(entry)
     return out
 
@@ -104,7 +88,6 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         raise ResultsError("no runs to report on")
     frame = runs_frame(runs)
     run_names = list(dict.fromkeys(frame["run"]))
-    sections: list[Section] = build_sections(frame)
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title,
@@ -112,9 +95,11 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         version=__version__,
         run_names=run_names,
         n_benchmarks=len(frame),
-        winners=_winners(frame),
-        sections=sections,
+        warnings=run_warnings(frame),
+        summary=summarize(frame),
+        sections=build_sections(frame),
         comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [],
+        threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],
     )
 
@@ -127,6 +112,8 @@ def write_report(
     title: str = "dpbench report",
 ) -> Path:
     """Resolve ``runs`` (see :func:`resolve_runs`), render them and write ``output`` atomically."""
+    if Path(output).is_dir():
+        raise ResultsError(f"-o/--output: expected the path of the HTML file to write, found a directory: {output}")
     files = resolve_runs(list(runs), results_dir=results_dir)
     html = render_report([read_run(p) for p in files], title=title)
     return atomic_write_text(output, html)

@@ -1,44 +1,41 @@
-"""Find saved runs and load them into one tidy DataFrame.
+"""Find saved runs and read them (validated, never evaluated); :mod:`dpbench.report.frame`
+turns them into the tidy DataFrame.
 
 A run is one pytest-benchmark JSON file (``results/<machine-id>/NNNN_NAME.json``). Any
-pytest-benchmark file loads; dpbench's ``extra_info`` (schema ``dpbench.schema``) enriches
-its rows. Results files are data: parsed with ``json`` only, never pickled or evaluated.
+pytest-benchmark file loads; dpbench's ``extra_info`` (schemas ``dpbench.schema.READABLE_SCHEMAS``)
+enriches its rows. Results files are data: parsed with ``json`` only, never pickled or evaluated.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import pandas as pd
-
-from dpbench.report.units import fmt_bytes
-from dpbench.schema import SCHEMA_VERSION
+from dpbench.schema import READABLE_SCHEMAS
 
 __all__ = [
+    "DPBENCH_MARKERS",
     "ResultsError",
     "Run",
     "DEFAULT_RESULTS_DIR",
-    "load_runs",
+    "is_dpbench",
     "read_run",
     "resolve_run",
     "resolve_runs",
-    "runs_frame",
+    "saved_runs",
 ]
 
 DEFAULT_RESULTS_DIR = Path("results")
 
 # Keys that mark extra_info as written by dpbench (as opposed to some other benchmark).
-_DPBENCH_MARKERS = ("schema", "kind", "strategy", "workload", "steps_per_round", "collective")
+DPBENCH_MARKERS = ("schema", "kind", "strategy", "workload", "steps_per_round", "collective")
 _RUN_FILE = re.compile(r"^(\d{4})_.*\.json$")
-_NAME_FIELDS = ("kind", "suite", "strategy", "workload", "device_type", "backend", "profile", "collective", "dtype")
-_DERIVED = {"run", "step_time_median", "step_samples", "strategy_label", "label"}
-_STAT_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ops", "total",
-                "rounds", "iterations")
+_NAME_FIELDS = ("kind", "suite", "strategy", "workload", "device_type", "backend", "profile", "collective", "dtype",
+                "case_key")
+_LISTED_RUNS = 20  # an unknown run id lists the saved runs, up to this many
 
 
 class ResultsError(ValueError):
@@ -96,6 +93,30 @@ def _by_id(run_id: str, results_dir: Path) -> list[Path]:
     return sorted(p for p in results_dir.glob(f"*/{pattern}") if p.is_file())
 
 
+def saved_runs(results_dir: str | os.PathLike) -> list[str]:
+    """``<machine-id>/<stem>`` of every saved run under ``results_dir``, in order."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        return []
+    files = sorted(results_dir.glob("*/*.json"), key=lambda p: (p.parent.name, p.name))
+    return [f"{p.parent.name}/{p.stem}" for p in files if _RUN_FILE.match(p.name)]
+
+
+def _unknown_run(spec: str, results_dir: Path) -> ResultsError:
+    known = saved_runs(results_dir)
+    if not results_dir.is_dir():
+        found = f"and {results_dir}/ does not exist"
+    elif not known:
+        found = f"and {results_dir}/ holds no saved runs"
+    else:
+        more = f" and {len(known) - _LISTED_RUNS} more" if len(known) > _LISTED_RUNS else ""
+        found = f"saved runs under {results_dir}/: {', '.join(known[:_LISTED_RUNS])}{more}"
+    return ResultsError(
+        f"run {spec!r}: expected a results file, a directory or a saved-run id (like 0001 or 0001_name), "
+        f"found none of these; {found}"
+    )
+
+
 def _resolve_spec(spec: str | os.PathLike, results_dir: Path) -> list[Path]:
     path = Path(spec)
     if path.is_file():
@@ -105,10 +126,7 @@ def _resolve_spec(spec: str | os.PathLike, results_dir: Path) -> list[Path]:
     matches = _by_id(str(spec), results_dir)
     if matches:
         return matches
-    raise ResultsError(
-        f"run {str(spec)!r}: expected a results file, a directory or a saved-run id "
-        f"(like 0001 or 0001_name) under {results_dir}/, found none of these"
-    )
+    raise _unknown_run(str(spec), results_dir)
 
 
 def resolve_runs(
@@ -152,8 +170,13 @@ def resolve_run(spec: str | os.PathLike, *, results_dir: str | os.PathLike = DEF
 
 
 # ---------------------------------------------------------------- reading one run
+def is_dpbench(extra: dict[str, Any]) -> bool:
+    """Whether ``extra_info`` was written by dpbench (as opposed to some other benchmark)."""
+    return any(k in extra for k in DPBENCH_MARKERS)
+
+
 def _check_schema(path: Path, index: int, extra: dict[str, Any]) -> None:
-    if not any(k in extra for k in _DPBENCH_MARKERS):
+    if not is_dpbench(extra):
         return  # a plain pytest-benchmark benchmark: nothing of ours to check
     where = f"{path}: benchmark #{index}"
     schema = extra.get("schema")
@@ -161,16 +184,19 @@ def _check_schema(path: Path, index: int, extra: dict[str, Any]) -> None:
         schema = 0  # pre-release dpbench wrote its fields without a version
     if isinstance(schema, bool) or not isinstance(schema, int):
         raise ResultsError(f"{where}: extra_info.schema: expected an integer, found {schema!r}")
-    if schema > SCHEMA_VERSION:
+    if schema > max(READABLE_SCHEMAS):
         raise ResultsError(
             f"{where}: extra_info schema {schema} is newer than this dpbench reads "
-            f"(up to {SCHEMA_VERSION}); upgrade dpbench to read it"
+            f"(schemas {', '.join(map(str, READABLE_SCHEMAS))}); upgrade dpbench to read it"
         )
-    if schema < SCHEMA_VERSION:
+    if schema not in READABLE_SCHEMAS:
         raise ResultsError(
             f"{where}: extra_info schema {schema} is older than this dpbench reads "
-            f"({SCHEMA_VERSION}); re-run the suites with this version to compare"
+            f"(schemas {', '.join(map(str, READABLE_SCHEMAS))}); re-run the suites with this version to compare"
         )
+    trials = extra.get("trials")
+    if trials is not None and not isinstance(trials, dict):
+        raise ResultsError(f"{where}: extra_info.trials: expected an object, found {type(trials).__name__}")
 
 
 def _check_benchmark(path: Path, index: int, bench: Any) -> None:
@@ -232,135 +258,3 @@ def read_run(path: str | os.PathLike) -> Run:
     commit = doc.get("commit_info") if isinstance(doc.get("commit_info"), dict) else {}
     return Run(path=path, machine_info=machine, commit_info=commit, datetime=str(doc["datetime"]),
                version=str(doc.get("version", "")), benchmarks=benchmarks)
-
-
-# ---------------------------------------------------------------- the tidy frame
-def _as_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    return float(value)
-
-
-def _options_text(options: Any) -> str:
-    """``{"mode": "overlap", "chunk_sizes": None}`` → ``"mode=overlap"`` (unset options say nothing)."""
-    if not isinstance(options, dict):
-        return ""
-    items = sorted(((str(k), v) for k, v in options.items() if v is not None), key=lambda kv: kv[0])
-    return ", ".join(f"{k}={v}" for k, v in items)
-
-
-def machine_summary(machine: dict[str, Any]) -> dict[str, Any]:
-    """The machine fields that decide whether two runs are comparable."""
-    gpus = machine.get("gpus") if isinstance(machine.get("gpus"), list) else []
-    gpu_names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
-    cpu = machine.get("cpu") if isinstance(machine.get("cpu"), dict) else {}
-    return {
-        "node": machine.get("node"),
-        "cpu": cpu.get("brand_raw"),
-        "gpu": ", ".join(gpu_names) or None,
-        "gpu_count": machine.get("gpu_count", len(gpus) if gpus else None),
-        "driver": machine.get("driver"),
-        "cuda": machine.get("cuda"),
-        "torch": machine.get("torch"),
-        "python": machine.get("python_version"),
-    }
-
-
-def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
-    extra = bench.get("extra_info") or {}
-    stats = bench["stats"]
-    row: dict[str, Any] = {
-        "run_id": run.run_id,
-        "run_path": str(run.path),
-        "machine_id": run.path.parent.name,
-        "run_datetime": run.datetime,
-        "group": bench.get("group"),
-        "name": bench["name"],
-        "fullname": bench["fullname"],
-        "param": bench.get("param"),
-        "params": bench.get("params"),
-    }
-    for key in _STAT_FIELDS:
-        row[f"stats.{key}"] = _as_float(stats.get(key))
-    data = stats.get("data")
-    row["samples"] = [float(v) for v in data] if data else None
-    # Columns the report computes itself: an extra_info key with the same name keeps its value
-    # under "extra.<key>" instead of silently replacing ours.
-    reserved = set(row) | _DERIVED
-    for key in ("schema", "kind", "suite", "strategy", "workload", "world_size", "device_type",
-                "backend", "profile", "collective"):
-        row[key] = None  # always present, so plain pytest-benchmark files share the columns
-    for key, value in extra.items():
-        key = str(key)
-        if key in reserved or key.startswith(("stats.", "machine.", "commit.")):
-            key = f"extra.{key}"
-        if key == "sampler" and isinstance(value, dict):
-            row["sampler"] = value
-            row["sampler.timeline"] = value.get("timeline")
-        elif isinstance(value, dict):
-            if key == "options":
-                row["options"] = value
-            for sub, subvalue in value.items():
-                row[f"{key}.{sub}"] = subvalue
-        else:
-            row[key] = value
-    steps = _as_float(extra.get("steps_per_round", extra.get("iters_per_round")))
-    steps = steps if steps > 0 else 1.0
-    # Each round of a training benchmark times run.step(k): per-step time = round time / k
-    # (a communication benchmark's round likewise repeats its collective iters_per_round times).
-    row["step_time_median"] = row["stats.median"] / steps
-    row["step_samples"] = [v / steps for v in row["samples"]] if row["samples"] else None
-    # Label with what the case asked for; `options` also holds every default the strategy filled in.
-    options = _options_text(extra.get("requested_options", extra.get("options")))
-    strategy = extra.get("strategy")
-    if extra.get("kind") == "collective" and extra.get("collective") and not strategy:
-        # Communication benchmarks are named by what they move, not by a strategy.
-        strategy, options = str(extra["collective"]), fmt_bytes(extra.get("size_bytes"))
-    row["strategy_label"] = f"{strategy}({options})" if strategy and options else (strategy or bench["name"])
-    ws = extra.get("world_size")
-    row["label"] = f"{row['strategy_label']} w{ws}" if strategy and ws is not None else row["strategy_label"]
-    for key, value in machine_summary(run.machine_info).items():
-        row[f"machine.{key}"] = value
-    for key in ("id", "branch", "dirty", "time"):
-        row[f"commit.{key}"] = run.commit_info.get(key)
-    return row
-
-
-def _short_run_names(runs: Sequence[Run]) -> dict[str, str]:
-    stems = [r.path.stem for r in runs]
-    return {r.run_id: (r.path.stem if stems.count(r.path.stem) == 1 else r.run_id) for r in runs}
-
-
-def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
-    """One row per benchmark per run; ``run`` is a short unique name of the run."""
-    short = _short_run_names(runs)
-    rows = []
-    for run in runs:
-        for bench in run.benchmarks:
-            row = _benchmark_row(run, bench)
-            row["run"] = short[run.run_id]
-            rows.append(row)
-    frame = pd.DataFrame(rows)
-    # Labels name a case inside its workload; where two suites ran the same case, say which.
-    key = ["run_id", "workload", "label"]
-    dup = frame.duplicated(key, keep=False) & frame["suite"].notna()
-    frame.loc[dup, "label"] = frame.loc[dup, "label"] + " [" + frame.loc[dup, "suite"].astype(str) + "]"
-    dup = frame.duplicated(key, keep=False)
-    frame.loc[dup, "label"] = frame.loc[dup, "label"] + " [" + frame.loc[dup, "name"] + "]"
-    return frame
-
-
-def load_runs(
-    paths: str | os.PathLike | Sequence[str | os.PathLike] = (),
-    *,
-    results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
-) -> pd.DataFrame:
-    """Load saved runs into one tidy DataFrame, the same frame ``dpbench report`` plots.
-
-    ``paths``: result files, directories (their newest run per machine) or saved-run ids like
-    ``0001``; empty means the newest run of each machine in ``results_dir``.
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    files = resolve_runs(list(paths), results_dir=results_dir)
-    return runs_frame([read_run(p) for p in files])

@@ -1,371 +1,246 @@
-"""The report's figures: one function per plot, each returning a :class:`Section`.
+"""The views of one suite: headline numbers, throughput, scaling, step times, bandwidth.
 
-Each section carries the figure as a base64 PNG (the report must open offline, so nothing
-is linked), the table of numbers behind it, and a note instead of the figure when the runs
-hold no data for it. Figures are built on ``matplotlib.figure.Figure`` objects, never through
-pyplot's global state, so nothing leaks between reports.
+Every function takes one suite's rows of the frame (every run) and the run names, and returns
+a :class:`Part`, or None when the suite holds nothing it shows. No case is ever dropped: each
+figure has a row per case (one bar or box per run) and each table a row per benchmark and run.
+Phases, memory and timelines live in :mod:`dpbench.report.plots_resources`.
 """
 from __future__ import annotations
 
-import base64
-import io
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
 
-import matplotlib
 import matplotlib.ticker
 import pandas as pd
-import seaborn as sns
-# Figures are plain Figure objects saved straight to PNG (Agg), never shown through pyplot: the
-# report renders headless on CI, and importing it leaves a notebook's backend untouched.
-from matplotlib.figure import Figure
 
-from dpbench.report import timeline
-from dpbench.report.units import fmt_bytes, fmt_num, fmt_seconds
-from dpbench.schema import Phase
+from dpbench.report.figures import (Image, Part, Table, case_order, numeric, panels, plain_log_ticks, png,
+                                    row_heights, run_colors, run_offsets, title)
+from dpbench.report.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 
-__all__ = ["Section", "Table", "PLOTS", "build_sections", "figure_png"]
-
-MAX_CASES = 60  # rows in one distribution/phase/memory figure before it stops being readable
+__all__ = ["busbw", "headline", "scaling", "step_times", "throughput", "workloads"]
 
 
-@dataclass
-class Table:
-    columns: list[str]
-    rows: list[list[str]]
+def workloads(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(workload, its rows)``: one figure panel each (collectives and plain benchmarks: "")."""
+    key = rows["workload"].fillna("").astype(str)
+    return [(w, rows[key == w]) for w in dict.fromkeys(key)]
 
 
-@dataclass
-class Section:
-    key: str
-    title: str
-    description: str
-    image_png_b64: str | None = None
-    note: str | None = None
-    tables: list[Table] = field(default_factory=list)
+def _interval(lo: float, hi: float, fmt=fmt_seconds) -> str:
+    return "–" if math.isnan(lo) or math.isnan(hi) else f"{fmt(lo)} – {fmt(hi)}"
 
 
-def figure_png(fig: Figure) -> str:
-    """The figure as base64 PNG text for a ``data:`` URI."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, max(2.5, min(height, 40.0))), layout="constrained")
-
-
-def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
-    """A column as floats; anything not a finite number (text, lists, ±inf) becomes NaN."""
-    if column not in frame:
-        return pd.Series(math.nan, index=frame.index, dtype=float)
-    return _finite(pd.to_numeric(frame[column], errors="coerce"))
-
-
-def _finite(values: pd.Series) -> pd.Series:
-    values = values.astype(float)
-    return values.where(values.abs() < 1e300)  # beyond this, axis arithmetic overflows to inf
-
-
-def _case(frame: pd.DataFrame, *, with_run: bool = True) -> pd.Series:
-    """``workload: label``, prefixed by the run when several runs share a figure without hue."""
-    workload = frame["workload"].fillna("").astype(str)
-    case = (workload + ": ").where(workload != "", "") + frame["label"].astype(str)
-    if with_run and frame["run"].nunique() > 1:
-        case = frame["run"].astype(str) + " · " + case
-    return case
-
-
-def _by_case(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows ordered so one case's runs sit next to each other."""
-    key = _case(frame, with_run=False)
-    first = {c: i for i, c in enumerate(dict.fromkeys(key))}
-    return frame.assign(_order=key.map(first)).sort_values(["_order", "run"], kind="stable").drop(columns="_order")
-
-
-def _plain_log_ticks(axis) -> None:
-    # text.parse_math is off (see build_sections), so the default "$10^{1}$" labels would show raw.
-    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-
-
-def _hue(frame: pd.DataFrame) -> str | None:
-    return "run" if frame["run"].nunique() > 1 else None
-
-
-def _training(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["kind"].fillna("training") != "collective"]
-
-
-# ---------------------------------------------------------------- 1. throughput
-def throughput(frame: pd.DataFrame) -> Section:
-    sec = Section("throughput", "Throughput per strategy",
-                  "Samples per second of each round (mean with 95% bootstrap CI), per workload. Higher is better.")
-    rows = _training(frame).copy()
-    rows["global_batch"] = _numeric(rows, "global_batch")
-    rows = rows[rows["global_batch"].notna() & rows["workload"].notna()]
-    if rows.empty:
-        sec.note = "No training benchmarks with a workload and global batch in these runs."
-        return sec
-    long = rows[["run", "workload", "label", "global_batch", "step_samples"]].explode("step_samples")
-    long = long[long["step_samples"].notna()]
-    long["samples/s"] = _finite(long["global_batch"] / long["step_samples"].astype(float))
-    long = long[long["samples/s"].notna()]
-    if long.empty:  # raw samples not saved: one bar per case from the summary number
-        long = rows.assign(**{"samples/s": _numeric(rows, "samples_per_s")})
-        long = long[long["samples/s"].notna()]
-    if long.empty:
-        sec.note = "No finite throughput numbers in these runs."
-        return sec
-    workloads = sorted(long["workload"].astype(str).unique())
-    n_runs = max(1, rows["run"].nunique())
-    # Each workload's panel grows with its bars, so one-case panels are not squashed.
-    heights = [0.9 + 0.3 * n_runs * long[long["workload"] == w]["label"].nunique() for w in workloads]
-    fig = _figure(10, sum(heights))
-    axes = fig.subplots(len(workloads), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-    for ax, workload in zip(axes, workloads):
-        data = long[long["workload"] == workload]
-        sns.barplot(data=data, y="label", x="samples/s", hue=_hue(rows), errorbar=("ci", 95),
-                    seed=0, ax=ax)
-        ax.set_title(f"workload: {workload}")
-        ax.set_ylabel("")
-    sec.image_png_b64 = figure_png(fig)
-    rows["median samples/s"] = rows["global_batch"] / _numeric(rows, "step_time_median")
-    single = rows[rows["strategy"] == "single"].groupby(["run", "workload"])["median samples/s"].max()
-    table = []
-    for _, r in rows.sort_values(["workload", "run", "median samples/s"], ascending=[True, True, False]).iterrows():
-        base = single.get((r["run"], r["workload"]), math.nan)
-        table.append([str(r["run"]), str(r["workload"]), str(r["label"]), fmt_num(r["median samples/s"]),
-                      fmt_num(r["median samples/s"] / base, suffix="×")])
-    sec.tables.append(Table(["run", "workload", "case", "samples/s (median round)", "vs single"], table))
-    return sec
-
-
-# ---------------------------------------------------------------- 2. scaling
-def scaling(frame: pd.DataFrame) -> Section:
-    sec = Section("scaling", "Scaling efficiency",
-                  "Throughput at world size N divided by N × the single-device throughput of the same run. "
-                  "The dashed line is ideal linear scaling.")
-    rows = _training(frame).copy()
-    rows["efficiency"] = _numeric(rows, "scaling_efficiency")
-    rows["world_size"] = _numeric(rows, "world_size")
-    rows = rows[rows["efficiency"].notna() & rows["world_size"].notna()]
-    if rows.empty:
-        sec.note = "No scaling benchmarks (extra_info.scaling_efficiency) in these runs."
-        return sec
-    rows["series"] = rows["workload"].fillna("").astype(str) + ": " + rows["strategy_label"].astype(str)
-    fig = _figure(9, 4.5)
-    ax = fig.subplots()
-    sns.lineplot(data=rows.sort_values("world_size"), x="world_size", y="efficiency", hue="series",
-                 style=_hue(rows), markers=True, ax=ax)
-    ax.axhline(1.0, linestyle="--", color="black", linewidth=1, label="ideal")
-    ax.set_xticks(sorted(rows["world_size"].unique()))
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("world size")
-    ax.legend(loc="best", fontsize="small")
-    sec.image_png_b64 = figure_png(fig)
-    table = [[str(r["run"]), str(r["workload"]), str(r["strategy_label"]), fmt_num(r["world_size"]),
-              fmt_num(_numeric(rows.loc[[i]], "samples_per_s").iloc[0]),
-              fmt_num(_numeric(rows.loc[[i]], "baseline_samples_per_s").iloc[0]), f"{r['efficiency']:.1%}"]
-             for i, r in rows.sort_values(["run", "series", "world_size"]).iterrows()]
-    sec.tables.append(Table(["run", "workload", "strategy", "world size", "samples/s",
-                             "single samples/s", "efficiency"], table))
-    return sec
-
-
-# ---------------------------------------------------------------- 3. step times
-def step_times(frame: pd.DataFrame) -> Section:
-    sec = Section("step-times", "Step-time distributions",
-                  "Seconds per step of every round (round time / steps per round), from the raw samples.")
-    rows = frame[frame["step_samples"].notna()].copy()
-    if rows.empty:
-        sec.note = "No raw samples in these runs (save them with --benchmark-save-data)."
-        return sec
-    rows["case"] = _case(rows, with_run=False)
-    if rows["case"].nunique() > MAX_CASES:
-        keep = rows["case"].drop_duplicates().iloc[:MAX_CASES]
-        sec.note = f"Showing the first {MAX_CASES} of {rows['case'].nunique()} cases; the table lists all."
-        shown = rows[rows["case"].isin(keep)]
-    else:
-        shown = rows
-    long = shown[["case", "run", "step_samples"]].explode("step_samples")
-    long["ms per step"] = _finite(long["step_samples"].astype(float) * 1e3)
-    long = long[long["ms per step"] > 0]  # log axis
-    if long.empty:
-        sec.note = "No positive, finite step times in these runs."
-        return sec
-    fig = _figure(10, 0.8 + 0.3 * shown["case"].nunique())
-    ax = fig.subplots()
-    sns.boxplot(data=long, y="case", x="ms per step", hue=_hue(rows), showfliers=False, ax=ax)
-    sns.stripplot(data=long, y="case", x="ms per step", hue=_hue(rows), dodge=_hue(rows) is not None,
-                  size=2.5, color="black" if _hue(rows) is None else None, alpha=0.5, legend=False, ax=ax)
-    ax.set_xscale("log")
-    _plain_log_ticks(ax.xaxis)
-    ax.set_ylabel("")
-    sec.image_png_b64 = figure_png(fig)
+# ---------------------------------------------------------------- headline numbers
+def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
+    part = Part(key="headline", title="Headline numbers",
+                description="Per case: the median over trials (fresh worker processes) of each trial's median "
+                            "time per step (per call for collectives), with its 95% interval from the trials; "
+                            "samples/s = global batch / that time. Between-trial CV: how much a whole case moves "
+                            "from process to process. Control: the fixed computation each trial timed in its own "
+                            "workers (it moves when the machine does).")
+    extra = [c for c in ("scaling_efficiency", "relative_to_ddp") if numeric(rows, c).notna().any()]
+    columns = ["run", "workload", "case", "benchmark", "trials", "time", "95% CI", "samples/s", "samples/s 95% CI",
+               "between-trial CV", "control", "control CV"] + extra
+    # Suite metrics come straight from extra_info: anything but a number reads as missing.
+    metrics = {c: numeric(rows, c) for name in extra for c in (name, f"{name}_ci95_lo", f"{name}_ci95_hi")}
     table = []
     for _, r in rows.iterrows():
-        s = pd.Series(r["step_samples"], dtype=float)
-        table.append([str(r["case"]), str(r["run"]), str(len(s)), fmt_seconds(s.median()), fmt_seconds(s.quantile(0.95)),
-                      fmt_seconds(s.min()), fmt_seconds(s.max())])
-    sec.tables.append(Table(["case", "run", "rounds", "median", "p95", "min", "max"], table))
-    return sec
+        cells = [str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), str(r["trials_count"]),
+                 f"{fmt_seconds(r['step_time_s'])}{r['unit'].removeprefix('s')}",
+                 _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]), fmt_num(r["samples_per_s"]),
+                 _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
+                 fmt_pct(r["trial_cv"]), fmt_seconds(r["control_median_s"]), fmt_pct(r["control_cv"])]
+        for c in extra:
+            value, lo, hi = (metrics[k].loc[r.name] for k in (c, f"{c}_ci95_lo", f"{c}_ci95_hi"))
+            ci = "" if math.isnan(lo) else f" ({lo:.3g}–{hi:.3g})"
+            cells.append("–" if math.isnan(value) else f"{value:.3g}{ci}")
+        if isinstance(r.get("incomparable"), str):
+            cells[5] = f"unknown: {r['incomparable']}"
+        table.append(cells)
+    part.tables.append(Table(columns, table))
+    return part
 
 
-def _long_by_case(frame: pd.DataFrame, prefix: str, *, var_name: str, value_name: str) -> pd.DataFrame:
-    """The flattened ``prefix*`` columns as one long (case, var_name, value_name) table of finite values."""
-    columns = [c for c in frame.columns if c.startswith(prefix)]
-    if not columns:
-        return pd.DataFrame()
-    rows = _by_case(frame)
-    rows["case"] = _case(rows)
-    long = rows.melt(id_vars=["case"], value_vars=columns, var_name=var_name, value_name=value_name)
-    long[value_name] = _finite(pd.to_numeric(long[value_name], errors="coerce"))
-    return long[long[value_name].notna()]
+# ---------------------------------------------------------------- throughput
+def throughput(rows: pd.DataFrame, runs: list[str]) -> Part | None:
+    rows = rows[rows["kind"].fillna("training") != "collective"]
+    values = numeric(rows, "samples_per_s")
+    if rows.empty or not values.notna().any():
+        return None
+    part = Part(key="throughput", title="Throughput",
+                description="Samples per second (global batch / median step time over trials), with the 95% "
+                            "interval from the trials as error bars. One panel per workload. Higher is better.")
+    groups = workloads(rows)
+    heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.22)
+    fig, axes = panels(heights, labels=rows["case"])
+    colors, (offsets, thickness) = run_colors(runs), run_offsets(runs)
+    for (ax,), (workload, group) in zip(axes, groups):
+        cases = case_order(group)
+        position = {c: i for i, c in enumerate(cases)}
+        for run in runs:
+            mine = group[group["run"] == run]
+            value = numeric(mine, "samples_per_s")
+            ok = value > 0
+            lo, hi = numeric(mine, "samples_per_s_ci95_lo"), numeric(mine, "samples_per_s_ci95_hi")
+            err = [(value - lo).where(lo > 0, 0.0)[ok], (hi - value).where(hi > 0, 0.0)[ok]]
+            ys = [position[c] + offsets[run] for c in mine["case"][ok]]
+            ax.barh(ys, value[ok], height=thickness, xerr=err, color=colors[run], label=run, capsize=2)
+        ax.set_yticks(range(len(cases)), cases)
+        ax.set_ylim(len(cases) - 0.5, -0.5)
+        title(ax, f"workload: {workload}" if workload else "")
+        ax.set_xlabel("samples/s")
+    if len(runs) > 1:  # one legend above the first panel: colours mean the same in every panel
+        axes[0][0].legend(fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.06), ncols=min(4, len(runs)))
+    part.images.append(Image(title="throughput", png_b64=png(fig)))
+    part.tables.append(_throughput_table(rows))
+    return part
 
 
-# ---------------------------------------------------------------- 4. phases
-def phases(frame: pd.DataFrame) -> Section:
-    sec = Section("phases", "Phase breakdown",
-                  "Mean time per step spent in each phase (stacked), where the strategy measured phases.")
-    long = _long_by_case(frame, "phases.", var_name="phase", value_name="seconds")
-    if long.empty:
-        sec.note = "No phase timings (extra_info.phases) in these runs."
-        return sec
-    long["phase"] = long["phase"].str.removeprefix("phases.")
-    known = [p.value for p in Phase]
-    order = [p for p in known if p in set(long["phase"])] + sorted(set(long["phase"]) - set(known))
-    cases = list(dict.fromkeys(long["case"]))[:MAX_CASES]
-    if len(set(long["case"])) > MAX_CASES:
-        sec.note = f"Showing the first {MAX_CASES} cases; the table lists all."
-    long["ms per step"] = long["seconds"] * 1e3
-    wide_ms = long.pivot_table(index="case", columns="phase", values="ms per step", aggfunc="first", sort=False)
-    wide_ms = wide_ms.reindex(index=cases[::-1], columns=order).fillna(0.0)  # barh draws bottom-up
-    fig = _figure(10, 0.9 + 0.35 * len(cases))
-    ax = fig.subplots()
-    left = pd.Series(0.0, index=wide_ms.index)
-    for phase, color in zip(order, sns.color_palette(n_colors=len(order))):
-        ax.barh(wide_ms.index, wide_ms[phase], left=left, color=color, label=phase, height=0.8)
-        left = left + wide_ms[phase]
-    ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    ax.set_xlabel("ms per step")
-    ax.margins(y=0.01)
-    sec.image_png_b64 = figure_png(fig)
-    wide = long.pivot_table(index="case", columns="phase", values="seconds", aggfunc="first", sort=False)
-    table = [[str(case)] + [fmt_seconds(wide.loc[case].get(p, math.nan)) for p in order]
-             for case in wide.index]
-    sec.tables.append(Table(["case"] + order, table))
-    return sec
-
-
-# ---------------------------------------------------------------- 5. memory
-def memory(frame: pd.DataFrame) -> Section:
-    sec = Section("memory", "Peak memory per device",
-                  "Peak memory of each device during the run. Under DataParallel, device 0 holds the "
-                  "master copy, the gathered outputs and the loss, so it peaks above the other replicas.")
-    long = _long_by_case(frame, "peak_memory_bytes.", var_name="device", value_name="bytes")
-    if long.empty:
-        sec.note = "No peak memory (extra_info.peak_memory_bytes) in these runs."
-        return sec
-    long["device"] = long["device"].str.removeprefix("peak_memory_bytes.")
-    long["MiB"] = long["bytes"] / 2**20
-    cases = list(dict.fromkeys(long["case"]))[:MAX_CASES]
-    if len(set(long["case"])) > MAX_CASES:
-        sec.note = f"Showing the first {MAX_CASES} cases; the table lists all."
-    shown = long[long["case"].isin(cases)].copy()
-    # One bar per (case, device): dodging by device would leave empty slots for every
-    # device a case does not have (a single-device case in a 4-GPU run).
-    shown["bar"] = shown["case"] + " · " + shown["device"]
-    position = {c: i for i, c in enumerate(cases)}
-    shown = shown.assign(_o=shown["case"].map(position)).sort_values(["_o", "device"], kind="stable")
-    fig = _figure(10, 0.9 + 0.22 * len(shown))
-    ax = fig.subplots()
-    sns.barplot(data=shown, y="bar", x="MiB", hue="device", dodge=False, ax=ax)
-    ax.set_ylabel("")
-    sec.image_png_b64 = figure_png(fig)
+def _throughput_table(rows: pd.DataFrame) -> Table:
+    """Samples/s per case, and against single of the same run (the summary pairs the trials)."""
+    value = numeric(rows, "samples_per_s")
+    singles = rows.assign(v=value)[rows["strategy"] == "single"]
+    single = singles.groupby(["run", singles["workload"].fillna("")])["v"].first()
     table = []
-    for case, group in long.groupby("case", sort=False):
-        devices = "; ".join(f"{d}: {fmt_bytes(b)}" for d, b in zip(group["device"], group["bytes"]))
-        ratio = group["bytes"].max() / group["bytes"].min() if group["bytes"].min() > 0 else math.nan
-        table.append([str(case), devices, fmt_num(ratio, suffix="×")])
-    sec.tables.append(Table(["case", "peak per device", "max / min device"], table))
-    return sec
+    for (_, r), v in zip(rows.iterrows(), value):
+        base = single.get((r["run"], r["workload"] or ""), math.nan)
+        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), fmt_num(v),
+                      _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
+                      fmt_num(v / base, suffix="×")])
+    return Table(["run", "workload", "case", "benchmark", "samples/s", "95% CI", "vs single (medians)"], table)
 
 
-# ---------------------------------------------------------------- 6. timelines
-def timelines(frame: pd.DataFrame) -> Section:
-    sec = Section("timelines", "Utilization and memory timelines",
-                  "What the resource sampler recorded while the benchmarks ran: GPU utilization (CPU "
-                  "utilization where there is no GPU) and memory in use, per device. Dotted lines are marks.")
-    loaded, notes = timeline.load_timelines(frame)
-    if not loaded:
-        sec.note = " ".join(notes) or "No sampler timelines (extra_info.sampler.timeline) in these runs."
-        return sec
-    shown = loaded[: timeline.MAX_TIMELINES]
-    if len(loaded) > len(shown):
-        notes.append(f"Showing {len(shown)} of {len(loaded)} timelines.")
-    fig = _figure(11, 2.6 * len(shown))
-    axes = fig.subplots(len(shown), 2, squeeze=False)
-    table = []
-    for (title, data, marks), (ax_util, ax_mem) in zip(shown, axes):
-        devices = sorted(data["device"].unique())
-        sns.lineplot(data=data, x="time", y="utilization %", hue="device", hue_order=devices, ax=ax_util)
-        sns.lineplot(data=data, x="time", y="memory GiB", hue="device", hue_order=devices, ax=ax_mem, legend=False)
-        ax_util.set_ylim(bottom=0)
-        for ax in (ax_util, ax_mem):
-            ax.set_title(title, fontsize="small")
-            ax.set_xlabel("seconds")
-            for t in marks["time"]:
-                ax.axvline(t, linestyle=":", color="grey", linewidth=0.8)
-        for device, group in data.groupby("device"):
-            table.append([title, str(device), fmt_num(group["utilization %"].mean()),
-                          fmt_num(group["utilization %"].max()), fmt_bytes(group["memory GiB"].max() * 2**30)])
-    sec.image_png_b64 = figure_png(fig)
-    sec.note = " ".join(notes) or None
-    sec.tables.append(Table(["timeline", "device", "mean util %", "max util %", "max memory"], table))
-    return sec
-
-
-# ---------------------------------------------------------------- 7. bus bandwidth
-def busbw(frame: pd.DataFrame) -> Section:
-    sec = Section("busbw", "Communication bandwidth",
-                  "Bus bandwidth (nccl-tests formula) against message size, per collective and world size.")
-    rows = frame[frame["kind"] == "collective"].copy()
-    rows["size_bytes"] = _numeric(rows, "size_bytes")
-    rows["busbw GB/s"] = _numeric(rows, "busbw_gbps")
-    rows = rows[rows["size_bytes"].notna() & rows["busbw GB/s"].notna()]
+# ---------------------------------------------------------------- scaling
+def scaling(rows: pd.DataFrame, runs: list[str]) -> Part | None:
+    eff = numeric(rows, "scaling_efficiency")
+    ws = numeric(rows, "world_size")
+    rows = rows.assign(efficiency=eff, ws=ws, eff_lo=numeric(rows, "scaling_efficiency_ci95_lo"),
+                       eff_hi=numeric(rows, "scaling_efficiency_ci95_hi"),
+                       single=numeric(rows, "baseline_samples_per_s"))[eff.notna() & ws.notna()]
     if rows.empty:
-        sec.note = "No communication benchmarks (kind = collective) in these runs."
-        return sec
-    rows["series"] = (rows["collective"].astype(str) + " w" + rows["world_size"].astype(str)
-                      + " " + rows["backend"].fillna("").astype(str))
-    fig = _figure(9, 4.5)
-    ax = fig.subplots()
-    sns.lineplot(data=rows.sort_values("size_bytes"), x="size_bytes", y="busbw GB/s", hue="series",
-                 style=_hue(rows), markers=True, ax=ax)
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
-    ax.set_xlabel("message size")
-    sec.image_png_b64 = figure_png(fig)
-    table = [[str(r["run"]), str(r["series"]), fmt_bytes(r["size_bytes"]), str(r.get("dtype", "")),
-              fmt_seconds(_numeric(rows.loc[[i]], "time_s").iloc[0]),
-              fmt_num(_numeric(rows.loc[[i]], "algbw_gbps").iloc[0]), fmt_num(r["busbw GB/s"])]
-             for i, r in rows.sort_values(["run", "series", "size_bytes"]).iterrows()]
-    sec.tables.append(Table(["run", "collective", "size", "dtype", "time", "algbw GB/s", "busbw GB/s"], table))
-    return sec
+        return None
+    part = Part(key="scaling", title="Scaling efficiency",
+                description="Throughput at world size N / (N × single's throughput on one replica's batch), median "
+                            "over trials paired by trial index, with its 95% interval as error bars. The dashed "
+                            "line is ideal linear scaling.")
+    groups = workloads(rows)
+    fig, axes = panels([3.0] * len(groups), width=10, right=3.2)
+    colors = run_colors(runs)
+    styles = ["-", "--", ":", "-."]
+    for (ax,), (workload, group) in zip(axes, groups):
+        for i, (strategy, series) in enumerate(group.groupby("strategy_label", sort=False)):
+            for run, line in series.groupby("run", sort=False):
+                line = line.sort_values("ws")
+                err = [(line["efficiency"] - line["eff_lo"]).fillna(0).clip(lower=0),
+                       (line["eff_hi"] - line["efficiency"]).fillna(0).clip(lower=0)]
+                label = f"{strategy} · {run}" if len(runs) > 1 else strategy
+                ax.errorbar(line["ws"], line["efficiency"], yerr=err, marker="o", capsize=3, color=colors[str(run)],
+                            linestyle=styles[i % len(styles)], label=label)
+        ax.axhline(1.0, linestyle="--", color="black", linewidth=1)
+        ax.set_xticks(sorted(group["ws"].unique()))
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("world size")
+        ax.set_ylabel("efficiency")
+        title(ax, f"workload: {workload}" if workload else "")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    part.images.append(Image(title="scaling efficiency", png_b64=png(fig)))
+    table = []
+    for _, r in rows.sort_values(["run", "workload", "strategy_label", "ws"]).iterrows():
+        table.append([str(r["run"]), str(r["workload"]), str(r["strategy_label"]), fmt_num(r["ws"]), str(r["name"]),
+                      fmt_num(r["samples_per_s"]), fmt_num(r["single"]), f"{r['efficiency']:.1%}",
+                      "–" if math.isnan(r["eff_lo"]) else f"{r['eff_lo']:.1%} – {r['eff_hi']:.1%}"])
+    part.tables.append(Table(["run", "workload", "strategy", "world size", "benchmark", "samples/s",
+                              "single samples/s", "efficiency", "95% CI"], table))
+    return part
 
 
-PLOTS: list[Callable[[pd.DataFrame], Section]] = [
-    throughput, scaling, step_times, phases, memory, timelines, busbw,
-]
+# ---------------------------------------------------------------- step times
+def _positive(values) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0] \
+        if isinstance(values, list) else []
 
 
-def build_sections(frame: pd.DataFrame) -> list[Section]:
-    """Every plot section for ``frame`` (the output of :func:`dpbench.report.load_runs`)."""
-    # Strings from results files reach matplotlib as labels: never let "$...$" in a benchmark
-    # name be parsed as mathtext (it can fail to parse and abort the report).
-    with sns.axes_style("whitegrid"), matplotlib.rc_context({"text.parse_math": False}):
-        return [plot(frame) for plot in PLOTS]
+def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
+    has = rows["step_samples"].map(bool) | rows["trial_times"].map(bool)
+    if not has.any():
+        return None
+    part = Part(key="step-times", title="Step-time distributions",
+                description="Every measured round (boxes, seconds per step or per call, all trials) and each "
+                            "trial's median (dots): the boxes show the noise inside a process, the dots how much "
+                            "a whole case moves between processes.")
+    groups = workloads(rows)
+    heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.22)
+    fig, axes = panels(heights, labels=rows["case"])
+    colors, (offsets, thickness) = run_colors(runs), run_offsets(runs)
+    for (ax,), (workload, group) in zip(axes, groups):
+        cases = case_order(group)
+        position = {c: i for i, c in enumerate(cases)}
+        for run in runs:
+            mine = group[group["run"] == run]
+            boxes = [([v * 1e3 for v in _positive(r)], position[c] + offsets[run])
+                     for r, c in zip(mine["step_samples"], mine["case"])]
+            boxes = [(values, y) for values, y in boxes if values]
+            if boxes:  # one call per run: a boxplot call per case costs as much as the whole figure
+                drawn = ax.boxplot([values for values, _ in boxes], positions=[y for _, y in boxes],
+                                   widths=thickness * 0.9, orientation="horizontal", showfliers=False,
+                                   patch_artist=True, manage_ticks=False)
+                for patch in drawn["boxes"]:
+                    patch.set_facecolor(colors[run])
+                    patch.set_alpha(0.6)
+            xs, ys = [], []
+            for trials, c in zip(mine["trial_times"], mine["case"]):
+                xs += [v * 1e3 for v in _positive(trials)]
+                ys += [position[c] + offsets[run]] * len(_positive(trials))
+            ax.plot(xs, ys, "o", color="black", markersize=3, linestyle="none")
+        ax.set_yticks(range(len(cases)), cases)
+        ax.set_ylim(len(cases) - 0.5, -0.5)
+        ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
+        ax.set_xlabel("ms per step (per call)")
+        title(ax, f"workload: {workload}" if workload else "")
+    part.images.append(Image(title="step-time distributions", png_b64=png(fig)))
+    table = []
+    for _, r in rows.iterrows():
+        rounds = pd.Series(_positive(r["step_samples"]), dtype=float)
+        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), str(len(rounds)),
+                      str(r["trials_count"]), fmt_seconds(r["step_time_s"]), fmt_pct(r["trial_cv"]),
+                      fmt_seconds(rounds.quantile(0.95)) if len(rounds) else "–",
+                      fmt_seconds(rounds.min()), fmt_seconds(rounds.max())])
+    part.tables.append(Table(["run", "workload", "case", "benchmark", "rounds", "trials", "median of trials",
+                              "between-trial CV", "rounds p95", "rounds min", "rounds max"], table))
+    return part
+
+
+# ---------------------------------------------------------------- bus bandwidth
+def busbw(rows: pd.DataFrame, runs: list[str]) -> Part | None:
+    rows = rows[rows["kind"] == "collective"].assign(size=lambda f: numeric(f, "size_bytes"),
+                                                      bw=lambda f: numeric(f, "busbw_gbps"))
+    if rows.empty:
+        return None
+    part = Part(key="busbw", title="Communication bandwidth",
+                description="Bus bandwidth (nccl-tests formula, from the median time per call over trials) "
+                            "against message size, per collective and world size.")
+    plotted = rows[(rows["size"] > 0) & (rows["bw"] > 0)]  # log axis: positive sizes only
+    if plotted.empty:
+        part.note = "No finite message sizes and bandwidths to plot."
+    else:
+        fig, [[ax]] = panels([3.5], width=10, right=3.2)
+        colors = run_colors(runs)
+        series = (plotted["collective"].astype(str) + " w" + plotted["world_size"].astype(str) + " "
+                  + plotted["backend"].fillna("").astype(str))
+        for (name, run), line in plotted.assign(series=series).groupby(["series", "run"], sort=False):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line["bw"], marker="o", color=colors[str(run)],
+                    label=f"{name} · {run}" if len(runs) > 1 else name)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
+        ax.set_xlabel("message size")
+        ax.set_ylabel("busbw GB/s")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        part.images.append(Image(title="bus bandwidth", png_b64=png(fig)))
+    table = [[str(r["run"]), str(r["name"]), str(r["collective"]), fmt_bytes(r["size"]), str(r.get("dtype", "")),
+              fmt_seconds(r["step_time_s"]), _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
+              str(r["trials_count"]), fmt_num(numeric(rows.loc[[i]], "algbw_gbps").iloc[0]), fmt_num(r["bw"])]
+             for i, r in rows.sort_values(["run", "collective", "size"]).iterrows()]
+    part.tables.append(Table(["run", "benchmark", "collective", "size", "dtype", "time per call", "95% CI", "trials",
+                              "algbw GB/s", "busbw GB/s"], table))
+    return part

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["fmt_bytes", "fmt_num", "fmt_ratio", "fmt_seconds"]
+__all__ = ["fmt_bytes", "fmt_num", "fmt_pct", "fmt_ratio", "fmt_seconds"]
 
 
 def _is_missing(value: Any) -> bool:
@@ -48,3 +48,10 @@ def fmt_ratio(value: Any) -> str:
     if _is_missing(value):
         return "–"
     return f"{(float(value) - 1) * 100:+.1f}%"
+
+
+def fmt_pct(value: Any) -> str:
+    """``0.034`` → ``3.4%`` (a coefficient of variation, an efficiency)."""
+    if _is_missing(value):
+        return "–"
+    return f"{float(value) * 100:.1f}%"

@@ -52,16 +52,16 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A baseline and a candidate where ``test_throughput[ddp-mlp-w2]`` is 20% slower; the
+    """A baseline and a candidate where ``test_throughput[ddp-mlp-w2]`` is 40% slower; the
     candidate carries hostile strings in a benchmark name, a param and machine_info."""
     root = tmp_path_factory.mktemp("two") / "results"
     base = report_synth.make_run(root, number=1, name="base", seed=1)
     hostile = report_synth.make_doc(seed=9, cases=[report_synth.TRAINING_CASES[0]], comm=False)["benchmarks"][0]
     hostile.update(name=f"test_x[{XSS}]", fullname=f"suites/test_x.py::test_x[{XSS}]", param=XSS,
                    params={"p": XSS})
-    hostile["extra_info"].update(workload=XSS, options={"mode": XSS})
+    hostile["extra_info"].update(workload=XSS, options={"mode": XSS}, requested_options={"mode": XSS}, suite=XSS)
     cand = report_synth.make_run(root, number=2, name="cand", seed=2,
-                                 slowdown={"test_throughput[ddp-mlp-w2]": 1.2},
+                                 slowdown={"test_throughput[ddp-mlp-w2]": 1.4},
                                  machine=report_synth.default_machine(node=XSS, torch="2.14.0"),
                                  extra_benchmarks=[hostile])
     return base, cand
@@ -74,3 +74,11 @@ def report_html(two_runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFa
 
     out = tmp_path_factory.mktemp("report") / "report.html"
     return write_report(list(two_runs), out)
+
+
+@pytest.fixture(scope="session")
+def many_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs of over 70 benchmarks each in six suites (timelines in the dp_phases suite)."""
+    root = tmp_path_factory.mktemp("many") / "results"
+    return tuple(report_synth.make_run(root, number=n, name=f"many{n}", seed=n, cases=report_synth.many_cases(),
+                                       trials=4, rounds=3, timeline_suites=("dp_phases",)) for n in (1, 2))

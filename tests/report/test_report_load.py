@@ -12,8 +12,9 @@ import report_synth
 from report_synth import write_json
 from dpbench.report import ResultsError, load_runs, resolve_runs
 from dpbench.report.load import read_run, resolve_run
+from dpbench.report.stats import log_t_interval
 from dpbench.report.timeline import timeline_path
-from dpbench.schema import SCHEMA_VERSION
+from dpbench.schema import READABLE_SCHEMAS, SCHEMA_VERSION
 
 
 def test_real_pytest_benchmark_file_loads(real_run: Path):
@@ -28,13 +29,15 @@ def test_real_pytest_benchmark_file_loads(real_run: Path):
         assert row["samples"] == bench["stats"]["data"]  # raw rounds kept by --benchmark-save-data
         assert row["fullname"] == bench["fullname"]
     k2 = by_name.loc["test_step[2]"]
-    # per-step time = round time / steps_per_round
-    assert k2["step_time_median"] == pytest.approx(k2["stats.median"] / 2)
+    # schema 1: per-step time = round time / steps_per_round; one trial, no control
+    assert k2["step_time_s"] == pytest.approx(k2["stats.median"] / 2) and k2["unit"] == "s/step"
     assert k2["step_samples"] == pytest.approx([v / 2 for v in k2["samples"]])
+    assert k2["trial_times"] == [k2["step_time_s"]] and k2["trials_count"] == 1 and k2["trial_controls"] == []
+    assert k2["samples_per_s"] == pytest.approx(8 / k2["step_time_s"])
     assert (k2["strategy"], k2["workload"], k2["world_size"]) == ("single", "tiny", 1)
     plain = by_name.loc["test_plain"]
     assert pd.isna(plain["strategy"]) and plain["label"] == "test_plain"
-    assert plain["step_time_median"] == plain["stats.median"]
+    assert plain["step_time_s"] == plain["stats.median"] and plain["unit"] == "s/round"
     assert frame["machine_id"].iloc[0] == real_run.parent.name
     assert frame["run"].iloc[0] == "0001_tiny"
 
@@ -52,7 +55,8 @@ def test_frame_flattens_extra_info_and_machine(results: Path):
     assert row["label"] == "allreduce(mode=overlap) w2"
     assert row["machine.torch"] == "2.13.0" and row["machine.gpu"] == "NVIDIA H100 80GB HBM3"
     assert row["commit.branch"] == "main"
-    assert row["sampler.timeline"].endswith(".csv")
+    phases = frame[frame["suite"] == "dp_phases"].iloc[0]
+    assert phases["sampler.timeline"].endswith("-t0.csv") and len(phases["trial_timelines"]) == 6
     # the same case in two suites gets the suite in its label
     labels = set(frame.loc[frame["strategy"] == "dp", "label"])
     assert labels == {"dp w2 [throughput]", "dp w2 [dp_phases]"}
@@ -100,10 +104,11 @@ def _doc_with_extra(extra: dict) -> dict:
 
 
 @pytest.mark.parametrize("extra,match", [
-    ({"schema": SCHEMA_VERSION + 1, "kind": "training"}, "newer than this dpbench reads"),
+    ({"schema": max(READABLE_SCHEMAS) + 1, "kind": "training"}, r"schema 3 is newer than this dpbench reads \(schemas 1, 2\)"),
     ({"schema": 0, "kind": "training"}, "older than this dpbench reads"),
     ({"kind": "training", "strategy": "ddp"}, "schema 0 is older"),  # pre-release: fields without a version
     ({"schema": "1", "kind": "training"}, "expected an integer"),
+    ({"schema": 2, "kind": "training", "trials": [0.1, 0.2]}, "extra_info.trials: expected an object"),
 ])
 def test_schema_versions(tmp_path: Path, extra, match):
     path = write_json(tmp_path / "r.json", _doc_with_extra(extra))
@@ -150,24 +155,29 @@ def test_timeline_paths_are_confined_to_the_run_directory(tmp_path: Path):
 
 def test_labels_and_per_iteration_times_of_collectives(tmp_path: Path):
     doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]])
-    doc["benchmarks"][0]["extra_info"]["options"] = {"chunk_sizes": None, "mode": "x"}
+    doc["benchmarks"][0]["extra_info"]["requested_options"] = {"chunk_sizes": None, "mode": "x"}
     comm = doc["benchmarks"][1]
     comm["extra_info"]["iters_per_round"] = 5  # a collective repeated 5 times per timed round
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).set_index("name")
     assert frame.loc[doc["benchmarks"][0]["name"], "label"] == "dp(mode=x) w2"  # unset options say nothing
     row = frame.loc[comm["name"]]
     assert row["label"] == "all_reduce(4 KiB) w2"
-    assert row["step_time_median"] == pytest.approx(comm["stats"]["median"] / 5)
+    # the workers' time per call, never round time / iters
+    assert row["step_time_s"] == comm["extra_info"]["time_s"] and row["unit"] == "s/call"
 
 
 def test_extra_info_cannot_overwrite_the_report_columns(tmp_path: Path):
     doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[0]], comm=False)
     bench = doc["benchmarks"][0]
-    bench["extra_info"].update(fullname="spoofed", samples=[1.0], label="spoofed", **{"stats.median": 0})
+    bench["extra_info"].update(fullname="spoofed", samples=[1.0], label="spoofed", trial_times=[9.0],
+                               **{"stats.median": 0})
     row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
     assert row["fullname"] == bench["fullname"] and row["extra.fullname"] == "spoofed"
     assert row["samples"] == bench["stats"]["data"] and row["label"] == "single w1"
     assert row["stats.median"] == bench["stats"]["median"] and row["extra.stats.median"] == 0
+    assert row["trial_times"] == bench["extra_info"]["trials"]["step_time_s"] and row["extra.trial_times"] == [9.0]
+    # the writer's own step_time_s and samples_per_s stay readable beside the derived ones
+    assert row["extra.step_time_s"] == row["step_time_s"] == bench["extra_info"]["step_time_s"]
 
 
 def test_labels_use_requested_options_not_every_resolved_default(tmp_path: Path):
@@ -183,3 +193,83 @@ def test_labels_use_requested_options_not_every_resolved_default(tmp_path: Path)
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
     assert sorted(frame["strategy_label"]) == ["ddp", "ddp(bucket_cap_mb=25.0)"]
     assert frame["options.static_graph"].tolist() == [False, False]  # the resolved options stay in the frame
+
+
+# ---------------------------------------------------------------- schema 1 and 2, the reading rules
+def _rows(path: Path) -> tuple[pd.DataFrame, dict]:
+    doc = json.loads(path.read_text())
+    return load_runs(path).set_index("name"), {b["name"]: b for b in doc["benchmarks"]}
+
+
+def test_schema_2_round_trip(results: Path):
+    frame, raw = _rows(report_synth.make_run(results, schema=2, trials=4, rounds=3, timelines=False))
+    assert SCHEMA_VERSION == 2 and len(frame) == len(raw)
+    for name, bench in raw.items():
+        row, extra, trials = frame.loc[name], bench["extra_info"], bench["extra_info"]["trials"]
+        assert row["schema"] == 2 and row["trials_count"] == trials["count"] == 4
+        assert row["trial_times"] == trials["step_time_s"] and row["trial_controls"] == trials["control_s"]
+        assert row["trial_cv"] == pytest.approx(trials["cv"])
+        # stats.data are seconds per step (per call) already: never divided by steps_per_round
+        assert row["step_samples"] == bench["stats"]["data"] and len(row["step_samples"]) == 4 * 3
+        if extra["kind"] == "training":
+            assert row["step_time_s"] == extra["step_time_s"] and row["unit"] == "s/step"
+            assert [row["step_time_ci95_lo"], row["step_time_ci95_hi"]] == extra["step_time_ci95"]
+            assert row["samples_per_s"] == pytest.approx(extra["global_batch"] / extra["step_time_s"])
+            assert [row["samples_per_s_ci95_lo"], row["samples_per_s_ci95_hi"]] == pytest.approx(
+                extra["samples_per_s_ci95"])
+            assert row["case_key"] == extra["case_key"]
+        else:
+            assert row["step_time_s"] == extra["time_s"] and row["unit"] == "s/call"
+            assert [row["step_time_ci95_lo"], row["step_time_ci95_hi"]] == extra["time_ci95"]
+            assert pd.isna(row["samples_per_s"])  # a collective moves bytes, not samples
+        assert pd.isna(row["incomparable"])
+    scaled = frame.loc["test_scaling[ddp-mlp-w4]"]
+    ci = raw["test_scaling[ddp-mlp-w4]"]["extra_info"]["scaling_efficiency_ci95"]
+    assert [scaled["scaling_efficiency_ci95_lo"], scaled["scaling_efficiency_ci95_hi"]] == ci
+
+
+def test_schema_1_round_trip(results: Path):
+    frame, raw = _rows(report_synth.make_run(results, schema=1, timelines=False))
+    for name, bench in raw.items():
+        row, extra = frame.loc[name], bench["extra_info"]
+        assert row["schema"] == 1 and row["trials_count"] == 1 and row["trial_controls"] == []
+        assert row["trial_times"] == [row["step_time_s"]] and pd.isna(row["step_time_ci95_lo"])
+        if extra["kind"] == "training":
+            steps = extra["steps_per_round"]
+            assert row["step_time_s"] == pytest.approx(bench["stats"]["median"] / steps)
+            assert row["step_samples"] == pytest.approx([v / steps for v in bench["stats"]["data"]])
+            # one throughput definition: global batch / step time, not schema 1's own samples_per_s
+            assert row["samples_per_s"] == pytest.approx(64 / row["step_time_s"])
+            assert row["extra.samples_per_s"] == extra["samples_per_s"] != row["samples_per_s"]
+        else:
+            assert row["step_time_s"] == extra["time_s"]
+            assert row["step_time_s"] != pytest.approx(bench["stats"]["median"] / extra["iters_per_round"], rel=0.1)
+            assert row["step_samples"] is None  # schema-1 rounds were timed in the calling process
+
+
+def test_schema_1_training_without_steps_per_round_has_no_per_step_time(tmp_path: Path):
+    doc = report_synth.make_doc(schema=1, cases=report_synth.TRAINING_CASES[:1], comm=False)
+    del doc["benchmarks"][0]["extra_info"]["steps_per_round"]
+    row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
+    assert pd.isna(row["step_time_s"]) and row["trial_times"] == [] and pd.isna(row["samples_per_s"])
+    assert "without steps_per_round" in row["incomparable"]
+
+
+def test_the_interval_is_computed_from_the_trials_where_the_writer_left_it_out(tmp_path: Path):
+    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:1], comm=False, trials=5)
+    extra = doc["benchmarks"][0]["extra_info"]
+    written = extra.pop("step_time_ci95")
+    row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
+    assert (row["step_time_ci95_lo"], row["step_time_ci95_hi"]) == pytest.approx(written)
+    assert (row["step_time_ci95_lo"], row["step_time_ci95_hi"]) == log_t_interval(extra["trials"]["step_time_s"])
+
+
+def test_an_unknown_run_id_lists_the_saved_runs(results: Path):
+    report_synth.make_run(results, number=1, name="first", timelines=False)
+    report_synth.make_run(results, number=2, name="second", timelines=False)
+    with pytest.raises(ResultsError) as info:
+        resolve_runs(["0009"], results_dir=results)
+    message = str(info.value)
+    assert "'0009'" in message and "\n" not in message
+    assert f"saved runs under {results}/: {report_synth.MACHINE_ID}/0001_first, {report_synth.MACHINE_ID}/0002_second" \
+        in message

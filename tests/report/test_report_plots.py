@@ -1,4 +1,4 @@
-"""The seven plot sections: a decodable PNG or a note, and tables that match the frame."""
+"""The suite sections and their parts: a decodable PNG where there is data, tables that match the frame."""
 from __future__ import annotations
 
 import base64
@@ -11,111 +11,124 @@ import pytest
 import report_synth
 from report_synth import write_json
 from dpbench.report import load_runs
-from dpbench.report import plots
-from dpbench.report.plots import PLOTS, build_sections
+from dpbench.report import plots, plots_resources
+from dpbench.report.sections import PARTS, build_sections
+from dpbench.report.units import fmt_bytes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-KEYS = ["throughput", "scaling", "step-times", "phases", "memory", "timelines", "busbw"]
 
 
 @pytest.fixture(scope="module")
 def full_frame(tmp_path_factory) -> pd.DataFrame:
-    return load_runs(report_synth.make_run(tmp_path_factory.mktemp("plots") / "results"))
+    return load_runs(report_synth.make_run(tmp_path_factory.mktemp("plots") / "results", trials=4, rounds=3))
 
 
 @pytest.fixture(scope="module")
 def sections(full_frame):
-    return {s.key: s for s in build_sections(full_frame)}
+    return {s.suite: {p.key: p for p in s.parts} for s in build_sections(full_frame)}
 
 
-def _decode(section) -> bytes:
-    png = base64.b64decode(section.image_png_b64, validate=True)
+def _decode(part) -> bytes:
+    assert len(part.images) == 1, part.key
+    png = base64.b64decode(part.images[0].png_b64, validate=True)
     assert png.startswith(PNG_MAGIC)
     return png
 
 
-def test_every_plot_renders_when_its_data_is_there(sections):
-    assert list(sections) == KEYS and len(PLOTS) == 7
-    for key, section in sections.items():
-        assert section.image_png_b64, f"{key}: no image ({section.note})"
-        assert len(_decode(section)) > 5000, key
-        assert section.tables and section.tables[0].rows, key
+def test_each_suite_gets_the_parts_that_apply(sections):
+    assert list(sections) == ["throughput", "scaling", "ddp_knobs", "dp_phases", "comm"]
+    assert list(sections["throughput"]) == ["headline", "throughput", "step-times", "phases", "memory"]
+    assert list(sections["dp_phases"]) == ["headline", "throughput", "step-times", "phases", "memory", "timelines"]
+    assert list(sections["scaling"]) == ["headline", "throughput", "scaling", "step-times", "phases", "memory"]
+    assert list(sections["comm"]) == ["headline", "step-times", "busbw"]
+    for suite, parts in sections.items():
+        for key, part in parts.items():
+            if key != "headline":
+                assert len(_decode(part)) > 3000, (suite, key)
+            assert part.tables and part.tables[0].rows, (suite, key)
+    assert len(PARTS) == 8
 
 
-def test_throughput_table_matches_the_frame(sections, full_frame):
-    table = sections["throughput"].tables[0]
-    rows = {(r[1], r[2]): r for r in table.rows}
-    ddp = full_frame[(full_frame["label"] == "ddp w2") & (full_frame["workload"] == "convnet")].iloc[0]
-    single = full_frame[(full_frame["label"] == "single w1") & (full_frame["workload"] == "convnet")].iloc[0]
-    expected = ddp["global_batch"] / ddp["step_time_median"]
-    assert rows[("convnet", "ddp w2")][3] == f"{expected:,.0f}"
-    speedup = expected / (single["global_batch"] / single["step_time_median"])
-    assert rows[("convnet", "ddp w2")][4] == f"{speedup:.3g}×"
+def test_headline_table_matches_the_frame(sections, full_frame):
+    table = sections["throughput"]["headline"].tables[0]
+    rows = {r[3]: r for r in table.rows}
+    for _, r in full_frame[full_frame["suite"] == "throughput"].iterrows():
+        cells = rows[r["name"]]
+        assert cells[4] == str(r["trials_count"]) == "4"
+        assert cells[5] == f"{r['step_time_s'] * 1e3:.3g} ms/step"
+        # one throughput definition: global batch / step time (median over trials)
+        assert cells[7] == f"{64 / r['step_time_s']:,.0f}"
+        lo, hi = 64 / r["step_time_ci95_hi"], 64 / r["step_time_ci95_lo"]
+        assert cells[8] == f"{lo:,.0f} – {hi:,.0f}"
+        assert cells[9] == f"{r['trial_cv'] * 100:.1f}%" and cells[10] == f"{r['control_median_s'] * 1e3:.3g} ms"
 
 
 def test_memory_table_shows_dataparallel_device_0_imbalance(sections):
-    rows = {r[0]: r for r in sections["memory"].tables[0].rows}
-    assert rows["mlp: dp w2 [throughput]"][2] == "1.6×"  # the synthetic dp case puts 1.6× on cuda:0
-    assert rows["mlp: ddp w2"][2] == "1×"
+    rows = {r[2]: r for r in sections["throughput"]["memory"].tables[0].rows}
+    assert rows["dp w2"][5] == "1.6×"  # the synthetic dp case puts 1.6× on cuda:0
+    assert rows["ddp w2"][5] == "1×"
 
 
-def test_scaling_and_busbw_tables(sections, full_frame):
-    eff = full_frame["scaling_efficiency"].dropna()
-    assert sorted(r[6] for r in sections["scaling"].tables[0].rows) == sorted(f"{v:.1%}" for v in eff)
-    busbw = sections["busbw"].tables[0].rows
-    assert [r[2] for r in busbw] == ["4 KiB", "64 KiB", "1 MiB", "16 MiB"]
+def test_scaling_table_has_the_efficiency_interval(sections, full_frame):
+    rows = full_frame[full_frame["scaling_efficiency"].notna()]
+    table = sections["scaling"]["scaling"].tables[0].rows
+    assert sorted(r[7] for r in table) == sorted(f"{v:.1%}" for v in rows["scaling_efficiency"])
+    expected = {f"{lo:.1%} – {hi:.1%}" for lo, hi in zip(rows["scaling_efficiency_ci95_lo"], rows["scaling_efficiency_ci95_hi"])}
+    assert {r[8] for r in table} == expected
 
 
-def test_phase_table_lists_phases_in_schema_order(sections):
-    assert sections["phases"].tables[0].columns == ["case", "scatter", "replicate", "apply", "gather",
-                                                    "forward", "backward", "communication", "optimizer"]
+def test_busbw_table_in_size_order(sections):
+    assert [r[3] for r in sections["comm"]["busbw"].tables[0].rows] == ["4 KiB", "64 KiB", "1 MiB", "16 MiB"]
 
 
-def test_plain_pytest_benchmark_run_gets_notes_not_crashes(real_run: Path, tmp_path: Path):
-    frame = load_runs(real_run)
-    by_key = {s.key: s for s in build_sections(frame)}
-    assert by_key["step-times"].image_png_b64  # raw samples are there
-    for key in ("scaling", "phases", "memory", "timelines", "busbw"):
-        assert by_key[key].image_png_b64 is None and by_key[key].note, key
-    assert "scaling_efficiency" in by_key["scaling"].note
+def test_phase_tables_list_phases_in_schema_order(sections):
+    assert sections["dp_phases"]["phases"].tables[0].columns[4:] == ["scatter", "replicate", "apply", "gather",
+                                                                     "backward"]
+    assert sections["throughput"]["phases"].tables[0].columns[4:] == ["forward", "backward", "communication",
+                                                                      "optimizer"]
 
 
-def test_without_raw_samples_throughput_still_plots(tmp_path: Path):
-    frame = load_runs(report_synth.make_run(tmp_path, save_data=False, comm=False))
-    assert plots.throughput(frame).image_png_b64
-    step_times = plots.step_times(frame)
-    assert step_times.image_png_b64 is None and "--benchmark-save-data" in step_times.note
+def test_plain_pytest_benchmark_run_gets_the_parts_it_has(real_run: Path):
+    by_key = {s.suite: {p.key for p in s.parts} for s in build_sections(load_runs(real_run))}
+    assert by_key == {"other benchmarks": {"headline", "throughput", "step-times"}}
+
+
+def test_without_raw_samples_the_trials_still_plot(tmp_path: Path):
+    frame = load_runs(report_synth.make_run(tmp_path, save_data=False, comm=False, timelines=False))
+    rows = frame.assign(case=frame["label"])
+    part = plots.step_times(rows, ["0001_synth"])
+    assert part.images and all(r[4] == "0" and r[5] == "6" for r in part.tables[0].rows)  # 0 rounds, 6 trials
+    assert plots.throughput(rows, ["0001_synth"]).images
 
 
 def test_mathtext_in_names_is_plain_text(tmp_path: Path):
     doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:1], comm=False)
     doc["benchmarks"][0]["extra_info"]["workload"] = r"$\frac{unclosed"
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
-    assert all(s.image_png_b64 or s.note for s in build_sections(frame))
+    assert all(p.images or p.key == "headline" for s in build_sections(frame) for p in s.parts)
 
 
 def test_timeline_written_by_the_sampler_is_plotted(tmp_path: Path):
     """Use the sampler's own writer, so the report reads the format the suites save."""
     from dpbench.sampler.timeline import METRIC_COLUMNS, build_frame, build_marks, write_timeline
 
-    values = {name: math.nan for name in METRIC_COLUMNS}
     rows = []
     for i in range(10):
         rows.append((i * 0.05, "cpu", [40.0 if n == "cpu_pct" else (8e9 if n == "mem_used_bytes" else math.nan)
                                        for n in METRIC_COLUMNS]))
         rows.append((i * 0.05, "pid:123", [150.0 if n == "cpu_pct" else (5e8 if n == "rss_bytes" else math.nan)
                                            for n in METRIC_COLUMNS]))
-    assert values  # METRIC_COLUMNS is the shared format
     run_dir = tmp_path / "m"
     write_timeline(run_dir / "timelines" / "t.csv", build_frame(rows), build_marks([(0.1, "measure")]))
     doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]], comm=False)
-    doc["benchmarks"][0]["extra_info"]["sampler"]["timeline"] = "timelines/t.csv"
+    doc["benchmarks"][0]["extra_info"]["trials"]["timelines"] = ["timelines/t.csv"] + [None] * 5
     frame = load_runs(write_json(run_dir / "0001_x.json", doc))
-    section = plots.timelines(frame)
-    assert section.image_png_b64, section.note
-    table = {r[1]: r for r in section.tables[0].rows}
-    assert set(table) == {"cpu", "pid:123"}
-    assert table["pid:123"][2] == "150" and table["cpu"][4] == "7.45 GiB"
+    part = plots_resources.timelines(frame.assign(case=frame["label"]), ["0001_x"])
+    assert part.images, part.note
+    [row] = part.tables[0].rows
+    # No GPU: utilization is the system CPU row's, memory the worker processes' RSS.
+    assert row[:4] == ["0001_x", "mlp: dp w2", doc["benchmarks"][0]["name"], "t.csv"]
+    assert row[4] == "40" and row[6] == fmt_bytes(5e8)
 
 
 def test_unreadable_timelines_become_notes(tmp_path: Path):
@@ -123,6 +136,6 @@ def test_unreadable_timelines_become_notes(tmp_path: Path):
     doc["benchmarks"][0]["extra_info"]["sampler"]["timeline"] = "../../../etc/passwd"
     doc["benchmarks"][1]["extra_info"]["sampler"]["timeline"] = "missing.csv"
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
-    section = plots.timelines(frame)
-    assert section.image_png_b64 is None
-    assert "inside the run's directory" in section.note and "could not be read" in section.note
+    part = plots_resources.timelines(frame.assign(case=frame["label"]), ["0001_x"])
+    assert not part.images
+    assert "inside the run's directory" in part.note and "could not be read" in part.note

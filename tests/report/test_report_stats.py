@@ -1,99 +1,60 @@
-"""Mann-Whitney U against brute-force enumeration of every rank arrangement, and by hand."""
+"""The shared statistics against independent references: scipy's own interval, numpy, by hand."""
 from __future__ import annotations
 
-import itertools
 import math
 import random
+import statistics
 
+import numpy as np
 import pytest
+from scipy import stats as sps
 
-from dpbench.report.stats import EXACT_MAX_PAIRS, mann_whitney_u, median, median_ci
-
-
-def brute_force_p(x, y, alternative):
-    """The permutation p-value: every way of splitting the pooled values into |x| and |y|."""
-    pooled = list(x) + list(y)
-
-    def u_of(xs, ys):
-        return sum((a > b) + 0.5 * (a == b) for a in xs for b in ys)
-
-    observed = u_of(x, y)
-    us = []
-    for idx in itertools.combinations(range(len(pooled)), len(x)):
-        chosen = set(idx)
-        us.append(u_of([pooled[i] for i in idx], [pooled[i] for i in range(len(pooled)) if i not in chosen]))
-    greater = sum(u >= observed - 1e-9 for u in us) / len(us)
-    less = sum(u <= observed + 1e-9 for u in us) / len(us)
-    return observed, {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}[alternative]
+from dpbench.report.stats import coefficient_of_variation, log_t_interval, median, paired_ratio, positive
 
 
-def test_hand_computed_values():
-    # x entirely below y: U = 0; only 1 of C(6, 3) = 20 arrangements is that extreme.
-    r = mann_whitney_u([1, 2, 3], [4, 5, 6], alternative="less")
-    assert (r.u, r.method) == (0.0, "exact")
-    assert r.p_value == pytest.approx(1 / 20)
-    assert mann_whitney_u([1, 2, 3], [4, 5, 6], alternative="greater").p_value == pytest.approx(1.0)
-    # U counts the pairs with x > y: 5 > {4, 2}, 3 > {2}, 7 > {4, 2} (not 8) → 2 + 1 + 2 = 5.
-    assert mann_whitney_u([5, 3, 7], [4, 2, 8]).u == 5.0
-    # Ties count half: 2 = 2 gives 0.5, 3 > 2 gives 1.
-    assert mann_whitney_u([2, 3], [2]).u == 1.5
+def test_log_t_interval_is_scipys_t_interval_of_the_logs():
+    rng = random.Random(3)
+    values = [0.02 * rng.lognormvariate(0, 0.1) for _ in range(7)]
+    logs = np.log(values)
+    lo, hi = sps.t.interval(0.95, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    assert log_t_interval(values) == pytest.approx((math.exp(lo), math.exp(hi)), rel=1e-12)
+    # multiplicative: scaling every value scales the interval
+    scaled = log_t_interval([v * 3 for v in values])
+    assert scaled == pytest.approx((3 * math.exp(lo), 3 * math.exp(hi)), rel=1e-12)
 
 
-@pytest.mark.parametrize("n_x,n_y", [(3, 4), (5, 5), (6, 4), (2, 7)])
-@pytest.mark.parametrize("alternative", ["greater", "less", "two-sided"])
-def test_exact_matches_enumeration(n_x, n_y, alternative):
-    rng = random.Random(n_x * 100 + n_y)
-    for _ in range(3):
-        x = [rng.gauss(0.3, 1) for _ in range(n_x)]
-        y = [rng.gauss(0, 1) for _ in range(n_y)]
-        u, p = brute_force_p(x, y, alternative)
-        r = mann_whitney_u(x, y, alternative=alternative)
-        assert r.method == "exact"
-        assert r.u == pytest.approx(u)
-        assert r.p_value == pytest.approx(p, abs=1e-12)
+@pytest.mark.parametrize("values", [[], [0.1], [0.1, math.nan], [-1.0, 0.2]])
+def test_log_t_interval_needs_two_positive_values(values):
+    assert all(math.isnan(v) for v in log_t_interval(values))
 
 
-def test_ties_use_the_normal_approximation_close_to_the_permutation_p():
-    x = [1, 2, 2, 3, 4, 4, 5, 6]
-    y = [2, 3, 3, 4, 5, 6, 6, 7]
-    r = mann_whitney_u(x, y, alternative="less")
-    _, p = brute_force_p(x, y, "less")
-    assert r.method == "normal"
-    assert r.p_value == pytest.approx(p, abs=0.02)
+def test_paired_ratio_by_hand():
+    # Trial i of both cases: ratios 2, 2, 2 exactly → ratio 2, a zero-width interval, significant.
+    r = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert (r.ratio, r.pairs) == (pytest.approx(2.0), 3)
+    assert r.lo == pytest.approx(2.0) and r.hi == pytest.approx(2.0) and r.significant
+    # Ratios 0.5 and 2: geometric mean 1, an interval around 1: not significant.
+    r = paired_ratio([1.0, 4.0], [2.0, 2.0])
+    assert r.ratio == pytest.approx(1.0) and r.lo < 1 < r.hi and not r.significant
+    # Unpaired extra trials are left out; one pair has no interval and makes no claim.
+    one = paired_ratio([3.0, 9.0, 9.0], [1.5])
+    assert one.pairs == 1 and one.ratio == pytest.approx(2.0) and math.isnan(one.lo) and not one.significant
 
 
-def test_normal_approximation_agrees_with_exact_for_larger_samples():
-    rng = random.Random(7)
-    x = [rng.gauss(0.5, 1) for _ in range(30)]
-    y = [rng.gauss(0, 1) for _ in range(30)]
-    exact = mann_whitney_u(x, y)
-    assert exact.method == "exact"
-    big = mann_whitney_u(x * 2, y * 2)  # duplicates create ties → normal approximation
-    assert big.method == "normal"
-    # Same data at n = 60: not identical p, but the same side of any sensible alpha.
-    assert (exact.p_value < 0.05) == (big.p_value < 0.05)
-    assert 30 * 30 <= EXACT_MAX_PAIRS
+def test_pairing_cancels_what_the_machine_did_between_passes():
+    """Pass i slows every case by the same factor: paired, the ratio is exact; unpaired it is not."""
+    passes = [1.0, 1.3, 0.8, 1.6, 1.1]
+    a = [2.0 * p for p in passes]
+    b = [1.0 * p for p in passes]
+    r = paired_ratio(a, b)
+    assert r.ratio == pytest.approx(2.0) and r.hi - r.lo < 1e-9
+    unpaired = log_t_interval(a)[1] / log_t_interval(b)[0]
+    assert unpaired > 2.5  # comparing the two cases' own intervals would be far less certain
 
 
-def test_all_values_tied_is_no_evidence():
-    assert mann_whitney_u([1.0] * 5, [1.0] * 5).p_value == 1.0
-
-
-@pytest.mark.parametrize("x,y,match", [([], [1.0], "non-empty"), ([1.0], [math.nan], "NaN")])
-def test_bad_input_names_the_problem(x, y, match):
-    with pytest.raises(ValueError, match=match):
-        mann_whitney_u(x, y)
-
-
-def test_unknown_alternative_lists_the_known_ones():
-    with pytest.raises(ValueError, match="two-sided"):
-        mann_whitney_u([1.0], [2.0], alternative="bigger")
-
-
-def test_median_and_its_ci():
-    assert median([3, 1, 2]) == 2
-    assert median([4, 1, 2, 3]) == 2.5
-    lo, hi = median_ci(10.0, 2.0, 16)
-    assert (lo, hi) == pytest.approx((10 - 1.57 * 2 / 4, 10 + 1.57 * 2 / 4))
-    with pytest.raises(ValueError, match="n: expected a positive"):
-        median_ci(1.0, 1.0, 0)
+def test_coefficient_of_variation_and_helpers():
+    values = [1.0, 1.2, 0.9, 1.1]
+    assert coefficient_of_variation(values) == pytest.approx(statistics.stdev(values) / statistics.fmean(values))
+    assert math.isnan(coefficient_of_variation([1.0]))
+    assert positive([1, 0, -2, math.nan, math.inf, True, "3", 2.5]) == [1.0, 2.5]
+    assert median([3.0, 1.0, 2.0]) == 2.0 and math.isnan(median([]))

@@ -1,0 +1,131 @@
+"""The gate's outputs: the terminal table, Markdown for a PR comment, JSON, github-action-benchmark.
+
+The HTML report's comparison tables use :func:`rows` too, so both read the same.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+from dpbench.report.compare import BenchmarkComparison, Comparison, Verdict
+from dpbench.report.units import fmt_ratio, fmt_seconds
+
+__all__ = ["HEADER", "display_names", "rows", "summary_line", "to_github_action_benchmark", "to_json",
+           "to_markdown", "to_text", "verdict_line"]
+
+HEADER = ["benchmark", "baseline", "candidate", "change", "trials", "p", "test", "control", "verdict"]
+
+
+def _p(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2g}"
+
+
+def display_names(names: list[str]) -> dict[str, str]:
+    """Full pytest names → the test id alone (``test_x[case]``) wherever that stays unique."""
+    short = {n: n.rsplit("::", 1)[-1] for n in names}
+    counts: dict[str, int] = {}
+    for s in short.values():
+        counts[s] = counts.get(s, 0) + 1
+    return {n: (s if counts[s] == 1 else n) for n, s in short.items()}
+
+
+def _time(value: float, unit: str) -> str:
+    text = fmt_seconds(value)
+    return text if text == "–" else f"{text}{unit.removeprefix('s')}"  # "12.3 ms/step"
+
+
+def _row(b: BenchmarkComparison, name: str) -> list[str]:
+    verdict = b.verdict.value.upper() if b.verdict == Verdict.REGRESSED else b.verdict.value
+    trials = f"{b.baseline_trials} vs {b.candidate_trials}"
+    return [name, _time(b.baseline_s, b.unit), _time(b.candidate_s, b.unit), fmt_ratio(b.ratio), trials,
+            _p(b.p_value), b.test or "–", fmt_ratio(b.control_ratio), verdict]
+
+
+def rows(cmp: Comparison) -> list[list[str]]:
+    names = display_names([b.name for b in cmp.benchmarks])
+    return [_row(b, names[b.name]) for b in cmp.benchmarks]
+
+
+def summary_line(cmp: Comparison) -> str:
+    """``regressed 1, improved 0, unchanged 12, …`` — every verdict, zeros included."""
+    return ", ".join(f"{verdict} {count}" for verdict, count in cmp.counts.items())
+
+
+def verdict_line(cmp: Comparison) -> str:
+    rule = f"slower by > {cmp.threshold:.1%} with p < {cmp.alpha:g}"
+    short = display_names([b.name for b in cmp.benchmarks])
+    parts = []
+    if cmp.regressions:
+        n = len(cmp.regressions)
+        names = ", ".join(short[b.name] for b in cmp.regressions)
+        parts.append(f"{n} regression{'s' if n > 1 else ''} ({rule}): {names}")
+    else:
+        compared = sum(b.verdict not in (Verdict.MISSING, Verdict.NEW, Verdict.INCOMPARABLE) for b in cmp.benchmarks)
+        parts.append(f"no regressions ({rule}) in {compared} compared benchmarks")
+    missing = cmp.of(Verdict.MISSING)
+    if missing:
+        how = "allowed by --allow-missing" if cmp.allow_missing else "fails the gate; --allow-missing accepts it"
+        parts.append(f"{len(missing)} missing from the candidate ({how})")
+    return "; ".join(parts)
+
+
+def to_text(cmp: Comparison) -> str:
+    """A plain-text table for the terminal; the counts and the verdict last."""
+    table = [HEADER] + rows(cmp)
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    lines = [f"baseline:  {cmp.baseline}", f"candidate: {cmp.candidate}", ""]
+    for i, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    short = display_names([b.name for b in cmp.benchmarks])
+    notes = [f"note: {short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note and b.verdict != Verdict.MISSING]
+    return "\n".join(lines + [""] + notes + [summary_line(cmp), verdict_line(cmp)]) + "\n"
+
+
+def _md(text: str) -> str:
+    """Escape a string from a results file for a Markdown table cell (no HTML, no markup)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "\\`*_[]|#":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("\n", " ")
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """A summary for a pull-request comment."""
+    icon = "❌" if cmp.exit_code else "✅"
+    lines = ["## dpbench compare", "", f"{icon} **{_md(verdict_line(cmp))}**", "", _md(summary_line(cmp)), ""]
+    lines += [f"> ⚠️ {_md(w)}" for w in cmp.warnings] + ([""] if cmp.warnings else [])
+    lines += [f"Baseline {_md(cmp.baseline)} → candidate {_md(cmp.candidate)}", ""]
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows(cmp)]
+    short = display_names([b.name for b in cmp.benchmarks])
+    notes = [f"- {_md(short[b.name])}: {_md(b.note)}" for b in cmp.benchmarks if b.note]
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def to_json(cmp: Comparison) -> dict[str, Any]:
+    def clean(value: Any) -> Any:  # JSON has no NaN; verdicts are their strings
+        if isinstance(value, Verdict):
+            return value.value
+        return None if isinstance(value, float) and math.isnan(value) else value
+
+    return {
+        "baseline": cmp.baseline, "candidate": cmp.candidate, "threshold": cmp.threshold, "alpha": cmp.alpha,
+        "allow_missing": cmp.allow_missing, "warnings": cmp.warnings, "counts": cmp.counts,
+        "regressions": [b.name for b in cmp.regressions], "exit_code": cmp.exit_code,
+        "benchmarks": [{k: clean(v) for k, v in asdict(b).items()} for b in cmp.benchmarks],
+    }
+
+
+def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:
+    """The candidate's numbers in github-action-benchmark's ``customSmallerIsBetter`` format."""
+    out = []
+    for b in cmp.benchmarks:
+        if b.verdict == Verdict.MISSING or math.isnan(b.candidate_s):
+            continue
+        extra = f"verdict: {b.verdict.value}; change vs baseline: {fmt_ratio(b.ratio)}; p: {_p(b.p_value)}"
+        out.append({"name": b.name, "unit": b.unit, "value": b.candidate_s,
+                    "extra": f"{extra}; trials: {b.candidate_trials}"})
+    return out
