@@ -15,7 +15,7 @@ from dpbench.workloads.base import Workload
 CASES = [
     # (strategy, workload, kwargs, exception, message)
     ("nope", HEALTHY, {}, ValueError,
-     "Unknown strategy 'nope'. Available names: single, dp, torch-dp, ddp, manual, allreduce"),
+     "Unknown strategy 'nope'. Available names: single, dp, torch-dp, ddp, manual, allreduce, fsdp, zero"),
     ("ddp", "no-such-workload", {}, ValueError, "Unknown workload 'no-such-workload'. Available names: "),
     ("ddp", 42, {}, TypeError, "workload must be a registered workload name (str) or a dpbench.Workload, got int"),
     ("ddp", HEALTHY, {"world_size": 0}, ValueError, "world_size must be an int >= 1, got 0"),
@@ -27,9 +27,9 @@ CASES = [
     ("ddp", HEALTHY, {"timeout": -1}, ValueError, "timeout must be a positive number of seconds, got -1"),
     ("ddp", HEALTHY, {"threads_per_worker": 0}, ValueError, "threads_per_worker must be an int >= 1, got 0"),
     ("ddp", HEALTHY, {"bogus": 1}, ValueError, "Unknown option(s) 'bogus' for strategy 'ddp'. Known options: "
-     "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, find_unused_parameters, "
-     "gradient_as_bucket_view, static_graph, sync_batchnorm"),
-    ("single", HEALTHY, {"mode": "overlap"}, ValueError, "Unknown option(s) 'mode' for strategy 'single'. Known options: (none)"),
+     "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, compile, find_unused_parameters, "
+     "gradient_as_bucket_view, optimizer, precision, static_graph, sync_batchnorm"),
+    ("single", HEALTHY, {"mode": "overlap"}, ValueError, "Unknown option(s) 'mode' for strategy 'single'. Known options: compile, optimizer, precision"),
     ("allreduce", HEALTHY, {"mode": "ring"}, ValueError, "allreduce option mode must be one of per-param, bucketed, overlap, got 'ring'"),
     ("allreduce", HEALTHY, {"bucket_cap_mb": 0}, ValueError, "allreduce option bucket_cap_mb must be a positive number, got 0"),
     ("ddp", HEALTHY, {"bucket_cap_mb": -1}, ValueError, "ddp option bucket_cap_mb must be None or a positive number, got -1"),
@@ -78,7 +78,7 @@ def test_registry_lists_every_strategy_and_rejects_unknown():
 
     assert dpbench.launch is dpbench.launcher.launch  # the lazy top-level name is the function
     assert dpbench.list_strategies() == list_strategies() == [
-        "single", "dp", "torch-dp", "ddp", "manual", "allreduce"]
+        "single", "dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero"]
     for name in list_strategies():
         assert get_strategy(name).name == name
     with pytest.raises(ValueError, match=re.escape("Unknown strategy 'DDP'. Available names: single, dp")):
