@@ -1,6 +1,7 @@
 """Suite 7 — sharded data parallel against DDP: ``ddp``, ``zero`` (ZeRO-1) and ``fsdp`` (FSDP2, with
 and without ``reshard_after_forward``) on the transformer and the MLP, trained with AdamW so the
-optimizer state ZeRO and FSDP shard exists, at every world size of the profile.
+optimizer state ZeRO and FSDP shard exists, at the throughput suite's world sizes (every world
+size in ``full``; the largest in ``quick``, where sharding at one rank shards nothing).
 
 Each case reports throughput, memory per rank (parameters, gradients and optimizer state each
 rank holds, plus the peak), MFU and exposed communication (``Run.case_metrics()`` merged with
@@ -25,7 +26,7 @@ def sharding_cases(profile) -> list[TrainingCase]:
     workloads = [w for w in WORKLOADS if w in profile.workloads] or list(profile.workloads)
     cases = []
     for workload in workloads:
-        for world in profile.world_sizes:
+        for world in profile.throughput_world_sizes:
             ddp = TrainingCase(strategy=StrategyName.DDP.value, workload=workload, world_size=world,
                                global_batch=profile.global_batch, options={"optimizer": "adamw"})
             cases.append(ddp)
