@@ -147,10 +147,12 @@ class CollectiveCase:
                       timeline: TimelinePath | None, first: bool) -> TrialResult:
         from dpbench.comm import collective_worker, summarize
         from dpbench.control import control_worker
-        from dpbench.launcher import WorkerPool
+        from dpbench.launcher import make_pool
+        from dpbench.launcher.remote import pool_layout
 
         iters = steps_per_round or profile.comm_iters
-        with WorkerPool(self.world_size, device=profile.device, timeout=120.0) as pool:
+        # dpbench.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
+        with make_pool(self.world_size, device=profile.device, timeout=120.0) as pool:
             pool.run(collective_worker, self.collective, self.size_bytes, iters)  # untimed warm-up round
             with _sampled(pool.pids, [], profile) as sampler:
                 rounds = [summarize(self.collective, self.size_bytes,
@@ -158,7 +160,7 @@ class CollectiveCase:
                           for _ in range(profile.rounds)]
             control = max(pool.run(control_worker))
             info = {"backend": pool.backend, "threads_per_worker": pool.threads_per_worker,
-                    "world_size": pool.world_size}
+                    "world_size": pool.world_size, **pool_layout(pool)}
         summary, recorded = _finish_sampler(sampler, timeline, f"{_safe(self.id)}-t{trial + 1}")
         calls = [t for r in rounds for t in r.times]  # each call as slow as its slowest rank
         return TrialResult(

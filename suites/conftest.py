@@ -171,6 +171,11 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
     machine_info.update(facts)
+    from dpbench.cluster import cluster_facts
+
+    cluster = cluster_facts()  # dpbench.cluster: nodes, processes per node, each node's hostname/GPUs/NCCL_*
+    if cluster is not None:
+        machine_info["cluster"] = cluster
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):

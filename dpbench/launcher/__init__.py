@@ -11,12 +11,15 @@ from dpbench.launcher.pool import (
     available_cores,
     default_threads,
 )
+from dpbench.launcher.remote import RemotePool, make_pool  # dpbench.cluster
 from dpbench.launcher.run import Run, launch
 
 __all__ = [
     "launch",
     "Run",
     "WorkerPool",
+    "RemotePool",
+    "make_pool",
     "WorkerContext",
     "WorkerError",
     "WorkerTimeoutError",

@@ -61,6 +61,11 @@ class _WorkerConfig:
     # The forkserver helper keeps the environment of the moment it started; workers get
     # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
     environ: dict[str, str]
+    # dpbench.cluster hook: ranks on several hosts meet through this picklable callable's
+    # torch.distributed Store (None: the FileStore at store_path), and the socket interfaces
+    # must not default to loopback there (loopback=False).
+    store_factory: Callable[[], Any] | None = None
+    loopback: bool = True
 
 
 def _worker_device(rank: int, device_type: str):
@@ -165,7 +170,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     os.environ.update(config.environ)
     send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
     try:
-        if sys.platform.startswith("linux"):
+        if config.loopback and sys.platform.startswith("linux"):
             # Gloo's pairwise connections and NCCL's bootstrap stay on loopback (all ranks
             # are on this machine); a user setting wins.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -177,7 +182,8 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
         device = _worker_device(rank, config.device_type)
         group = None
         if config.backend is not None:
-            store = dist.FileStore(config.store_path, config.world_size)
+            store = (config.store_factory() if config.store_factory is not None
+                     else dist.FileStore(config.store_path, config.world_size))
             dist.init_process_group(
                 config.backend,
                 store=store,

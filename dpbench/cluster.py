@@ -1,0 +1,393 @@
+"""``python -m dpbench.cluster [pytest arguments]``: the suites across several nodes, under torchrun.
+
+On every node: ``torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d
+--rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster suites/ --benchmark-save=NAME``.
+
+What runs where. Global rank 0 is the *head*: it runs the one pytest session (collection,
+trials, saving, all on rank 0's node). Every torchrun rank — rank 0 included, through a
+thread of the head — is an *agent* (:mod:`dpbench.launcher.agent`): when a case needs W
+ranks, the head's :class:`dpbench.launcher.remote.RemotePool` asks agents 0..W-1 (filling
+nodes in order) to start one fresh local worker each; the workers form the case's process
+group through a fresh prefix of torchrun's own TCPStore. In-process strategies (single, dp,
+manual, torch-dp) run in local workers on the head's node, as on one host.
+
+How the agents find the head: the head listens on a free TCP port and publishes its address
+and a random authentication key in torchrun's store (``MASTER_ADDR``/``MASTER_PORT``, which
+torchrun points at node 0, where rank 0 runs); each agent connects and says hello with its
+node's facts (hostname, GPUs, NCCL_*/GLOO_* settings) — ``machine_info["cluster"]``.
+
+Exit status: the head exits with pytest's status and tells every agent to exit with it too,
+so a failed session makes every torchrun agent exit non-zero; an agent whose head goes away
+exits 1. Outside torchrun: one line saying how to start it, status 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import queue
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Client, Listener
+from typing import Any, Mapping
+
+__all__ = ["ClusterInfo", "ClusterError", "HeadSession", "USAGE", "active_session", "cluster_facts",
+           "cluster_world_sizes", "main"]
+
+USAGE = ("dpbench.cluster runs under torchrun, on every node: torchrun --nnodes=N --nproc-per-node=P "
+         "--rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster [pytest arguments]")
+# torchrun sets all of these for every rank it starts.
+_REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+             "GROUP_RANK", "GROUP_WORLD_SIZE")
+_JOIN_OPTION = "--dpbench-join-timeout"
+DEFAULT_JOIN_TIMEOUT = 300.0  # every agent imports torch before it says hello: minutes on a loaded node
+_BYE_SECONDS = 20.0
+# Environment that says how the backends reach other nodes (recorded per node).
+_INTERCONNECT_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "FI_", "UCX_")
+
+
+class ClusterError(RuntimeError):
+    """The cluster session could not start or went wrong outside any case (one line)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class ClusterInfo:
+    """This process's place in the torchrun world, read from the environment torchrun set."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int  # torchrun's --nproc-per-node on this node
+    node_rank: int  # GROUP_RANK
+    nodes: int  # GROUP_WORLD_SIZE
+    master_addr: str
+    master_port: int
+    run_id: str = "none"
+    restart_count: int = 0
+    use_agent_store: bool = True
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "ClusterInfo":
+        missing = [name for name in _REQUIRED if not environ.get(name)]
+        if missing:
+            raise ClusterError(f"{USAGE} (not under torchrun: {', '.join(missing)} unset)")
+        try:
+            values = {name: int(environ[name]) for name in _REQUIRED if name != "MASTER_ADDR"}
+        except ValueError:
+            raise ClusterError(f"torchrun's {', '.join(_REQUIRED)} must be integers (MASTER_ADDR aside), "
+                               f"got {dict((k, environ[k]) for k in _REQUIRED)}") from None
+        return cls(rank=values["RANK"], world_size=values["WORLD_SIZE"], local_rank=values["LOCAL_RANK"],
+                   local_world_size=values["LOCAL_WORLD_SIZE"], node_rank=values["GROUP_RANK"],
+                   nodes=values["GROUP_WORLD_SIZE"], master_addr=environ["MASTER_ADDR"],
+                   master_port=values["MASTER_PORT"], run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
+                   restart_count=int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
+                   use_agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") == "True")
+
+    @property
+    def head_key(self) -> str:
+        return f"dpbench/cluster/{self.run_id}/{self.restart_count}/head"
+
+
+def cluster_world_sizes(local_max: int, info: Any) -> tuple[int, ...]:
+    """World sizes a suite sweeps under a cluster: 1…min(local_max, ranks per node) on node 0,
+    then every whole number of nodes (ranks per node × 1, 2, … nodes), never past the world."""
+    per_node = max(1, info.local_world_size)
+    sizes = set(range(1, min(local_max, per_node) + 1))
+    sizes |= {per_node * n for n in range(1, info.nodes + 1)}
+    return tuple(sorted(s for s in sizes if s <= info.world_size))
+
+
+# ---------------------------------------------------------------- the session on the head
+@dataclass(kw_only=True)
+class HeadSession:
+    """The head's view of the torchrun world: one :class:`AgentLink` per rank (rank 0 included)."""
+
+    info: ClusterInfo
+    links: dict[int, Any]
+    open_pool: Any = None
+    local_agent: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def world_size(self) -> int:
+        return self.info.world_size
+
+    def summary(self) -> str:
+        nodes: dict[int, list[int]] = {}
+        for rank, link in sorted(self.links.items()):
+            nodes.setdefault(link.node, []).append(rank)
+        where = "; ".join(f"node {n} ({self.links[r[0]].host}): " + (f"rank {r[0]}" if len(r) == 1 else f"ranks {r[0]}-{r[-1]}")
+                          for n, r in sorted(nodes.items()))
+        return (f"dpbench.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
+                f"runs on ranks 0..n-1 (node 0 first); in-process strategies run on node 0.")
+
+    def close(self, status: int) -> None:
+        """Tell every agent to stop its workers and exit with ``status``; wait for their goodbyes."""
+        from dpbench.launcher.agent import wait_for_bye
+
+        if self.open_pool is not None:
+            self.open_pool.close()
+        told = [link for link in self.links.values() if link.send("exit", None, status)]
+        deadline = time.monotonic() + _BYE_SECONDS
+        for link in told:
+            wait_for_bye(link.conn, deadline)
+        for link in self.links.values():
+            link.conn.close()
+        if self.local_agent is not None:
+            self.local_agent.join(5.0)
+
+
+_ACTIVE: list[HeadSession] = []
+
+
+def active_session() -> HeadSession | None:
+    """The cluster session this process heads (None outside ``python -m dpbench.cluster`` on rank 0)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def cluster_facts(session: HeadSession | None = None) -> dict[str, Any] | None:
+    """``machine_info["cluster"]``: nodes, processes per node, and each node's facts (None: no cluster)."""
+    session = session or active_session()
+    if session is None:
+        return None
+    per_node: dict[int, dict[str, Any]] = {}
+    for rank, link in sorted(session.links.items()):
+        entry = per_node.setdefault(link.node, {"node": link.node, "hostname": link.host, "ranks": []})
+        entry["ranks"].append(rank)
+        if "gpus" not in entry and link.facts.get("gpus") is not None:
+            entry.update({k: v for k, v in link.facts.items()
+                          if k not in ("rank", "local_rank", "pid", "node", "host", "ranks")})
+    nodes = [per_node[n] for n in sorted(per_node)]
+    counts = [len(n["ranks"]) for n in nodes]
+    info = session.info
+    return {
+        "launcher": "torchrun", "rendezvous_id": info.run_id, "restart_count": info.restart_count,
+        "nodes": len(nodes), "world_size": info.world_size,
+        "processes_per_node": counts[0] if len(set(counts)) == 1 else counts,
+        "rank_order": "a case with n ranks runs on torchrun ranks 0..n-1, filling nodes in order",
+        "per_node": nodes,
+    }
+
+
+def node_facts(info: ClusterInfo) -> dict[str, Any]:
+    """What an agent tells the head in its hello (the node's GPUs and versions from local rank 0)."""
+    import torch
+
+    facts: dict[str, Any] = {
+        "rank": info.rank, "local_rank": info.local_rank, "pid": os.getpid(),
+        "processes": info.local_world_size,
+        # Asks the driver for the count; creates no CUDA context in the agent.
+        "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_INTERCONNECT_PREFIXES)},
+    }
+    if info.local_rank == 0:  # one NVML inventory per node is enough
+        from dpbench.machine import machine_facts
+
+        facts.update({k: v for k, v in machine_facts().items() if k != "dpbench"})
+    return facts
+
+
+def _store(info: ClusterInfo, timeout: float) -> Any:
+    import torch.distributed as dist
+
+    # torchrun's agent on node 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=True, the
+    # default); with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 rank 0 hosts it, as env:// would.
+    host = info.rank == 0 and not info.use_agent_store
+    try:
+        return dist.TCPStore(info.master_addr, info.master_port, is_master=host, multi_tenant=host,
+                             timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    except RuntimeError as exc:  # DistNetworkError / DistStoreError
+        raise ClusterError(f"cannot reach torchrun's store at {info.master_addr}:{info.master_port}: "
+                           f"{_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _Acceptor(threading.Thread):
+    """Accepts the agents' connections until told to stop (``Listener.accept`` has no timeout)."""
+
+    def __init__(self, listener: Listener, authkey: bytes):
+        super().__init__(name="dpbench-cluster-accept", daemon=True)
+        self.listener, self.authkey = listener, authkey
+        self.accepted: queue.Queue = queue.Queue()
+        self.stopping = False
+
+    def run(self) -> None:
+        while not self.stopping:
+            try:
+                conn = self.listener.accept()
+            except Exception:  # a stranger without the key, a reset: keep listening
+                continue
+            if self.stopping:
+                conn.close()
+                break
+            self.accepted.put(conn)
+
+    def stop(self) -> None:
+        self.stopping = True
+        try:  # wake the blocked accept() with a connection of our own
+            Client(("127.0.0.1", self.listener.address[1]), authkey=self.authkey).close()
+        except OSError:
+            pass
+        self.join(5.0)
+        self.listener.close()
+
+
+def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any]:
+    from dpbench.launcher.remote import AgentLink
+
+    authkey = secrets.token_bytes(32)
+    listener = Listener(("0.0.0.0", 0), authkey=authkey)
+    host = os.environ.get("DPBENCH_HEAD_ADDR") or info.master_addr  # node 0's address, as torchrun set it
+    acceptor = _Acceptor(listener, authkey)
+    acceptor.start()
+    store.set(info.head_key, json.dumps({"host": host, "port": listener.address[1], "authkey": authkey.hex()}))
+    links: dict[int, AgentLink] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(links) < info.world_size - 1:
+            try:
+                conn = acceptor.accepted.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                missing = sorted(set(range(1, info.world_size)) - set(links))
+                raise ClusterError(
+                    f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
+                    f"within {timeout:g} s ({_JOIN_OPTION} sets this); is dpbench.cluster running on every node, "
+                    f"and can they reach this port?") from None
+            if not conn.poll(max(0.0, deadline - time.monotonic())):
+                conn.close()
+                continue
+            tag, rank, facts = pickle.loads(conn.recv_bytes())
+            if tag != "hello" or not 0 < rank < info.world_size or rank in links:
+                conn.close()
+                continue
+            links[rank] = AgentLink(rank=rank, node=facts["node"], host=facts["host"], pid=facts["pid"],
+                                    conn=conn, facts=facts)
+    except BaseException:
+        for link in links.values():
+            link.send("exit", None, 1)
+            link.conn.close()
+        raise
+    finally:
+        acceptor.stop()
+    return links
+
+
+def _hello(info: ClusterInfo) -> dict[str, Any]:
+    return {**node_facts(info), "node": info.node_rank, "host": socket.gethostname()}
+
+
+def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
+    """Rank 0's own agent: the relay loop in a thread of the head, over a local pipe."""
+    import multiprocessing as mp
+
+    from dpbench.launcher.agent import serve
+    from dpbench.launcher.remote import AgentLink
+
+    head_end, agent_end = mp.Pipe(duplex=True)
+    thread = threading.Thread(target=serve, args=(agent_end,), name="dpbench-cluster-agent0", daemon=True)
+    thread.start()
+    facts = _hello(info)
+    return AgentLink(rank=0, node=info.node_rank, host=facts["host"], pid=os.getpid(), conn=head_end,
+                     facts=facts), thread
+
+
+def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float) -> int:
+    store = _store(info, join_timeout)
+    links = _join_agents(info, store, join_timeout)
+    link0, thread = _start_local_agent(info)
+    session = HeadSession(info=info, links={0: link0, **links}, local_agent=thread)
+    print(session.summary(), flush=True)
+    status = 1
+    _ACTIVE.append(session)
+    try:
+        import pytest
+
+        status = int(pytest.main(pytest_args))
+    finally:
+        _ACTIVE.remove(session)
+        session.close(status)
+    return status
+
+
+def run_agent(info: ClusterInfo, *, join_timeout: float) -> int:
+    from dpbench.launcher.agent import serve
+
+    store = _store(info, join_timeout)
+    try:
+        head = json.loads(store.get(info.head_key))
+    except RuntimeError as exc:  # DistStoreError: a timeout, or the store's host is gone
+        raise ClusterError(f"the head (rank 0) never published its address in torchrun's store "
+                           f"({info.master_addr}:{info.master_port}) within {join_timeout:g} s: "
+                           f"{_first_line(exc)}") from None
+    try:
+        conn = Client((head["host"], int(head["port"])), authkey=bytes.fromhex(head["authkey"]))
+    except OSError as exc:
+        raise ClusterError(f"cannot connect to the head at {head['host']}:{head['port']} ({exc}); "
+                           f"set DPBENCH_HEAD_ADDR on node 0 to an address the other nodes reach") from None
+    conn.send_bytes(pickle.dumps(("hello", info.rank, _hello(info))))
+    return serve(conn)
+
+
+def _split_args(argv: list[str]) -> tuple[float, list[str]]:
+    timeout, rest, items = DEFAULT_JOIN_TIMEOUT, [], iter(argv)
+    for arg in items:
+        if arg == _JOIN_OPTION or arg.startswith(_JOIN_OPTION + "="):
+            raw = arg.partition("=")[2] if "=" in arg else next(items, "")
+            try:
+                timeout = float(raw)
+            except ValueError:
+                timeout = -1.0
+            if not timeout > 0:
+                raise ClusterError(f"{_JOIN_OPTION} must be a positive number of seconds, got {raw!r}")
+        else:
+            rest.append(arg)
+    return timeout, rest
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    # torchrun stops its workers with SIGTERM (and SIGINT on Ctrl-C): unwind as for Ctrl-C,
+    # so the head's session ends and every agent stops its workers.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        info = ClusterInfo.from_environ(os.environ)
+    except ClusterError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    where = f"rank {info.rank}, node {info.node_rank}, host {socket.gethostname()}"
+    try:
+        join_timeout, pytest_args = _split_args(argv)
+    except ClusterError as exc:
+        print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if info.rank == 0:
+            return run_head(info, pytest_args, join_timeout=join_timeout)
+        return run_agent(info, join_timeout=join_timeout)
+    except ClusterError as exc:
+        print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"dpbench.cluster ({where}): interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    # Run as ``python -m dpbench.cluster`` this file is ``__main__``; the launcher and the suites
+    # import ``dpbench.cluster``, a second module object: the session must live in that one.
+    from dpbench.cluster import main as _main
+
+    sys.exit(_main())

@@ -1,0 +1,394 @@
+"""RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.cluster`` session.
+
+Same interface as :class:`dpbench.launcher.WorkerPool` (``run``, ``close``, ``pids``,
+``closed``, ``backend``, ``threads_per_worker``, ``world_size``, ``worker_facts``,
+``affinity_plan``) plus ``nodes``, ``ranks_per_node`` and ``hosts``. Rank r of a pool is
+started by the agent of torchrun rank r (see :mod:`dpbench.launcher.agent`): a pool of W
+ranks uses torchrun ranks 0..W-1, so it fills node 0 first, then node 1, and so on.
+
+Failure handling mirrors WorkerPool's, with the node named: a rank that raises or dies →
+:class:`WorkerError` ("rank 1 (node 1, host b12)"); an agent whose connection drops (its
+process was killed, its node went away) → WorkerError too; no word from a rank for
+``timeout`` seconds → :class:`WorkerTimeoutError`. After any of these the pool is closed and
+every agent of the pool has stopped its worker.
+
+:func:`make_pool` is how the launcher picks: the remote pool for process-group pools while a
+cluster session is active in this process, the local WorkerPool otherwise.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from dpbench.launcher.agent import WorkerOrder
+from dpbench.launcher.pool import (_FAILURE_GRACE_SECONDS, _MIN_START_SECONDS, WorkerError, WorkerPool,
+                                   WorkerTimeoutError, _pick_backend, available_cores, default_threads)
+
+__all__ = ["AgentLink", "RemotePool", "make_pool", "placement_for", "pool_layout"]
+
+# How long close() waits for every agent to confirm its worker is gone (the agent's own
+# polite + terminate + kill sequence takes at most ~7 s).
+_STOP_WAIT_SECONDS = 12.0
+
+
+@dataclass(kw_only=True)
+class AgentLink:
+    """The head's connection to the agent of one torchrun rank, and what that agent reported."""
+
+    rank: int
+    node: int  # torchrun's GROUP_RANK
+    host: str
+    pid: int
+    conn: Connection
+    facts: dict[str, Any] = field(default_factory=dict)
+    alive: bool = True
+    lost: str | None = None  # how the connection ended
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank} (node {self.node}, host {self.host})"
+
+    def send(self, tag: str, pool_id: str | None, payload: Any) -> bool:
+        if not self.alive:
+            return False
+        try:
+            self.conn.send_bytes(pickle.dumps((tag, pool_id, payload)))
+            return True
+        except (OSError, ValueError) as exc:
+            self.mark_lost(f"sending to its agent failed ({type(exc).__name__}: {exc})")
+            return False
+
+    def mark_lost(self, why: str) -> None:
+        if self.alive:
+            self.alive, self.lost = False, why
+
+
+def _session(session: Any) -> Any:
+    if session is not None:
+        return session
+    from dpbench.cluster import active_session
+
+    found = active_session()
+    if found is None:
+        raise RuntimeError("RemotePool needs a dpbench.cluster session in this process: start the run with "
+                           "`torchrun ... -m dpbench.cluster [pytest arguments]`")
+    return found
+
+
+class RemotePool:
+    """``world_size`` fresh worker processes on torchrun ranks 0..world_size-1 (see the module doc)."""
+
+    def __init__(self, world_size: int, *, device: str = "cpu", backend: str | None = None, timeout: float = 60.0,
+                 threads_per_worker: int | None = None, process_group: bool = True, affinity: str = "auto",
+                 cores_per_worker: int | None = None, session: Any = None):
+        session = _session(session)
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+        if world_size > session.world_size:
+            raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
+                             f"(WORLD_SIZE={session.world_size})")
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if threads_per_worker is not None and (isinstance(threads_per_worker, bool)
+                                               or not isinstance(threads_per_worker, int) or threads_per_worker < 1):
+            raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
+        if session.open_pool is not None and not session.open_pool.closed:
+            raise RuntimeError("a dpbench.cluster session runs one multi-process pool at a time; close the other first")
+        self._session = session
+        self._links: list[AgentLink] = [session.links[r] for r in range(world_size)]
+        self.world_size = world_size
+        self.device = device
+        self.timeout = float(timeout)
+        self.affinity = affinity
+        counts = self._node_counts()
+        self.ranks_per_node = max(counts.values())
+        self.nodes = len(counts)
+        self.backend = self._backend(backend, counts) if process_group else None
+        self.threads_per_worker = threads_per_worker or default_threads(self.ranks_per_node)
+        self.pool_id = uuid.uuid4().hex[:12]
+        self._cores_per_worker = cores_per_worker
+        self._started: dict[int, dict[str, Any]] = {}  # rank → {pid, host, cpus}
+        self._facts: list[dict[str, Any]] = []
+        self._dead: set[int] = set()  # ranks whose worker died or whose agent went away
+        self._closed = False
+        session.open_pool = self
+        try:
+            self._start()
+        except BaseException:
+            self._shutdown(graceful=False)
+            raise
+
+    # -- layout ----------------------------------------------------------------------
+    def _node_counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for link in self._links:
+            counts[link.node] = counts.get(link.node, 0) + 1
+        return counts
+
+    @property
+    def hosts(self) -> list[str]:
+        """Hostname of each node the pool runs on, in node order."""
+        seen: dict[int, str] = {}
+        for link in self._links:
+            seen.setdefault(link.node, link.host)
+        return [seen[node] for node in sorted(seen)]
+
+    def on_head_node(self, rank: int) -> bool:
+        return self._links[rank].node == self._session.links[0].node
+
+    def _backend(self, backend: str | None, counts: dict[int, int]) -> str:
+        if backend is not None or self.device == "cpu":
+            return _pick_backend(self.device, self.world_size, backend)
+        gpus = {link.node: int(link.facts.get("cuda_device_count") or 0) for link in self._links}
+        # NCCL cannot run two ranks on one GPU; gloo can (as on one host, node by node).
+        return "nccl" if all(counts[node] <= gpus[node] for node in counts) else "gloo"
+
+    def _orders(self) -> list[WorkerOrder]:
+        import sys
+
+        info = self._session.info
+        seen: dict[int, int] = {}
+        counts = self._node_counts()
+        orders = []
+        for rank, link in enumerate(self._links):
+            index = seen.get(link.node, 0)
+            seen[link.node] = index + 1
+            orders.append(WorkerOrder(
+                pool_id=self.pool_id, rank=rank, world_size=self.world_size, device_type=self.device,
+                backend=self.backend, timeout=self.timeout, threads=self.threads_per_worker, affinity=self.affinity,
+                cores_per_worker=self._cores_per_worker, local_index=index, local_count=counts[link.node],
+                store_host=info.master_addr, store_port=info.master_port, sys_path=tuple(sys.path)))
+        return orders
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _start(self) -> None:
+        lost = {rank: link.lost for rank, link in enumerate(self._links) if not link.alive}
+        if lost:  # fail before starting anyone: that rank cannot serve this session again
+            self._dead.update(lost)
+            self._raise_failures(lost)
+        for link, order in zip(self._links, self._orders()):
+            link.send("start", self.pool_id, order)
+        self._facts = self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
+
+    def close(self) -> None:
+        """Ask every agent to stop its worker (politely) and wait until they did; idempotent."""
+        self._shutdown(graceful=True)
+
+    def _shutdown(self, *, graceful: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._session.open_pool is self:
+            self._session.open_pool = None
+        asked = [link for link in self._links if link.send("stop", self.pool_id, graceful)]
+        deadline = time.monotonic() + _STOP_WAIT_SECONDS
+        waiting = {link.conn: link for link in asked}
+        while waiting and time.monotonic() < deadline:
+            for conn in wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
+                message = self._receive(waiting[conn])
+                if message is None or (message[0] == "stopped" and message[1] == self.pool_id):
+                    waiting.pop(conn)
+
+    def __enter__(self) -> "RemotePool":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pids(self) -> list[int]:
+        """Worker pids on this (the head's) node: the ones a resource sampler here can watch."""
+        return [started["pid"] for rank, started in sorted(self._started.items()) if self.on_head_node(rank)]
+
+    @property
+    def worker_facts(self) -> list[dict[str, Any]]:
+        """Per rank, what the worker reported at start (as WorkerPool's) plus ``node`` and ``host``."""
+        return [dict(f, env=dict(f["env"]), runtime_env=dict(f.get("runtime_env") or {}),
+                     node=link.node, host=link.host) for f, link in zip(self._facts, self._links)]
+
+    @property
+    def affinity_plan(self) -> dict[str, Any]:
+        """WorkerPool's keys; each agent plans its node's ranks (``rank_cores``: what each got)."""
+        started = [self._started.get(r, {}) for r in range(self.world_size)]
+        cores = [s.get("cpus") for s in started]
+        modes = {s.get("affinity_mode") for s in started} - {None}
+        reasons = sorted({f"node {link.node}: {s['affinity_reason']}" for s, link in zip(started, self._links)
+                          if s.get("affinity_reason")})
+        return {
+            "mode": modes.pop() if len(modes) == 1 else self.affinity, "pinned": all(c is not None for c in cores),
+            "reason": "each node plans its own ranks' cores — " + "; ".join(reasons),
+            "available_cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else list(range(available_cores())),
+            "rank_cores": cores, "parent_cores": None,
+            "parent_note": "a cluster pool leaves the head process where it is",
+        }
+
+    # -- calls -----------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Run ``fn(ctx, *args, **kwargs)`` on every rank; return the results by rank."""
+        if self._closed:
+            raise RuntimeError("this RemotePool is closed (after close() or a worker failure); start a new one")
+        try:
+            payload = pickle.dumps(("call", fn, args, kwargs))
+        except Exception as exc:
+            raise TypeError(f"fn and its arguments must be picklable to reach the workers "
+                            f"({type(exc).__name__}: {exc}); use module-level functions") from exc
+        try:
+            for link in self._links:
+                link.send("to", self.pool_id, payload)  # a lost agent is reported by _collect
+            return self._collect("result", timeout=self.timeout)
+        except BaseException:
+            # Includes KeyboardInterrupt: no worker may outlive a failed call on any node.
+            self._shutdown(graceful=False)
+            raise
+
+    def _receive(self, link: AgentLink) -> tuple | None:
+        """One message from ``link``'s agent; None once the connection is gone."""
+        try:
+            return pickle.loads(link.conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            link.mark_lost(f"its dpbench.cluster agent (pid {link.pid}) went away "
+                           f"({type(exc).__name__}: the process was killed or its node is unreachable)")
+            return None
+
+    def _event(self, rank: int, kind: str) -> tuple[str, Any]:
+        """Read rank's next message → ("done", value) | ("alive", None) | ("failed", text) | ("other", None)."""
+        link = self._links[rank]
+        message = self._receive(link)
+        if message is None:
+            self._dead.add(rank)
+            return "failed", link.lost
+        tag, pool_id, payload = message
+        if pool_id != self.pool_id:
+            return "other", None  # a late word from an earlier pool of this session
+        if tag == "started":
+            self._started[rank] = payload
+            return "alive", None
+        if tag in ("failed", "died"):
+            if tag == "died":
+                self._dead.add(rank)
+            return "failed", payload
+        if tag == "from":
+            worker_tag, value = pickle.loads(payload)
+            if worker_tag == kind:
+                return "done", value
+            if worker_tag == "error":
+                return "failed", value
+            return "alive", None
+        return "other", None
+
+    def _collect(self, kind: str, *, timeout: float) -> list[Any]:
+        """Wait until every rank sent ``kind``; raise on errors, deaths, lost agents and silence."""
+        results: dict[int, Any] = {}
+        failures: dict[int, str] = {r: link.lost for r, link in enumerate(self._links) if not link.alive}
+        last_heard = {rank: time.monotonic() for rank in range(self.world_size)}
+        first_failure_at = time.monotonic() if failures else None
+        by_conn = {link.conn: rank for rank, link in enumerate(self._links) if link.alive}
+        while len(results) < self.world_size:
+            now = time.monotonic()
+            if first_failure_at is not None:
+                if now - first_failure_at >= _FAILURE_GRACE_SECONDS:
+                    break
+                wait_for = first_failure_at + _FAILURE_GRACE_SECONDS - now
+            else:
+                pending = [r for r in range(self.world_size) if r not in results]
+                silent = [r for r in pending if now - last_heard[r] >= timeout]
+                if silent:
+                    self._raise_timeout(silent, timeout)
+                wait_for = min(last_heard[r] + timeout for r in pending) - now
+            conns = [c for c, r in by_conn.items() if r not in results and r not in failures]
+            for ready in wait(conns, timeout=max(0.0, wait_for)):
+                rank = by_conn[ready]
+                event, value = self._event(rank, kind)
+                if event != "other":
+                    last_heard[rank] = time.monotonic()
+                if event == "done":
+                    results[rank] = value
+                elif event == "failed":
+                    failures[rank] = value
+                    first_failure_at = first_failure_at or time.monotonic()
+        if failures:
+            self._raise_failures(failures)
+        return [results[rank] for rank in range(self.world_size)]
+
+    def _raise_failures(self, failures: dict[int, str]) -> None:
+        # Ranks that died or lost their agent first: their peers' collective errors follow from them.
+        order = sorted(failures, key=lambda r: (r not in self._dead, r))
+        labels = [self._links[r].label for r in order]
+        details = "\n".join(f"--- {self._links[r].label} ---\n{str(failures[r]).rstrip()}" for r in order)
+        raise WorkerError(
+            f"worker {', '.join(labels)} failed (world_size={self.world_size} on {self.nodes} node(s)):\n{details}",
+            rank=order[0], failures=failures)
+
+    def _raise_timeout(self, silent: list[int], timeout: float) -> None:
+        labels = ", ".join(self._links[r].label for r in silent)
+        raise WorkerTimeoutError(
+            f"no message from worker {labels} for {timeout:g} s (timeout); every rank's worker was stopped. "
+            f"Raise `timeout` if a single step legitimately takes this long.",
+            rank=silent[0], failures={r: f"silent for {timeout:g} s" for r in silent})
+
+
+# ---------------------------------------------------------------- how the launcher picks
+def _active() -> Any:
+    from dpbench.cluster import active_session
+
+    return active_session()
+
+
+def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> WorkerPool | RemotePool:
+    """The pool for ``world_size`` ranks: across the torchrun ranks when a dpbench.cluster session
+    is active here and the ranks form a process group, else local worker processes."""
+    session = _active()
+    if session is not None and process_group:
+        return RemotePool(world_size, session=session, **kwargs)
+    return WorkerPool(world_size, process_group=process_group, **kwargs)
+
+
+def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
+    """``strategy_cls.placement(...)``, with a multi-process strategy's ranks spread over the nodes
+    of an active cluster session: the strategy's own rule is applied to the busiest node's ranks
+    (its GPU count decides nccl or gloo), the devices are each rank's on its own node."""
+    session = _active()
+    if session is None:
+        return strategy_cls.placement(world_size=world_size, device=device, options=options)
+    from dpbench.strategies.base import StrategyUnavailable
+
+    try:
+        placement = strategy_cls.placement(world_size=world_size, device=device, options=options)
+    except StrategyUnavailable:  # e.g. more ranks than one node's GPUs: judged per node below
+        placement = None
+    if placement is not None and placement.backend is None:
+        return placement  # in-process strategies run on the head's node, as on one host
+    if world_size > session.world_size:
+        raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
+                         f"(WORLD_SIZE={session.world_size})")
+    links = [session.links[r] for r in range(world_size)]
+    counts: dict[int, int] = {}
+    for link in links:
+        counts[link.node] = counts.get(link.node, 0) + 1
+    per_node = strategy_cls.placement(world_size=max(counts.values()), device=device, options=options)
+    if device == "cuda":
+        # As the worker picks it (launcher/worker.py): rank % that node's GPU count.
+        devices = tuple(f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links))
+    else:
+        devices = ("cpu",) * world_size
+    return replace(per_node, processes=world_size, devices=devices, concurrent_replicas=max(counts.values()))
+
+
+def pool_layout(pool: Any, *, world_size: int | None = None) -> dict[str, Any]:
+    """``nodes``, ``ranks_per_node`` and ``hosts`` of a pool (a local pool: 1 node, all ranks)."""
+    if isinstance(pool, RemotePool):
+        return {"nodes": pool.nodes, "ranks_per_node": pool.ranks_per_node, "hosts": pool.hosts}
+    return {"nodes": 1, "ranks_per_node": world_size or pool.world_size, "hosts": [socket.gethostname()]}
