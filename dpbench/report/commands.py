@@ -48,7 +48,8 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
         description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
                     "a side's trials are pooled over its runs). Regressed = slower by more than --threshold "
                     "and significant: one-sided Welch t-test on log trial times against the baseline shifted "
-                    "by the threshold (with one trial on a side: Mann-Whitney on the rounds). Slower but not "
+                    "by the threshold, each side's spread at least the run's typical one (with one trial on a "
+                    "side: Mann-Whitney on the rounds). Slower but not "
                     "significant, or a control that moved as much, is inconclusive. Exit 0: no regression; "
                     "1: a regression, or benchmarks missing from the candidate (see --allow-missing); "
                     "2: unusable input.")

@@ -8,10 +8,17 @@ A benchmark *regressed* when the median of the candidate's trial times is slower
 baseline's by more than ``threshold`` **and** that excess is significant: a one-sided Welch
 t-test of log(candidate trials) against log(baseline trials) + log(1 + threshold), p < alpha.
 The threshold ignores real but unimportant changes; the test ignores noise that happens to
-cross it. Welch on logs rather than Mann-Whitney: with 3-6 trials a side, Mann-Whitney's
-exact p cannot go below 1/C(n+m, n) (0.05 at 3 vs 3, 0.0011 at 6 vs 6), so at alpha 0.05 it
-needs every candidate trial above every shifted baseline trial, and scripts/bench_gate_power.py
-measured it catching fewer 40% slowdowns at the same false-alarm rate. With a single trial on
+cross it.
+
+Each side's sd in that test is at least the run's typical between-trial spread (the median
+over the compared benchmarks, :func:`spread_floor`): with 6 trials, one benchmark's sample sd
+comes out at a third of the truth often enough that plain Welch flagged 2 of 200 unchanged
+15-benchmark runs at CV 8% (scripts/bench_gate_power.py; about 0.6 per 200 in the long run);
+with the floor, 0 of 200 and about 0.1 per 200, at the same detection of a 40% slowdown.
+
+Welch on logs rather than Mann-Whitney: with 3-6 trials a side, Mann-Whitney's exact p cannot
+go below 1/C(n+m, n) (0.05 at 3 vs 3, 0.014 at 4 vs 4), so at 3 trials it can never detect
+anything and at 4 it caught fewer 40% slowdowns in the same study. With a single trial on
 either side the test falls back to the rounds (Mann-Whitney on the shifted rounds), which
 cannot see process-to-process variance; the note says so.
 
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Sequence
@@ -206,31 +214,62 @@ def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
 
 
 # ---------------------------------------------------------------- one benchmark
-def _significance(base: Pooled, cand: Pooled, threshold: float, slower: bool) -> tuple[float, str, str]:
-    """``(p, test, note)``: is the candidate beyond the threshold in the direction it moved?"""
+def _log_spread(times: list[float]) -> float:
+    """The standard deviation of the log trial times (NaN with fewer than two)."""
+    return statistics.stdev(math.log(v) for v in times) if len(times) >= 2 else math.nan
+
+
+def spread_floor(pairs: Sequence[tuple[Pooled, Pooled]]) -> float:
+    """The run's typical between-trial spread: the median over benchmarks of each one's pooled
+    log-sd (both sides). Every benchmark of a run sees the same machine, so this is measured on
+    all of them at once, where one benchmark's 6 trials can come out far too steady by chance."""
+    spreads = [math.sqrt((_log_spread(b.times) ** 2 + _log_spread(c.times) ** 2) / 2)
+               for b, c in pairs if len(b.times) >= 2 and len(c.times) >= 2]
+    return median(spreads) if spreads else math.nan
+
+
+def _welch(x: list[float], y: list[float], alternative: str, floor: float) -> tuple[float, bool]:
+    """Welch's t-test (scipy) on ``x`` and ``y`` with each side's sd at least ``floor``;
+    whether the floor was used."""
+    from scipy import stats
+
+    sx, sy = statistics.stdev(x), statistics.stdev(y)
+    floored = floor > max(sx, sy)
+    if floor > 0:
+        sx, sy = max(sx, floor), max(sy, floor)
+    result = stats.ttest_ind_from_stats(statistics.fmean(x), sx, len(x), statistics.fmean(y), sy, len(y),
+                                        equal_var=False, alternative=alternative)
+    return float(result.pvalue), floored
+
+
+def _significance(base: Pooled, cand: Pooled, threshold: float, slower: bool,
+                  floor: float) -> tuple[float, str, str, bool]:
+    """``(p, test, note, floored)``: is the candidate beyond the threshold in the direction it moved?"""
     from scipy import stats
 
     factor = 1 + threshold if slower else 1 - threshold
     if factor <= 0:
-        return math.nan, "none", ""
+        return math.nan, "none", "", False
     alternative = "greater" if slower else "less"
     if len(base.times) >= 2 and len(cand.times) >= 2:
         x = [math.log(v) for v in cand.times]
         y = [math.log(v) + math.log(factor) for v in base.times]
-        p = float(stats.ttest_ind(x, y, equal_var=False, alternative=alternative).pvalue)
-        return p, "welch-t on log trials", ""
+        p, floored = _welch(x, y, alternative, floor)
+        return p, "welch-t on log trials", "", floored
     if base.rounds and cand.rounds and len(base.rounds) >= 2 and len(cand.rounds) >= 2:
         p = float(stats.mannwhitneyu(cand.rounds, [v * factor for v in base.rounds], alternative=alternative).pvalue)
-        return p, "mann-whitney on rounds", ONE_TRIAL_NOTE
-    return math.nan, "none", f"{ONE_TRIAL_NOTE}, and no rounds to test"
+        return p, "mann-whitney on rounds", ONE_TRIAL_NOTE, False
+    return math.nan, "none", f"{ONE_TRIAL_NOTE}, and no rounds to test", False
 
 
 def _control_note(control_ratio: float) -> str:
     return f"the control moved {fmt_ratio(control_ratio)}: the machine changed, not (only) the code"
 
 
-def judge(name: str, base: Pooled, cand: Pooled, *, threshold: float, alpha: float) -> BenchmarkComparison:
-    """The verdict on one benchmark present on both sides."""
+def judge(name: str, base: Pooled, cand: Pooled, *, threshold: float, alpha: float,
+          floor: float = math.nan) -> BenchmarkComparison:
+    """The verdict on one benchmark present on both sides; ``floor`` (see :func:`spread_floor`)
+    is the smallest log-sd the test assumes for either side's trials."""
     out = BenchmarkComparison(name=name, verdict=Verdict.UNCHANGED, unit=cand.unit, threshold=threshold,
                               baseline_trials=len(base.times), candidate_trials=len(cand.times))
     reason = (f"baseline: {base.incomparable}" if base.incomparable else
@@ -244,9 +283,11 @@ def judge(name: str, base: Pooled, cand: Pooled, *, threshold: float, alpha: flo
     if base.controls and cand.controls:
         out.control_ratio = median(cand.controls) / median(base.controls)
     slower, faster = out.ratio > 1 + threshold, out.ratio < 1 - threshold
-    out.p_value, out.test, note = _significance(base, cand, threshold, slower=out.ratio >= 1)
+    out.p_value, out.test, note, floored = _significance(base, cand, threshold, slower=out.ratio >= 1, floor=floor)
     significant = out.p_value < alpha  # False for NaN: no test, no claim
     notes = [note]
+    if floored and (slower or faster):  # worth a word only where it could decide
+        notes.append(f"trial spread taken as the run's typical {math.expm1(floor):.1%}, above this benchmark's")
     if slower and significant and out.control_ratio > 1 + threshold:
         out.verdict = Verdict.INCONCLUSIVE
         notes.append(_control_note(out.control_ratio))
@@ -317,9 +358,10 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
             spread[name] = max(spread.get(name, 0.0), change)
     cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha,
                      allow_missing=allow_missing)
+    floor = spread_floor([(base[n], cand[n]) for n in common if not (base[n].incomparable or cand[n].incomparable)])
     for name in common:
         own = max(threshold, spread.get(name, 0.0))
-        result = judge(name, base[name], cand[name], threshold=own, alpha=alpha)
+        result = judge(name, base[name], cand[name], threshold=own, alpha=alpha, floor=floor)
         if own > threshold:
             result.note = "; ".join(filter(None, [result.note, f"threshold {own:.1%} from the A/A runs"]))
         cmp.benchmarks.append(result)

@@ -119,6 +119,19 @@ def _step_time(bench: dict[str, Any], extra: dict[str, Any], schema: int | None)
             "step_samples": [v / steps for v in rounds] if rounds else None, "incomparable": None}
 
 
+def _clock_warnings(extra: dict[str, Any], trials: dict[str, Any]) -> list[str]:
+    """The sampler's clock warnings (GPU throttling, unlocked clocks) of every trial."""
+    samplers = trials.get("sampler") if isinstance(trials.get("sampler"), list) else []
+    if not samplers and isinstance(extra.get("sampler"), dict):
+        samplers = [extra["sampler"]]  # no per-trial summaries: the one the benchmark kept
+    warnings = []
+    for i, sampler in enumerate(samplers):
+        found = sampler.get("clock_warnings") if isinstance(sampler, dict) else None
+        if isinstance(found, list):
+            warnings += [f"trial {i + 1}: {w}" for w in found if isinstance(w, str)]
+    return warnings
+
+
 def _trials(extra: dict[str, Any], step_time: float) -> dict[str, Any]:
     """Per-trial values; a benchmark without trials (schema 1, plain) is one trial, no control."""
     trials = extra.get("trials") if isinstance(extra.get("trials"), dict) else {}
@@ -127,12 +140,7 @@ def _trials(extra: dict[str, Any], step_time: float) -> dict[str, Any]:
         times = [step_time]
     controls = positive(trials.get("control_s"))
     cv = _as_float(trials.get("cv"))
-    samplers = trials.get("sampler") if isinstance(trials.get("sampler"), list) else []
-    warnings = []
-    for i, sampler in enumerate(samplers):
-        found = sampler.get("clock_warnings") if isinstance(sampler, dict) else None
-        if isinstance(found, list):
-            warnings += [f"trial {i + 1}: {w}" for w in found if isinstance(w, str)]
+    warnings = _clock_warnings(extra, trials)
     timelines = trials.get("timelines") if isinstance(trials.get("timelines"), list) else []
     return {
         "trial_times": times, "trial_controls": controls, "trials_count": len(times),

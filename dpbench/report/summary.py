@@ -32,7 +32,7 @@ class SummaryBlock:
 
 def _throughputs(row: pd.Series) -> list[float]:
     """Samples/s of each trial: global batch / that trial's step time."""
-    batch = float(row["samples_per_s"]) * float(row["step_time_s"])  # the global batch, as the frame read it
+    batch = _batch(row)
     return [batch / t for t in positive(row["trial_times"])] if batch > 0 else []
 
 
@@ -62,6 +62,24 @@ def _fastest(rows: pd.DataFrame) -> str:
     return f"fastest: {_short(best)} at {fmt_num(best['samples_per_s'])} samples/s{ci}"
 
 
+def _batch(row: pd.Series) -> float:
+    return float(row["samples_per_s"]) * float(row["step_time_s"])  # the global batch, as the frame read it
+
+
+def _single_for(group: pd.DataFrame, singles: pd.DataFrame) -> tuple[pd.Series | None, str]:
+    """The single case to compare a suite's cases with: the suite's own, else the same run's
+    single of this workload at the same global batch from another suite (trials are interleaved
+    across the whole session, so trial i of both still ran close in time)."""
+    own = singles[singles["suite"].fillna("") == group["suite"].fillna("").iloc[0]]
+    if not own.empty:
+        return own.iloc[0], ""
+    batches = {round(_batch(r)) for _, r in group.iterrows()}
+    elsewhere = singles[[round(_batch(r)) in batches for _, r in singles.iterrows()]]
+    if not elsewhere.empty:
+        return elsewhere.iloc[0], f"single from the {elsewhere.iloc[0]['suite']} suite of this run"
+    return None, ""
+
+
 def summarize(frame: pd.DataFrame) -> list[SummaryBlock]:
     """Per run, suite and workload: the fastest case, then every case against single."""
     rows = frame[(frame["kind"].fillna("training") != "collective") & frame["workload"].notna()]
@@ -69,13 +87,16 @@ def summarize(frame: pd.DataFrame) -> list[SummaryBlock]:
     blocks = []
     for (run, suite, workload), group in rows.groupby(["run", rows["suite"].fillna(""), "workload"], sort=False):
         block = SummaryBlock(run=str(run), suite=str(suite), workload=str(workload), lines=[_fastest(group)])
-        singles = group[group["strategy"] == SINGLE]
+        singles = rows[(rows["run"] == run) & (rows["workload"] == workload) & (rows["strategy"] == SINGLE)]
         others = group[group["strategy"] != SINGLE]
-        if singles.empty:
+        single, source = _single_for(group, singles)
+        if single is None:
             if not others.empty:
-                block.lines.append(f"no single case of workload {workload} in this suite: nothing to compare against")
+                block.lines.append(f"no single case of workload {workload} at this batch in this run: "
+                                   "nothing to compare against")
         else:
-            single = singles.iloc[0]
+            if source and not others.empty:
+                block.lines.append(f"compared with {source}")
             ordered = others.assign(_r=others["samples_per_s"] / single["samples_per_s"]).sort_values(
                 "_r", ascending=False)
             block.lines += [sentence(case, single) for _, case in ordered.iterrows()]

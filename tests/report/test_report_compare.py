@@ -116,6 +116,24 @@ def test_a_slowdown_whose_control_moved_too_is_inconclusive():
     assert not any("controls of all benchmarks" in w for w in steady.warnings)
 
 
+def test_a_benchmark_too_steady_by_chance_is_judged_at_the_runs_typical_spread():
+    """Six trials can come out far steadier than the machine is: the test assumes at least the
+    spread the run's other benchmarks show, so a 14% shift within that spread is no regression."""
+    from scipy import stats
+
+    base = set_trials(report_synth.make_doc(seed=1, trial_cv=0.08), SLOW, [0.0120, 0.0121, 0.0119, 0.0122, 0.0120,
+                                                                           0.0121])
+    cand = set_trials(report_synth.make_doc(seed=2, trial_cv=0.08), SLOW, [0.0137, 0.0138, 0.0136, 0.0139, 0.0137,
+                                                                           0.0138])
+    logs = [[math.log(t) for t in d["trials"]["step_time_s"]] for d in
+            (next(b["extra_info"] for b in doc["benchmarks"] if b["name"] == SLOW) for doc in (cand, base))]
+    plain = stats.ttest_ind(logs[0], [v + math.log(1.1) for v in logs[1]], equal_var=False, alternative="greater")
+    assert plain.pvalue < 0.001  # plain Welch would call it a regression
+    b = by_name(compare_frames(frames(base), frames(cand)))[SLOW]
+    assert b.ratio == pytest.approx(1.14, abs=0.01) and b.p_value > 0.05
+    assert b.verdict == Verdict.INCONCLUSIVE and "trial spread taken as the run's typical" in b.note
+
+
 # ---------------------------------------------------------------- incomparable, missing, new
 def test_schema_1_without_steps_per_round_is_incomparable_never_compared():
     base = report_synth.make_doc(seed=1, schema=1)

@@ -116,6 +116,12 @@ def test_comparison_uses_the_gates_verdicts(page: str, two_runs):
     assert 'id="provenance"' in page and "Full machine_info" in page
 
 
+def test_a_suite_without_single_is_compared_with_the_runs_single_at_the_same_batch(page: str):
+    claims = parse(page).claims
+    assert "compared with single from the throughput suite of this run" in claims
+    assert any(c.startswith("ddp(bucket_cap_mb=5) w2 is ") and "× single (CI " in c for c in claims)
+
+
 def test_each_suite_has_its_own_section(page: str):
     ids = re.findall(r'<section id="(suite-[^"]+)" class="suite">', page)
     assert ids[:6] == ["suite-throughput", "suite-scaling", "suite-ddp_knobs", "suite-dp_phases", "suite-comm",

@@ -273,3 +273,13 @@ def test_an_unknown_run_id_lists_the_saved_runs(results: Path):
     assert "'0009'" in message and "\n" not in message
     assert f"saved runs under {results}/: {report_synth.MACHINE_ID}/0001_first, {report_synth.MACHINE_ID}/0002_second" \
         in message
+
+
+def test_clock_warnings_are_read_per_trial_or_from_the_kept_summary(tmp_path: Path):
+    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:2], comm=False, trials=3,
+                                clock_warnings={report_synth.bench_id(report_synth.TRAINING_CASES[0]): ["throttled"]})
+    second = doc["benchmarks"][1]["extra_info"]
+    second["trials"].pop("sampler")
+    second["sampler"]["clock_warnings"] = ["clocks not locked", 42]
+    frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
+    assert frame["clock_warnings"].tolist() == [["trial 3: throttled"], ["trial 1: clocks not locked"]]
