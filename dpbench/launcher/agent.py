@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import pickle
 import socket
+import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -105,8 +106,6 @@ def _plan(order: WorkerOrder) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
 
 
 def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
-    import sys
-
     for path in order.sys_path:  # appended: this node's own packages keep precedence
         if path not in sys.path:
             sys.path.append(path)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -152,8 +153,6 @@ class RemotePool:
         return "nccl" if all(counts[node] <= gpus[node] for node in counts) else "gloo"
 
     def _orders(self) -> list[WorkerOrder]:
-        import sys
-
         info = self._session.info
         seen: dict[int, int] = {}
         counts = self._node_counts()

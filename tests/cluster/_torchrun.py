@@ -78,9 +78,10 @@ class Cluster:
         for node in self.nodes:
             if node.proc.poll() is None:
                 node.proc.terminate()
+        deadline = time.monotonic() + 35  # torchrun gives its workers 30 s after the signal
         for node in self.nodes:
             try:
-                node.proc.wait(40)
+                node.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 node.proc.kill()
                 node.proc.wait(10)

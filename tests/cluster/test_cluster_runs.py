@@ -37,7 +37,7 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     cluster = start(tmp_path, ["suites/", "-q", "-p", "no:cacheprovider", "-k", SUITE_SELECTION,
                                f"--benchmark-storage=file://{storage}", "--benchmark-save=two-nodes"],
                     env=cluster_env(marker))
-    codes, left = _finish(cluster, marker, timeout=240)
+    codes, left = _finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]
     assert not left, [p.cmdline() for p in left]
@@ -61,7 +61,7 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     assert comm["busbw_gbps"] == pytest.approx(comm["size_bytes"] / comm["time_s"] / 1e9 * 2 * (2 - 1) / 2)
     html = tmp_path / "report.html"
     made = subprocess.run([sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert made.returncode == 0, made.stderr[-3000:]
     assert "ddp" in html.read_text()
 
@@ -71,7 +71,7 @@ def test_four_ranks_on_two_nodes_train_like_single(tmp_path):
     marker = uuid.uuid4().hex
     cluster = start(tmp_path, ["tests/cluster/cluster_checks.py", "-q", "-p", "no:cacheprovider"],
                     env=cluster_env(marker), nproc=2)
-    codes, left = _finish(cluster, marker, timeout=240)
+    codes, left = _finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]
     assert "3 passed" in out, out[-6000:]
