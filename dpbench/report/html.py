@@ -68,8 +68,8 @@ def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[dict[str, Any
         entry: dict[str, Any] = {"baseline": runs[0], "candidate": other, "note": None, "warnings": [],
                                  "counts": "", "verdict": "", "notes": [], "table": Table([], [])}
         try:
-            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other,
-                                 allow_missing=True)
+            # The gate's defaults, so the page says what `dpbench compare` would say.
+            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
         except ResultsError as e:
             entry["note"] = str(e)
             out.append(entry)

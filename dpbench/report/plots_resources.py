@@ -32,12 +32,16 @@ def _long(rows: pd.DataFrame, prefix: str, var_name: str, value_name: str) -> pd
     return long[long[value_name].notna()]
 
 
-def _run_legend(ax, runs: list[str]) -> None:
-    """Which shade is which run (colours are the phases' or the devices')."""
+def _legend(ax, colors: dict[str, tuple], title_text: str, runs: list[str]) -> None:
+    """One legend outside the first panel: what each colour is, then (several runs) which shade
+    is which run — one box, so short figures do not stack two legends on each other."""
+    handles = [Patch(color=c) for c in colors.values()]
+    labels = list(colors)
     if len(runs) > 1:
-        handles = [Patch(facecolor="dimgray", alpha=RUN_ALPHAS[i % len(RUN_ALPHAS)]) for i in range(len(runs))]
-        ax.legend(handles, runs, title="run (top to bottom)", loc="lower left", bbox_to_anchor=(1.01, 0.0),
-                  fontsize="small")
+        handles += [Patch(facecolor="dimgray", alpha=RUN_ALPHAS[i % len(RUN_ALPHAS)]) for i in range(len(runs))]
+        labels += [f"run {run}" for run in runs]
+        title_text += " · run (top to bottom)"
+    ax.legend(handles, labels, title=title_text, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
 
 
 # ---------------------------------------------------------------- phases
@@ -52,7 +56,7 @@ def phases(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     order = [p for p in known if p in set(long["phase"])] + sorted(set(long["phase"]) - set(known))
     groups = list(long.groupby("workload", sort=False))
     heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.22)
-    fig, axes = panels(heights, labels=long["case"], right=2.2)
+    fig, axes = panels(heights, labels=long["case"], right=2.6)
     palette = run_colors(order)  # one colour per phase, the same in every panel
     offsets, thickness = run_offsets(runs)
     for (ax,), (workload, group) in zip(axes, groups):
@@ -66,17 +70,13 @@ def phases(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                 ms = [float(wide.loc[(c, run)].get(phase, math.nan)) * 1e3 for c in present]
                 ms = [0.0 if math.isnan(v) else v for v in ms]
                 ax.barh(ys, ms, left=left, height=thickness, color=palette[phase],
-                        alpha=RUN_ALPHAS[i % len(RUN_ALPHAS)], label=phase if i == 0 else None)
+                        alpha=RUN_ALPHAS[i % len(RUN_ALPHAS)])
                 left = [a + b for a, b in zip(left, ms)]
         ax.set_yticks(range(len(cases)), cases)
         ax.set_ylim(len(cases) - 0.5, -0.5)
         ax.set_xlabel("ms per step")
         title(ax, f"workload: {workload}" if workload else "")
-    first = axes[0][0]
-    first.legend(title="phase", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    if len(runs) > 1:
-        first.add_artist(first.get_legend())
-        _run_legend(first, runs)
+    _legend(axes[0][0], {phase: palette[phase] for phase in order}, "phase", runs)
     part.images.append(Image(title="phase breakdown", png_b64=png(fig)))
     wide = long.pivot_table(index=["run", "workload", "case", "name"], columns="phase", values="seconds",
                             aggfunc="first", sort=False)
@@ -98,7 +98,7 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                             "master copy, the gathered outputs and the loss, so it peaks above the other replicas.")
     groups = list(long.groupby("workload", sort=False))
     heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.25)
-    fig, axes = panels(heights, labels=long["case"], right=2.2)
+    fig, axes = panels(heights, labels=long["case"], right=2.6)
     devices = sorted(set(long["device"]))
     colors = run_colors(devices)
     offsets, thickness = run_offsets(runs)
@@ -117,12 +117,7 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
         ax.set_ylim(len(cases) - 0.5, -0.5)
         ax.set_xlabel("MiB")
         title(ax, f"workload: {workload}" if workload else "")
-    first = axes[0][0]
-    first.legend([Patch(color=colors[d]) for d in devices], devices, title="device", loc="upper left",
-                 bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    if len(runs) > 1:
-        first.add_artist(first.get_legend())
-        _run_legend(first, runs)
+    _legend(axes[0][0], colors, "device", runs)
     part.images.append(Image(title="peak memory", png_b64=png(fig)))
     table = []
     for (run, w, case, name), group in long.groupby(["run", "workload", "case", "name"], sort=False):
