@@ -143,7 +143,7 @@ def resolve_profile(
             global_batch=64,
             per_replica_batch=32,
             trials=5,
-            rounds=3,
+            rounds=2,
             warmup_rounds=1,
             target_round_s=0.2,
             max_steps_per_round=20,
