@@ -33,6 +33,7 @@ __all__ = [
     "parse_trials",
     "publish",
     "reference_result",
+    "relative_to",
     "resolve_profile",
     "steps_for_round",
     "strategy_cases",
@@ -412,6 +413,12 @@ def paired_ratio(numerator: CaseResult, denominator: CaseResult) -> tuple[float,
     if not ratios:
         raise ValueError("no trials to pair")
     return statistics.median(ratios), _interval(ratios), ratios
+
+
+def relative_to(name: str, result: CaseResult, reference: CaseResult) -> dict[str, Any]:
+    """``{name, name_ci95, name_trials}``: step time ÷ the reference's, trial i against trial i."""
+    ratio, ci, ratios = paired_ratio(result, reference)
+    return {name: ratio, f"{name}_ci95": ci, f"{name}_trials": ratios}
 
 
 def reference_result(session: TrialSession, case: TrainingCase) -> CaseResult | None:

@@ -3,7 +3,7 @@ workload, world size and batches. ``relative_to_ddp`` = allreduce step time / DD
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training, paired_ratio, reference_result
+from dpbench.suite import TrainingCase, measure_training, reference_result, relative_to
 
 MODES = ("per-param", "bucketed", "overlap")
 
@@ -29,7 +29,5 @@ def test_allreduce_vs_ddp(benchmark, case, profile, trials, unavailable_to_skip)
     ddp = reference_result(trials, case)
     if ddp is not None:
         # Trial i against DDP's trial i: both ran in the same interleaved pass.
-        ratio, ci, ratios = paired_ratio(result, ddp)
-        benchmark.extra_info.update({"relative_to_ddp": ratio, "relative_to_ddp_ci95": ci,
-                                     "relative_to_ddp_trials": ratios})
+        benchmark.extra_info.update(relative_to("relative_to_ddp", result, ddp))
     assert info["step_time_s"] > 0

@@ -11,7 +11,7 @@ time at the same world size, trial by trial.
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training, paired_ratio, reference_result
+from dpbench.suite import TrainingCase, measure_training, reference_result, relative_to
 
 WORKLOADS = ("transformer", "mlp")
 SHARDED = (
@@ -51,9 +51,7 @@ def test_sharding(benchmark, case, profile, trials, unavailable_to_skip):
     ddp = reference_result(trials, case)
     if ddp is not None:
         # Trial i against DDP's trial i: both ran in the same interleaved pass.
-        ratio, ci, ratios = paired_ratio(result, ddp)
-        benchmark.extra_info.update({"relative_to_ddp": ratio, "relative_to_ddp_ci95": ci,
-                                     "relative_to_ddp_trials": ratios})
+        benchmark.extra_info.update(relative_to("relative_to_ddp", result, ddp))
     assert info["samples_per_s"] > 0
     memory = info.get("memory_per_rank")
     if memory is not None:  # measured once per case, in its first trial
