@@ -136,3 +136,14 @@ def kill_all(procs: list[psutil.Process]) -> None:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
+
+
+def finish(cluster, marker: str, timeout: float):
+    """Wait for every agent (stopping them whatever happens), then kill and return any leftovers."""
+    try:
+        codes = cluster.wait(timeout)
+    finally:
+        cluster.stop()
+    left = leftovers(marker, grace=15)
+    kill_all(left)
+    return codes, left

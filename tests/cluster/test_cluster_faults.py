@@ -13,19 +13,9 @@ import uuid
 
 import pytest
 
-from _torchrun import ROOT, cluster_env, kill_all, leftovers, start
+from _torchrun import ROOT, cluster_env, finish, kill_all, leftovers, start
 
 pytestmark = pytest.mark.slow
-
-
-def _finish(cluster, marker, timeout):
-    try:
-        codes = cluster.wait(timeout)
-    finally:
-        cluster.stop()
-    left = leftovers(marker, grace=15)
-    kill_all(left)
-    return codes, left
 
 
 def test_a_node_that_never_joins_fails_the_rendezvous_with_torchrun_error(tmp_path):
@@ -33,7 +23,7 @@ def test_a_node_that_never_joins_fails_the_rendezvous_with_torchrun_error(tmp_pa
     started = time.monotonic()
     cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker), only=1,
                     rdzv_conf="join_timeout=4,last_call_timeout=1")
-    codes, left = _finish(cluster, marker, timeout=120)
+    codes, left = finish(cluster, marker, timeout=120)
     out = cluster.output()
     assert codes[0] not in (0, None), out[-4000:]
     assert "RendezvousTimeoutError" in out, out[-4000:]  # torchrun's own error
@@ -64,7 +54,7 @@ def test_world_sizes_beyond_the_torchrun_world_are_a_usage_error_before_any_case
     marker = uuid.uuid4().hex
     cluster = start(tmp_path, ["suites/test_throughput.py", "-q"], nodes=1, nproc=2,
                     env=cluster_env(marker, DPBENCH_WORLD_SIZES="1,8"))
-    codes, left = _finish(cluster, marker, timeout=120)
+    codes, left = finish(cluster, marker, timeout=120)
     out = cluster.output()
     assert codes[0] != 0, out[-4000:]
     assert "DPBENCH_WORLD_SIZES='1,8' asks for 8 ranks, but the torchrun world has 2" in out, out[-4000:]
@@ -127,7 +117,7 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
     started = time.monotonic()
     cluster = start(tmp_path, [str(suite), "-q", "-p", "no:cacheprovider", f"--benchmark-storage=file://{storage}",
                                "--benchmark-save=killed"], env=cluster_env(marker))
-    codes, left = _finish(cluster, marker, timeout=150)
+    codes, left = finish(cluster, marker, timeout=150)
     out = cluster.output()
     assert all(code not in (0, None) for code in codes), (codes, out[-6000:])  # every agent exits non-zero
     assert re.search(r"worker rank 1 \(node 1, host [^)]+\)", out), out[-6000:]

@@ -13,22 +13,12 @@ import uuid
 
 import pytest
 
-from _torchrun import ROOT, cluster_env, kill_all, leftovers, start
+from _torchrun import ROOT, cluster_env, finish, start
 
 pytestmark = pytest.mark.slow
 
 SUITE_SELECTION = ("test_throughput and mlp and (single or ddp)"
                    " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket")
-
-
-def _finish(cluster, marker, timeout):
-    try:
-        codes = cluster.wait(timeout)
-    finally:
-        cluster.stop()
-    left = leftovers(marker, grace=15)
-    kill_all(left)
-    return codes, left
 
 
 def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
@@ -37,7 +27,7 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     cluster = start(tmp_path, ["suites/", "-q", "-p", "no:cacheprovider", "-k", SUITE_SELECTION,
                                f"--benchmark-storage=file://{storage}", "--benchmark-save=two-nodes"],
                     env=cluster_env(marker))
-    codes, left = _finish(cluster, marker, timeout=180)
+    codes, left = finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]
     assert not left, [p.cmdline() for p in left]
@@ -71,7 +61,7 @@ def test_four_ranks_on_two_nodes_train_like_single(tmp_path):
     marker = uuid.uuid4().hex
     cluster = start(tmp_path, ["tests/cluster/cluster_checks.py", "-q", "-p", "no:cacheprovider"],
                     env=cluster_env(marker), nproc=2)
-    codes, left = _finish(cluster, marker, timeout=180)
+    codes, left = finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]
     assert "3 passed" in out, out[-6000:]
