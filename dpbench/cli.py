@@ -11,7 +11,7 @@ import sys
 from typing import Callable, Sequence
 
 from dpbench import __version__
-from dpbench.ab import register_ab
+from dpbench.gate.ab import register_ab
 from dpbench.listing import register_list
 from dpbench.report.commands import register_compare, register_report
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpbench.report.compare import DEFAULT_ALPHA, Verdict, compare_frames, pool_side
+from dpbench.gate.compare import DEFAULT_ALPHA, Verdict, compare_frames, pool_side
 from dpbench.report.frame import runs_frame
 from dpbench.report.load import Run
 

@@ -2,7 +2,7 @@
 
 Measuring happens before any test runs: every selected case (and the reference cases they are
 judged against) is measured in ``profile.trials`` fresh-process trials, trial 1 of every case,
-then trial 2 of every case, … (:class:`dpbench.trials.TrialSession`). Each test then publishes
+then trial 2 of every case, … (:class:`dpbench.measure.trials.TrialSession`). Each test then publishes
 its case's trials: pytest-benchmark reads them through ``worker_clock``, so its statistics and
 terminal table are worker-measured seconds per step, and ``extra_info`` carries the trials.
 
@@ -27,9 +27,9 @@ import pytest
 import torch
 from pytest_benchmark.utils import get_machine_id
 
-from dpbench.machine import machine_facts
-from dpbench.suite import parse_trials, resolve_profile
-from dpbench.trials import TrialSession, worker_clock
+from dpbench.launcher.machine import machine_facts
+from dpbench.measure.extra_info import parse_trials, resolve_profile
+from dpbench.measure.trials import TrialSession, worker_clock
 
 _TIMELINES = "timelines"
 
@@ -124,7 +124,7 @@ def _case_of(item):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "benchmark" in getattr(item, "fixturenames", ()):
-            # pytest-benchmark reads the workers' clock, never the parent's (see dpbench.trials).
+            # pytest-benchmark reads the workers' clock, never the parent's (see dpbench.measure.trials).
             item.add_marker(pytest.mark.benchmark(timer=worker_clock))
 
 
@@ -171,9 +171,9 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
     machine_info.update(facts)
-    from dpbench.cluster import cluster_facts
+    from dpbench.launcher.cluster import cluster_facts
 
-    cluster = cluster_facts()  # dpbench.cluster: nodes, processes per node, each node's hostname/GPUs/NCCL_*
+    cluster = cluster_facts()  # dpbench.launcher.cluster: nodes, processes per node, each node's hostname/GPUs/NCCL_*
     if cluster is not None:
         machine_info["cluster"] = cluster
 
@@ -224,7 +224,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def trials(request):
-    """The session's :class:`dpbench.trials.TrialSession`, every selected case measured."""
+    """The session's :class:`dpbench.measure.trials.TrialSession`, every selected case measured."""
     return request.config._dpbench_trials
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpbench.comm import COLLECTIVES, ddp_bucket_sizes
-from dpbench.suite import CollectiveCase, measure_collective
+from dpbench.measure.collectives import COLLECTIVES, ddp_bucket_sizes
+from dpbench.measure.extra_info import CollectiveCase, measure_collective
 
 
 def _label(size: int) -> str:

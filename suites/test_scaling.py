@@ -11,8 +11,8 @@ import dataclasses
 import statistics
 
 from dpbench.schema import StrategyName
-from dpbench.suite import TrainingCase, measure_training, reference_result, strategy_cases
-from dpbench.trials import log_t_interval, paired_ratios
+from dpbench.measure.extra_info import TrainingCase, measure_training, reference_result, strategy_cases
+from dpbench.measure.trials import log_t_interval, paired_ratios
 
 
 def pytest_generate_tests(metafunc):

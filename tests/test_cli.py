@@ -155,7 +155,7 @@ def test_compare_pools_several_runs_a_side(tmp_path: Path, capsys):
 
 
 def test_report_and_cli_never_import_torch(tmp_path: Path):
-    code = ("import sys, dpbench.cli, dpbench.report.html, dpbench.report.compare, dpbench.report.plots;"
+    code = ("import sys, dpbench.cli, dpbench.report.html, dpbench.gate.compare, dpbench.report.plots;"
             "sys.exit('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(REPO)}, timeout=120)
     assert proc.returncode == 0, "the report imported torch"

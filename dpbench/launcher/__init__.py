@@ -11,7 +11,7 @@ from dpbench.launcher.pool import (
     available_cores,
     default_threads,
 )
-from dpbench.launcher.remote import RemotePool, make_pool  # dpbench.cluster
+from dpbench.launcher.remote import RemotePool, make_pool  # dpbench.launcher.cluster
 from dpbench.launcher.run import Run, launch
 
 __all__ = [

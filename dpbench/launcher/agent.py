@@ -1,6 +1,6 @@
 """The agent side of a cluster run: one per torchrun rank, it starts that rank's fresh workers.
 
-Under ``python -m dpbench.cluster`` every torchrun rank is an *agent*. When a case on the
+Under ``python -m dpbench.launcher.cluster`` every torchrun rank is an *agent*. When a case on the
 head (global rank 0) needs ``W`` ranks, the head's :class:`dpbench.launcher.remote.RemotePool`
 asks agents 0..W-1 to start one worker each — the very worker of a local pool
 (:func:`dpbench.launcher.worker._worker_main`, forked from this agent's forkserver, so the

@@ -1,4 +1,4 @@
-"""RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.cluster`` session.
+"""RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.launcher.cluster`` session.
 
 Same interface as :class:`dpbench.launcher.WorkerPool` (``run``, ``close``, ``pids``,
 ``closed``, ``backend``, ``threads_per_worker``, ``world_size``, ``worker_facts``,
@@ -73,12 +73,12 @@ class AgentLink:
 def _session(session: Any) -> Any:
     if session is not None:
         return session
-    from dpbench.cluster import active_session
+    from dpbench.launcher.cluster import active_session
 
     found = active_session()
     if found is None:
-        raise RuntimeError("RemotePool needs a dpbench.cluster session in this process: start the run with "
-                           "`torchrun ... -m dpbench.cluster [pytest arguments]`")
+        raise RuntimeError("RemotePool needs a dpbench.launcher.cluster session in this process: start the run with "
+                           "`torchrun ... -m dpbench.launcher.cluster [pytest arguments]`")
     return found
 
 
@@ -102,7 +102,7 @@ class RemotePool:
                                                or not isinstance(threads_per_worker, int) or threads_per_worker < 1):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if session.open_pool is not None and not session.open_pool.closed:
-            raise RuntimeError("a dpbench.cluster session runs one multi-process pool at a time; close the other first")
+            raise RuntimeError("a dpbench.launcher.cluster session runs one multi-process pool at a time; close the other first")
         self._session = session
         self._links: list[AgentLink] = [session.links[r] for r in range(world_size)]
         self.world_size = world_size
@@ -258,7 +258,7 @@ class RemotePool:
         try:
             return pickle.loads(link.conn.recv_bytes())
         except (EOFError, OSError) as exc:
-            link.mark_lost(f"its dpbench.cluster agent (pid {link.pid}) went away "
+            link.mark_lost(f"its dpbench.launcher.cluster agent (pid {link.pid}) went away "
                            f"({type(exc).__name__}: the process was killed or its node is unreachable)")
             return None
 
@@ -341,13 +341,13 @@ class RemotePool:
 
 # ---------------------------------------------------------------- how the launcher picks
 def _active() -> Any:
-    from dpbench.cluster import active_session
+    from dpbench.launcher.cluster import active_session
 
     return active_session()
 
 
 def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> WorkerPool | RemotePool:
-    """The pool for ``world_size`` ranks: across the torchrun ranks when a dpbench.cluster session
+    """The pool for ``world_size`` ranks: across the torchrun ranks when a dpbench.launcher.cluster session
     is active here and the ranks form a process group, else local worker processes."""
     session = _active()
     if session is not None and process_group:

@@ -10,8 +10,8 @@ import numbers
 from typing import Any
 
 from dpbench.launcher.pool import WorkerPool, default_threads
-from dpbench.launcher.remote import make_pool, placement_for, pool_layout  # dpbench.cluster
-from dpbench.stats import StepStats
+from dpbench.launcher.remote import make_pool, placement_for, pool_layout  # dpbench.launcher.cluster
+from dpbench.launcher.step_stats import StepStats
 
 __all__ = ["launch", "Run"]
 
@@ -35,7 +35,7 @@ def launch(
     strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
     arguments are checked before any process starts.
     """
-    from dpbench._main_module import refuse_unguarded_launch
+    from dpbench.workloads._main_module import refuse_unguarded_launch
 
     # First: in a script without the main guard every worker would run this call again.
     refuse_unguarded_launch()
@@ -69,7 +69,7 @@ def launch(
     resolved = strategy_cls.resolve_options(
         dict(options), device=device, world_size=world_size, global_batch=global_batch
     )
-    # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
+    # dpbench.launcher.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
@@ -99,7 +99,7 @@ class Run:
         self.workload = workload
         self._placement = placement
         self._pool: WorkerPool | None = None
-        # dpbench.cluster: the remote pool when a cluster session is active and the ranks form a group.
+        # dpbench.launcher.cluster: the remote pool when a cluster session is active and the ranks form a group.
         self._pool = make_pool(
             placement.processes,
             device=spec.device_type,
@@ -133,7 +133,7 @@ class Run:
             "workers": list(getattr(self._pool, "worker_facts", None) or []),
             "affinity": getattr(self._pool, "affinity_plan", None),
         }
-        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
+        # dpbench.launcher.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
         # cluster, "devices" keeps this host's, the ones a sampler here can watch.
         self.info.update(pool_layout(self._pool, world_size=spec.world_size))
         if hasattr(self._pool, "on_head_node"):
@@ -184,12 +184,12 @@ class Run:
         return self._live_pool().run(_buffers_worker)[0]
 
     def control(self) -> float:
-        """Seconds of the fixed control computation (:mod:`dpbench.control`) in these workers.
+        """Seconds of the fixed control computation (:mod:`dpbench.launcher.control`) in these workers.
 
         Every rank runs it at once, with the run's threads on the run's devices; the slowest
         rank's median counts, as for a step.
         """
-        from dpbench.control import control_worker
+        from dpbench.launcher.control import control_worker
 
         return max(self._live_pool().run(control_worker))
 
@@ -205,7 +205,7 @@ class Run:
         (per worker: ``params_bytes``, ``grads_bytes``, ``optimizer_state_bytes``,
         ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``,
         ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``.
-        :func:`dpbench.metrics.derive` turns them and a step time into MFU, tokens/s and
+        :func:`dpbench.strategies._metrics.derive` turns them and a step time into MFU, tokens/s and
         exposed communication. Training state is not changed.
         """
         import os

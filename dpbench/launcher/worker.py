@@ -61,7 +61,7 @@ class _WorkerConfig:
     # The forkserver helper keeps the environment of the moment it started; workers get
     # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
     environ: dict[str, str]
-    # dpbench.cluster hook: ranks on several hosts meet through this picklable callable's
+    # dpbench.launcher.cluster hook: ranks on several hosts meet through this picklable callable's
     # torch.distributed Store (None: the FileStore at store_path), and the socket interfaces
     # must not default to loopback there (loopback=False).
     store_factory: Callable[[], Any] | None = None

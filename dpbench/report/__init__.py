@@ -23,10 +23,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Comparison": "dpbench.report.compare",
-    "Verdict": "dpbench.report.compare",
-    "compare_frames": "dpbench.report.compare",
-    "compare_runs": "dpbench.report.compare",
+    "Comparison": "dpbench.gate.compare",
+    "Verdict": "dpbench.gate.compare",
+    "compare_frames": "dpbench.gate.compare",
+    "compare_runs": "dpbench.gate.compare",
     "ResultsError": "dpbench.report.load",
     "Run": "dpbench.report.load",
     "read_run": "dpbench.report.load",

@@ -93,8 +93,8 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def _run_compare(args: argparse.Namespace) -> int:
     from dpbench._atomic import atomic_write_text
-    from dpbench.report.compare import compare_runs, parse_threshold
-    from dpbench.report.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
+    from dpbench.gate.compare import compare_runs, parse_threshold
+    from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
 
     baseline, candidate = _sides(args)
     cmp = compare_runs(baseline, candidate, threshold=parse_threshold(args.threshold), alpha=args.alpha,

@@ -13,8 +13,8 @@ import pandas as pd
 
 from dpbench import __version__
 from dpbench._atomic import atomic_write_text
-from dpbench.report.compare import DEFAULT_THRESHOLD, compare_frames
-from dpbench.report.compare_format import HEADER, display_names, rows, summary_line, verdict_line
+from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
+from dpbench.gate.compare_format import HEADER, display_names, rows, summary_line, verdict_line
 from dpbench.report.figures import Table
 from dpbench.report.frame import runs_frame
 from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs

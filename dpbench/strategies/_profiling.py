@@ -5,7 +5,7 @@ Worker side (:func:`rank_metrics`, run on every rank at once after the timed ste
 * memory: bytes of the parameters, gradients and optimizer state this rank holds (a DTensor
   counts its local shard) and the peak seen by the timed steps;
 * model FLOPs (rank 0): one forward + backward of the *global* batch on a fresh copy of the
-  model, counted by ``FlopCounterMode`` (:func:`dpbench.metrics.count_step_flops`);
+  model, counted by ``FlopCounterMode`` (:func:`dpbench.strategies._metrics.count_step_flops`);
 * compute-only step time (ddp, zero, fsdp): the rank's own compute with gradient sync off —
   an unwrapped *twin* of the model (same device, threads, precision and ``compile``) runs
   forward + backward on the rank's slice and the rank's optimizer share is stepped, every rank
@@ -14,7 +14,7 @@ Worker side (:func:`rank_metrics`, run on every rank at once after the timed ste
 * total collective time: the collectives one step issues (the strategy's
   :meth:`~dpbench.strategies.base.Strategy.collective_plan`) replayed back to back with
   compute idle;
-* CPU peak FLOP/s: a large matmul on this worker's threads (:func:`dpbench.metrics.measure_matmul_flops`).
+* CPU peak FLOP/s: a large matmul on this worker's threads (:func:`dpbench.strategies._metrics.measure_matmul_flops`).
 
 Parent side: :func:`combine` reduces the per-rank answers to the JSON-safe dict.
 """
@@ -175,7 +175,7 @@ def memory_report(trainer: Any) -> dict[str, Any]:
     """What this rank holds now, and the peak of its timed steps (or of its lifetime so far)."""
     import torch
 
-    from dpbench.metrics import local_bytes
+    from dpbench.strategies._metrics import local_bytes
 
     held = trainer.memory_tensors()
     report = {
@@ -198,7 +198,7 @@ def memory_report(trainer: Any) -> dict[str, Any]:
 
 
 def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
-    from dpbench.metrics import count_step_flops
+    from dpbench.strategies._metrics import count_step_flops
     from dpbench.strategies._precision import Precision
     from dpbench.strategies.base import to_device
 
@@ -246,7 +246,7 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
     heartbeat()
     out["compute_dtype"] = trainer.compute_dtype()
     if not trainer.cuda_devices:
-        from dpbench.metrics import measure_matmul_flops
+        from dpbench.strategies._metrics import measure_matmul_flops
 
         barrier()  # every worker measures at once: the peak of the cores the case shares
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[out["compute_dtype"]]
@@ -267,7 +267,7 @@ def _barrier(trainer: Any) -> Callable[[], None]:
 def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any],
             environ: Any = None) -> dict[str, Any]:
     """The per-rank answers as one JSON-safe dict (see ``Run.case_metrics``)."""
-    from dpbench.metrics import peak_flops
+    from dpbench.strategies._metrics import peak_flops
 
     first = per_rank[0]
     dtype = first["compute_dtype"]

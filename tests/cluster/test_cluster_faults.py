@@ -1,5 +1,5 @@
 """Faults across two torchrun "nodes" on 127.0.0.1: a node that never joins, a rank killed in the
-middle of a case (its worker, or its dpbench.cluster agent), Ctrl-C on the head node, and world
+middle of a case (its worker, or its dpbench.launcher.cluster agent), Ctrl-C on the head node, and world
 sizes the torchrun world cannot hold. In every case every agent exits non-zero, nothing hangs,
 and no process is left on any node (psutil, by an environment marker)."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_a_node_whose_dpbench_never_connects_fails_the_head_in_one_line(tmp_path
         cluster.stop()
     out = cluster.nodes[0].output()
     assert codes[0] != 0, out[-4000:]
-    lines = [line for line in out.splitlines() if line.startswith("dpbench.cluster (rank 0")]
+    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 0")]
     assert len(lines) == 1 and "rank(s) 1 never connected to the head" in lines[0], out[-4000:]
     assert "within 5 s" in lines[0]
     left = leftovers(marker, grace=15)
@@ -73,9 +73,9 @@ import torch.distributed as dist
 from torch import nn
 
 import dpbench
-from dpbench.suite import TrainingCase, measure_training
+from dpbench.measure.extra_info import TrainingCase, measure_training
 
-VICTIM = "{victim}"  # "worker": rank 1's worker kills itself; "agent": it kills its dpbench.cluster agent
+VICTIM = "{victim}"  # "worker": rank 1's worker kills itself; "agent": it kills its dpbench.launcher.cluster agent
 
 
 class KillOnRank1(nn.Sequential):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dpbench
-from dpbench.metrics import derive
+from dpbench.strategies._metrics import derive
 from _toy_workloads import MLP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -103,7 +103,7 @@ def test_case_metrics_on_cuda_report_allocator_peaks_and_the_table_peak():
         assert m["peak_kind"] == "cuda_max_allocated"
         assert m["peak_reserved_bytes"] >= m["peak_bytes"] > 0
     name = torch.cuda.get_device_name(0)
-    from dpbench.metrics import table_peak_flops
+    from dpbench.strategies._metrics import table_peak_flops
 
     if table_peak_flops(name, "fp32") is not None:
         assert metrics["peak_source"] == f"table:{name}"

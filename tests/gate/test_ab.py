@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dpbench.ab import BASE, HEAD, abba_schedule, compare_takes_several_runs, invocation_env
+from dpbench.gate.ab import BASE, HEAD, abba_schedule, compare_takes_several_runs, invocation_env
 from dpbench.cli import main
-from dpbench.revisions import cleanup, lock_hash, prepare
+from dpbench.gate.revisions import cleanup, lock_hash, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 SELECTION = ["-k", "test_collective and 4KiB-all_reduce and not 64KiB"]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from dpbench.revisions import (ABError, Revision, SuiteFailed, cleanup, find_checkout, log_tail, prepare,
+from dpbench.gate.revisions import (ABError, Revision, SuiteFailed, cleanup, find_checkout, log_tail, prepare,
                                resolve_commit, run_logged, say)
 
 __all__ = ["DEFAULT_TRIALS", "EXIT_INTERRUPTED", "EXIT_SUITE_FAILED", "WORKDIR_NAME", "abba_schedule",

@@ -105,7 +105,7 @@ def _benchmark(name: str, group: str, extra: dict, data: list[float], *, save_da
     return {
         "group": group, "name": name, "fullname": f"suites/test_{extra.get('suite', 'x')}.py::{name}",
         "params": {"case": name}, "param": name.split("[")[-1].rstrip("]"), "extra_info": extra,
-        "options": {"disable_gc": False, "timer": "dpbench.suite.WORKER_CLOCK", "min_rounds": len(data),
+        "options": {"disable_gc": False, "timer": "dpbench.measure.extra_info.WORKER_CLOCK", "min_rounds": len(data),
                     "max_time": 1.0, "min_time": 5e-06, "warmup": False},
         "stats": stats,
     }

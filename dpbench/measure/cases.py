@@ -1,7 +1,7 @@
 """The two kinds of benchmarked case and how one trial of each is measured.
 
 A trial starts fresh workers, warms them up untimed, times ``profile.rounds`` rounds with the
-resource sampler running, then times the control (:mod:`dpbench.control`) in the same workers.
+resource sampler running, then times the control (:mod:`dpbench.launcher.control`) in the same workers.
 Every time kept is measured in the workers, after device synchronisation; the parent's round
 trip to them is never part of a number.
 """
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dpbench.trials import TrialResult
+from dpbench.measure.trials import TrialResult
 
 __all__ = ["TrainingCase", "CollectiveCase", "steps_for_round"]
 
@@ -94,7 +94,7 @@ class TrainingCase:
     def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
                       timeline: TimelinePath | None, first: bool) -> TrialResult:
         import dpbench
-        from dpbench.suite import merge_step_stats
+        from dpbench.measure.extra_info import merge_step_stats
 
         with dpbench.launch(self.strategy, self.workload, world_size=self.world_size,
                             global_batch=self.global_batch, device=profile.device, seed=0, lr=LR,
@@ -145,13 +145,13 @@ class CollectiveCase:
 
     def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
                       timeline: TimelinePath | None, first: bool) -> TrialResult:
-        from dpbench.comm import collective_worker, summarize
-        from dpbench.control import control_worker
+        from dpbench.measure.collectives import collective_worker, summarize
+        from dpbench.launcher.control import control_worker
         from dpbench.launcher import make_pool
         from dpbench.launcher.remote import pool_layout
 
         iters = steps_per_round or profile.comm_iters
-        # dpbench.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
+        # dpbench.launcher.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
         with make_pool(self.world_size, device=profile.device, timeout=120.0) as pool:
             pool.run(collective_worker, self.collective, self.size_bytes, iters)  # untimed warm-up round
             with _sampled(pool.pids, [], profile) as sampler:

@@ -14,7 +14,7 @@ import report_synth
 from report_synth import comm_id
 from dpbench.cli import main
 from dpbench.report import ResultsError, Verdict
-from dpbench.report.compare import ONE_TRIAL_NOTE, compare_frames, parse_threshold
+from dpbench.gate.compare import ONE_TRIAL_NOTE, compare_frames, parse_threshold
 from dpbench.report.frame import runs_frame
 from dpbench.report.load import Run
 

@@ -1,7 +1,7 @@
 """What the benchmark suites share: profiles, cases, and the step from trials to results.
 
 The suites (``suites/``) are thin pytest modules over this. Their conftest measures every
-selected case in interleaved fresh-process trials first (:class:`dpbench.trials.TrialSession`);
+selected case in interleaved fresh-process trials first (:class:`dpbench.measure.trials.TrialSession`);
 each test then publishes its case's trials into pytest-benchmark and ``extra_info``
 (schema 2). Nothing here imports pytest: a strategy that cannot run here raises
 :class:`dpbench.strategies.StrategyUnavailable`, and the suites turn that into a skip with
@@ -15,10 +15,10 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from dpbench.cases import CollectiveCase, TrainingCase, steps_for_round
+from dpbench.measure.cases import CollectiveCase, TrainingCase, steps_for_round
 from dpbench.schema import SCHEMA_VERSION, Profile
-from dpbench.stats import StepStats, percentile
-from dpbench.trials import (CaseResult, TrialSession, advance_worker_clock, coefficient_of_variation,
+from dpbench.launcher.step_stats import StepStats, percentile
+from dpbench.measure.trials import (CaseResult, TrialSession, advance_worker_clock, coefficient_of_variation,
                             log_t_interval, paired_ratios)
 
 __all__ = [
@@ -113,11 +113,11 @@ def resolve_profile(
     """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
 
     ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
-    override the profile's choices. ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default:
-    the active ``dpbench.cluster`` session's): world sizes are bounded by the torchrun world —
-    see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
+    override the profile's choices. ``cluster`` (a :class:`dpbench.launcher.cluster.ClusterInfo`; default:
+    the active ``dpbench.launcher.cluster`` session's): world sizes are bounded by the torchrun world —
+    see :func:`dpbench.launcher.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
     """
-    from dpbench.comm import default_sizes
+    from dpbench.measure.collectives import default_sizes
 
     env = os.environ if environ is None else environ
     cpu_count = cpu_count or os.cpu_count() or 1
@@ -172,9 +172,9 @@ def resolve_profile(
             bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
         )
     world_sizes = tuple(range(1, max(max_world, 1) + 1))
-    cluster = _cluster_info(cluster)  # dpbench.cluster
+    cluster = _cluster_info(cluster)  # dpbench.launcher.cluster
     if cluster is not None:
-        from dpbench.cluster import cluster_world_sizes
+        from dpbench.launcher.cluster import cluster_world_sizes
 
         world_sizes = cluster_world_sizes(max(max_world, 1), cluster)
     if env.get("DPBENCH_TRIALS"):
@@ -196,10 +196,10 @@ def resolve_profile(
 
 
 def _cluster_info(cluster: Any) -> Any:
-    """``cluster`` itself, else the active dpbench.cluster session's info (None: one host)."""
+    """``cluster`` itself, else the active dpbench.launcher.cluster session's info (None: one host)."""
     if cluster is not None:
         return cluster
-    from dpbench.cluster import active_session
+    from dpbench.launcher.cluster import active_session
 
     session = active_session()
     return session.info if session is not None else None
@@ -294,7 +294,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "requested_options": dict(case.options),  # what the case asked for: the short label
         "workload": run_info["workload"],
         "world_size": run_info["world_size"],
-        # dpbench.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
+        # dpbench.launcher.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
         "nodes": run_info.get("nodes", 1),
         "ranks_per_node": run_info.get("ranks_per_node", run_info["world_size"]),
         "device_type": run_info["device_type"],
@@ -324,7 +324,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
     if result.case_metrics:
         info.update(result.case_metrics)
         try:
-            from dpbench.metrics import derive
+            from dpbench.strategies._metrics import derive
         except ImportError:  # metrics arrive with the sharding strategies
             derive = None
         if derive is not None:
@@ -334,7 +334,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
 
 def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: ProfileConfig) -> dict[str, Any]:
     """The documented ``extra_info`` (schema 2) of one collective benchmark."""
-    from dpbench.comm import bus_bandwidth_factor
+    from dpbench.measure.collectives import bus_bandwidth_factor
 
     first = result.trials[0]
     pool = first.detail["pool_info"]
@@ -351,7 +351,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
         "size_source": case.source,
         "dtype": "float32",
         "world_size": pool["world_size"],
-        "nodes": pool.get("nodes", 1),  # dpbench.cluster
+        "nodes": pool.get("nodes", 1),  # dpbench.launcher.cluster
         "ranks_per_node": pool.get("ranks_per_node", pool["world_size"]),
         "device_type": profile.device,
         "backend": pool.get("backend"),
@@ -370,7 +370,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
 def publish(benchmark: Any, result: CaseResult) -> None:
     """Hand every timed round of every trial to pytest-benchmark, as seconds per step.
 
-    The suites' tests read time through :func:`dpbench.trials.worker_clock`, which only moves
+    The suites' tests read time through :func:`dpbench.measure.trials.worker_clock`, which only moves
     when told: replaying a round advances it by the round's worker-measured time per step.
     """
     values = [v for t in result.trials for v in t.round_times]
@@ -381,7 +381,7 @@ def publish(benchmark: Any, result: CaseResult) -> None:
     if stats is not None and not math.isclose(stats.median, statistics.median(values), rel_tol=1e-9):
         raise RuntimeError(
             "pytest-benchmark did not read the worker clock: the test needs "
-            "@pytest.mark.benchmark(timer=dpbench.trials.worker_clock) (suites/conftest.py adds it)")
+            "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (suites/conftest.py adds it)")
 
 
 def measure_training(benchmark: Any, case: TrainingCase, *, session: TrialSession, profile: ProfileConfig,

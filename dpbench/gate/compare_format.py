@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from dpbench.report.compare import BenchmarkComparison, Comparison, Verdict
+from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.report.units import fmt_ratio, fmt_seconds
 
 __all__ = ["HEADER", "display_names", "rows", "summary_line", "to_github_action_benchmark", "to_json",

@@ -1,5 +1,5 @@
-"""dpbench.trials: the interleaved schedule, its failure rules, and the statistics across trials;
-dpbench.cases: one real trial of each kind of case."""
+"""dpbench.measure.trials: the interleaved schedule, its failure rules, and the statistics across trials;
+dpbench.measure.cases: one real trial of each kind of case."""
 from __future__ import annotations
 
 import math
@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 from scipy import stats
 
-from dpbench.cases import CollectiveCase, TrainingCase
-from dpbench.suite import resolve_profile
-from dpbench.trials import (TrialResult, TrialSession, advance_worker_clock, coefficient_of_variation,
+from dpbench.measure.cases import CollectiveCase, TrainingCase
+from dpbench.measure.extra_info import resolve_profile
+from dpbench.measure.trials import (TrialResult, TrialSession, advance_worker_clock, coefficient_of_variation,
                             log_t_interval, paired_ratios, worker_clock)
 
 

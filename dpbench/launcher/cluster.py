@@ -1,7 +1,7 @@
-"""``python -m dpbench.cluster [pytest arguments]``: the suites across several nodes, under torchrun.
+"""``python -m dpbench.launcher.cluster [pytest arguments]``: the suites across several nodes, under torchrun.
 
 On every node: ``torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d
---rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster suites/ --benchmark-save=NAME``.
+--rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.launcher.cluster suites/ --benchmark-save=NAME``.
 
 What runs where. Global rank 0 is the *head*: it runs the one pytest session (collection,
 trials, saving, all on rank 0's node). Every torchrun rank — rank 0 included, through a
@@ -40,8 +40,8 @@ from typing import Any, Mapping
 __all__ = ["ClusterInfo", "ClusterError", "HeadSession", "USAGE", "active_session", "cluster_facts",
            "cluster_world_sizes", "main"]
 
-USAGE = ("dpbench.cluster runs under torchrun, on every node: torchrun --nnodes=N --nproc-per-node=P "
-         "--rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster [pytest arguments]")
+USAGE = ("dpbench.launcher.cluster runs under torchrun, on every node: torchrun --nnodes=N --nproc-per-node=P "
+         "--rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.launcher.cluster [pytest arguments]")
 # torchrun sets all of these for every rank it starts.
 _REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
              "GROUP_RANK", "GROUP_WORLD_SIZE")
@@ -123,7 +123,7 @@ class HeadSession:
             nodes.setdefault(link.node, []).append(rank)
         where = "; ".join(f"node {n} ({self.links[r[0]].host}): " + (f"rank {r[0]}" if len(r) == 1 else f"ranks {r[0]}-{r[-1]}")
                           for n, r in sorted(nodes.items()))
-        return (f"dpbench.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
+        return (f"dpbench.launcher.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
                 f"runs on ranks 0..n-1 (node 0 first); in-process strategies run on node 0.")
 
     def close(self, status: int) -> None:
@@ -146,7 +146,7 @@ _ACTIVE: list[HeadSession] = []
 
 
 def active_session() -> HeadSession | None:
-    """The cluster session this process heads (None outside ``python -m dpbench.cluster`` on rank 0)."""
+    """The cluster session this process heads (None outside ``python -m dpbench.launcher.cluster`` on rank 0)."""
     return _ACTIVE[-1] if _ACTIVE else None
 
 
@@ -186,7 +186,7 @@ def node_facts(info: ClusterInfo) -> dict[str, Any]:
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_INTERCONNECT_PREFIXES)},
     }
     if info.local_rank == 0:  # one NVML inventory per node is enough
-        from dpbench.machine import machine_facts
+        from dpbench.launcher.machine import machine_facts
 
         facts.update({k: v for k, v in machine_facts().items() if k != "dpbench"})
     return facts
@@ -260,7 +260,7 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any
                 missing = sorted(set(range(1, info.world_size)) - set(links))
                 raise ClusterError(
                     f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
-                    f"within {timeout:g} s ({_JOIN_OPTION} sets this); is dpbench.cluster running on every node, "
+                    f"within {timeout:g} s ({_JOIN_OPTION} sets this); is dpbench.launcher.cluster running on every node, "
                     f"and can they reach this port?") from None
             if not conn.poll(max(0.0, deadline - time.monotonic())):
                 conn.close()
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         join_timeout, pytest_args = _split_args(argv)
     except ClusterError as exc:
-        print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
+        print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -378,16 +378,16 @@ def main(argv: list[str] | None = None) -> int:
             return run_head(info, pytest_args, join_timeout=join_timeout)
         return run_agent(info, join_timeout=join_timeout)
     except ClusterError as exc:
-        print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
+        print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"dpbench.cluster ({where}): interrupted", file=sys.stderr)
+        print(f"dpbench.launcher.cluster ({where}): interrupted", file=sys.stderr)
         return 130
 
 
 if __name__ == "__main__":
-    # Run as ``python -m dpbench.cluster`` this file is ``__main__``; the launcher and the suites
-    # import ``dpbench.cluster``, a second module object: the session must live in that one.
-    from dpbench.cluster import main as _main
+    # Run as ``python -m dpbench.launcher.cluster`` this file is ``__main__``; the launcher and the suites
+    # import ``dpbench.launcher.cluster``, a second module object: the session must live in that one.
+    from dpbench.launcher.cluster import main as _main
 
     sys.exit(_main())

@@ -1,0 +1,1 @@
+"""Shared test configuration (see tests/conftest.py notes)."""
