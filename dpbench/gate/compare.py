@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run
-from dpbench.report.stats import median
+from dpbench.stats import median
 from dpbench.report.units import fmt_ratio
 
 __all__ = [

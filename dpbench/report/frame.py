@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from dpbench.report.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
-from dpbench.report.stats import coefficient_of_variation, log_t_interval, median, positive
+from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
 from dpbench.report.units import fmt_bytes
 from dpbench.schema import Kind
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from dpbench.report.stats import median, paired_ratio, positive
+from dpbench.stats import median, paired_ratio, positive
 from dpbench.report.units import fmt_num
 
 __all__ = ["DRIFT_THRESHOLD", "SummaryBlock", "control_drift", "run_warnings", "sentence", "summarize"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpbench.report.stats import coefficient_of_variation, log_t_interval, median, paired_ratio, positive
+from dpbench.stats import coefficient_of_variation, log_t_interval, median, paired_ratio, positive
 
 
 def test_log_t_interval_is_scipys_t_interval_of_the_logs():
