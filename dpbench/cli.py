@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse exits on --help, --version and usage errors
         return int(e.code or 0) if not isinstance(e.code, str) else EXIT_INPUT
     # Imported here: it pulls in pandas, which --help does not need.
-    from dpbench.report.load import ResultsError
+    from dpbench.results.load import ResultsError
 
     prog = f"dpbench {args.command}"
     try:

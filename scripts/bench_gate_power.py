@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from dpbench.gate.compare import DEFAULT_ALPHA, Verdict, compare_frames, pool_side
-from dpbench.report.frame import runs_frame
-from dpbench.report.load import Run
+from dpbench.results.frame import runs_frame
+from dpbench.results.load import Run
 
 BENCHMARKS = 15
 ROUNDS = 5

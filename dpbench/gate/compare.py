@@ -36,9 +36,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run
+from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run
 from dpbench.stats import median
-from dpbench.report.units import fmt_ratio
+from dpbench.results.units import fmt_ratio
 
 __all__ = [
     "MACHINE_FIELDS",
@@ -381,7 +381,7 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
 
 
 def _side(specs: str | os.PathLike | Sequence[str | os.PathLike], what: str, results_dir: str | os.PathLike):
-    from dpbench.report.frame import runs_frame
+    from dpbench.results.frame import runs_frame
 
     specs = [specs] if isinstance(specs, (str, os.PathLike)) else list(specs)
     if not specs:

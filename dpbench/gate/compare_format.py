@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
-from dpbench.report.units import fmt_ratio, fmt_seconds
+from dpbench.results.units import fmt_ratio, fmt_seconds
 
 __all__ = ["HEADER", "display_names", "rows", "summary_line", "to_github_action_benchmark", "to_json",
            "to_markdown", "to_text", "verdict_line"]

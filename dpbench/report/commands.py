@@ -75,7 +75,7 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
 
 def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Either ``BASELINE CANDIDATE`` or ``--baseline RUN... --candidate RUN...``, never a mix."""
-    from dpbench.report.load import ResultsError, resolve_run
+    from dpbench.results.load import ResultsError, resolve_run
 
     flags = args.baseline_runs is not None or args.candidate_runs is not None
     if flags and not args.runs and args.baseline_runs and args.candidate_runs:

@@ -16,8 +16,8 @@ from dpbench._atomic import atomic_write_text
 from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
 from dpbench.gate.compare_format import HEADER, display_names, rows, summary_line, verdict_line
 from dpbench.report.figures import Table
-from dpbench.report.frame import runs_frame
-from dpbench.report.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
+from dpbench.results.frame import runs_frame
+from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 from dpbench.report.sections import build_sections
 from dpbench.report.summary import run_warnings, summarize
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from dpbench.report.figures import (Image, Part, Table, case_order, numeric, panels, plain_log_ticks, png,
                                     row_heights, run_colors, run_offsets, title)
-from dpbench.report.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
+from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 
 __all__ = ["busbw", "headline", "scaling", "step_times", "throughput", "workloads"]
 

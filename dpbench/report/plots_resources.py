@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 from dpbench.report import timeline
 from dpbench.report.figures import (RUN_ALPHAS, Image, Part, Table, case_order, finite, panels, png, row_heights,
                                     run_colors, run_offsets, title)
-from dpbench.report.units import fmt_bytes, fmt_num, fmt_seconds
+from dpbench.results.units import fmt_bytes, fmt_num, fmt_seconds
 from dpbench.schema import Phase
 
 __all__ = ["memory", "phases", "timelines"]

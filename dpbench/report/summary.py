@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from dpbench.stats import median, paired_ratio, positive
-from dpbench.report.units import fmt_num
+from dpbench.results.units import fmt_num
 
 __all__ = ["DRIFT_THRESHOLD", "SummaryBlock", "control_drift", "run_warnings", "sentence", "summarize"]
 

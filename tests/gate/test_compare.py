@@ -15,8 +15,8 @@ from report_synth import comm_id
 from dpbench.cli import main
 from dpbench.report import ResultsError, Verdict
 from dpbench.gate.compare import ONE_TRIAL_NOTE, compare_frames, parse_threshold
-from dpbench.report.frame import runs_frame
-from dpbench.report.load import Run
+from dpbench.results.frame import runs_frame
+from dpbench.results.load import Run
 
 SLOW = "test_throughput[ddp-mlp-w2]"
 OTHER = "test_throughput[dp-mlp-w2]"

@@ -17,7 +17,7 @@ import report_synth
 from report_synth import XSS
 from dpbench.report import ResultsError, write_report
 from dpbench._atomic import atomic_write_text
-from dpbench.report.frame import load_runs
+from dpbench.results.frame import load_runs
 
 
 class Parts(html.parser.HTMLParser):

@@ -13,7 +13,7 @@ from report_synth import write_json
 from dpbench.report import load_runs
 from dpbench.report import plots, plots_resources
 from dpbench.report.sections import PARTS, build_sections
-from dpbench.report.units import fmt_bytes
+from dpbench.results.units import fmt_bytes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

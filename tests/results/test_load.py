@@ -11,7 +11,7 @@ import pytest
 import report_synth
 from report_synth import write_json
 from dpbench.report import ResultsError, load_runs, resolve_runs
-from dpbench.report.load import read_run, resolve_run
+from dpbench.results.load import read_run, resolve_run
 from dpbench.stats import log_t_interval
 from dpbench.report.timeline import timeline_path
 from dpbench.schema import READABLE_SCHEMAS, SCHEMA_VERSION

@@ -21,9 +21,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from dpbench.report.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
+from dpbench.results.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
 from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
-from dpbench.report.units import fmt_bytes
+from dpbench.results.units import fmt_bytes
 from dpbench.schema import Kind
 
 __all__ = ["UNITS", "load_runs", "machine_summary", "runs_frame"]

@@ -1,4 +1,4 @@
-"""Find saved runs and read them (validated, never evaluated); :mod:`dpbench.report.frame`
+"""Find saved runs and read them (validated, never evaluated); :mod:`dpbench.results.frame`
 turns them into the tidy DataFrame.
 
 A run is one pytest-benchmark JSON file (``results/<machine-id>/NNNN_NAME.json``). Any
