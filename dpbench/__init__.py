@@ -6,8 +6,7 @@ needs torch) stays light.
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
-
-__version__ = "0.1.0"
+from dpbench.schema import __version__
 
 __all__ = [
     "Workload",

@@ -10,12 +10,34 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from dpbench import __version__
 from dpbench.gate.ab import register_ab
-from dpbench.listing import register_list
-from dpbench.report.commands import register_compare, register_report
+from dpbench.gate.commands import register_compare
+from dpbench.report.commands import register_report
+from dpbench.schema import __version__
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+def _list(args: argparse.Namespace) -> int:
+    # Imported here: listing needs torch, the rest of the CLI does not.
+    from dpbench.strategies import get_strategy, list_strategies
+    from dpbench.workloads import get_workload, list_workloads
+
+    print("strategies:")
+    for name in list_strategies():
+        defaults = get_strategy(name).option_defaults
+        options = ", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "no options"
+        print(f"  {name:<10} {options}")
+    print("workloads:")
+    for name in list_workloads():
+        workload = get_workload(name)
+        print(f"  {name:<12} {workload.description}".rstrip())
+    return 0
+
+
+def register_list(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("list", help="list the strategies (with option defaults) and workloads")
+    parser.set_defaults(handler=_list)
+
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare, register_list,
                                                                         register_ab]

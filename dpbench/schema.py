@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "Kind", "StrategyName", "Phase", "EXTRA_INFO_FIELDS", "Profile"]
+__all__ = ["__version__", "SCHEMA_VERSION", "READABLE_SCHEMAS", "Kind", "StrategyName", "Phase", "EXTRA_INFO_FIELDS", "Profile"]
+
+# dpbench's own version, recorded in every run's machine_info (here, below everything that records it).
+__version__ = "0.1.0"
 
 SCHEMA_VERSION = 2
 # The versions the report and the gate read: schema 1 (one trial per case, rounds timed in the

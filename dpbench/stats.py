@@ -1,4 +1,5 @@
-"""The statistics the report and the gate share: intervals and ratios across trials (scipy).
+"""The statistics every number of dpbench goes through: one implementation each, used by the
+trials, the saved ``extra_info``, the report's tables and sentences and the gate (scipy).
 
 Trial times are judged on a log scale: a machine that is 10% slower multiplies every time by
 1.1, so intervals and tests on logs are multiplicative and read the same for seconds per step
@@ -11,7 +12,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["PairedRatio", "coefficient_of_variation", "log_t_interval", "median", "paired_ratio", "positive"]
+__all__ = ["PairedRatio", "coefficient_of_variation", "log_t_interval", "median", "or_none", "paired_ratio",
+           "percentile", "positive"]
 
 
 def positive(values: Sequence[float] | None) -> list[float]:
@@ -28,6 +30,22 @@ def positive(values: Sequence[float] | None) -> list[float]:
 def median(values: Sequence[float]) -> float:
     """The median, NaN for no values (a missing number, not an error, in a table)."""
     return statistics.median(values) if len(values) else math.nan
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in [0, 100]) of a non-empty list (numpy's default rule)."""
+    if not len(values):
+        raise ValueError("percentile of an empty list")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def or_none(value: float) -> float | None:
+    """NaN (a statistic that needs more values) as None, for JSON written into results files."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def coefficient_of_variation(values: Sequence[float]) -> float:
@@ -60,6 +78,21 @@ class PairedRatio:
     lo: float
     hi: float
     pairs: int
+    ratios: tuple[float, ...] = ()  # the per-pair ratios behind it
+
+    @property
+    def interval(self) -> list[float] | None:
+        """``[lo, hi]``, or None when unknown (as saved in results files)."""
+        return None if math.isnan(self.lo) else [self.lo, self.hi]
+
+    def inverse(self) -> "PairedRatio":
+        """``denominator / numerator``: the same pairs, each ratio inverted."""
+        return PairedRatio(ratio=1 / self.ratio, lo=1 / self.hi, hi=1 / self.lo, pairs=self.pairs,
+                           ratios=tuple(1 / r for r in self.ratios))
+
+    def scaled(self, factor: float) -> "PairedRatio":
+        return PairedRatio(ratio=self.ratio * factor, lo=self.lo * factor, hi=self.hi * factor, pairs=self.pairs,
+                           ratios=tuple(r * factor for r in self.ratios))
 
     @property
     def significant(self) -> bool:
@@ -77,4 +110,4 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Pa
         return PairedRatio(ratio=math.nan, lo=math.nan, hi=math.nan, pairs=0)
     centre = math.exp(statistics.fmean(math.log(r) for r in ratios))
     lo, hi = log_t_interval(ratios)
-    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios))
+    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dpbench  # noqa: E402
-from dpbench.strategies._metrics import derive  # noqa: E402
+from dpbench.measure.derive import derive  # noqa: E402
 
 VARIANTS = (
     ("ddp", {}),

@@ -28,8 +28,8 @@ import torch
 from pytest_benchmark.utils import get_machine_id
 
 from dpbench.launcher.machine import machine_facts
-from dpbench.measure.extra_info import parse_trials, resolve_profile
-from dpbench.measure.trials import TrialSession, worker_clock
+from dpbench.measure import parse_trials, resolve_profile
+from dpbench.measure import TrialSession, worker_clock
 
 _TIMELINES = "timelines"
 

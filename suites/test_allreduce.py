@@ -3,7 +3,7 @@ workload, world size and batches. ``relative_to_ddp`` = allreduce step time / DD
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
-from dpbench.measure.extra_info import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
 
 MODES = ("per-param", "bucketed", "overlap")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dpbench.measure.collectives import COLLECTIVES, ddp_bucket_sizes
-from dpbench.measure.extra_info import CollectiveCase, measure_collective
+from dpbench.measure import CollectiveCase, measure_collective
 
 
 def _label(size: int) -> str:

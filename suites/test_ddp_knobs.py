@@ -3,7 +3,7 @@ gradient accumulation with no_sync, all on one workload at the largest world siz
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
-from dpbench.measure.extra_info import TrainingCase, measure_training
+from dpbench.measure import TrainingCase, measure_training
 
 DDP = StrategyName.DDP.value
 

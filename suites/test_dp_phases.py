@@ -4,7 +4,7 @@ optimizer, so it is heavier than the others on GPUs)."""
 from __future__ import annotations
 
 from dpbench.schema import Phase, StrategyName
-from dpbench.measure.extra_info import TrainingCase, measure_training
+from dpbench.measure import TrainingCase, measure_training
 
 DP_PHASES = {Phase.SCATTER.value, Phase.REPLICATE.value, Phase.APPLY.value, Phase.GATHER.value}
 

@@ -11,8 +11,8 @@ import dataclasses
 import statistics
 
 from dpbench.schema import StrategyName
-from dpbench.measure.extra_info import TrainingCase, measure_training, reference_result, strategy_cases
-from dpbench.measure.trials import log_t_interval, paired_ratios
+from dpbench.measure import TrainingCase, measure_training, reference_result, strategy_cases
+from dpbench.stats import paired_ratio
 
 
 def pytest_generate_tests(metafunc):
@@ -36,12 +36,11 @@ def test_scaling(benchmark, case, profile, trials, unavailable_to_skip):
     assert single is not None, f"the single-device reference {case.reference.id} did not run in this session"
     # efficiency_i = (batch / t_i) / (N × batch_single / t_single_i), trial i against trial i
     scale = case.reference.global_batch * case.world_size / case.global_batch
-    efficiency = [1 / (r * scale) for r in paired_ratios(result.values, single.values)]
-    ci = log_t_interval(efficiency)
+    efficiency = paired_ratio(single.values, result.values).scaled(1 / scale)
     benchmark.extra_info.update({
         "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.values),
-        "scaling_efficiency": statistics.median(efficiency),
-        "scaling_efficiency_ci95": list(ci) if ci else None,
-        "scaling_efficiency_trials": efficiency,
+        "scaling_efficiency": efficiency.ratio,
+        "scaling_efficiency_ci95": efficiency.interval,
+        "scaling_efficiency_trials": list(efficiency.ratios),
     })
     assert benchmark.extra_info["scaling_efficiency"] > 0

@@ -5,13 +5,13 @@ size in ``full``; the largest in ``quick``, where sharding at one rank shards no
 
 Each case reports throughput, memory per rank (parameters, gradients and optimizer state each
 rank holds, plus the peak), MFU and exposed communication (``Run.case_metrics()`` merged with
-``dpbench.strategies._metrics.derive`` into ``extra_info``), and ``relative_to_ddp``: step time ÷ DDP's step
+``dpbench.measure.derive.derive`` into ``extra_info``), and ``relative_to_ddp``: step time ÷ DDP's step
 time at the same world size, trial by trial.
 """
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
-from dpbench.measure.extra_info import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
 
 WORKLOADS = ("transformer", "mlp")
 SHARDED = (

@@ -4,7 +4,7 @@ quick profile), at one global batch (strong scaling: the same job split over mor
 """
 from __future__ import annotations
 
-from dpbench.measure.extra_info import measure_training, strategy_cases
+from dpbench.measure import measure_training, strategy_cases
 
 
 def pytest_generate_tests(metafunc):

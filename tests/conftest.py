@@ -1,1 +1,84 @@
-"""Shared test configuration (see tests/conftest.py notes)."""
+"""Shared fixtures: synthetic runs, one real pytest-benchmark run, a report (report, results and gate tests)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import report_synth
+
+from report_synth import XSS
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """An empty pytest-benchmark storage directory."""
+    path = tmp_path / "results"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results file written by pytest-benchmark itself, with dpbench-style extra_info."""
+    root = tmp_path_factory.mktemp("real")
+    (root / "test_tiny.py").write_text(textwrap.dedent('''
+        import time
+        import pytest
+
+        @pytest.mark.parametrize("k", [1, 2])
+        def test_step(benchmark, k):
+            benchmark.extra_info.update(schema=1, kind="training", strategy="single", options={},
+                                        workload="tiny", world_size=1, steps_per_round=k, global_batch=8)
+            benchmark.pedantic(lambda: time.sleep(0.001 * k), rounds=6, warmup_rounds=1)
+
+        def test_plain(benchmark):
+            benchmark.pedantic(sum, args=(range(1000),), rounds=5, iterations=3)
+    '''))
+    storage = root / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "test_tiny.py",
+         "--benchmark-save=tiny", f"--benchmark-storage=file://{storage}", "--benchmark-save-data"],
+        cwd=root, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = list(storage.glob("*/0001_tiny.json"))
+    assert len(files) == 1, f"expected one saved run, found {files}"
+    return files[0]
+
+
+@pytest.fixture(scope="session")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A baseline and a candidate where ``test_throughput[ddp-mlp-w2]`` is 40% slower; the
+    candidate carries hostile strings in a benchmark name, a param and machine_info."""
+    root = tmp_path_factory.mktemp("two") / "results"
+    base = report_synth.make_run(root, number=1, name="base", seed=1)
+    hostile = report_synth.make_doc(seed=9, cases=[report_synth.TRAINING_CASES[0]], comm=False)["benchmarks"][0]
+    hostile.update(name=f"test_x[{XSS}]", fullname=f"suites/test_x.py::test_x[{XSS}]", param=XSS,
+                   params={"p": XSS})
+    hostile["extra_info"].update(workload=XSS, options={"mode": XSS}, requested_options={"mode": XSS}, suite=XSS)
+    cand = report_synth.make_run(root, number=2, name="cand", seed=2,
+                                 slowdown={"test_throughput[ddp-mlp-w2]": 1.4},
+                                 machine=report_synth.default_machine(node=XSS, torch="2.14.0"),
+                                 extra_benchmarks=[hostile])
+    return base, cand
+
+
+@pytest.fixture(scope="session")
+def report_html(two_runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report over :func:`two_runs`, rendered once for the html and browser tests."""
+    from dpbench.report import write_report
+
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    return write_report(list(two_runs), out)
+
+
+@pytest.fixture(scope="session")
+def many_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs of over 70 benchmarks each in six suites (timelines in the dp_phases suite)."""
+    root = tmp_path_factory.mktemp("many") / "results"
+    return tuple(report_synth.make_run(root, number=n, name=f"many{n}", seed=n, cases=report_synth.many_cases(),
+                                       trials=4, rounds=3, timeline_suites=("dp_phases",)) for n in (1, 2))

@@ -58,3 +58,19 @@ def test_coefficient_of_variation_and_helpers():
     assert math.isnan(coefficient_of_variation([1.0]))
     assert positive([1, 0, -2, math.nan, math.inf, True, "3", 2.5]) == [1.0, 2.5]
     assert median([3.0, 1.0, 2.0]) == 2.0 and math.isnan(median([]))
+
+
+def test_log_t_interval_matches_scipy_on_the_logs():
+    values = [1.0, 1.1, 0.95, 1.2, 1.05]
+    logs = [math.log(v) for v in values]
+    lo, hi = sps.t.interval(0.95, len(logs) - 1, loc=statistics.fmean(logs), scale=sps.sem(logs))
+    got = log_t_interval(values)
+    assert got == pytest.approx((math.exp(lo), math.exp(hi)))
+    assert got[0] < statistics.median(values) < got[1]
+    assert all(math.isnan(v) for v in log_t_interval([1.0]))
+
+
+def test_coefficient_of_variation_and_paired_ratios():
+    assert coefficient_of_variation([2.0, 4.0]) == pytest.approx(statistics.stdev([2, 4]) / 3)
+    assert math.isnan(coefficient_of_variation([1.0]))
+    assert paired_ratio([2.0, 3.0, 4.0], [1.0, 1.5]).ratios == (2.0, 2.0)

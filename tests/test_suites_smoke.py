@@ -140,7 +140,7 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
         import pytest
         from torch import nn
         import dpbench
-        from dpbench.measure.extra_info import TrainingCase, measure_training
+        from dpbench.measure import TrainingCase, measure_training
 
         class Exploding(nn.Linear):
             def forward(self, x):

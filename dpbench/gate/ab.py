@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import signal
@@ -32,7 +31,7 @@ from dpbench.gate.revisions import (ABError, Revision, SuiteFailed, cleanup, fin
                                resolve_commit, run_logged, say)
 
 __all__ = ["DEFAULT_TRIALS", "EXIT_INTERRUPTED", "EXIT_SUITE_FAILED", "WORKDIR_NAME", "abba_schedule",
-           "compare_takes_several_runs", "invocation_env", "parse_trials", "register_ab", "run_ab"]
+           "invocation_env", "parse_trials", "register_ab", "run_ab"]
 
 DEFAULT_TRIALS = 6
 WORKDIR_NAME = ".dpbench-ab"
@@ -91,28 +90,13 @@ def _run_trial(rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[
     return saved[0]
 
 
-def compare_takes_several_runs() -> bool:
-    """Whether this dpbench's compare has the multi-run form (--baseline RUN... --candidate RUN...)."""
-    from dpbench.cli import build_parser
-
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            build_parser().parse_args(["compare", "--baseline", "a", "b", "--candidate", "c", "d"])
-    except SystemExit:
-        return False
-    return True
-
-
 def _compare(base: Revision, head: Revision, compare_args: Sequence[str]) -> int:
-    from dpbench.cli import main
+    from dpbench.gate.commands import compare_parser, run_compare
 
     print(f"baseline  = {base.label}: {len(base.runs)} runs in {base.storage}")
     print(f"candidate = {head.label}: {len(head.runs)} runs in {head.storage}", flush=True)
-    if compare_takes_several_runs():
-        argv = ["compare", "--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs)]
-    else:  # the two-positional form, which takes one run per side (checked before the suites ran)
-        argv = ["compare", str(base.runs[0]), str(head.runs[0])]
-    code = main([*argv, *compare_args])
+    argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), *compare_args]
+    code = run_compare(compare_parser().parse_args(argv))
     sys.stdout.flush()
     return code
 
@@ -173,9 +157,6 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
     """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130)."""
     repo = find_checkout((cwd or Path.cwd()).resolve())
     commits = {BASE: resolve_commit(repo, base), HEAD: resolve_commit(repo, head)}
-    if compare and trials > 1 and not compare_takes_several_runs():
-        raise ABError("this dpbench's compare takes one run per side: use --trials 1, or --no-compare "
-                      "and compare the saved runs later")
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
     run_dir = _new_run_dir(workdir, commits[BASE], commits[HEAD])
     say(f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "

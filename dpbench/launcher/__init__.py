@@ -1,7 +1,12 @@
-"""Starting and driving worker processes: :func:`launch` for training runs, :class:`WorkerPool` for any per-rank function.
+"""launcher: starting and driving worker processes — :func:`launch` for training runs (a
+:class:`Run` whose ``step(k)`` returns :class:`~dpbench.launcher.step_stats.StepStats`),
+:class:`WorkerPool` for any per-rank function, the CPU pinning plan, the control computation,
+the machine facts every run records, and the torchrun cluster runner
+(:mod:`~dpbench.launcher.cluster`, whose pools are :class:`RemotePool`).
 
-``dpbench.launch`` (the top-level name) is :func:`dpbench.launcher.launch`; the module is
-called ``launcher`` so that the attribute ``dpbench.launch`` can be the function.
+May import: strategies, workloads, ``dpbench.schema`` and ``dpbench.stats``. Never the measuring
+engine, the gate or the report; it never knows which strategy it runs beyond the strategy's
+interface. ``dpbench.launch`` (the top-level name) is :func:`dpbench.launcher.launch`.
 """
 from dpbench.launcher.pool import (
     WorkerContext,

@@ -37,6 +37,8 @@ from datetime import timedelta
 from multiprocessing.connection import Client, Listener
 from typing import Any, Mapping
 
+from dpbench.launcher.remote import active_session, heading
+
 __all__ = ["ClusterInfo", "ClusterError", "HeadSession", "USAGE", "active_session", "cluster_facts",
            "cluster_world_sizes", "main"]
 
@@ -140,14 +142,6 @@ class HeadSession:
             link.conn.close()
         if self.local_agent is not None:
             self.local_agent.join(5.0)
-
-
-_ACTIVE: list[HeadSession] = []
-
-
-def active_session() -> HeadSession | None:
-    """The cluster session this process heads (None outside ``python -m dpbench.launcher.cluster`` on rank 0)."""
-    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def cluster_facts(session: HeadSession | None = None) -> dict[str, Any] | None:
@@ -307,13 +301,12 @@ def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float) 
     session = HeadSession(info=info, links={0: link0, **links}, local_agent=thread)
     print(session.summary(), flush=True)
     status = 1
-    _ACTIVE.append(session)
     try:
         import pytest
 
-        status = int(pytest.main(pytest_args))
+        with heading(session):
+            status = int(pytest.main(pytest_args))
     finally:
-        _ACTIVE.remove(session)
         session.close(status)
     return status
 

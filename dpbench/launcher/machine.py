@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["gpu_inventory", "lock_file_hash", "machine_facts", "LOCK_FILE"]
 
-LOCK_FILE = Path(__file__).resolve().parents[1] / "constraints.txt"
+LOCK_FILE = Path(__file__).resolve().parents[2] / "constraints.txt"
 
 
 def lock_file_hash(path: Path = LOCK_FILE) -> str | None:
@@ -57,7 +57,7 @@ def machine_facts() -> dict[str, Any]:
     """Everything pytest-benchmark's machine_info leaves out that a dpbench number depends on."""
     import torch
 
-    import dpbench
+    from dpbench.schema import __version__
 
     nccl = None
     if torch.version.cuda:
@@ -72,7 +72,7 @@ def machine_facts() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "nccl": nccl,
         "cpu_count": os.cpu_count(),
-        "dpbench": {"version": dpbench.__version__, "lock_hash": lock_file_hash()},
+        "dpbench": {"version": __version__, "lock_hash": lock_file_hash()},
     }
     facts.update(gpu_inventory())
     return facts

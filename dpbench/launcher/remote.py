@@ -17,6 +17,7 @@ cluster session is active in this process, the local WorkerPool otherwise.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
@@ -25,13 +26,13 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from dpbench.launcher.agent import WorkerOrder
 from dpbench.launcher.pool import (_FAILURE_GRACE_SECONDS, _MIN_START_SECONDS, WorkerError, WorkerPool,
                                    WorkerTimeoutError, _pick_backend, available_cores, default_threads)
 
-__all__ = ["AgentLink", "RemotePool", "make_pool", "placement_for", "pool_layout"]
+__all__ = ["AgentLink", "RemotePool", "active_session", "heading", "make_pool", "placement_for", "pool_layout"]
 
 # How long close() waits for every agent to confirm its worker is gone (the agent's own
 # polite + terminate + kill sequence takes at most ~7 s).
@@ -70,11 +71,30 @@ class AgentLink:
             self.alive, self.lost = False, why
 
 
+# ---------------------------------------------------------------- the session this process heads
+# The cluster runner (dpbench.launcher.cluster) registers its session here while pytest runs, so
+# the launcher finds it without importing the runner (which imports this module).
+_ACTIVE: list[Any] = []
+
+
+def active_session() -> Any:
+    """The cluster session this process heads (None outside ``python -m dpbench.launcher.cluster`` on rank 0)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@contextlib.contextmanager
+def heading(session: Any) -> Iterator[None]:
+    """Make ``session`` the active one for the duration of the block."""
+    _ACTIVE.append(session)
+    try:
+        yield
+    finally:
+        _ACTIVE.remove(session)
+
+
 def _session(session: Any) -> Any:
     if session is not None:
         return session
-    from dpbench.launcher.cluster import active_session
-
     found = active_session()
     if found is None:
         raise RuntimeError("RemotePool needs a dpbench.launcher.cluster session in this process: start the run with "
@@ -340,16 +360,10 @@ class RemotePool:
 
 
 # ---------------------------------------------------------------- how the launcher picks
-def _active() -> Any:
-    from dpbench.launcher.cluster import active_session
-
-    return active_session()
-
-
 def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> WorkerPool | RemotePool:
     """The pool for ``world_size`` ranks: across the torchrun ranks when a dpbench.launcher.cluster session
     is active here and the ranks form a process group, else local worker processes."""
-    session = _active()
+    session = active_session()
     if session is not None and process_group:
         return RemotePool(world_size, session=session, **kwargs)
     return WorkerPool(world_size, process_group=process_group, **kwargs)
@@ -359,7 +373,7 @@ def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: d
     """``strategy_cls.placement(...)``, with a multi-process strategy's ranks spread over the nodes
     of an active cluster session: the strategy's own rule is applied to the busiest node's ranks
     (its GPU count decides nccl or gloo), the devices are each rank's on its own node."""
-    session = _active()
+    session = active_session()
     if session is None:
         return strategy_cls.placement(world_size=world_size, device=device, options=options)
     from dpbench.strategies.base import StrategyUnavailable

@@ -205,7 +205,7 @@ class Run:
         (per worker: ``params_bytes``, ``grads_bytes``, ``optimizer_state_bytes``,
         ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``,
         ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``.
-        :func:`dpbench.strategies._metrics.derive` turns them and a step time into MFU, tokens/s and
+        :func:`dpbench.measure.derive.derive` turns them and a step time into MFU, tokens/s and
         exposed communication. Training state is not changed.
         """
         import os

@@ -5,18 +5,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["StepStats", "percentile"]
+from dpbench.stats import percentile
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in [0, 100]) of a non-empty list."""
-    if not values:
-        raise ValueError("percentile of an empty list")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+__all__ = ["StepStats", "merge_step_stats"]
 
 
 @dataclass(kw_only=True)
@@ -65,3 +56,21 @@ class StepStats:
             step_time_p95=self.step_time_p95,
         )
         return out
+
+
+def merge_step_stats(rounds: list[StepStats]) -> StepStats:
+    """All measured rounds as one record: every step time, mean phases, peak memory."""
+    if not rounds:
+        raise ValueError("no measured rounds")
+    times = [t for r in rounds for t in r.step_times]
+    phase_names = {name for r in rounds for name in r.phases}
+    phases = {
+        name: sum(r.phases.get(name, 0.0) * r.steps for r in rounds) / len(times) for name in sorted(phase_names)
+    }
+    peak: dict[str, int] = {}
+    for r in rounds:
+        for device, value in r.peak_memory_bytes.items():
+            peak[device] = max(peak.get(device, 0), int(value))
+    losses = [x for r in rounds for x in r.losses]
+    return StepStats(step_times=times, global_batch=rounds[0].global_batch, losses=losses, phases=phases,
+                     peak_memory_bytes=peak)

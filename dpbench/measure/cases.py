@@ -93,10 +93,10 @@ class TrainingCase:
 
     def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
                       timeline: TimelinePath | None, first: bool) -> TrialResult:
-        import dpbench
-        from dpbench.measure.extra_info import merge_step_stats
+        from dpbench.launcher import launch
+        from dpbench.launcher.step_stats import merge_step_stats
 
-        with dpbench.launch(self.strategy, self.workload, world_size=self.world_size,
+        with launch(self.strategy, self.workload, world_size=self.world_size,
                             global_batch=self.global_batch, device=profile.device, seed=0, lr=LR,
                             **self.options) as run:
             # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.

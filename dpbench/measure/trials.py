@@ -19,7 +19,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Protocol
 
 __all__ = [
     "CaseResult",
@@ -27,9 +27,6 @@ __all__ = [
     "TrialResult",
     "TrialSession",
     "advance_worker_clock",
-    "coefficient_of_variation",
-    "log_t_interval",
-    "paired_ratios",
     "worker_clock",
 ]
 
@@ -178,34 +175,3 @@ class TrialSession:
             return self.results[key]
         except KeyError:
             raise KeyError(f"case {key!r} was not scheduled in this session") from None
-
-
-# ---------------------------------------------------------------- statistics across trials
-def coefficient_of_variation(values: Sequence[float]) -> float | None:
-    """Sample standard deviation / mean; None with fewer than two values."""
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / mean if mean > 0 else None
-
-
-def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
-    """A ``confidence`` interval of the centre of positive ``values`` (a t-interval of their logs).
-
-    Trial times are ratios of machine speed, so they are compared on a log scale: the interval
-    is multiplicative and the same whether one reads seconds per step or steps per second.
-    None with fewer than two values.
-    """
-    from scipy import stats
-
-    logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
-    if len(logs) < 2:
-        return None
-    mean = statistics.fmean(logs)
-    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean - half), math.exp(mean + half)
-
-
-def paired_ratios(numerator: Iterable[float], denominator: Iterable[float]) -> list[float]:
-    """Per-trial ratios, trial i against trial i: both ran in the same pass, close in time."""
-    return [a / b for a, b in zip(numerator, denominator) if b > 0]

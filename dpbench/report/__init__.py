@@ -1,19 +1,18 @@
-"""dpbench.report: load saved runs, render the HTML report, and gate regressions.
+"""report: renders saved runs into one self-contained HTML page (seaborn figures, tables,
+provenance, the gate's verdicts side by side). It renders; it never judges or re-derives.
 
-Never imports torch. Names are loaded lazily so ``dpbench --help`` stays fast (pandas and
-matplotlib are only imported when a report or comparison is actually made).
+May import: ``dpbench.results`` (the tidy frame), ``dpbench.gate`` (verdicts to show),
+``dpbench.stats``, ``dpbench.schema``. Never torch. Names load lazily so ``dpbench --help`` stays
+fast (pandas and matplotlib are only imported when a report is made); ``load_runs`` and friends
+are re-exported from ``dpbench.results`` for convenience.
 """
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
 
 __all__ = [
-    "Comparison",
     "ResultsError",
     "Run",
-    "Verdict",
-    "compare_frames",
-    "compare_runs",
     "load_runs",
     "read_run",
     "render_report",
@@ -23,10 +22,6 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Comparison": "dpbench.gate.compare",
-    "Verdict": "dpbench.gate.compare",
-    "compare_frames": "dpbench.gate.compare",
-    "compare_runs": "dpbench.gate.compare",
     "ResultsError": "dpbench.results.load",
     "Run": "dpbench.results.load",
     "read_run": "dpbench.results.load",

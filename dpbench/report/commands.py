@@ -1,21 +1,15 @@
-"""The ``dpbench report`` and ``dpbench compare`` subcommands (registered by dpbench.cli).
+"""The ``dpbench report`` subcommand (registered by dpbench.cli).
 
-Parsers are built here without importing pandas or matplotlib; the handlers import them.
+The parser is built here without importing pandas or matplotlib; the handler imports them.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-__all__ = ["register_compare", "register_report"]
+from dpbench.results.load import RUNS_HELP, add_results_dir
 
-_RUNS_HELP = "a results .json file, a directory (its newest run per machine) or a saved-run id like 0001"
+__all__ = ["register_report"]
 
-
-def _add_results_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", metavar="DIR", default="results",
-                        help="pytest-benchmark storage that run ids refer to (default: results)")
 
 
 def register_report(subparsers: argparse._SubParsersAction) -> None:
@@ -24,11 +18,11 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
         description="Render saved runs into one self-contained HTML file (plots, tables, provenance; "
                     "side-by-side ratios for two or more runs). Prints the report's path.")
     p.add_argument("runs", nargs="*", metavar="RUN",
-                   help=f"{_RUNS_HELP}; default: the newest run of each machine in --results")
+                   help=f"{RUNS_HELP}; default: the newest run of each machine in --results")
     p.add_argument("-o", "--output", default="report.html", metavar="FILE",
                    help="the HTML file to write (default: report.html; not a directory)")
     p.add_argument("--title", default="dpbench report", help="the report's heading")
-    _add_results_dir(p)
+    add_results_dir(p)
     p.set_defaults(handler=_run_report)
 
 
@@ -38,76 +32,3 @@ def _run_report(args: argparse.Namespace) -> int:
     path = write_report(args.runs, args.output, results_dir=args.results, title=args.title)
     print(path.resolve())
     return 0
-
-
-def register_compare(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "compare", help="regression gate: compare candidate runs against baseline runs",
-        usage="dpbench compare BASELINE CANDIDATE [options]\n"
-              "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
-        description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
-                    "a side's trials are pooled over its runs). Regressed = slower by more than --threshold "
-                    "and significant: one-sided Welch t-test on log trial times against the baseline shifted "
-                    "by the threshold, each side's spread at least the run's typical one (with one trial on a "
-                    "side: Mann-Whitney on the rounds). Slower but not "
-                    "significant, or a control that moved as much, is inconclusive. Exit 0: no regression; "
-                    "1: a regression, or benchmarks missing from the candidate (see --allow-missing); "
-                    "2: unusable input.")
-    p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {_RUNS_HELP}")
-    p.add_argument("--baseline", nargs="+", metavar="RUN", dest="baseline_runs",
-                   help="the baseline's runs (several: their trials are pooled)")
-    p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
-                   help="the candidate's runs (several: their trials are pooled)")
-    p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="benchmarks in the baseline but not in the candidate are listed, not failed")
-    p.add_argument("--aa", metavar="RUN", action="append", default=[],
-                   help="another run of the baseline's code (A/A; repeatable): each benchmark's threshold "
-                        "becomes at least the largest change between the baseline and these runs")
-    p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
-    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
-    p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
-                   help="also write the candidate's numbers in github-action-benchmark's customSmallerIsBetter format")
-    _add_results_dir(p)
-    p.set_defaults(handler=_run_compare)
-
-
-def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """Either ``BASELINE CANDIDATE`` or ``--baseline RUN... --candidate RUN...``, never a mix."""
-    from dpbench.results.load import ResultsError, resolve_run
-
-    flags = args.baseline_runs is not None or args.candidate_runs is not None
-    if flags and not args.runs and args.baseline_runs and args.candidate_runs:
-        return args.baseline_runs, args.candidate_runs
-    if not flags and len(args.runs) == 2:
-        return [args.runs[0]], [args.runs[1]]
-    # A run that does not exist is the likelier mistake (`dpbench compare 0009`): say that first.
-    for spec in [*args.runs, *(args.baseline_runs or []), *(args.candidate_runs or [])]:
-        resolve_run(spec, results_dir=args.results)
-    found = (f"{len(args.runs)} positional run(s)" + (", --baseline" if args.baseline_runs else "")
-             + (", --candidate" if args.candidate_runs else ""))
-    raise ResultsError("expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; "
-                       f"found {found}")
-
-
-def _run_compare(args: argparse.Namespace) -> int:
-    from dpbench._atomic import atomic_write_text
-    from dpbench.gate.compare import compare_runs, parse_threshold
-    from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
-
-    baseline, candidate = _sides(args)
-    cmp = compare_runs(baseline, candidate, threshold=parse_threshold(args.threshold), alpha=args.alpha,
-                       results_dir=args.results, aa=args.aa, allow_missing=args.allow_missing)
-    # Warnings first, before any number is read: a different GPU or torch explains a lot.
-    for warning in cmp.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    sys.stderr.flush()
-    if args.markdown:
-        atomic_write_text(args.markdown, to_markdown(cmp))
-    if args.json:
-        atomic_write_text(args.json, json.dumps(to_json(cmp), indent=1) + "\n")
-    if args.gab:
-        atomic_write_text(args.gab, json.dumps(to_github_action_benchmark(cmp), indent=1) + "\n")
-    sys.stdout.write(to_text(cmp))
-    return cmp.exit_code

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 import jinja2
 import pandas as pd
 
-from dpbench import __version__
 from dpbench._atomic import atomic_write_text
+from dpbench.schema import __version__
 from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
 from dpbench.gate.compare_format import HEADER, display_names, rows, summary_line, verdict_line
 from dpbench.report.figures import Table

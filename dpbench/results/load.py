@@ -7,6 +7,7 @@ enriches its rows. Results files are data: parsed with ``json`` only, never pick
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -18,6 +19,8 @@ from dpbench.schema import READABLE_SCHEMAS
 
 __all__ = [
     "DPBENCH_MARKERS",
+    "RUNS_HELP",
+    "add_results_dir",
     "ResultsError",
     "Run",
     "DEFAULT_RESULTS_DIR",
@@ -36,6 +39,15 @@ _RUN_FILE = re.compile(r"^(\d{4})_.*\.json$")
 _NAME_FIELDS = ("kind", "suite", "strategy", "workload", "device_type", "backend", "profile", "collective", "dtype",
                 "case_key")
 _LISTED_RUNS = 20  # an unknown run id lists the saved runs, up to this many
+
+
+# How the commands that read saved runs (report, compare) name them, in one place.
+RUNS_HELP = "a results .json file, a directory (its newest run per machine) or a saved-run id like 0001"
+
+
+def add_results_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", metavar="DIR", default="results",
+                        help="pytest-benchmark storage that run ids refer to (default: results)")
 
 
 class ResultsError(ValueError):

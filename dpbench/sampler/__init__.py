@@ -3,6 +3,7 @@ per-process memory through psutil, recorded by a background thread while a bench
 
 Torch-free on purpose: it runs in processes that never touch torch, and it must never
 create a CUDA context (device mapping goes through NVML and ``CUDA_VISIBLE_DEVICES``).
+May import: ``dpbench._atomic`` and the standard library, psutil and nvidia-ml-py only.
 """
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Strategy registry: one file per strategy, looked up by its stable name (see ``dpbench.schema.StrategyName``)."""
+"""strategies: how replicas are made and gradients synced — one file per strategy behind the
+small :class:`Strategy` base, looked up by its stable name (``dpbench.schema.StrategyName``), plus
+what runs inside the workers for them (phase timing, precision, compile, FLOP counting and peaks
+in ``_metrics``, the case metrics in ``_profiling``).
+
+May import: ``dpbench.parallel`` (``dp``), workloads, ``dpbench.schema``. Never the launcher,
+the measuring engine or anything above: a strategy does not know how its processes started.
+"""
 from __future__ import annotations
 
 from dpbench.strategies.base import Placement, RunSpec, Strategy

@@ -6,6 +6,9 @@ The registered defaults are sized for a small CPU; build other sizes with the fa
 (``mlp_workload(hidden=2048, layers=4)``, ``resnet18_workload(widths=(8, 16, 32, 64))``, …),
 whose names spell out the sizes that differ from the defaults (``mlp-hidden2048-layers4``) and
 whose ``params`` record every size.
+
+May import: torch and ``dpbench.schema`` (``_main_module`` checks that a launching script's
+factories are importable by the workers). Never strategies, the launcher or anything above.
 """
 from __future__ import annotations
 

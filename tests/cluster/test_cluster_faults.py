@@ -73,7 +73,7 @@ import torch.distributed as dist
 from torch import nn
 
 import dpbench
-from dpbench.measure.extra_info import TrainingCase, measure_training
+from dpbench.measure import TrainingCase, measure_training
 
 VICTIM = "{victim}"  # "worker": rank 1's worker kills itself; "agent": it kills its dpbench.launcher.cluster agent
 

@@ -19,7 +19,7 @@ from dpbench.launcher.cluster import ClusterError, ClusterInfo, HeadSession, clu
 from dpbench.launcher import RemotePool, WorkerError, WorkerPool, WorkerTimeoutError, make_pool
 from dpbench.launcher.agent import serve
 from dpbench.launcher.remote import AgentLink, placement_for, pool_layout
-from dpbench.measure.extra_info import resolve_profile
+from dpbench.measure import resolve_profile
 
 TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
                 "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2",

@@ -13,7 +13,8 @@ import pytest
 import report_synth
 from report_synth import comm_id
 from dpbench.cli import main
-from dpbench.report import ResultsError, Verdict
+from dpbench.gate import Verdict
+from dpbench.results import ResultsError
 from dpbench.gate.compare import ONE_TRIAL_NOTE, compare_frames, parse_threshold
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import Run

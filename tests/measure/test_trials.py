@@ -1,4 +1,4 @@
-"""dpbench.measure.trials: the interleaved schedule, its failure rules, and the statistics across trials;
+"""dpbench.measure.trials: the interleaved schedule and its failure rules;
 dpbench.measure.cases: one real trial of each kind of case."""
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import statistics
 from dataclasses import dataclass, field
 
 import pytest
-from scipy import stats
 
 from dpbench.measure.cases import CollectiveCase, TrainingCase
-from dpbench.measure.extra_info import resolve_profile
-from dpbench.measure.trials import (TrialResult, TrialSession, advance_worker_clock, coefficient_of_variation,
-                            log_t_interval, paired_ratios, worker_clock)
+from dpbench.measure import resolve_profile
+from dpbench.measure.trials import TrialResult, TrialSession, advance_worker_clock, worker_clock
 
 
 class Unavailable(RuntimeError):
@@ -119,22 +117,6 @@ def test_worker_clock_moves_only_when_told():
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(ValueError):
             advance_worker_clock(bad)
-
-
-def test_log_t_interval_matches_scipy_on_the_logs():
-    values = [1.0, 1.1, 0.95, 1.2, 1.05]
-    logs = [math.log(v) for v in values]
-    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=statistics.fmean(logs), scale=stats.sem(logs))
-    got = log_t_interval(values)
-    assert got == pytest.approx((math.exp(lo), math.exp(hi)))
-    assert got[0] < statistics.median(values) < got[1]
-    assert log_t_interval([1.0]) is None
-
-
-def test_coefficient_of_variation_and_paired_ratios():
-    assert coefficient_of_variation([2.0, 4.0]) == pytest.approx(statistics.stdev([2, 4]) / 3)
-    assert coefficient_of_variation([1.0]) is None
-    assert paired_ratios([2.0, 3.0, 4.0], [1.0, 1.5]) == [2.0, 2.0]
 
 
 def test_training_case_key_uses_resolved_options():

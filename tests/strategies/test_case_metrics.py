@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import dpbench
-from dpbench.strategies._metrics import count_step_flops, derive
+from dpbench.measure.derive import derive
+from dpbench.strategies._metrics import count_step_flops
 from dpbench.workloads.base import Workload
 
 WIDTH, LAYERS, BATCH = 32, 6, 12

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from dpbench.strategies._metrics import (PEAK_ENV, count_step_flops, derive, env_peak_flops, local_bytes, measure_matmul_flops,
+from dpbench.measure.derive import derive
+from dpbench.strategies._metrics import (PEAK_ENV, count_step_flops, env_peak_flops, local_bytes, measure_matmul_flops,
                              peak_flops, table_peak_flops)
 
 
@@ -141,7 +142,7 @@ def test_derive_clamps_and_leaves_out_what_does_not_apply():
 
 
 def test_derive_needs_no_torch():
-    code = ("import sys; from dpbench.strategies._metrics import derive; "
+    code = ("import sys; from dpbench.measure.derive import derive; "
             "print(derive({'model_flops_per_step': 1.0, 'peak_flops_per_s': 2.0}, step_time_s=1.0, world_size=1)['mfu']); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dpbench
-from dpbench.strategies._metrics import derive
+from dpbench.measure.derive import derive
 from _toy_workloads import MLP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -1,0 +1,23 @@
+"""gate: the CI verdicts on saved runs — ``dpbench compare`` (is the candidate slower than the
+baseline, judged across fresh-process trials, with the control in view), its text/Markdown/JSON
+output, and ``dpbench ab`` (base and head measured alternately in one job, in worktrees).
+
+May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpbench.schema``.
+Never torch (``ab`` runs the suites of each revision in subprocesses) and never the report,
+which sits above the gate and shows its verdicts. Names load lazily: pandas only when used.
+"""
+from __future__ import annotations
+
+from dpbench._lazy import lazy_attributes
+
+__all__ = ["Comparison", "Verdict", "compare_frames", "compare_runs", "run_ab"]
+
+_LAZY = {
+    "Comparison": "dpbench.gate.compare",
+    "Verdict": "dpbench.gate.compare",
+    "compare_frames": "dpbench.gate.compare",
+    "compare_runs": "dpbench.gate.compare",
+    "run_ab": "dpbench.gate.ab",
+}
+
+__getattr__, __dir__ = lazy_attributes('dpbench.gate', _LAZY, __all__, globals())

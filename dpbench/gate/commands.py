@@ -1,0 +1,100 @@
+"""The ``dpbench compare`` subcommand (registered by dpbench.cli, run by dpbench ab).
+
+Parsers are built here without importing pandas or matplotlib; the handler imports them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dpbench.results.load import RUNS_HELP, add_results_dir
+
+__all__ = ["add_compare_arguments", "compare_parser", "register_compare", "run_compare"]
+
+
+def register_compare(subparsers: argparse._SubParsersAction) -> None:
+    add_compare_arguments(subparsers.add_parser("compare", help="regression gate: compare candidate runs against "
+                                                               "baseline runs", **_COMPARE_PARSER))
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    """The compare command's own parser (``dpbench ab`` parses its compare options with it)."""
+    parser = argparse.ArgumentParser(prog="dpbench compare", **_COMPARE_PARSER)
+    add_compare_arguments(parser)
+    return parser
+
+
+_COMPARE_PARSER = dict(
+        usage="dpbench compare BASELINE CANDIDATE [options]\n"
+              "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
+        description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
+                    "a side's trials are pooled over its runs). Regressed = slower by more than --threshold "
+                    "and significant: one-sided Welch t-test on log trial times against the baseline shifted "
+                    "by the threshold, each side's spread at least the run's typical one (with one trial on a "
+                    "side: Mann-Whitney on the rounds). Slower but not "
+                    "significant, or a control that moved as much, is inconclusive. Exit 0: no regression; "
+                    "1: a regression, or benchmarks missing from the candidate (see --allow-missing); "
+                    "2: unusable input.")
+
+
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {RUNS_HELP}")
+    p.add_argument("--baseline", nargs="+", metavar="RUN", dest="baseline_runs",
+                   help="the baseline's runs (several: their trials are pooled)")
+    p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
+                   help="the candidate's runs (several: their trials are pooled)")
+    p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="benchmarks in the baseline but not in the candidate are listed, not failed")
+    p.add_argument("--aa", metavar="RUN", action="append", default=[],
+                   help="another run of the baseline's code (A/A; repeatable): each benchmark's threshold "
+                        "becomes at least the largest change between the baseline and these runs")
+    p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
+    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
+    p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
+                   help="also write the candidate's numbers in github-action-benchmark's customSmallerIsBetter format")
+    add_results_dir(p)
+    p.set_defaults(handler=run_compare)
+
+
+def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Either ``BASELINE CANDIDATE`` or ``--baseline RUN... --candidate RUN...``, never a mix."""
+    from dpbench.results.load import ResultsError, resolve_run
+
+    flags = args.baseline_runs is not None or args.candidate_runs is not None
+    if flags and not args.runs and args.baseline_runs and args.candidate_runs:
+        return args.baseline_runs, args.candidate_runs
+    if not flags and len(args.runs) == 2:
+        return [args.runs[0]], [args.runs[1]]
+    # A run that does not exist is the likelier mistake (`dpbench compare 0009`): say that first.
+    for spec in [*args.runs, *(args.baseline_runs or []), *(args.candidate_runs or [])]:
+        resolve_run(spec, results_dir=args.results)
+    found = (f"{len(args.runs)} positional run(s)" + (", --baseline" if args.baseline_runs else "")
+             + (", --candidate" if args.candidate_runs else ""))
+    raise ResultsError("expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; "
+                       f"found {found}")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
+    from dpbench._atomic import atomic_write_text
+    from dpbench.gate.compare import compare_runs, parse_threshold
+    from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
+
+    baseline, candidate = _sides(args)
+    cmp = compare_runs(baseline, candidate, threshold=parse_threshold(args.threshold), alpha=args.alpha,
+                       results_dir=args.results, aa=args.aa, allow_missing=args.allow_missing)
+    # Warnings first, before any number is read: a different GPU or torch explains a lot.
+    for warning in cmp.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    sys.stderr.flush()
+    if args.markdown:
+        atomic_write_text(args.markdown, to_markdown(cmp))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(to_json(cmp), indent=1) + "\n")
+    if args.gab:
+        atomic_write_text(args.gab, json.dumps(to_github_action_benchmark(cmp), indent=1) + "\n")
+    sys.stdout.write(to_text(cmp))
+    return cmp.exit_code

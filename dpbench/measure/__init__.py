@@ -1,0 +1,44 @@
+"""measure: how a benchmark number is obtained — cases measured in interleaved fresh-process
+trials, the profiles that size a run, and the documented ``extra_info`` written from the trials.
+
+Owns: :mod:`~dpbench.measure.cases` (a training or collective case and how one trial of it runs),
+:mod:`~dpbench.measure.trials` (the interleaved session and the worker clock pytest-benchmark
+reads), :mod:`~dpbench.measure.profiles` (``quick``/``full`` and ``DPBENCH_*`` settings),
+:mod:`~dpbench.measure.extra_info` (schema 2 results), :mod:`~dpbench.measure.collectives` (the
+collective micro-benchmark's worker side) and :mod:`~dpbench.measure.derive` (MFU, tokens/s and
+exposed communication from a step time).
+
+May import: the launcher, the sampler, strategies, workloads, ``dpbench.schema`` and
+``dpbench.stats``. Never pytest (the suites' conftest drives it) and never the gate or the report.
+Nothing here imports torch at module level.
+"""
+from __future__ import annotations
+
+from dpbench.measure.cases import CollectiveCase, TrainingCase, steps_for_round
+from dpbench.measure.extra_info import (collective_extra_info, measure_collective, measure_training, publish,
+                                        reference_result, relative_to, training_extra_info, trials_info)
+from dpbench.measure.profiles import ProfileConfig, parse_trials, resolve_profile, strategy_cases
+from dpbench.measure.trials import CaseResult, TrialResult, TrialSession, advance_worker_clock, worker_clock
+
+__all__ = [
+    "CaseResult",
+    "CollectiveCase",
+    "ProfileConfig",
+    "TrainingCase",
+    "TrialResult",
+    "TrialSession",
+    "advance_worker_clock",
+    "collective_extra_info",
+    "measure_collective",
+    "measure_training",
+    "parse_trials",
+    "publish",
+    "reference_result",
+    "relative_to",
+    "resolve_profile",
+    "steps_for_round",
+    "strategy_cases",
+    "training_extra_info",
+    "trials_info",
+    "worker_clock",
+]

@@ -1,0 +1,193 @@
+"""Profiles: how big a suite run is (``quick`` on CPU, ``full`` on GPU runners), resolved once
+per session from ``DPBENCH_*`` settings, and the strategy × workload × world-size cases.
+
+Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from dpbench.measure.cases import TrainingCase
+from dpbench.schema import Profile
+
+__all__ = ["ProfileConfig", "parse_trials", "resolve_profile", "strategy_cases"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class ProfileConfig:
+    """How big a suite run is. ``quick``: CPU-sized, ≤ 5 minutes on 2 cores. ``full``: GPU runners."""
+
+    name: Profile
+    device: str
+    world_sizes: tuple[int, ...]
+    workloads: tuple[str, ...]
+    scaling_workloads: tuple[str, ...]
+    knob_workload: str
+    global_batch: int
+    per_replica_batch: int
+    trials: int  # fresh-process trials per case, interleaved across the session
+    rounds: int  # timed rounds per trial
+    warmup_rounds: int  # untimed rounds per trial, after the probe
+    target_round_s: float  # a round lasts about this long (k steps)
+    max_steps_per_round: int
+    sample_interval: float
+    comm_sizes: tuple[int, ...]
+    comm_iters: int
+    bucket_cap_sweep: tuple[float, ...]
+
+    @property
+    def throughput_world_sizes(self) -> tuple[int, ...]:
+        """World sizes of the throughput suite. Quick: the largest only — the scaling suite already
+        measures 1…N, and a case measured twice costs trials that the gate needs."""
+        return self.world_sizes if self.name is Profile.FULL else (max(self.world_sizes),)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["name"] = self.name.value
+        out["throughput_world_sizes"] = list(self.throughput_world_sizes)
+        return out
+
+
+def _int_list(env: str, raw: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in raw.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"{env} must be a comma-separated list of integers, got {raw!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise ValueError(f"{env} must list integers >= 1, got {raw!r}")
+    return values
+
+
+def parse_trials(what: str, raw: Any) -> int:
+    """A trial count: an integer >= 1, or a ValueError naming ``what``."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != str(raw).strip():
+        raise ValueError(f"{what} must be an integer >= 1 (fresh-process trials per case), got {raw!r}")
+    return value
+
+
+def _str_list(raw: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in raw.split(",") if v.strip())
+
+
+def resolve_profile(
+    name: str | None = None,
+    *,
+    cuda_count: int,
+    cpu_count: int | None = None,
+    environ: dict[str, str] | None = None,
+    cluster: Any = None,
+) -> ProfileConfig:
+    """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
+
+    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
+    override the profile's choices. ``cluster`` (a :class:`dpbench.launcher.cluster.ClusterInfo`; default:
+    the active ``dpbench.launcher.cluster`` session's): world sizes are bounded by the torchrun world —
+    see :func:`dpbench.launcher.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
+    """
+    from dpbench.measure.collectives import default_sizes
+
+    env = os.environ if environ is None else environ
+    cpu_count = cpu_count or os.cpu_count() or 1
+    raw = name or env.get("DPBENCH_PROFILE") or (Profile.FULL.value if cuda_count else Profile.QUICK.value)
+    try:
+        profile = Profile(raw)
+    except ValueError:
+        raise ValueError(
+            f"DPBENCH_PROFILE must be one of {[p.value for p in Profile]}, got {raw!r}"
+        ) from None
+    device = env.get("DPBENCH_DEVICE") or ("cuda" if cuda_count else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"DPBENCH_DEVICE must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not cuda_count:
+        raise ValueError("DPBENCH_DEVICE=cuda but no CUDA device is visible")
+
+    if profile is Profile.QUICK:
+        # Up to the core count (capped at 4 so a big CPU box still finishes in minutes).
+        max_world = cuda_count if device == "cuda" else min(cpu_count, 4)
+        config = dict(
+            workloads=("mlp", "lenet", "transformer"),
+            scaling_workloads=("mlp",),
+            knob_workload="mlp",
+            global_batch=64,
+            per_replica_batch=32,
+            trials=5,
+            rounds=2,
+            warmup_rounds=1,
+            target_round_s=0.2,
+            max_steps_per_round=20,
+            sample_interval=0.05,
+            comm_sizes=tuple(default_sizes(max_bytes=16 << 20, factor=16)),
+            comm_iters=5,
+            bucket_cap_sweep=(1.0, 25.0),
+        )
+    else:
+        max_world = cuda_count if device == "cuda" else cpu_count
+        config = dict(
+            workloads=("mlp", "lenet", "resnet18", "transformer", "dict_model"),
+            scaling_workloads=("mlp", "resnet18", "transformer"),
+            knob_workload="resnet18",
+            global_batch=256,
+            per_replica_batch=128,
+            trials=5,
+            rounds=5,
+            warmup_rounds=2,
+            target_round_s=0.5,
+            max_steps_per_round=50,
+            sample_interval=0.05,
+            comm_sizes=tuple(default_sizes(max_bytes=256 << 20, factor=4)),
+            comm_iters=20,
+            bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
+        )
+    world_sizes = tuple(range(1, max(max_world, 1) + 1))
+    cluster = _cluster_info(cluster)  # dpbench.launcher.cluster
+    if cluster is not None:
+        from dpbench.launcher.cluster import cluster_world_sizes
+
+        world_sizes = cluster_world_sizes(max(max_world, 1), cluster)
+    if env.get("DPBENCH_TRIALS"):
+        config["trials"] = parse_trials("DPBENCH_TRIALS", env["DPBENCH_TRIALS"])
+    if env.get("DPBENCH_WORLD_SIZES"):
+        world_sizes = _int_list("DPBENCH_WORLD_SIZES", env["DPBENCH_WORLD_SIZES"])
+        if cluster is not None and max(world_sizes) > cluster.world_size:
+            raise ValueError(
+                f"DPBENCH_WORLD_SIZES={env['DPBENCH_WORLD_SIZES']!r} asks for {max(world_sizes)} ranks, but the "
+                f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
+                f"{cluster.local_world_size} per node)")
+    if env.get("DPBENCH_WORKLOADS"):
+        from dpbench.workloads import check_workload_names
+
+        config["workloads"] = check_workload_names("DPBENCH_WORKLOADS", _str_list(env["DPBENCH_WORKLOADS"]))
+        config["scaling_workloads"] = config["workloads"][:1]
+        config["knob_workload"] = config["workloads"][0]
+    return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
+
+
+def _cluster_info(cluster: Any) -> Any:
+    """``cluster`` itself, else the active dpbench.launcher.cluster session's info (None: one host)."""
+    if cluster is not None:
+        return cluster
+    from dpbench.launcher.cluster import active_session
+
+    session = active_session()
+    return session.info if session is not None else None
+
+
+def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
+                   global_batch: Callable[[int], int]) -> list[TrainingCase]:
+    """Every strategy × workload × world size (``single`` only at 1, the baseline), with
+    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak."""
+    from dpbench.schema import StrategyName
+
+    cases = []
+    for workload in workloads:
+        for strategy in StrategyName:
+            sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
+            cases += [TrainingCase(strategy=strategy.value, workload=workload, world_size=size,
+                                   global_batch=global_batch(size)) for size in sizes]
+    return cases

@@ -1,0 +1,23 @@
+"""results: saved runs as data — find them (``results/<machine>/NNNN_NAME.json`` or a path), read
+and validate them (JSON only, never evaluated), and turn them into one tidy DataFrame with one
+row per benchmark, plus the unit formatting every command prints with.
+
+May import: ``dpbench.schema`` and ``dpbench.stats``. Never torch, the gate or the report: both
+of those read runs through here.
+"""
+from __future__ import annotations
+
+from dpbench._lazy import lazy_attributes
+
+__all__ = ["ResultsError", "Run", "load_runs", "read_run", "resolve_runs", "runs_frame"]
+
+_LAZY = {
+    "ResultsError": "dpbench.results.load",
+    "Run": "dpbench.results.load",
+    "read_run": "dpbench.results.load",
+    "resolve_runs": "dpbench.results.load",
+    "load_runs": "dpbench.results.frame",
+    "runs_frame": "dpbench.results.frame",
+}
+
+__getattr__, __dir__ = lazy_attributes('dpbench.results', _LAZY, __all__, globals())

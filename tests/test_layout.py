@@ -1,0 +1,177 @@
+"""The house rules of dpbench's layout, checked on the source: no import cycles (between modules
+or between packages), nothing imports a layer above it, the package root holds only the public
+face, and every package says what it owns and may import.
+
+Imports are read with ``ast`` from every module, including imports inside functions (a lazy
+import is still a dependency) and the names a package loads lazily (``_LAZY`` maps).
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "dpbench"
+
+# Lowest first. A package may import only those before it (and the root helpers in FOUNDATION).
+LAYERS = ["parallel", "workloads", "strategies", "sampler", "launcher", "measure", "results", "gate", "report"]
+FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
+# The public face: what may sit directly in dpbench/ besides the packages.
+ROOT_FILES = {"__init__.py", "cli.py", "schema.py", "demo.py", "stats.py", "_lazy.py", "_atomic.py"}
+
+
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _targets(module: str, path: Path, node: ast.AST, known: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+            package = package[:len(package) - node.level + 1]
+            base = ".".join(package + ([base] if base else []))
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    return names
+
+
+def _lazy_targets(tree: ast.Module) -> list[str]:
+    """The modules named as values of a module-level ``_LAZY = {...}`` dict."""
+    out = []
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+                and isinstance(node.value, ast.Dict)):
+            out += [v.value for v in node.value.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return out
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the dpbench modules it imports (anywhere in its body)."""
+    known = _modules(root)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        targets = _lazy_targets(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets += _targets(module, path, node, known)
+        for target in targets:
+            while target and target not in known:  # `from dpbench.x import name` → dpbench.x
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+        graph.setdefault(module, set())
+    return graph
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph.items():
+        out.setdefault(package_of(source), set())
+        for target in targets:
+            if package_of(target) != package_of(source):
+                out[package_of(source)].add(package_of(target))
+    return out
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path ``[a, b, …, a]``, or None (iterative DFS with colours)."""
+    colour: dict[str, int] = {}
+    for start in sorted(graph):
+        if colour.get(start):
+            continue
+        stack = [(start, iter(sorted(graph.get(start, ()))))]
+        path = [start]
+        colour[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                colour[node] = 2
+                stack.pop()
+                path.pop()
+            elif colour.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not colour.get(child):
+                colour[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+    return None
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def test_the_graph_sees_imports_inside_functions_relative_imports_and_lazy_maps(tmp_path: Path):
+    pkg = tmp_path / "dpbench"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('_LAZY = {"launch": "dpbench.sub.b"}\n')
+    (pkg / "sub" / "__init__.py").write_text("from . import a\n")
+    (pkg / "sub" / "a.py").write_text("def f():\n    from dpbench.sub.b import g\n")
+    (pkg / "sub" / "b.py").write_text("import dpbench\n")
+    graph = import_graph(pkg)
+    assert graph["dpbench"] == {"dpbench.sub.b"}
+    assert graph["dpbench.sub"] == {"dpbench.sub.a"}
+    assert graph["dpbench.sub.a"] == {"dpbench.sub.b"}
+    assert find_cycle(graph) == ["dpbench", "dpbench.sub.b", "dpbench"]
+
+
+def test_no_import_cycle_between_modules():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " → ".join(cycle)
+
+
+def test_no_import_cycle_between_packages():
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "import cycle between packages: " + " → ".join(cycle)
+
+
+def test_nothing_imports_a_layer_above_it():
+    rank = {f"dpbench.{name}": i for i, name in enumerate(LAYERS)}
+    upward = []
+    for source, targets in package_graph(import_graph()).items():
+        if source not in rank:
+            continue  # the public face (cli, demo, the root) sits above every layer
+        for target in targets:
+            allowed = target in FOUNDATION or rank.get(target, len(LAYERS)) < rank[source]
+            if not allowed:
+                upward.append(f"{source} imports {target}")
+    assert not upward, "imports from a layer above: " + "; ".join(sorted(upward))
+
+
+def test_the_foundation_imports_no_package():
+    graph = import_graph()
+    for module in FOUNDATION:
+        assert graph[module] <= FOUNDATION, f"{module} imports {sorted(graph[module] - FOUNDATION)}"
+
+
+def test_the_package_root_holds_only_the_public_face():
+    files = {p.name for p in ROOT.glob("*.py")}
+    assert files <= ROOT_FILES, f"unexpected modules in dpbench/: {sorted(files - ROOT_FILES)}"
+    assert len(files) <= 8
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(LAYERS), f"packages {sorted(packages)} vs the declared layers {LAYERS}"
+
+
+@pytest.mark.parametrize("package", LAYERS)
+def test_every_package_says_what_it_owns_and_may_import(package: str):
+    doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
+    assert doc and "May import" in doc, f"dpbench/{package}/__init__.py needs a docstring with 'May import: …'"
