@@ -1,6 +1,14 @@
-"""Shared fixtures: synthetic runs, one real pytest-benchmark run, a report (report, results and gate tests)."""
+"""Shared test configuration.
+
+* The fast tier's guard: a test not marked ``slow`` whose call takes longer than
+  ``--unmarked-limit`` seconds (default 5) fails, naming its time, so the fast tier
+  (``scripts/test --fast`` = ``-m "not slow"``) stays fast. Mark tests slower than ~2 s ``slow``.
+* Fixtures for the report, results and gate tests: synthetic runs, one real pytest-benchmark
+  run, a report.
+"""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -8,6 +16,30 @@ from pathlib import Path
 
 import pytest
 
+UNMARKED_LIMIT_S = 5.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--unmarked-limit", type=float, default=float(os.environ.get("DPBENCH_UNMARKED_LIMIT_S",
+                                                                                  UNMARKED_LIMIT_S)),
+                     metavar="SECONDS",
+                     help="fail a test not marked slow whose call phase takes longer than this (0: off; default 5)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    limit = item.config.getoption("--unmarked-limit")
+    if (call.when != "call" or not limit or report.outcome != "passed"
+            or item.get_closest_marker("slow") is not None):
+        return
+    if report.duration > limit:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {report.duration:.1f} s but is not marked slow (limit "
+                           f"{limit:g} s for the fast tier): mark it @pytest.mark.slow or make it faster")
+
+# ---- report fixtures ----
 import report_synth
 
 from report_synth import XSS

@@ -216,7 +216,8 @@ def test_not_supported_metrics_are_missing_asked_once_and_not_errors():
     assert info["power_w_mean"] is None and info["energy_j"] is None
     assert info["unsupported"] == ["energy", "power", "temperature"]
     assert fake.count("nvmlDeviceGetPowerUsage", target) == 1
-    assert summary["devices"]["cuda:0"]["power_w_mean"] is not None
+    cuda0 = next(g for g in gpus if g.uuid == CUDA_ORDER[0])
+    assert summary["devices"]["cuda:0"]["power_w_mean"] == cuda0.power_mw / 1000  # the fake's constant draw
     assert summary["errors"] == []
 
 

@@ -42,6 +42,9 @@ def loss(output, target):
 STACK = Workload(model=stack, batch=batch, loss=loss, name="equal-stack")
 PARAM_BYTES = LAYERS * (WIDTH * WIDTH + WIDTH) * 4
 PARAM_COUNT = 2 * LAYERS
+# FlopCounterMode counts the matmuls: forward 2·B·W² per layer; backward the weight gradient of
+# every layer and the input gradient of all but the first (its input needs none): 17 × 2·B·W².
+STEP_FLOPS = (LAYERS + LAYERS + (LAYERS - 1)) * 2 * BATCH * WIDTH * WIDTH
 # AdamW: exp_avg and exp_avg_sq like each parameter, plus a float32 step counter per parameter.
 ADAMW_BYTES = 2 * PARAM_BYTES + 4 * PARAM_COUNT
 
@@ -110,15 +113,18 @@ def test_sync_strategies_report_flops_peak_compute_and_communication(fixture, re
     metrics, step_time = request.getfixturevalue(fixture)
     x, y = batch(0, BATCH, 1)
     torch.manual_seed(1)
-    assert metrics["model_flops_per_step"] == count_step_flops(stack(), x, y, loss) > 0  # the global batch
+    assert metrics["model_flops_per_step"] == count_step_flops(stack(), x, y, loss) == STEP_FLOPS  # the global batch
     assert metrics["peak_source"] == "measured:cpu-matmul" and metrics["peak_flops_per_s"] > 0
     assert metrics["compute_dtype"] == "fp32" and metrics["precision"] == "fp32" and metrics["optimizer"] == "adamw"
     assert metrics["compute_only_step_s"] > 0 and metrics["collective_time_s"] > 0
     assert metrics["compile_time_s"] is None and metrics["tokens_per_step"] is None
     derived = derive(metrics, step_time_s=step_time, world_size=2)
-    assert 0 < derived["mfu"] <= 1
-    assert math.isfinite(derived["exposed_comm_s"]) and derived["exposed_comm_s"] >= 0
-    assert 0 <= derived["overlap_fraction"] <= 1
+    assert derived["achieved_flops_per_s"] == STEP_FLOPS / step_time
+    assert derived["mfu"] == STEP_FLOPS / step_time / metrics["peak_flops_per_s"]
+    exposed = max(0.0, step_time - metrics["compute_only_step_s"])
+    assert derived["exposed_comm_s"] == exposed
+    total = metrics["collective_time_s"]
+    assert derived["overlap_fraction"] == min(1.0, max(0.0, (total - exposed) / total))
 
 
 @pytest.mark.parametrize("strategy,world", [("single", 1), ("dp", 2)])
@@ -128,7 +134,8 @@ def test_in_process_strategies_have_no_compute_only_or_collective_time(strategy,
     assert len(metrics["memory_per_rank"]) == 1 and metrics["memory_per_rank"][0]["params_bytes"] == PARAM_BYTES
     derived = derive(metrics, step_time_s=step_time, world_size=world)
     assert derived["exposed_comm_s"] is None and derived["overlap_fraction"] is None
-    assert 0 < derived["mfu"] <= 1
+    assert metrics["model_flops_per_step"] == STEP_FLOPS
+    assert derived["mfu"] == STEP_FLOPS / step_time / metrics["peak_flops_per_s"]
 
 
 def test_token_workloads_report_tokens_per_step():

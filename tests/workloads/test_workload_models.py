@@ -142,8 +142,14 @@ def test_loss_goes_down_under_plain_sgd(case):
     ],
 )
 def test_factory_sizes_are_checked(factory, kwargs, error, message):
-    if error is None:
-        assert factory(**kwargs).model() is not None  # other stage counts are allowed
+    if error is None:  # other stage counts are allowed: two stages of widths 8 and 16
+        workload = factory(**kwargs)
+        model = workload.model()
+        convs = [m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert convs == [8] * 5 + [16] * 5  # stem + two basic blocks per stage
+        assert [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].in_features == 16
+        x, _ = workload.batch(0, 4, 0)
+        assert model(x).shape == (4, 10)
         return
     with pytest.raises(error, match=message):
         factory(**kwargs)
