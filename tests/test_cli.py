@@ -60,6 +60,7 @@ def test_a_subcommand_can_be_registered(monkeypatch, capsys):
     assert capsys.readouterr().out == "hello dp\n"
 
 
+@pytest.mark.slow
 def test_report_default_is_the_newest_run_per_machine(tmp_path: Path):
     minimal_run(tmp_path / "results" / "m1" / "0001_old.json", name="test_old")
     minimal_run(tmp_path / "results" / "m1" / "0002_new.json", name="test_new")
@@ -131,12 +132,14 @@ def test_the_errors_say_what_is_wrong(tmp_path: Path, capsys):
     assert "run '0009'" in (err := capsys.readouterr().err) and "saved runs under" in err and "m/0001_good" in err
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path):
     proc = run_cli(*_setup("disjoint runs", tmp_path), cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_compare_exit_codes_in_a_real_process(tmp_path: Path):
     base = minimal_run(tmp_path / "a.json", median=0.010)
     same = minimal_run(tmp_path / "b.json", median=0.0101)
@@ -154,6 +157,7 @@ def test_compare_pools_several_runs_a_side(tmp_path: Path, capsys):
     assert "baseline:  2 runs: " in out and "8 vs 8" in out
 
 
+@pytest.mark.slow
 def test_report_and_cli_never_import_torch(tmp_path: Path):
     code = ("import sys, dpbench.cli, dpbench.report.html, dpbench.gate.compare, dpbench.report.plots;"
             "sys.exit('torch' in sys.modules)")

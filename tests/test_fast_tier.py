@@ -32,10 +32,18 @@ def tiered(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 @pytest.mark.slow  # an inner pytest session: ~2 s idle
-def test_an_unmarked_test_over_the_limit_fails_and_names_its_time(tiered: pytest.Pytester):
+def test_an_unmarked_test_over_the_limit_fails_and_names_its_time(tiered: pytest.Pytester, monkeypatch):
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: the limit as given
     result = tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0.1")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_unmarked_sleeper took 0.* s but is not marked slow*"])
+    result.stdout.fnmatch_lines(["*test_unmarked_sleeper took 0.* s but is not marked slow (limit 0.1 s for the fast tier)*"])
+
+
+@pytest.mark.slow
+def test_the_limit_stretches_with_the_machines_load(tiered: pytest.Pytester, monkeypatch):
+    cores = __import__("os").cpu_count() or 1
+    monkeypatch.setattr("os.getloadavg", lambda: (10.0 * cores, 0.0, 0.0))  # 10× oversubscribed
+    tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0.1").assert_outcomes(passed=3)
 
 
 @pytest.mark.slow

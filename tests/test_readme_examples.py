@@ -49,6 +49,7 @@ def _run(source: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("line, source", BLOCKS, ids=[f"README-line-{line}" for line, _ in BLOCKS])
+@pytest.mark.slow
 def test_example_runs_as_written(line, source, tmp_path):
     proc = _run(source, tmp_path)
     assert proc.returncode == 0, f"README example at line {line} failed:\n{proc.stderr[-3000:]}"

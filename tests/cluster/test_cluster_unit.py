@@ -99,6 +99,7 @@ def test_cluster_facts_describe_every_node():
     assert facts["rendezvous_id"] == "none" and cluster_facts() is None  # no session in this process
 
 
+@pytest.mark.slow
 def test_without_a_session_the_launcher_stays_on_this_host():
     from dpbench.strategies import get_strategy
 
@@ -154,6 +155,7 @@ def _workers() -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.slow
 def test_remote_pool_runs_on_every_rank_and_knows_the_nodes(session):
     with RemotePool(4, session=session, timeout=30.0) as pool:
         out = pool.run(helpers.describe)
@@ -193,6 +195,7 @@ def test_a_rank_that_dies_is_reported_at_once_with_its_exit_code(session):
         assert [o["rank"] for o in fresh.run(helpers.describe)] == [0, 1, 2, 3]
 
 
+@pytest.mark.slow
 def test_a_silent_rank_times_out_naming_its_node_and_nothing_is_left(session):
     pool = RemotePool(2, session=session, timeout=2.0)
     started = time.monotonic()

@@ -176,6 +176,7 @@ def test_pytest_args_need_the_double_dash(repo, monkeypatch, capsys):
     assert "unrecognized arguments: -k mlp" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(repo, tmp_path):
     before = len(_setup_log(repo))
     envs = tmp_path / "envs"
@@ -200,6 +201,7 @@ def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(r
     assert (envs / revisions[0].lock[:16] / "bin" / "python").exists(), "the shared environment is kept"
 
 
+@pytest.mark.slow
 def test_another_lock_gets_its_own_environment(repo, tmp_path, envs):
     before = len(_setup_log(repo))
     revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-lock"}, run_dir=tmp_path / "run", envs=envs)

@@ -64,6 +64,7 @@ UNGUARDED = """
 """
 
 
+@pytest.mark.slow
 def test_unguarded_launch_is_refused_in_one_line_before_any_process(tmp_path):
     proc = _run_script(tmp_path, UNGUARDED)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -74,6 +75,7 @@ def test_unguarded_launch_is_refused_in_one_line_before_any_process(tmp_path):
     assert "died with exit code" not in proc.stderr and "--- rank" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_unguarded_call_through_a_function_is_refused(tmp_path):
     proc = _run_script(tmp_path, """
         import dpbench
@@ -88,6 +90,7 @@ def test_unguarded_call_through_a_function_is_refused(tmp_path):
     assert "script.py, line 8" in _last_line(proc) and GUARD_HINT in _last_line(proc)
 
 
+@pytest.mark.slow
 def test_unguarded_script_run_with_dash_m_is_refused(tmp_path):
     (tmp_path / "benchpkg").mkdir()
     (tmp_path / "benchpkg" / "__init__.py").write_text("")
@@ -96,6 +99,7 @@ def test_unguarded_script_run_with_dash_m_is_refused(tmp_path):
     assert "bench.py, line 4" in _last_line(proc) and GUARD_HINT in _last_line(proc)
 
 
+@pytest.mark.slow
 def test_code_that_the_workers_do_not_reimport_may_launch_unguarded(tmp_path):
     # `python -c` has no main file: the workers do not run it again, so no guard is needed.
     code = "from dpbench.workloads._main_module import refuse_unguarded_launch\nrefuse_unguarded_launch()\nprint('allowed')"
@@ -103,6 +107,7 @@ def test_code_that_the_workers_do_not_reimport_may_launch_unguarded(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "allowed", proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_workers_name_the_missing_guard_when_the_parent_cannot_read_the_source(tmp_path):
     # Only the compiled file is left, so the parent cannot tell a guard from its absence and
     # starts the workers; each worker then stops at the same message instead of
@@ -134,6 +139,7 @@ GUARDED_FACTORY = """
 """
 
 
+@pytest.mark.slow
 def test_factory_defined_under_the_main_guard_is_refused_before_any_process(tmp_path):
     proc = _run_script(tmp_path, GUARDED_FACTORY)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -143,6 +149,7 @@ def test_factory_defined_under_the_main_guard_is_refused_before_any_process(tmp_
     assert "Can't get attribute" not in proc.stderr and "died with exit code" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_factory_nested_in_a_partial_under_the_guard_is_refused(tmp_path):
     proc = _run_script(tmp_path, """
         import functools
@@ -164,6 +171,7 @@ def test_factory_nested_in_a_partial_under_the_guard_is_refused(tmp_path):
     assert _last_line(proc).startswith("TypeError: Workload.model of workload 'inner' refers to relu"), proc.stderr
 
 
+@pytest.mark.slow
 def test_module_level_factories_of_a_guarded_script_are_accepted(tmp_path):
     proc = _run_script(tmp_path, """
         from torch import nn
@@ -187,6 +195,7 @@ def test_module_level_factories_of_a_guarded_script_are_accepted(tmp_path):
     assert proc.stdout.strip() == "accepted"
 
 
+@pytest.mark.slow
 def test_factory_from_a_main_that_the_workers_do_not_import_is_refused(tmp_path):
     code = textwrap.dedent("""
         from torch import nn

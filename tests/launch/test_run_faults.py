@@ -54,6 +54,7 @@ def test_raise_in_forward_names_the_rank_with_traceback():
     run.close()  # idempotent after a failure
 
 
+@pytest.mark.slow
 def test_hanging_rank_times_out_and_leaves_no_process():
     others = {p.pid for p in stray_children()}
     run = dpbench.launch("ddp", faulty_workload("hang", 1), world_size=2, global_batch=8, timeout=3.0)
@@ -66,6 +67,7 @@ def test_hanging_rank_times_out_and_leaves_no_process():
     assert {p.pid for p in stray_children()} <= others
 
 
+@pytest.mark.slow
 def test_timeout_is_per_step_not_per_call():
     # 10 steps of >= 0.3 s outlast the 2 s timeout, but every finished step is a sign of life.
     with dpbench.launch("ddp", faulty_workload("slow", -1), world_size=2, global_batch=8, timeout=2.0) as run:
@@ -83,6 +85,7 @@ def test_killed_worker_is_an_error_naming_it():
     assert_gone(pids)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_step_cleans_up():
     run = dpbench.launch("allreduce", faulty_workload("hang", 0), world_size=2, global_batch=8, timeout=120.0)
     pids = run.pids

@@ -77,6 +77,7 @@ def test_raising_rank_is_named_with_its_traceback():
         workers.run(recall)
 
 
+@pytest.mark.slow
 def test_silent_rank_times_out_and_is_cleaned_up():
     workers = WorkerPool(2, timeout=2.0)
     pids = workers.pids
@@ -98,6 +99,7 @@ def test_rank_killing_itself_is_reported_with_exit_code():
     assert_gone(pids)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_stops_the_workers():
     before, others = listening_ports(), {p.pid for p in stray_children()}
     workers = WorkerPool(2, timeout=120.0)

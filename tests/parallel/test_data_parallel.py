@@ -329,6 +329,7 @@ def test_module_on_the_wrong_device_gives_torchs_error():
         data_parallel(net, torch.randn(4, 4), ["cpu", "cpu"])
 
 
+@pytest.mark.slow
 def test_unclosed_instance_never_keeps_the_interpreter_alive():
     # Worker threads are daemons and the pool's finalizer stops them: a script that forgets
     # close() (and one that keeps the instance alive to the end) must still exit promptly.

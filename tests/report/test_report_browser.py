@@ -87,6 +87,7 @@ def img_tags(path: Path) -> int:
     return counter.count
 
 
+@pytest.mark.slow
 def test_report_renders_in_chromium(browser, report_html: Path, tmp_path: Path):
     shot = tmp_path / "report.png"
     result = inspect_page(browser, report_html.resolve().as_uri(), shot)

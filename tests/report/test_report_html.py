@@ -82,6 +82,7 @@ def page(report_html: Path) -> str:
     return report_html.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_self_contained(page: str):
     assert "<script" not in page.lower()
     assert "<link" not in page.lower()
@@ -152,6 +153,7 @@ APPLIES = {  # part → which benchmarks it must list
 }
 
 
+@pytest.mark.slow
 def test_every_benchmark_of_every_run_is_in_every_part_that_applies(many):
     parsed, frame = many
     assert frame.groupby("run").size().min() >= 70 and frame["suite"].nunique() >= 5

@@ -35,6 +35,7 @@ def _decode(part) -> bytes:
     return png
 
 
+@pytest.mark.slow
 def test_each_suite_gets_the_parts_that_apply(sections):
     assert list(sections) == ["throughput", "scaling", "ddp_knobs", "dp_phases", "comm"]
     assert list(sections["throughput"]) == ["headline", "throughput", "step-times", "phases", "memory"]

@@ -17,6 +17,7 @@ from dpbench.report.timeline import timeline_path
 from dpbench.schema import READABLE_SCHEMAS, SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_real_pytest_benchmark_file_loads(real_run: Path):
     raw = json.loads(real_run.read_text())
     frame = load_runs(real_run)

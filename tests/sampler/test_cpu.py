@@ -103,6 +103,7 @@ def test_busy_thread_raises_cpu_utilisation():
 
 
 @pytest.mark.parametrize("script", [ALLOCATOR, PARENT], ids=["process", "child-of-process"])
+@pytest.mark.slow
 def test_allocating_200_mb_shows_in_rss(script):
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

@@ -1,6 +1,8 @@
 """Smoke test of scripts/bench_sharding.py on a small case, so the benchmark cannot rot."""
 from __future__ import annotations
 
+import pytest
+
 import importlib.util
 import json
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_sharding.py"
 
 
+@pytest.mark.slow
 def test_bench_sharding_prints_every_variant_and_the_optimizer_state_split(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_sharding", SCRIPT)
     bench = importlib.util.module_from_spec(spec)

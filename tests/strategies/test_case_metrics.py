@@ -73,6 +73,7 @@ def zero2():
     return measure("zero", 2)
 
 
+@pytest.mark.slow
 def test_ddp_ranks_each_hold_every_parameter_gradient_and_state_byte(ddp2):
     memory = ddp2[0]["memory_per_rank"]
     assert [m["rank"] for m in memory] == [0, 1]
@@ -82,6 +83,7 @@ def test_ddp_ranks_each_hold_every_parameter_gradient_and_state_byte(ddp2):
         assert m["peak_kind"] == "cpu_peak_rss" and m["peak_bytes"] > PARAM_BYTES
 
 
+@pytest.mark.slow
 def test_fsdp_ranks_each_hold_half_of_everything(fsdp2):
     memory = fsdp2[0]["memory_per_rank"]
     for m in memory:
@@ -91,6 +93,7 @@ def test_fsdp_ranks_each_hold_half_of_everything(fsdp2):
     assert sum(m["params_bytes"] for m in memory) == PARAM_BYTES
 
 
+@pytest.mark.slow
 def test_fsdp_at_three_ranks_holds_about_a_third_each():
     memory = measure("fsdp", 3, reshard_after_forward=False)[0]["memory_per_rank"]
     assert sum(m["params_bytes"] for m in memory) == PARAM_BYTES  # uneven shards: 11, 11, 10 rows
@@ -100,6 +103,7 @@ def test_fsdp_at_three_ranks_holds_about_a_third_each():
         assert abs(m["optimizer_state_bytes"] - ADAMW_BYTES / 3) <= 2 * one_row + 4 * PARAM_COUNT
 
 
+@pytest.mark.slow
 def test_zero_shards_only_the_optimizer_state(zero2):
     memory = zero2[0]["memory_per_rank"]
     for m in memory:
@@ -109,6 +113,7 @@ def test_zero_shards_only_the_optimizer_state(zero2):
 
 
 @pytest.mark.parametrize("fixture", ["ddp2", "fsdp2", "zero2"])
+@pytest.mark.slow
 def test_sync_strategies_report_flops_peak_compute_and_communication(fixture, request):
     metrics, step_time = request.getfixturevalue(fixture)
     x, y = batch(0, BATCH, 1)
@@ -128,6 +133,7 @@ def test_sync_strategies_report_flops_peak_compute_and_communication(fixture, re
 
 
 @pytest.mark.parametrize("strategy,world", [("single", 1), ("dp", 2)])
+@pytest.mark.slow
 def test_in_process_strategies_have_no_compute_only_or_collective_time(strategy, world):
     metrics, step_time = measure(strategy, world)
     assert metrics["compute_only_step_s"] is None and metrics["collective_time_s"] is None
@@ -138,6 +144,7 @@ def test_in_process_strategies_have_no_compute_only_or_collective_time(strategy,
     assert derived["mfu"] == STEP_FLOPS / step_time / metrics["peak_flops_per_s"]
 
 
+@pytest.mark.slow
 def test_token_workloads_report_tokens_per_step():
     metrics, step_time = measure("single", 1, workload="transformer", global_batch=4)
     assert metrics["tokens_per_step"] == 4 * 64  # batch × context of the registered transformer
@@ -146,6 +153,7 @@ def test_token_workloads_report_tokens_per_step():
 
 
 @pytest.mark.parametrize("strategy,options", [("fsdp", {}), ("zero", {}), ("ddp", {})])
+@pytest.mark.slow
 def test_case_metrics_leave_training_exactly_where_it_was(strategy, options):
     def train(with_metrics: bool):
         with dpbench.launch(strategy, STACK, world_size=2, global_batch=BATCH, seed=1, lr=0.05,

@@ -38,6 +38,7 @@ def eager():
 
 
 @pytest.mark.parametrize("strategy,world,metrics", [("single", 1, True), ("ddp", 2, True), ("fsdp", 2, False)])
+@pytest.mark.slow
 def test_compiled_training_matches_eager_single(strategy, world, metrics, eager):
     params, case = train(strategy, world, compile=True, metrics=metrics)
     for name, expected in eager.items():

@@ -48,6 +48,7 @@ def test_registered_non_stateful_workloads_are_covered():
 
 @pytest.mark.parametrize("strategy,options", STRATEGIES, ids=[s for s, _ in STRATEGIES])
 @pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.slow
 def test_matches_single(workload, strategy, options, single_runs):
     ref_params, ref_losses = single_runs(workload)
     params, losses = train(strategy, workload, WORLD, **options)

@@ -92,6 +92,7 @@ def assert_matches(params, losses, ref_params, ref_losses, *, atol, initial):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 @pytest.mark.parametrize("case", CASES, ids=_id)
+@pytest.mark.slow
 def test_matches_single_with_the_same_optimizer(case, optimizer, single_runs, initial):
     strategy, world, options = case
     ref_params, ref_losses, _ = single_runs(optimizer=optimizer)
@@ -101,6 +102,7 @@ def test_matches_single_with_the_same_optimizer(case, optimizer, single_runs, in
 
 
 @pytest.mark.parametrize("case", BF16_CASES, ids=_id)
+@pytest.mark.slow
 def test_bf16_autocast_matches_single_in_bf16(case, single_runs, initial):
     strategy, world, options = case
     ref_params, ref_losses, _ = single_runs(precision="bf16")

@@ -1,6 +1,8 @@
 """LeNet and ResNet-18 have the layers and feature-map shapes d2l specifies for 1×28×28 inputs."""
 from __future__ import annotations
 
+import pytest
+
 import torch
 from torch import nn
 
@@ -42,6 +44,7 @@ def test_lenet_layers_and_shapes_match_d2l():
     ]
 
 
+@pytest.mark.slow
 def test_resnet18_stem_stages_and_head_match_d2l():
     torch.manual_seed(0)
     model = get_workload("resnet18").model()

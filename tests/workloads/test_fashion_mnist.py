@@ -192,6 +192,7 @@ def test_workload_rejects_models_that_do_not_take_images(tmp_path):
         fashion_mnist_workload(tmp_path, train="yes")
 
 
+@pytest.mark.slow
 def test_loss_goes_down_on_learnable_idx_files(tmp_path):
     # Quantise the synthetic class-prototype images to uint8 and store them as IDX: an
     # end-to-end check that reader → batches → model → loss trains.

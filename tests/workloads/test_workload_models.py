@@ -39,6 +39,7 @@ def test_every_registered_workload_has_an_expected_shape():
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LOGITS))
+@pytest.mark.slow
 def test_forward_loss_and_backward(name):
     workload = get_workload(name)
     torch.manual_seed(0)
@@ -69,6 +70,7 @@ def test_same_seed_builds_the_same_weights(name):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LOGITS))
+@pytest.mark.slow
 def test_forward_is_deterministic_and_stateless_unless_marked_stateful(name):
     workload = get_workload(name)
     assert workload.stateful == (name == "resnet18")  # BatchNorm is the only per-replica state
@@ -91,6 +93,7 @@ def test_forward_is_deterministic_and_stateless_unless_marked_stateful(name):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_LOGITS))
+@pytest.mark.slow
 def test_workload_survives_a_pickle_round_trip(name):
     workload = get_workload(name)
     check_picklable(workload)
@@ -119,6 +122,7 @@ LEARNING_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(LEARNING_CASES))
+@pytest.mark.slow
 def test_loss_goes_down_under_plain_sgd(case):
     workload, steps, batch = LEARNING_CASES[case]
     losses = sgd_losses(workload, steps=steps, batch=batch, lr=0.1)
