@@ -255,12 +255,15 @@ def serve(conn: Connection) -> int:
         agent.stop_all()
 
 
-def wait_for_bye(conn: Connection, deadline: float) -> bool:
-    """Head side: read ``conn`` until this agent's ``bye`` (True) or EOF / ``deadline`` (False)."""
+def wait_for_bye(conn: Connection, deadline: float, alive=lambda: True) -> bool:
+    """Head side: read ``conn`` until this agent's ``bye`` (True) or EOF / ``deadline`` / ``alive()``
+    turning False (the liveness thread found its node lost) (False)."""
     while time.monotonic() < deadline:
+        if not alive():
+            return False
         try:
-            if not conn.poll(max(0.0, deadline - time.monotonic())):
-                return False
+            if not conn.poll(min(0.25, max(0.0, deadline - time.monotonic()))):
+                continue
             tag, _, _ = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return False
