@@ -74,6 +74,9 @@ class TimelineStore:
         try:
             shutil.copytree(self.staging, partial)
             os.replace(partial, final)  # atomic: the directory appears complete or not at all
+        except shutil.Error as exc:  # copytree gathers the errors: the first one says why (a full disk)
+            shutil.rmtree(partial, ignore_errors=True)
+            raise OSError(f"copying the timelines to {partial} failed: {exc.args[0][0][2]}") from None
         except BaseException:  # a full disk, Ctrl-C: no half-copied directory stays
             shutil.rmtree(partial, ignore_errors=True)
             raise
