@@ -9,8 +9,10 @@ terminal table are worker-measured seconds per step, and ``extra_info`` carries 
 Runs are stored by pytest-benchmark (``--benchmark-storage=file://./results``, set in
 pyproject.toml). Sampler timelines are written to a staging directory while the session runs
 and moved into ``results/<machine-id>/timelines/<run-id>/`` only when pytest-benchmark saves
-the run. An interrupted session (Ctrl-C) saves nothing: no run file, no timelines; earlier
-runs are left exactly as they were.
+the run. An interrupted session (Ctrl-C, or SIGTERM, which is handled as Ctrl-C and makes pytest
+exit 143) saves nothing: no run file, no timelines; earlier runs are left exactly as they were.
+Staged timelines and a save in progress are registered with the launcher's reaper
+(:mod:`dpbench.launcher.lifeline`), so even a SIGKILL of pytest leaves neither behind.
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 import torch
 from pytest_benchmark.utils import get_machine_id
 
+from dpbench.launcher.lifeline import reaper
 from dpbench.launcher.machine import machine_facts
 from dpbench.measure import parse_trials, resolve_profile
 from dpbench.measure import TrialSession, worker_clock
@@ -50,6 +55,7 @@ class TimelineStore:
 
     def __init__(self) -> None:
         self.staging = Path(tempfile.mkdtemp(prefix="dpbench-timelines-"))
+        reaper().register(self.staging)  # removed even if pytest is SIGKILLed
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
         self.run_id = f"{stamp}-{os.getpid()}"
         self.published: Path | None = None
@@ -64,13 +70,24 @@ class TimelineStore:
         final = machine_dir / _TIMELINES / self.run_id
         partial = machine_dir / _TIMELINES / f".{self.run_id}.partial"
         partial.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(self.staging, partial)
-        os.replace(partial, final)  # atomic: the directory appears complete or not at all
+        reaper().register(partial)
+        try:
+            shutil.copytree(self.staging, partial)
+            os.replace(partial, final)  # atomic: the directory appears complete or not at all
+        except shutil.Error as exc:  # copytree gathers the errors: the first one says why (a full disk)
+            shutil.rmtree(partial, ignore_errors=True)
+            raise OSError(f"copying the timelines to {partial} failed: {exc.args[0][0][2]}") from None
+        except BaseException:  # a full disk, Ctrl-C: no half-copied directory stays
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        finally:
+            reaper().release(partial)
         self.published = final
         return final
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+        reaper().release(self.staging)
 
 
 def _storage_dir(config) -> Path | None:
@@ -99,7 +116,8 @@ def pytest_configure(config):
         profile = dataclasses.replace(profile, trials=1, rounds=1, warmup_rounds=0)
     config._dpbench_profile = profile
     config._dpbench_timelines = TimelineStore()
-    _INTERRUPTED["yes"] = False
+    _INTERRUPTED.update(yes=False, signal=None)
+    _sigterm_interrupts(config)
     from dpbench.strategies import StrategyUnavailable
 
     config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
@@ -152,10 +170,31 @@ def pytest_keyboard_interrupt(excinfo):
     _INTERRUPTED["yes"] = True
 
 
-_INTERRUPTED = {"yes": False}
+_INTERRUPTED: dict = {"yes": False, "signal": None}
+_EXIT_SIGTERM = 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
 
 
+def _sigterm_interrupts(config) -> None:
+    """SIGTERM (a CI runner's cancel, ``timeout``) is Ctrl-C: the trial's workers are stopped,
+    nothing is saved, and pytest exits 143 with a line saying so (see pytest_sessionfinish)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+        _INTERRUPTED.update(yes=True, signal="SIGTERM")
+        raise KeyboardInterrupt("SIGTERM")
+
+    config._dpbench_sigterm = signal.signal(signal.SIGTERM, interrupt)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
+    last = getattr(config, "_dpbench_last_line", None)
+    if last is not None:
+        _say(config, last)
+    previous = getattr(config, "_dpbench_sigterm", None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
     store = getattr(config, "_dpbench_timelines", None)
     if store is not None:
         store.discard()
@@ -187,7 +226,17 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     storage = _storage_dir(config)
     if storage is None:
         return
-    config._dpbench_timelines.publish(storage / get_machine_id())
+    # Should pytest die during the write (SIGKILL), the reaper removes a half-written run file
+    # and the timelines published for it (see dpbench.launcher.lifeline).
+    before = sorted(map(str, storage.glob(_RUN_GLOB)))
+    machine_dir = storage / get_machine_id()
+    config._dpbench_timelines.publish(machine_dir)
+    published = config._dpbench_timelines.published
+    reaper().guard_save(str(storage), root=storage, pattern=_RUN_GLOB, before=before,
+                        also=[str(published)] if published else [], keep_complete=True)
+
+
+_RUN_GLOB = "*/[0-9][0-9][0-9][0-9]_*.json"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -199,27 +248,38 @@ def pytest_sessionfinish(session, exitstatus):
     file left unparsable. Files that existed before the session are never touched.
     """
     storage = _storage_dir(session.config)
-    before = set(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json")) if storage and storage.exists() else set()
+    before = set(storage.glob(_RUN_GLOB)) if storage and storage.exists() else set()
     interrupted = _INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
     outcome = yield
+    failed_save = outcome.excinfo is not None and not isinstance(outcome.excinfo[1], KeyboardInterrupt)
     interrupted = interrupted or _INTERRUPTED["yes"] or outcome.excinfo is not None
     store = session.config._dpbench_timelines
     if interrupted and store.published is not None:
         shutil.rmtree(store.published, ignore_errors=True)  # published by this session only
-    if storage is None or not storage.exists():
-        return
     removed = []
-    for path in set(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json")) - before:
-        try:
-            if interrupted:
-                raise ValueError("interrupted")
-            json.loads(path.read_text())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
-    if interrupted:
-        _say(session.config, "interrupted: nothing was saved" + (f" (removed {', '.join(removed)})" if removed else "")
-             + "; earlier runs are untouched")
+    if storage is not None and storage.exists():
+        for path in set(storage.glob(_RUN_GLOB)) - before:
+            try:
+                if interrupted:
+                    raise ValueError("interrupted")
+                json.loads(path.read_text())
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)
+                removed.append(path.name)
+        reaper().release(str(storage))  # the save is settled: nothing left for the reaper
+    if not interrupted:
+        return
+    why = "terminated (SIGTERM)" if _INTERRUPTED["signal"] == "SIGTERM" else "interrupted"
+    if failed_save:  # a full disk, a permission error: one line instead of pytest's INTERNALERROR
+        error = outcome.excinfo[1]
+        why = f"saving failed ({type(error).__name__}: {error})"
+        outcome.force_result(None)
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    elif _INTERRUPTED["signal"] == "SIGTERM":
+        session.exitstatus = _EXIT_SIGTERM
+    # The run's last line (printed after pytest's own summary, in pytest_unconfigure).
+    session.config._dpbench_last_line = (f"{why}: nothing was saved" + (f" (removed {', '.join(removed)})" if removed
+                                                                       else "") + "; earlier runs are untouched")
 
 
 @pytest.fixture(scope="session")

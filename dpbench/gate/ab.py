@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Sequence
 from dpbench.gate.revisions import (ABError, Revision, SuiteFailed, cleanup, find_checkout, log_tail, prepare,
                                resolve_commit, run_logged, say)
 
-__all__ = ["DEFAULT_TRIALS", "EXIT_INTERRUPTED", "EXIT_SUITE_FAILED", "WORKDIR_NAME", "abba_schedule",
+__all__ = ["DEFAULT_TRIALS", "EXIT_INTERRUPTED", "EXIT_SUITE_FAILED", "EXIT_TERMINATED", "WORKDIR_NAME", "abba_schedule",
            "invocation_env", "parse_trials", "register_ab", "run_ab"]
 
 DEFAULT_TRIALS = 6
@@ -39,6 +39,7 @@ BASE, HEAD = "base", "head"
 # Exit codes beyond compare's 0 (no regression), 1 (regression), 2 (unusable input):
 EXIT_SUITE_FAILED = 4  # a revision could not be set up, or one of its invocations failed
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a SIGTERM (a CI cancel) stopped the job
 
 
 def parse_trials(raw: str) -> int:
@@ -101,6 +102,10 @@ def _compare(base: Revision, head: Revision, compare_args: Sequence[str]) -> int
     return code
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound as Ctrl-C is (every child stopped, worktrees removed), exit 143."""
+
+
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """A CI cancel (SIGTERM) stops the job like Ctrl-C: children stopped, worktrees removed."""
@@ -109,7 +114,7 @@ def _sigterm_interrupts() -> Iterator[None]:
         return
 
     def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-        raise KeyboardInterrupt
+        raise _Terminated("SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
@@ -154,7 +159,7 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
            cwd: Path | None = None, workdir: Path | None = None, envs: Path | None = None,
            python: Path | None = None, keep: bool = False, compare: bool = True,
            compare_args: Sequence[str] = ()) -> int:
-    """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130)."""
+    """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143)."""
     repo = find_checkout((cwd or Path.cwd()).resolve())
     commits = {BASE: resolve_commit(repo, base), HEAD: resolve_commit(repo, head)}
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
@@ -182,9 +187,10 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
     except SuiteFailed as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED
-    except KeyboardInterrupt:
-        say(f"interrupted while {current}; runs saved so far: {len(done)}, kept in {run_dir}")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        say(f"{how} while {current}; runs saved so far: {len(done)}, kept in {run_dir}")
+        return EXIT_TERMINATED if isinstance(exc, _Terminated) else EXIT_INTERRUPTED
     finally:
         with _uninterruptible():
             if revisions:
@@ -238,7 +244,7 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
                     "time in the order base, head, head, base, …, save every run and compare the sides. "
                     "Everything after -- goes to every pytest invocation (e.g. -k 'ddp and mlp'). Exit code: "
                     "compare's (0 no regression, 1 regression, 2 unusable input); 4 when a revision could "
-                    "not be set up or an invocation failed; 130 when interrupted.",
+                    "not be set up or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM.",
         epilog="example: dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'")
     p.add_argument("base", metavar="BASE_REV", help="the baseline revision (branch, tag, commit)")
     p.add_argument("head", metavar="HEAD_REV", help="the candidate revision")

@@ -22,6 +22,7 @@ Agent ↔ head messages are ``(tag, pool_id, payload)`` tuples pickled over one
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.util
 import os
 import pickle
 import socket
@@ -35,6 +36,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from dpbench.launcher.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.launcher.lifeline import helper_environ, reaper
 from dpbench.launcher.pool import _PRELOAD, _START_METHOD
 from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
 from dpbench.launcher.worker import _worker_main, _WorkerConfig
@@ -109,6 +111,9 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     for path in order.sys_path:  # appended: this node's own packages keep precedence
         if path not in sys.path:
             sys.path.append(path)
+    # Markers and the reaper before the first worker: should this agent be killed, its
+    # workers leave by themselves (launcher/lifeline.py), and the reaper makes sure of it.
+    reaper().register(mp.util.get_temp_dir())
     ctx = mp.get_context(_START_METHOD)
     if _START_METHOD == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
@@ -122,7 +127,7 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     )
     cpus, plan = _plan(order)
     parent_conn, child_conn = ctx.Pipe(duplex=True)
-    with patched_environ(runtime_env_patch(os.environ)):
+    with patched_environ({**runtime_env_patch(os.environ), **helper_environ()}):
         proc = ctx.Process(target=_worker_main, args=(order.rank, child_conn, replace(config, cpus=cpus)),
                            name=f"dpbench-rank{order.rank}", daemon=True)
         proc.start()
@@ -250,12 +255,15 @@ def serve(conn: Connection) -> int:
         agent.stop_all()
 
 
-def wait_for_bye(conn: Connection, deadline: float) -> bool:
-    """Head side: read ``conn`` until this agent's ``bye`` (True) or EOF / ``deadline`` (False)."""
+def wait_for_bye(conn: Connection, deadline: float, alive=lambda: True) -> bool:
+    """Head side: read ``conn`` until this agent's ``bye`` (True) or EOF / ``deadline`` / ``alive()``
+    turning False (the liveness thread found its node lost) (False)."""
     while time.monotonic() < deadline:
+        if not alive():
+            return False
         try:
-            if not conn.poll(max(0.0, deadline - time.monotonic())):
-                return False
+            if not conn.poll(min(0.25, max(0.0, deadline - time.monotonic()))):
+                continue
             tag, _, _ = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return False

@@ -16,6 +16,15 @@ and a random authentication key in torchrun's store (``MASTER_ADDR``/``MASTER_PO
 torchrun points at node 0, where rank 0 runs); each agent connects and says hello with its
 node's facts (hostname, GPUs, NCCL_*/GLOO_* settings) — ``machine_info["cluster"]``.
 
+Liveness (:mod:`dpbench.launcher.liveness`): every agent also keeps a heartbeat connection to
+the head. A node that dies, hangs or loses the network is noticed within
+``LOST_AFTER_SECONDS`` (6 s) wherever the run is; the head then interrupts its pytest session
+(nothing half-measured is saved) and exits 1 with one line naming the node, its host and its
+ranks; an agent whose head is lost stops its workers and exits 1 the same way. A node lost
+while the session ends (before its goodbye) also makes the head exit 1: torchrun waits in its
+exit barrier (300 s) for every node only when its own worker succeeded, so a head exiting 0
+next to a dead node would keep node 0's torchrun waiting for it.
+
 Exit status: the head exits with pytest's status and tells every agent to exit with it too,
 so a failed session makes every torchrun agent exit non-zero; an agent whose head goes away
 exits 1. Outside torchrun: one line saying how to start it, status 2.
@@ -37,6 +46,7 @@ from datetime import timedelta
 from multiprocessing.connection import Client, Listener
 from typing import Any, Mapping
 
+from dpbench.launcher.liveness import WATCH_TAG
 from dpbench.launcher.remote import active_session, heading
 
 __all__ = ["ClusterInfo", "ClusterError", "HeadSession", "USAGE", "active_session", "cluster_facts",
@@ -114,6 +124,16 @@ class HeadSession:
     links: dict[int, Any]
     open_pool: Any = None
     local_agent: threading.Thread | None = field(default=None, repr=False)
+    watch: Any = field(default=None, repr=False)  # dpbench.launcher.liveness.HeadWatch
+    lost: list[str] = field(default_factory=list)  # one line per lost node
+    in_pytest: bool = False
+
+    def on_lost(self, line: str) -> None:
+        """Called by the liveness thread: stop the session wherever it is (as Ctrl-C does)."""
+        self.lost.append(line)
+        print(f"dpbench.launcher.cluster: {line}; stopping the run", file=sys.stderr, flush=True)
+        if self.in_pytest:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     @property
     def world_size(self) -> int:
@@ -128,20 +148,29 @@ class HeadSession:
         return (f"dpbench.launcher.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
                 f"runs on ranks 0..n-1 (node 0 first); in-process strategies run on node 0.")
 
-    def close(self, status: int) -> None:
-        """Tell every agent to stop its workers and exit with ``status``; wait for their goodbyes."""
+    def close(self, status: int) -> list[int]:
+        """Tell every agent to stop its workers and exit with ``status``; wait for their goodbyes.
+
+        → the ranks that never said goodbye (their node was lost before or while it ended)."""
         from dpbench.launcher.agent import wait_for_bye
 
         if self.open_pool is not None:
             self.open_pool.close()
+        if self.watch is not None:
+            self.watch.leaving.update(self.links)
         told = [link for link in self.links.values() if link.send("exit", None, status)]
         deadline = time.monotonic() + _BYE_SECONDS
+        missing = [link.rank for link in self.links.values() if link not in told]
         for link in told:
-            wait_for_bye(link.conn, deadline)
+            if not wait_for_bye(link.conn, deadline, alive=lambda link=link: link.alive):
+                missing.append(link.rank)
+        if self.watch is not None:
+            self.watch.stop()
         for link in self.links.values():
             link.conn.close()
         if self.local_agent is not None:
             self.local_agent.join(5.0)
+        return sorted(missing)
 
 
 def cluster_facts(session: HeadSession | None = None) -> dict[str, Any] | None:
@@ -235,7 +264,7 @@ class _Acceptor(threading.Thread):
         self.listener.close()
 
 
-def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any]:
+def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[int, Any], dict[int, Any]]:
     from dpbench.launcher.remote import AgentLink
 
     authkey = secrets.token_bytes(32)
@@ -245,13 +274,14 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any
     acceptor.start()
     store.set(info.head_key, json.dumps({"host": host, "port": listener.address[1], "authkey": authkey.hex()}))
     links: dict[int, AgentLink] = {}
+    watches: dict[int, Any] = {}
     deadline = time.monotonic() + timeout
     try:
-        while len(links) < info.world_size - 1:
+        while len(links) < info.world_size - 1 or len(watches) < info.world_size - 1:
             try:
                 conn = acceptor.accepted.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                missing = sorted(set(range(1, info.world_size)) - set(links))
+                missing = sorted(set(range(1, info.world_size)) - (set(links) & set(watches)))
                 raise ClusterError(
                     f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
                     f"within {timeout:g} s ({_JOIN_OPTION} sets this); is dpbench.launcher.cluster running on every node, "
@@ -260,6 +290,9 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any
                 conn.close()
                 continue
             tag, rank, facts = pickle.loads(conn.recv_bytes())
+            if tag == WATCH_TAG and 0 < rank < info.world_size and rank not in watches:
+                watches[rank] = conn  # the agent's heartbeat connection (launcher/liveness.py)
+                continue
             if tag != "hello" or not 0 < rank < info.world_size or rank in links:
                 conn.close()
                 continue
@@ -269,10 +302,12 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> dict[int, Any
         for link in links.values():
             link.send("exit", None, 1)
             link.conn.close()
+        for conn in watches.values():
+            conn.close()
         raise
     finally:
         acceptor.stop()
-    return links
+    return links, watches
 
 
 def _hello(info: ClusterInfo) -> dict[str, Any]:
@@ -295,19 +330,40 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
 
 
 def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float) -> int:
+    from dpbench.launcher.liveness import HeadWatch
+
     store = _store(info, join_timeout)
-    links = _join_agents(info, store, join_timeout)
+    links, watches = _join_agents(info, store, join_timeout)
     link0, thread = _start_local_agent(info)
     session = HeadSession(info=info, links={0: link0, **links}, local_agent=thread)
+    session.watch = HeadWatch(session.links, watches, session.on_lost)
+    session.watch.start()
     print(session.summary(), flush=True)
     status = 1
     try:
         import pytest
 
         with heading(session):
-            status = int(pytest.main(pytest_args))
+            session.in_pytest = True
+            try:
+                status = int(pytest.main(pytest_args))
+            finally:
+                session.in_pytest = False
+    except KeyboardInterrupt:
+        if not session.lost:
+            raise
     finally:
-        session.close(status)
+        missing = session.close(status)
+    where = f"dpbench.launcher.cluster (rank 0, node {info.node_rank}, host {socket.gethostname()})"
+    if session.lost:
+        print(f"{where}: the run was stopped: {'; '.join(session.lost)}", file=sys.stderr, flush=True)
+        _leave_now(1)
+    gone = [r for r in missing if r != 0]
+    if gone:  # a node lost at the very end: exiting 0 would leave torchrun in its exit barrier
+        nodes = sorted({session.links[r].node for r in gone})
+        print(f"{where}: node(s) {', '.join(map(str, nodes))} (rank(s) {', '.join(map(str, gone))}) never said "
+              f"goodbye; exiting 1 so that no torchrun waits for them", file=sys.stderr, flush=True)
+        return 1
     return status
 
 
@@ -327,7 +383,42 @@ def run_agent(info: ClusterInfo, *, join_timeout: float) -> int:
         raise ClusterError(f"cannot connect to the head at {head['host']}:{head['port']} ({exc}); "
                            f"set DPBENCH_HEAD_ADDR on node 0 to an address the other nodes reach") from None
     conn.send_bytes(pickle.dumps(("hello", info.rank, _hello(info))))
-    return serve(conn)
+    from dpbench.launcher.liveness import WATCH_TAG as _TAG, AgentWatch
+
+    try:
+        beat = Client((head["host"], int(head["port"])), authkey=bytes.fromhex(head["authkey"]))
+    except OSError as exc:
+        raise ClusterError(f"cannot open the heartbeat connection to the head at {head['host']}:{head['port']} "
+                           f"({exc})") from None
+    beat.send_bytes(pickle.dumps((_TAG, info.rank, None)))
+    # A lost head interrupts serve() (its workers are stopped on the way out), then main() says so.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    watch = AgentWatch(beat, lambda why: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+    watch.start()
+    try:
+        status = serve(conn)
+    except KeyboardInterrupt:
+        if watch.lost is None:
+            raise
+        status = 1
+    finally:
+        watch.stop()
+    if watch.lost is not None:
+        where = f"rank {info.rank}, node {info.node_rank}, host {socket.gethostname()}"
+        print(f"dpbench.launcher.cluster ({where}): lost the head (rank 0): {watch.lost}; this rank's workers "
+              f"were stopped", file=sys.stderr, flush=True)
+        _leave_now(1)
+    _leave_now(status)  # its workers are stopped (serve's finally); nothing of an agent needs teardown
+    return status
+
+
+def _leave_now(status: int) -> None:
+    """Exit at once, skipping the interpreter's teardown (seconds with torch loaded on a busy
+    node): everything this process started is stopped, and its torchrun should learn the
+    outcome while the other nodes' fate is still news. (The reaper, on this pipe's EOF, checks.)"""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _split_args(argv: list[str]) -> tuple[float, list[str]]:

@@ -16,10 +16,21 @@ Failure handling, all on the parent side:
 After any of these the pool is closed: collective state is unknown once a rank failed, so
 the only safe continuation is a fresh pool. ``close()`` asks politely, then terminates,
 then kills; it is idempotent.
+
+Whatever kills the parent (SIGINT, SIGTERM, SIGKILL, a crash), nothing it started outlives it,
+through what the OS gives rather than this module's ``finally`` blocks (see
+:mod:`dpbench.launcher.lifeline`): every worker watches a pipe whose write end only the parent
+holds and leaves (removing its rendezvous directory) at its EOF; every forkserver child dies
+with the helper through ``PR_SET_PDEATHSIG`` (so a killed helper makes its workers' deaths
+real, not just reported); the helper leaves once the parent and its workers are gone; and a
+reaper process in its own session removes the rendezvous directory and SIGKILLs whatever still
+carries this process's marker. Every worker, and the helper, carries ``DPBENCH_RUN_ID`` and
+``DPBENCH_LIFELINE`` in its environment.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.util as mp_util
 import os
 import pickle
 import shutil
@@ -29,6 +40,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
+from dpbench.launcher.lifeline import helper_environ, reaper
 from dpbench.launcher.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
 from dpbench.launcher.worker import WorkerContext, _worker_main, _WorkerConfig
@@ -56,7 +68,7 @@ _FAILURE_GRACE_SECONDS = 0.5
 # a forkserver child starts in ~0.1 s. Where there is no forkserver, spawn is used.
 _START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 _PRELOAD = ["torch", "torch.distributed", "torch.optim", "torch._dynamo", "torch.nn.parallel",
-            "dpbench.launcher.worker"]
+            "dpbench.launcher.worker", "dpbench.launcher.lifeline"]
 
 
 class WorkerError(RuntimeError):
@@ -170,8 +182,14 @@ class WorkerPool:
         if _START_METHOD == "forkserver":
             # Only takes effect when the helper starts (first pool of this process).
             ctx.set_forkserver_preload(_PRELOAD)
+        # Before the first process starts: the forkserver helper and every worker inherit the
+        # markers, and the reaper removes the rendezvous dir should this process die first.
+        lifeline = reaper()
         # The FileStore lives in a private temp dir: no TCP port for rendezvous at all.
         self._tmpdir = tempfile.mkdtemp(prefix="dpbench-rdzv-")
+        lifeline.register(self._tmpdir)
+        # multiprocessing's own temp dir (the forkserver's socket): removed at a clean exit only.
+        lifeline.register(mp_util.get_temp_dir())
         runtime_patch = runtime_env_patch(os.environ)
         config = _WorkerConfig(
             world_size=self.world_size,
@@ -186,7 +204,7 @@ class WorkerPool:
         try:
             # The forkserver helper (started by the first worker of the process) inherits
             # this environment; see launcher/runtime_env.py for why it must be there.
-            with patched_environ(runtime_patch):
+            with patched_environ({**runtime_patch, **helper_environ()}):
                 self._spawn(ctx, config)
             # Only once the processes exist: the forkserver helper starts with the first
             # pool's first worker and lives on; started on the spare cores, it would hand
@@ -207,7 +225,7 @@ class WorkerPool:
                 name=f"dpbench-rank{rank}",
                 daemon=True,  # dies with the parent even if close() is never reached
             )
-            proc.start()
+            _start_process(proc, rank)
             child_conn.close()  # the child's end lives in the child only, so EOF is seen
             self._procs.append(proc)
             self._conns.append(parent_conn)
@@ -249,6 +267,7 @@ class WorkerPool:
         self._parent.restore()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
+            reaper().release(self._tmpdir)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -357,7 +376,8 @@ class WorkerPool:
                     if rank not in failures and rank not in results:
                         proc = self._procs[rank]
                         proc.join(0.1)
-                        failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}"
+                        failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}" + (
+                            _HELPER_GONE if proc.exitcode == 255 and not _helper_alive() else "")
                 if failures and first_failure_at is None:
                     first_failure_at = time.monotonic()
         if failures:
@@ -379,6 +399,43 @@ class WorkerPool:
             rank=silent[0],
             failures={r: f"silent for {timeout:g} s" for r in silent},
         )
+
+
+_HELPER_GONE = (" (the forkserver helper that started it is gone, and the worker was killed with it: "
+                "PR_SET_PDEATHSIG)")
+
+
+def _helper_alive() -> bool:
+    """Is this process's forkserver helper still running? (True where there is none to ask about.)"""
+    if _START_METHOD != "forkserver":
+        return True
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is None:
+        return True
+    try:  # WNOWAIT: multiprocessing must still find the helper's status when it restarts it
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except (ChildProcessError, AttributeError):
+        return False
+
+
+def _start_process(proc: Any, rank: int) -> None:
+    """``proc.start()``, once more if the forkserver helper died under it (the second start
+    launches a fresh helper: ``multiprocessing`` checks that the old one is alive first)."""
+    try:
+        proc.start()
+        return
+    except (EOFError, ConnectionError, FileNotFoundError) as exc:
+        if _START_METHOD != "forkserver":
+            raise
+        first = exc
+    time.sleep(0.05)
+    try:
+        proc.start()
+    except (EOFError, ConnectionError, FileNotFoundError) as exc:
+        raise RuntimeError(f"could not start worker rank {rank}: the forkserver helper died twice while "
+                           f"starting it ({type(first).__name__}, then {type(exc).__name__}: {exc})") from exc
 
 
 def _require_cuda() -> None:

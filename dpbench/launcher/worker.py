@@ -157,12 +157,17 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None,
 
 
 def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
+    from dpbench.launcher.lifeline import guard_worker
+
     # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
     # whole process group must not make ranks die half-way through a collective.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # First, while this is the process's only thread: every thread created later (OpenMP,
     # MKL, gloo, NCCL) inherits the affinity of the thread that creates it.
     affinity_error = _pin(config.cpus)
+    # Then (its watch thread pinned too): this worker dies with the forkserver helper and leaves
+    # when its parent does, however that one ends (see launcher/lifeline.py).
+    guard_worker(os.path.dirname(config.store_path) if config.store_path else None)
     # What torch's runtimes were initialised with: a forkserver child inherits the helper's
     # environment, read by libgomp when the helper imported torch (see runtime_env.py).
     runtime_env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(_RUNTIME_PREFIXES)}

@@ -142,12 +142,13 @@ def session(monkeypatch):
 
 
 def _workers() -> list[psutil.Process]:
-    """Live children of this process other than Python's forkserver and resource-tracker helpers."""
+    """Live children of this process other than Python's forkserver and resource-tracker helpers and
+    the launcher's reaper (launcher/lifeline.py)."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
             cmdline = " ".join(child.cmdline())
-            if ("forkserver" not in cmdline and "resource_tracker" not in cmdline
+            if ("forkserver" not in cmdline and "resource_tracker" not in cmdline and "lifeline.py" not in cmdline
                     and child.status() != psutil.STATUS_ZOMBIE):
                 out.append(child)
         except psutil.NoSuchProcess:

@@ -106,11 +106,13 @@ def assert_gone(pids: list[int]) -> None:
 
 
 def stray_children() -> list[psutil.Process]:
-    """Children of this process other than Python's forkserver helper (which lives until exit)."""
+    """Children of this process other than Python's forkserver helper and the launcher's reaper
+    (launcher/lifeline.py), which live until it exits."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+            cmdline = " ".join(child.cmdline())
+            if "multiprocessing.forkserver" in cmdline or "lifeline.py" in cmdline:
                 continue
             out.append(child)
         except psutil.NoSuchProcess:

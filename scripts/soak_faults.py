@@ -1,0 +1,360 @@
+#!/usr/bin/env python
+"""Fault soak (issue 18): N runs of a small real suite, one fault each at a random moment.
+
+    .venv/bin/python scripts/soak_faults.py --runs 100 --seed 1 [--kinds sigint,sigkill,...]
+    .venv/bin/python scripts/soak_faults.py --runs 20 --kinds node-kill      # two torchrun "nodes"
+
+The suite is ``tests/faults/soak_suite.py`` beside a copy of ``suites/conftest.py`` (three cases:
+ddp ×2, single, allreduce ×2; ``--trials`` fresh-process trials, quick profile). Faults (``--kinds``):
+
+  sigint, sigterm, sigkill   the signal to the pytest process
+  sigint-group               SIGINT to pytest's process group (a terminal's Ctrl-C, a CI cancel)
+  kill-worker                SIGKILL of one random worker process
+  kill-helper                SIGKILL of the forkserver helper
+  enospc                     a full disk at the save (``tests/faults/enospc_plugin.py``: the run
+                             file or the timelines' write raises OSError(ENOSPC) half-way)
+  node-kill                  under torchrun, two nodes on loopback: SIGKILL of one node's whole
+                             process tree (its torchrun, agent and workers)
+
+Each run gets its own ``DPBENCH_RUN_ID`` and ``TMPDIR``. After each: processes still carrying the
+run id 5 s after the run ended (psutil), anything left in its TMPDIR (rendezvous dirs, staged
+timelines, multiprocessing's dirs), new run files that do not parse (partial) or that a failed
+run saved (half-measured), earlier run files whose bytes changed, and the exit status with the
+last line. Prints a table: fault × count × outcomes, and the totals of every violation; exits
+1 if there was any. Runs take a few seconds each on an idle machine (tens on a loaded one).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+LOCAL_KINDS = ("sigint", "sigterm", "sigkill", "sigint-group", "kill-worker", "kill-helper", "enospc")
+KINDS = LOCAL_KINDS + ("node-kill",)
+RUN_ID_ENV = "DPBENCH_RUN_ID"
+LEFT_AFTER_S = 5.0
+HANG_S = 300.0
+
+
+def marked(run_id: str) -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(RUN_ID_ENV) == run_id and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
+
+
+def hashes(storage: Path) -> dict[str, str]:
+    return {str(p.relative_to(storage)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(storage.rglob("*")) if p.is_file()}
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:160] if lines else ""
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.work = Path(tempfile.mkdtemp(prefix="dpbench-soak-", dir=args.dir))
+        self.suite = self.work / "suite"
+        self.suite.mkdir()
+        shutil.copy(ROOT / "suites" / "conftest.py", self.suite / "conftest.py")
+        shutil.copy(ROOT / "tests" / "faults" / "soak_suite.py", self.suite / "test_soak.py")
+        self.storage = self.work / "results"
+        self.tmp = self.work / "tmp"
+        self.tmp.mkdir()
+        self.rows: list[dict] = []
+        self.window = args.window
+
+    # -- one run ------------------------------------------------------------------
+    def env(self, run_id: str, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DPBENCH_")}
+        env.update({"DPBENCH_PROFILE": "quick", "DPBENCH_TRIALS": str(self.args.trials), RUN_ID_ENV: run_id,
+                    "TMPDIR": str(self.tmp), "PYTHONPATH": str(ROOT / "tests" / "faults"), "PYTHONUNBUFFERED": "1"})
+        env.update(extra)
+        return env
+
+    def pytest_cmd(self, name: str, *extra: str) -> list[str]:
+        # -p no:hypothesispytest: the test extra's hypothesis plugin imports all of hypothesis in
+        # every session's summary (seconds on a loaded machine); the suites never use it.
+        return [sys.executable, "-m", "pytest", str(self.suite), "-q", "-p", "no:cacheprovider",
+                "-p", "no:hypothesispytest", f"--benchmark-storage=file://{self.storage}",
+                f"--benchmark-save={name}", *extra]
+
+    def run_local(self, index: int, kind: str) -> dict:
+        run_id = f"soak-{uuid.uuid4().hex[:10]}"
+        extra, env_extra = [], {}
+        if kind == "enospc":
+            extra = ["-p", "enospc_plugin"]
+            env_extra["DPBENCH_ENOSPC_AT"] = self.rng.choice(["json", "timelines"])
+        delay = self.rng.uniform(*self.window)
+        log = self.work / f"run{index:03d}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(self.pytest_cmd(f"soak{index:03d}", *extra), cwd=ROOT,
+                                    env=self.env(run_id, **env_extra), stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True,
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        started = time.monotonic()
+        note = self.inject(kind, proc, run_id, started + delay) if kind != "enospc" else ""
+        try:
+            code = proc.wait(HANG_S)
+        except subprocess.TimeoutExpired:
+            code = "hang"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return self.check(kind, run_id, code, log.read_text(errors="replace"), note, time.monotonic() - started)
+
+    def inject(self, kind: str, proc: subprocess.Popen, run_id: str, at: float) -> str:
+        while time.monotonic() < at and proc.poll() is None:
+            time.sleep(0.05)
+        if kind in ("kill-worker", "kill-helper"):  # wait for a target to exist
+            while proc.poll() is None:
+                targets = self.targets(kind, proc.pid, run_id)
+                if targets:
+                    target = self.rng.choice(targets)
+                    try:
+                        target.kill()
+                        return f"pid {target.pid}"
+                    except psutil.NoSuchProcess:
+                        continue
+                time.sleep(0.05)
+            return "finished before the fault"
+        if proc.poll() is not None:
+            return "finished before the fault"
+        if kind == "sigint-group":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal({"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}[kind])
+        return ""
+
+    @staticmethod
+    def targets(kind: str, pytest_pid: int, run_id: str) -> list[psutil.Process]:
+        helpers, workers = [], []
+        for proc in marked(run_id):
+            try:
+                if "multiprocessing.forkserver" not in " ".join(proc.cmdline()):
+                    continue
+                (helpers if proc.ppid() == pytest_pid else workers).append(proc)
+            except psutil.NoSuchProcess:
+                continue
+        return helpers if kind == "kill-helper" else workers
+
+    # -- the checks ---------------------------------------------------------------
+    def check(self, kind: str, run_id: str, code, output: str, note: str, took: float) -> dict:
+        ended = time.monotonic()
+        left = marked(run_id)
+        while left and time.monotonic() - ended < LEFT_AFTER_S:
+            time.sleep(0.1)
+            left = marked(run_id)
+        for proc in left:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        # torch's own compile cache (torchinductor_<user>) is kept by design; anything else counts.
+        dirs = sorted(p.name for p in self.tmp.iterdir() if not p.name.startswith("torchinductor_"))
+        for p in self.tmp.iterdir():
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
+        now = hashes(self.storage) if self.storage.exists() else {}
+        changed = [k for k, v in self.before.items() if now.get(k) != v]
+        new_runs = [k for k in now if k not in self.before and k.endswith(".json") and "/timelines/" not in k]
+        partial = [k for k in new_runs if not self._parses(self.storage / k)]
+        partial += [str(p) for p in self.storage.rglob(".*.partial")] if self.storage.exists() else []
+        ok_to_save = code == 0 or kind in ("kill-worker", "kill-helper")
+        half = [k for k in new_runs if k not in partial and not ok_to_save]
+        outcome = self.outcome(kind, code, output, note)
+        row = dict(kind=kind, code=code, outcome=outcome, left=[p.pid for p in left], dirs=dirs, partial=partial,
+                   half=half, changed=changed, took=round(took, 1), last=last_line(output), note=note)
+        self.before = now
+        return row
+
+    @staticmethod
+    def _parses(path: Path) -> bool:
+        try:
+            json.loads(path.read_text())
+            return True
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def outcome(kind: str, code, output: str, note: str) -> str:
+        last = last_line(output)
+        if code == "hang":
+            return "HANG"
+        if note == "finished before the fault":
+            return f"finished first ({code})"
+        if code == 0:
+            return "completed (0)"
+        if code == -9:
+            return "killed (-9)"
+        if code == 143 and "terminated (SIGTERM): nothing was saved" in last:
+            return "terminated, nothing saved (143)"
+        if code == 2 and "interrupted: nothing was saved" in last:
+            return "interrupted, nothing saved (2)"
+        if code == 3 and "saving failed (OSError" in last and "No space left on device" in last:
+            return "disk full, nothing saved (3)"
+        if code == 1 and "died with exit code" in output and "worker rank" in output:
+            gone = "forkserver helper that started it is gone" in output
+            return "case failed naming the rank" + (" and the helper" if gone else "") + " (1)"
+        return f"OTHER ({code}): {last[:80]}"
+
+    # -- torchrun ---------------------------------------------------------------
+    def run_nodes(self, index: int) -> dict:
+        from _torchrun import cluster_env, start
+
+        run_id = f"soak-{uuid.uuid4().hex[:10]}"
+        tmp = self.work / f"nodes{index:03d}"
+        tmp.mkdir()
+        env = {**cluster_env(run_id, DPBENCH_TRIALS=str(self.args.trials)), RUN_ID_ENV: run_id, "TMPDIR": str(self.tmp)}
+        args = self.pytest_cmd(f"soak{index:03d}")[3:]  # pytest's arguments after "-m pytest"
+        cluster = start(tmp, args, env=env)
+        victim = self.rng.randrange(2)
+        delay = self.rng.uniform(*self.window)
+        started = time.monotonic()
+        while time.monotonic() - started < delay and all(n.proc.poll() is None for n in cluster.nodes):
+            time.sleep(0.05)
+        note, gap = "", None
+        if all(n.proc.poll() is None for n in cluster.nodes):
+            root = psutil.Process(cluster.nodes[victim].proc.pid)
+            tree = [root] + root.children(recursive=True)
+            killed_at = time.monotonic()
+            for proc in tree:
+                try:
+                    proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            other = cluster.nodes[1 - victim].proc
+            try:
+                other.wait(60)
+                gap = time.monotonic() - killed_at
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            note = "finished before the fault"
+        codes = cluster.wait(HANG_S)
+        cluster.stop()
+        other_code = codes[1 - victim]
+        output = cluster.nodes[1 - victim].output()
+        row = self.check("node-kill", run_id, other_code if other_code is not None else "hang", output, note,
+                         time.monotonic() - started)
+        within = gap is not None and gap <= 10.0 and other_code not in (0, None)
+        row["outcome"] = (f"finished first ({other_code})" if note else
+                          f"node {1 - victim} exited {other_code} in {gap:.1f} s" if gap is not None else "HANG")
+        row["node_ok"] = bool(note) or within
+        row["gap"] = gap
+        return row
+
+    # -- the soak -----------------------------------------------------------------
+    def run(self) -> int:
+        self.storage.mkdir()
+        self.seed_earlier_run()
+        self.before = hashes(self.storage)
+        t0 = time.monotonic()
+        for index in range(1, self.args.runs + 1):
+            kind = self.rng.choice(self.args.kinds)
+            row = self.run_nodes(index) if kind == "node-kill" else self.run_local(index, kind)
+            self.rows.append(row)
+            print(f"[{index}/{self.args.runs}] {kind:12s} → {row['outcome']}  ({row['took']} s)"
+                  + (f"  LEFT {row['left']}" if row["left"] else "") + (f"  DIRS {row['dirs']}" if row["dirs"] else "")
+                  + (f"  PARTIAL {row['partial']}" if row["partial"] else "")
+                  + (f"  HALF {row['half']}" if row["half"] else "") + (f"  CHANGED {row['changed']}" if row["changed"] else ""),
+                  flush=True)
+        return self.report(time.monotonic() - t0)
+
+    def seed_earlier_run(self) -> None:
+        """An earlier run the soak must never touch: one real, complete run of the same suite."""
+        if self.args.no_baseline:
+            machine = self.storage / "earlier"
+            machine.mkdir()
+            (machine / "0001_earlier.json").write_text(json.dumps({"benchmarks": [], "note": "earlier run"}))
+            return
+        code = subprocess.call(self.pytest_cmd("earlier"), cwd=ROOT, env=self.env(f"soak-{uuid.uuid4().hex[:10]}"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        if code != 0:
+            raise SystemExit(f"soak_faults: the baseline run (no fault) failed with exit {code}")
+
+    def report(self, seconds: float) -> int:
+        by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        for row in self.rows:
+            by_kind[row["kind"]][row["outcome"] if "exited" not in row["outcome"] else
+                                 ("other node exited non-zero ≤ 10 s" if row.get("node_ok") else row["outcome"])] += 1
+        print(f"\nsoak: {len(self.rows)} runs with one fault each, seed {self.args.seed}, {seconds / 60:.1f} min\n")
+        print("| fault | runs | outcomes |\n|---|---|---|")
+        for kind in KINDS:
+            if kind in by_kind:
+                outcomes = "; ".join(f"{n}× {o}" for o, n in by_kind[kind].most_common())
+                print(f"| {kind} | {sum(by_kind[kind].values())} | {outcomes} |")
+        totals = {
+            f"processes left {LEFT_AFTER_S:g} s after the run": sum(len(r["left"]) for r in self.rows),
+            "directories left": sum(len(r["dirs"]) for r in self.rows),
+            "partial run files": sum(len(r["partial"]) for r in self.rows),
+            "half-measured runs saved": sum(len(r["half"]) for r in self.rows),
+            "earlier run files changed": sum(len(r["changed"]) for r in self.rows),
+            "hangs": sum(r["code"] == "hang" for r in self.rows),
+            "unexplained outcomes": sum(r["outcome"].startswith("OTHER") for r in self.rows),
+            "node kills not noticed within 10 s": sum(not r.get("node_ok", True) for r in self.rows),
+        }
+        print()
+        for name, value in totals.items():
+            print(f"{name}: {value}")
+        gaps = sorted(r["gap"] for r in self.rows if r.get("gap") is not None)
+        if gaps:
+            print(f"node kill → other node's exit: {len(gaps)} tries, {gaps[0]:.1f}–{gaps[-1]:.1f} s "
+                  f"(median {gaps[len(gaps) // 2]:.1f} s)")
+        if not self.args.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+        else:
+            print(f"kept: {self.work}")
+        return 1 if any(totals.values()) else 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=100, help="runs, one fault each (default 100)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--kinds", default=",".join(LOCAL_KINDS),
+                   help=f"comma-separated faults to draw from (default: all but node-kill); any of {', '.join(KINDS)}")
+    p.add_argument("--trials", type=int, default=2, help="DPBENCH_TRIALS of each run (default 2)")
+    p.add_argument("--window", default="2,30", help="the fault lands uniformly in [A, B] s after the start (default 2,30)")
+    p.add_argument("--dir", default=None, help="where the soak's work directory goes (default: the system temp dir)")
+    p.add_argument("--no-baseline", action="store_true", help="seed a synthetic earlier run instead of a real one")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs, results)")
+    args = p.parse_args(argv)
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = [k for k in args.kinds if k not in KINDS]
+    if unknown or not args.kinds:
+        p.error(f"--kinds: expected some of {', '.join(KINDS)}, found {', '.join(unknown) or 'none'}")
+    try:
+        low, high = (float(x) for x in args.window.split(","))
+        assert 0 <= low <= high
+    except (ValueError, AssertionError):
+        p.error(f"--window: expected A,B seconds with 0 <= A <= B, found {args.window!r}")
+    args.window = (low, high)
+    if args.runs < 1 or args.trials < 1:
+        p.error("--runs and --trials must be >= 1")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(Soak(parse_args()).run())

@@ -1,0 +1,39 @@
+"""A parent that opens a WorkerPool, reports it, then waits to be killed (run by test_lifeline.py).
+
+``python _orphan_parent.py idle|call|stage|alone``: between calls, inside a call that hangs on
+rank 0, with a registered staging directory (as the suites' timeline store) and no pool at all,
+or inside a hanging call with the reaper killed first (the workers' own parent watch alone).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _launch_helpers import sleep_on  # noqa: E402
+from dpbench.launcher import WorkerPool  # noqa: E402
+from dpbench.launcher.lifeline import reaper  # noqa: E402
+
+
+def main(mode: str) -> None:
+    staged = tempfile.mkdtemp(prefix="dpbench-timelines-")
+    reaper().register(staged)
+    pool = None if mode == "stage" else WorkerPool(2, timeout=600.0)
+    if mode == "alone":
+        reaper().proc.kill()
+        reaper().proc.wait()
+        os.rmdir(staged)
+        staged = None
+    print(json.dumps({"pids": pool.pids if pool else [], "rdzv": pool._tmpdir if pool else None,
+                      "staged": staged}), flush=True)
+    if mode in ("call", "alone"):
+        pool.run(sleep_on, 0)
+    time.sleep(600)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
