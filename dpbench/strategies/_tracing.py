@@ -5,7 +5,8 @@ Called only after a trial's timed rounds, so no timed step ever runs under the p
 steps go through the same loop as timed ones (:meth:`Strategy.run_steps`: the same device
 synchronisation at the step boundaries), with the profiler's schedule (``warmup`` steps, then
 ``active`` recorded ones), a ``ProfilerStep#N`` marker per step (``prof.step()``) and each phase
-a ``dpbench:<phase>`` ``record_function`` label. ``profile_memory=True`` records the allocator's
+a ``dpbench:<phase>`` ``record_function`` label; multi-process ranks meet at a barrier
+(``dpbench:align``) once recording has started. ``profile_memory=True`` records the allocator's
 ``[memory]`` events (the per-phase peaks of the analysis). On CUDA, the last recorded step also
 gets a memory snapshot (``torch.cuda.memory._record_memory_history``), for
 https://pytorch.org/memory_viz.
@@ -21,7 +22,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["trace_steps", "trace_file_name", "memory_file_name"]
+__all__ = ["ALIGN_LABEL", "trace_steps", "trace_file_name", "memory_file_name"]
+
+# Must match dpbench.traces.analysis.ALIGN_LABEL (the analysis cannot import strategies).
+ALIGN_LABEL = "dpbench:align"
 
 
 def trace_file_name(rank: int) -> str:
@@ -80,6 +84,14 @@ def trace_steps(trainer: Any, *, directory: str, active: int, warmup: int,
                 torch.cuda.memory._record_memory_history(enabled=None)
                 os.replace(partial, memory_target)
             prof.step()
+            if done[0] == warmup and trainer.multiprocess:
+                # The profiler starts recording inside that prof.step(), taking a different time on
+                # each rank; without this barrier the first recorded step would start skewed by the
+                # profiler's own start-up. Labelled so the analysis leaves it out of the step.
+                import torch.distributed as dist
+
+                with torch.profiler.record_function(ALIGN_LABEL):
+                    dist.barrier(group=trainer.ctx.group)
 
         trainer.phases.labels = True
         try:

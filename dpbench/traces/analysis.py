@@ -4,7 +4,8 @@ idle; per collective, the arrival skew across ranks and the straggler.
 Definitions (HolisticTraceAnalysis's temporal breakdown, comm/comp overlap and straggler are the
 reference; HTA reads CUDA kernels only, so on CPU the same definitions are applied to host ops):
 
-* step span: one ``ProfilerStep#N`` annotation (the training step between two ``prof.step()``);
+* step span: one ``ProfilerStep#N`` annotation (the training step between two ``prof.step()``),
+  less the ``dpbench:align`` barrier the capture issues once recording has started;
 * communication: the union of the collective intervals in the step — on CPU the gloo/c10d
   collective ops the profiler recorded (on every thread, gloo's own included) and dpbench's own
   ``dpbench:communication`` label (allreduce's and manual's gradient sync); on CUDA the ``nccl*``
@@ -39,12 +40,14 @@ from typing import Any, Iterable, Sequence
 
 from dpbench.traces.intervals import Interval, clip, intersection, length, subtract, union
 
-__all__ = ["AGREEMENT_TOLERANCE", "COMM_LABEL", "LABEL_PREFIX", "TraceProblem", "analyse_case", "analyse_rank",
+__all__ = ["AGREEMENT_TOLERANCE", "ALIGN_LABEL", "COMM_LABEL", "LABEL_PREFIX", "TraceProblem", "analyse_case", "analyse_rank",
            "compare_two_pass", "describe", "read_trace"]
 
 # Our own record_function labels (strategies/_timing.py writes "dpbench:<phase>").
 LABEL_PREFIX = "dpbench:"
 COMM_LABEL = LABEL_PREFIX + "communication"
+# The barrier capture issues once recording has started (strategies/_tracing.py): not part of a step.
+ALIGN_LABEL = LABEL_PREFIX + "align"
 # Collective ops as torch's profiler names them on the host (gloo's worker-thread ops
 # "gloo:all_reduce", the dispatcher's "c10d::allreduce_", "record_param_comms", nccl:*).
 _COMM_NAME = re.compile(r"gloo|nccl|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|"
@@ -100,6 +103,14 @@ def _span(e: dict[str, Any]) -> Interval:
 def _is_comm_name(e: dict[str, Any]) -> bool:
     name = str(e.get("name", ""))
     return name == COMM_LABEL or (not name.startswith(LABEL_PREFIX) and _COMM_NAME.search(name) is not None)
+
+
+def _after_alignment(lo: float, hi: float, aligns: list[Interval]) -> float:
+    """A step starts once the alignment barrier inside it (if any) is over."""
+    for a, b in aligns:
+        if lo <= a < hi:
+            lo = max(lo, min(b, hi))
+    return lo
 
 
 def _is_device(e: dict[str, Any]) -> bool:
@@ -188,7 +199,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
         rank = info.get("rank") if isinstance(info.get("rank"), int) else 0
     # Kineto's ts are microseconds on the host's clock; baseTimeNanoseconds turns them into wall
     # time. Kept apart so the spans keep their sub-microsecond precision.
-    clock_offset_s = float(trace.get("baseTimeNanoseconds") or 0) / 1e9
+    clock_offset_ns = int(trace.get("baseTimeNanoseconds") or 0)
     kind = _device_kind(events)
     steps = sorted(((int(m.group(1)), _span(e), _thread(e)) for e in events
                     if (m := _STEP.match(str(e.get("name", ""))))), key=lambda s: s[0])
@@ -208,7 +219,10 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
                if e.get("cat") == "cpu_op" and not _is_comm_name(e)]
         compute_all = _per_thread_compute(ops, comm_by_thread)
     phases = [(str(e["name"])[len(LABEL_PREFIX):], _span(e)) for e in events
-              if str(e.get("name", "")).startswith(LABEL_PREFIX) and not _is_device(e)]
+              if str(e.get("name", "")).startswith(LABEL_PREFIX) and e.get("name") != ALIGN_LABEL
+              and not _is_device(e)]
+    aligns = [_span(e) for e in events if e.get("name") == ALIGN_LABEL]
+    steps = [(n, (_after_alignment(lo, hi, aligns), hi), t) for n, (lo, hi), t in steps]
     per_step = []
     for number, (lo, hi), _ in steps:
         compute = union(clip(compute_all, lo, hi))
@@ -221,11 +235,12 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
             "overlap_s": overlap, "exposed_comm_s": comm_s - overlap, "idle_s": (hi - lo) - busy,
         })
     lo_all, hi_all = steps[0][1][0], steps[-1][1][1]
-    arrivals = [a for a in _arrivals(comm_events, kind, main_threads) if lo_all <= a["arrival_s"] <= hi_all]
+    arrivals = [a for a in _arrivals(comm_events, kind, main_threads) if lo_all <= a["arrival_s"] <= hi_all
+                and not any(x <= a["arrival_s"] <= y for x, y in aligns)]
     return {
         "rank": rank, "device_kind": kind, "steps": per_step, "collectives": arrivals,
         "memory_peak_bytes": _memory_peaks(trace, [p for p in phases if lo_all <= p[1][0] <= hi_all]),
-        "clock_offset_s": clock_offset_s,
+        "clock_offset_ns": clock_offset_ns,
     }
 
 
@@ -251,7 +266,7 @@ def _skew(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keyed = []
     for r in ranks:
         # Arrivals on one clock: each rank's trace offset relative to the first rank's.
-        shift = r["clock_offset_s"] - ranks[0]["clock_offset_s"]
+        shift = (r["clock_offset_ns"] - ranks[0]["clock_offset_ns"]) / 1e9  # integers: exact
         keyed.append({(a["seq"] if by_seq else i): {**a, "arrival_s": a["arrival_s"] + shift}
                       for i, a in enumerate(r["collectives"])})
     common = sorted(set.intersection(*(set(k) for k in keyed))) if keyed else []
