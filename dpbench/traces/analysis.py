@@ -362,6 +362,6 @@ def describe(label: str, breakdown: dict[str, Any]) -> str:
     skew = breakdown.get("skew")
     # A straggler worth naming: late at most collectives by more than 5% of the step.
     if skew and skew["straggler_share"] >= 0.5 and span > 0 and skew["median_skew_s"] > 0.05 * span:
-        text += (f"; rank {skew['straggler']} arrives {skew['median_skew_s'] * 1e3:.1f} ms late (median) at "
+        text += (f"; rank {skew['straggler']} arrives {skew['median_skew_s'] * 1e3:.3g} ms late (median) at "
                  f"{round(skew['straggler_share'] * skew['collectives'])} of {skew['collectives']} collectives")
     return text + "."
