@@ -9,7 +9,7 @@ reference; HTA reads CUDA kernels only, so on CPU the same definitions are appli
 * communication: the union of the collective intervals in the step — on CPU the gloo/c10d
   collective ops the profiler recorded (on every thread, gloo's own included) and dpbench's own
   ``dpbench:communication`` label (allreduce's and manual's gradient sync); on CUDA the ``nccl*``
-  kernels (and the label on the host);
+  kernels and that label as the device ran it (``gpu_user_annotation``);
 * compute: the union of every other op (CPU: ``cpu_op`` events not inside a communication interval
   of the same thread; CUDA: every other kernel, memcpy and memset on the device);
 * overlap: compute ∩ communication. On CPU it is labelled *concurrent* (gloo's threads run beside
@@ -117,6 +117,11 @@ def _is_device(e: dict[str, Any]) -> bool:
     return e.get("cat") in _DEVICE_CATS
 
 
+def _on_host(e: dict[str, Any]) -> bool:
+    """Not a device activity: Kineto mirrors annotations onto the GPU timeline as gpu_user_annotation."""
+    return not _is_device(e) and not str(e.get("cat", "")).startswith("gpu_")
+
+
 def _thread(e: dict[str, Any]) -> tuple[Any, Any]:
     return e.get("pid"), e.get("tid")
 
@@ -144,7 +149,7 @@ def _arrivals(comm_events: list[dict[str, Any]], kind: str,
     if kind == "cuda":
         chosen = [e for e in comm_events if _is_device(e) and str(e.get("name", "")).lower().startswith("nccl")]
     else:
-        host = [e for e in comm_events if not _is_device(e) and e.get("name") != COMM_LABEL
+        host = [e for e in comm_events if _on_host(e) and e.get("name") != COMM_LABEL
                 and _thread(e) in main_threads]
         # The outermost collective op of each call (c10d::allreduce_ holds record_param_comms).
         host.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
@@ -174,14 +179,16 @@ def _seq_of(e: dict[str, Any], comm_events: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def _memory_peaks(trace: dict[str, Any], phases: list[tuple[str, Interval]]) -> dict[str, int]:
-    """Peak allocated bytes per phase from the profiler's ``[memory]`` events (profile_memory=True)."""
+def _memory_peaks(trace: dict[str, Any], phases: list[tuple[str, Interval]], kind: str) -> dict[str, int]:
+    """Peak allocated bytes per phase from the profiler's ``[memory]`` events (profile_memory=True):
+    the host allocator's on CPU, the CUDA caching allocator's on CUDA (Device Type 0 / 1)."""
+    device_type = 1 if kind == "cuda" else 0
     samples = []
     for e in trace["traceEvents"]:
         if isinstance(e, dict) and e.get("name") == "[memory]" and isinstance(e.get("ts"), (int, float)):
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             total = args.get("Total Allocated")
-            if isinstance(total, (int, float)):
+            if isinstance(total, (int, float)) and args.get("Device Type", 0) == device_type:
                 samples.append((float(e["ts"]) / 1e6, int(total)))
     peaks: dict[str, int] = {}
     for name, (a, b) in phases:
@@ -202,7 +209,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     clock_offset_ns = int(trace.get("baseTimeNanoseconds") or 0)
     kind = _device_kind(events)
     steps = sorted(((int(m.group(1)), _span(e), _thread(e)) for e in events
-                    if (m := _STEP.match(str(e.get("name", ""))))), key=lambda s: s[0])
+                    if _on_host(e) and (m := _STEP.match(str(e.get("name", ""))))), key=lambda s: s[0])
     if not steps:
         raise ValueError("no ProfilerStep#N annotation: the trace holds no profiled training step")
     main_threads = {thread for _, _, thread in steps}
@@ -211,17 +218,19 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     for e in comm_events:
         comm_by_thread.setdefault(_thread(e), []).append(_span(e))
     if kind == "cuda":
-        comm_all = [_span(e) for e in comm_events if _is_device(e)]
-        compute_all = [_span(e) for e in events if _is_device(e) and not _is_comm_name(e)]
+        # Our communication label as the device ran it (manual's copies between GPUs, allreduce's
+        # packing around its nccl calls) is communication too.
+        device_label = [_span(e) for e in events if e.get("name") == COMM_LABEL and e.get("cat") == "gpu_user_annotation"]
+        comm_all = [_span(e) for e in comm_events if _is_device(e)] + device_label
+        compute_all = subtract([_span(e) for e in events if _is_device(e) and not _is_comm_name(e)], device_label)
     else:
         comm_all = [s for spans in comm_by_thread.values() for s in spans]
         ops = [(_thread(e), _span(e)) for e in events
                if e.get("cat") == "cpu_op" and not _is_comm_name(e)]
         compute_all = _per_thread_compute(ops, comm_by_thread)
     phases = [(str(e["name"])[len(LABEL_PREFIX):], _span(e)) for e in events
-              if str(e.get("name", "")).startswith(LABEL_PREFIX) and e.get("name") != ALIGN_LABEL
-              and not _is_device(e)]
-    aligns = [_span(e) for e in events if e.get("name") == ALIGN_LABEL]
+              if str(e.get("name", "")).startswith(LABEL_PREFIX) and e.get("name") != ALIGN_LABEL and _on_host(e)]
+    aligns = [_span(e) for e in events if e.get("name") == ALIGN_LABEL and _on_host(e)]
     steps = [(n, (_after_alignment(lo, hi, aligns), hi), t) for n, (lo, hi), t in steps]
     per_step = []
     for number, (lo, hi), _ in steps:
@@ -239,7 +248,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
                 and not any(x <= a["arrival_s"] <= y for x, y in aligns)]
     return {
         "rank": rank, "device_kind": kind, "steps": per_step, "collectives": arrivals,
-        "memory_peak_bytes": _memory_peaks(trace, [p for p in phases if lo_all <= p[1][0] <= hi_all]),
+        "memory_peak_bytes": _memory_peaks(trace, [p for p in phases if lo_all <= p[1][0] <= hi_all], kind),
         "clock_offset_ns": clock_offset_ns,
     }
 

@@ -55,6 +55,13 @@ def cuda_rank() -> dict:
         op("ampere_sgemm_128x64_nn", 10, 30, tid=7, cat="kernel"),
         op("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30, 30, tid=8, cat="kernel"),
         op("Memcpy DtoD (Device -> Device)", 60, 5, tid=7, cat="gpu_memcpy"),
+        # Kineto mirrors host annotations onto the GPU timeline: not a second step.
+        op("ProfilerStep#1", 10, 55, tid=7, cat="gpu_user_annotation"),
+        op("dpbench:forward", 10, 30, cat="user_annotation"),
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": MAIN, "ts": 20,
+         "args": {"Total Allocated": 5000, "Device Type": 1}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": MAIN, "ts": 21,
+         "args": {"Total Allocated": 99, "Device Type": 0}},
     ]
     return {"traceEvents": events, "baseTimeNanoseconds": 10**18}
 

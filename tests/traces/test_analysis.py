@@ -37,6 +37,16 @@ def test_cuda_counts_kernels_and_labels_overlap_hidden(tmp_path):
     assert (r["compute_s"], r["comm_s"], r["overlap_s"], r["exposed_comm_s"], r["idle_s"]) == (
         _close(35 * US), _close(30 * US), _close(10 * US), _close(20 * US), _close(45 * US))
     assert r["overlap_fraction"] == _close(10 / 30)
+    assert r["steps"] == 1 and r["memory_peak_bytes"] == {"forward": 5000}  # the CUDA allocator's
+
+
+def test_on_cuda_our_communication_label_as_the_device_ran_it_is_communication(tmp_path):
+    trace = cuda_rank()
+    trace["traceEvents"].append(op("dpbench:communication", 58, 10, tid=7, cat="gpu_user_annotation"))
+    r = analyse_case([write(tmp_path / "rank0.json.gz", trace)])["ranks"][0]
+    # The memcpy [60,65] inside it moves to communication: compute 30, comm [30,68] = 38, overlap 10.
+    assert (r["compute_s"], r["comm_s"], r["overlap_s"], r["idle_s"]) == (
+        _close(30 * US), _close(38 * US), _close(10 * US), _close(42 * US))
 
 
 def test_skew_and_straggler_across_ranks_on_one_wall_clock(tmp_path):
