@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,7 +96,10 @@ def trace_steps(trainer: Any, *, directory: str, active: int, warmup: int,
 
         trainer.phases.labels = True
         try:
-            measured = trainer.run_steps(total, heartbeat=heartbeat, on_step=after_step)
+            with warnings.catch_warnings():
+                # One recording cycle by design: torch's note that later cycles would drop it is noise here.
+                warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+                measured = trainer.run_steps(total, heartbeat=heartbeat, on_step=after_step)
         finally:
             trainer.phases.labels = False
     trainer.timed_peak.clear()
