@@ -33,7 +33,11 @@ def trace_env(environ: Any) -> bool:
 def trace_trial(run: Any, trace: TracePath, name: str, *, untraced_step_s: float) -> dict[str, Any]:
     """Trace ``run`` into the staged directory for ``name``; what extra_info needs later."""
     staged, relative = trace(name)
-    result = run.trace(TRACE_STEPS, staged, warmup=TRACE_WARMUP)
+    try:
+        result = run.trace(TRACE_STEPS, staged, warmup=TRACE_WARMUP)
+    except Exception as exc:  # the timed rounds are done and kept: a failed trace costs only the trace
+        last = str(exc).strip().splitlines()[-1:] or [""]
+        return {"skipped": f"tracing failed: {type(exc).__name__}: {last[0]}"}
     if result.skip_reason is not None:
         return {"skipped": result.skip_reason}
     active = result.active_step_times

@@ -59,3 +59,14 @@ def test_extra_info_holds_the_breakdown_overhead_and_two_pass_or_the_skip(tmp_pa
     assert info["two_pass"]["difference_of_step"] == pytest.approx(0.0, abs=1e-9) and not info["two_pass"]["disagree"]
     assert trace_extra_info({"skipped": "why"}, {}) == {"skipped": "why"}
     assert trace_extra_info(None, {}) is None
+
+
+def test_a_trace_that_fails_costs_only_the_trace():
+    from dpbench.measure.tracing import trace_trial
+
+    class _Run:
+        def trace(self, k, path, *, warmup):
+            raise RuntimeError("rank 1 failed:\nTraceback ...\nOSError: disk full")
+
+    traced = trace_trial(_Run(), lambda name: (Path("/staged") / name, f"traces/r/{name}"), "c", untraced_step_s=0.01)
+    assert traced == {"skipped": "tracing failed: RuntimeError: OSError: disk full"}
