@@ -100,6 +100,9 @@ def _storage_dir(config) -> Path | None:
 def pytest_addoption(parser):
     parser.addoption("--dpbench-trials", metavar="N", default=None,
                      help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)")
+    parser.addoption("--dpbench-trace", action="store_true", default=False,
+                     help="profile a few steps of every case after its first trial's timed rounds: per-rank "
+                          "traces in results/<machine>/traces/<run-id>/ (env DPBENCH_TRACE=1)")
 
 
 def pytest_configure(config):
@@ -116,13 +119,27 @@ def pytest_configure(config):
         profile = dataclasses.replace(profile, trials=1, rounds=1, warmup_rounds=0)
     config._dpbench_profile = profile
     config._dpbench_timelines = TimelineStore()
+    config._dpbench_traces = _trace_store(config)
     _INTERRUPTED.update(yes=False, signal=None)
     _sigterm_interrupts(config)
     from dpbench.strategies import StrategyUnavailable
 
     config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
+                                          trace=config._dpbench_traces and config._dpbench_traces.dir_for,
                                           unavailable=(StrategyUnavailable,),
                                           progress=lambda text: _say(config, text))
+
+
+def _trace_store(config):
+    """The session's TraceStore when tracing is on (--dpbench-trace or DPBENCH_TRACE=1), else None."""
+    from dpbench.measure.tracing import trace_env
+    from dpbench.traces.store import TraceStore
+
+    try:
+        on = config.getoption("dpbench_trace", False) or trace_env(os.environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return TraceStore(config._dpbench_timelines.run_id) if on else None
 
 
 def _say(config, text: str) -> None:
@@ -195,9 +212,10 @@ def pytest_unconfigure(config):
     previous = getattr(config, "_dpbench_sigterm", None)
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
-    store = getattr(config, "_dpbench_timelines", None)
-    if store is not None:
-        store.discard()
+    for name in ("_dpbench_timelines", "_dpbench_traces"):
+        store = getattr(config, name, None)
+        if store is not None:
+            store.discard()
 
 
 @pytest.fixture(scope="session")
@@ -227,13 +245,15 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     if storage is None:
         return
     # Should pytest die during the write (SIGKILL), the reaper removes a half-written run file
-    # and the timelines published for it (see dpbench.launcher.lifeline).
+    # and the timelines and traces published for it (see dpbench.launcher.lifeline).
     before = sorted(map(str, storage.glob(_RUN_GLOB)))
     machine_dir = storage / get_machine_id()
     config._dpbench_timelines.publish(machine_dir)
-    published = config._dpbench_timelines.published
+    if config._dpbench_traces is not None:
+        config._dpbench_traces.publish(machine_dir)
+    published = [config._dpbench_timelines.published, getattr(config._dpbench_traces, "published", None)]
     reaper().guard_save(str(storage), root=storage, pattern=_RUN_GLOB, before=before,
-                        also=[str(published)] if published else [], keep_complete=True)
+                        also=[str(p) for p in published if p], keep_complete=True)
 
 
 _RUN_GLOB = "*/[0-9][0-9][0-9][0-9]_*.json"
@@ -254,8 +274,9 @@ def pytest_sessionfinish(session, exitstatus):
     failed_save = outcome.excinfo is not None and not isinstance(outcome.excinfo[1], KeyboardInterrupt)
     interrupted = interrupted or _INTERRUPTED["yes"] or outcome.excinfo is not None
     store = session.config._dpbench_timelines
-    if interrupted and store.published is not None:
-        shutil.rmtree(store.published, ignore_errors=True)  # published by this session only
+    for published in (store.published, getattr(session.config._dpbench_traces, "published", None)):
+        if interrupted and published is not None:
+            shutil.rmtree(published, ignore_errors=True)  # published by this session only
     removed = []
     if storage is not None and storage.exists():
         for path in set(storage.glob(_RUN_GLOB)) - before:

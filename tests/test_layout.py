@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "dpbench"
 
 # Lowest first. A package may import only those before it (and the root helpers in FOUNDATION).
-LAYERS = ["parallel", "workloads", "strategies", "sampler", "launcher", "measure", "results", "gate", "report"]
+LAYERS = ["parallel", "workloads", "strategies", "sampler", "launcher", "traces", "measure", "results", "gate", "report"]
 FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.
 ROOT_FILES = {"__init__.py", "cli.py", "schema.py", "demo.py", "stats.py", "_lazy.py", "_atomic.py"}

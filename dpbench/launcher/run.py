@@ -219,6 +219,19 @@ class Run:
         return combine(per_rank, device_type=self.spec.device_type, options=self.spec.options,
                        environ=os.environ)
 
+    def trace(self, k: int = 3, path: Any = "traces", *, warmup: int = 1) -> Any:
+        """Profile ``k`` more training steps (after ``warmup`` untraced profiler warm-up steps) with
+        torch.profiler and write one gzipped Chrome trace per rank, ``<path>/rank<r>.json.gz``.
+
+        Call it after the timed steps: traced steps continue the batch sequence and are never
+        timed steps. Returns a :class:`dpbench.launcher.tracing.TraceResult` (files, traced step
+        times, or ``skip_reason`` when the strategy cannot be traced per rank: dp, torch-dp).
+        ``dpbench.traces.analyse_case(result.files)`` gives the breakdown (see the README).
+        """
+        from dpbench.launcher.tracing import trace_run
+
+        return trace_run(self, self._live_pool(), k, path, warmup=warmup)
+
     def close(self) -> None:
         """Stop the workers; idempotent, safe after a failure."""
         if self._pool is not None:

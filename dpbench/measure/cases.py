@@ -12,7 +12,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from dpbench.measure.trials import TrialResult
 
@@ -64,6 +64,7 @@ class TrainingCase:
     global_batch: int
     options: dict[str, Any] = field(default_factory=dict)
     reference: "TrainingCase | None" = field(default=None, compare=False)
+    traceable: ClassVar[bool] = True  # measure_trial takes trace= (dpbench.measure.tracing)
 
     @property
     def id(self) -> str:
@@ -92,7 +93,8 @@ class TrainingCase:
                            {str(k): repr(v) for k, v in sorted(options.items())}])
 
     def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
-                      timeline: TimelinePath | None, first: bool) -> TrialResult:
+                      timeline: TimelinePath | None, first: bool, trace: TimelinePath | None = None) -> TrialResult:
+        """``trace``: where the first trial's profiler traces go (opt-in, dpbench.measure.tracing)."""
         from dpbench.launcher import launch
         from dpbench.launcher.step_stats import merge_step_stats
 
@@ -110,6 +112,12 @@ class TrainingCase:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
             control = run.control()
             metrics = run.case_metrics() if first and hasattr(run, "case_metrics") else None
+            traced = None
+            if trace is not None and first:  # last: nothing measured afterwards runs after traced steps
+                from dpbench.measure.tracing import trace_trial
+
+                traced = trace_trial(run, trace, f"{self.id}-b{self.global_batch}",
+                                     untraced_step_s=statistics.median(t for r in rounds for t in r.step_times))
             info = dict(run.info)
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}")
         merged = merge_step_stats(rounds)
@@ -117,7 +125,7 @@ class TrainingCase:
             trial=trial, order=-1, started_at=math.nan, steps_per_round=k,
             round_times=[r.total_time / r.steps for r in rounds], unit_times=list(merged.step_times),
             control_s=control, sampler=summary, timeline=recorded,
-            detail={"run_info": info, "merged": merged, "case_metrics": metrics},
+            detail={"run_info": info, "merged": merged, "case_metrics": metrics, "trace": traced},
         )
 
 

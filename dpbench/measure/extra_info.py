@@ -121,6 +121,10 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         from dpbench.measure.derive import derive
 
         info.update(derive(result.case_metrics, step_time_s=step_time, world_size=info["world_size"]))
+    if first.detail.get("trace") is not None:  # opt-in tracing (dpbench.measure.tracing)
+        from dpbench.measure.tracing import trace_extra_info
+
+        info["trace_breakdown"] = trace_extra_info(first.detail["trace"], info)
     return info
 
 

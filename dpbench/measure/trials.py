@@ -115,12 +115,13 @@ class TrialSession:
     """
 
     def __init__(self, profile: Any, trials: int, *, timeline: Callable[[str], tuple[Any, str]] | None = None,
-                 unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None):
+                 trace: Callable[[str], tuple[Any, str]] | None = None, unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None):
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials must be an int >= 1, got {trials!r}")
         self.profile = profile
         self.trials = trials
         self._timeline = timeline
+        self._trace = trace  # where traces go when tracing is on (dpbench.measure.tracing); None: off
         self._unavailable = unavailable
         self._progress = progress or (lambda text: None)
         self._cases: dict[str, Measurable] = {}
@@ -153,8 +154,10 @@ class TrialSession:
         k = result.trials[0].steps_per_round if result.trials else None
         started = time.time()
         try:
+            # Only cases that trace are asked to (a case without the keyword still measures).
+            tracing = {"trace": self._trace} if self._trace is not None and getattr(case, "traceable", False) else {}
             measured = case.measure_trial(self.profile, trial=trial, steps_per_round=k,
-                                          timeline=self._timeline, first=not result.trials)
+                                          timeline=self._timeline, first=not result.trials, **tracing)
         except self._unavailable as exc:
             result.skip_reason = str(getattr(exc, "reason", exc))
             return

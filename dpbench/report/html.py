@@ -20,6 +20,7 @@ from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 from dpbench.report.sections import build_sections
 from dpbench.report.summary import run_warnings, summarize
+from dpbench.report.traces import OPEN_OFFLINE, build_traces  # issue 20: the "Traces" section
 
 __all__ = ["render_report", "write_report"]
 
@@ -101,6 +102,7 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [],
         threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],
+        traces=build_traces(frame), traces_open_offline=OPEN_OFFLINE,  # issue 20 (templates/_traces.html.j2)
     )
 
 

@@ -24,6 +24,10 @@ class PhaseTimer:
         self._indices = cuda_indices(cuda_devices) if cuda_devices else ()
         self._pending: list[tuple[str, Any, Any]] = []
         self._totals: dict[str, float] = {}
+        # While a trace is recorded (strategies/_tracing.py) each phase is also a
+        # record_function label "dpbench:<phase>"; off otherwise, so timed steps carry no
+        # profiler call at all.
+        self.labels = False
 
     def sync(self) -> None:
         """Wait for every queued kernel on this worker's GPUs (a no-op on CPU).
@@ -39,11 +43,19 @@ class PhaseTimer:
     def __call__(self, phase: Any) -> Iterator[None]:
         from dpbench.parallel._timing import mark
 
+        label = None
+        if self.labels:
+            import torch
+
+            label = torch.profiler.record_function(f"dpbench:{getattr(phase, 'value', phase)}")
+            label.__enter__()
         start = mark(self._indices)
         try:
             yield
         finally:
             self.add_span(phase, start, mark(self._indices))
+            if label is not None:
+                label.__exit__(None, None, None)
 
     def add_span(self, phase: Any, start: Any, end: Any) -> None:
         """A span between two marks of :mod:`dpbench.parallel._timing` (read later on CUDA)."""

@@ -122,6 +122,9 @@ class Strategy(ABC):
     option_defaults: ClassVar[dict[str, Any]] = {}
     # True when every rank is its own process that receives only its slice of the batch.
     multiprocess: ClassVar[bool] = False
+    # Why a profiler trace of this strategy would not mean what it says (None: traceable);
+    # see strategies/_tracing.py.
+    trace_unavailable: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -263,8 +266,11 @@ class Strategy(ABC):
             target = take_slice(target, start, sizes[self.rank])
         return inputs, target
 
-    def run_steps(self, k: int, heartbeat: Any = None) -> dict[str, Any]:
-        """Run ``k`` timed steps; return this rank's raw measurements for the parent to reduce."""
+    def run_steps(self, k: int, heartbeat: Any = None, on_step: Any = None) -> dict[str, Any]:
+        """Run ``k`` timed steps; return this rank's raw measurements for the parent to reduce.
+
+        ``on_step()`` is called after each step, once its clock has stopped (the profiler's
+        ``prof.step()`` when tracing)."""
         import torch
 
         spec = self.spec
@@ -284,6 +290,8 @@ class Strategy(ABC):
             times.append(time.perf_counter() - t0)
             losses.append(loss)
             self._step += 1
+            if on_step is not None:
+                on_step()
             if heartbeat is not None:
                 heartbeat()
         # Loss values and CUDA phase events are read after the timed loop (reading either

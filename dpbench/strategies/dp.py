@@ -34,6 +34,10 @@ class DP(Strategy):
     """
 
     name = StrategyName.DP.value
+    # The replicas are concurrent threads of one process: the trace records their ops by thread, and
+    # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
+    trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
+                         "attribute to ranks")
     option_defaults = {"chunk_sizes": None, "replicas_per_device": None}
 
     @classmethod

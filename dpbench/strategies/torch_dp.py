@@ -23,6 +23,10 @@ class TorchDP(Strategy):
     """
 
     name = StrategyName.TORCH_DP.value
+    # The replicas are concurrent threads of one process: the trace records their ops by thread, and
+    # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
+    trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
+                         "attribute to ranks")
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
