@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Sequence
 
-__all__ = ["CHI2_1_MEDIAN", "TAU_QUANTILE", "MIN_PAIRS", "MIN_TRIALS", "Evidence", "Method", "Pooled", "Prior", "between_run_variance",
+__all__ = ["BIG_DF", "CHI2_1_MEDIAN", "TAU_CUT", "TAU_QUANTILE", "MIN_PAIRS", "MIN_TRIALS", "Evidence", "Method", "Pooled", "Prior", "between_run_variance",
            "evidence", "fit_prior", "holm", "moderate", "trigamma_inverse"]
 
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
@@ -53,7 +53,7 @@ CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.ppf(0.5, 1)
 # tenth, where real changes sit, still does not set it). Chosen by scripts/simulate_gate.py.
 TAU_QUANTILE = 0.9
 TAU_CUT = 3.0  # sds: a benchmark further from "no change" than this does not set the spread
-_BIG_DF = 1e6  # a prior "known exactly": d0 = ∞ is stored as this, so the t-test is a z-test
+BIG_DF = 1e6  # a prior "known exactly": d0 = ∞ is stored as this, so the t-test is a z-test
 
 
 class Method(str, Enum):
@@ -136,7 +136,7 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> Prior:
     mean_e = statistics.fmean(e)
     excess = statistics.variance(e) - statistics.fmean(float(polygamma(1, d / 2)) for _, d in points)
     if excess <= 0:  # the variances differ no more than sampling explains: one variance for all
-        return Prior(s2=math.exp(mean_e), df=_BIG_DF)
+        return Prior(s2=math.exp(mean_e), df=BIG_DF)
     d0 = 2 * trigamma_inverse(excess)
     return Prior(s2=math.exp(mean_e + float(digamma(d0 / 2)) - math.log(d0 / 2)), df=d0)
 
