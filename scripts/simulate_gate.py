@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = SCENARIOS[args.scenario]
     started = time.perf_counter()
-    targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials)
+    if args.jobs > 0:
+        targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials)
     if args.power:
         power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks)
     print(f"\n({time.perf_counter() - started:.0f} s)")
