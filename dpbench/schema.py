@@ -60,7 +60,7 @@ class Profile(str, Enum):
 EXTRA_INFO_FIELDS = (
     "schema",
     "case_key",
-    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, control_s, cv, sampler, timelines
+    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler, timelines
     "step_time_s",  # the headline: median over trials of each trial's median seconds per step
     "step_time_ci95",
     "kind",  # "training" or "collective"
@@ -74,12 +74,12 @@ EXTRA_INFO_FIELDS = (
     "per_replica_batch",
     "steps_per_round",
     "samples_per_s",
-    "step_time_p50",
     "step_time_p95",
     "phases",
     "peak_memory_bytes",
     "sampler",
     "threads_per_worker",
+    "harness_settings",  # what dpbench set for the workers (threads, pinning; no runtime variables)
     "seed",
     "profile",
 )

@@ -227,6 +227,10 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts = machine_facts()
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
+    from dpbench.launcher.runtime_env import user_runtime_env
+
+    # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).
+    facts["runtime_env"] = user_runtime_env(os.environ)
     machine_info.update(facts)
     from dpbench.launcher.cluster import cluster_facts
 
@@ -314,8 +318,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if profile is not None and len(getattr(config, "_dpbench_trials", ())):
         terminalreporter.write_line(
             f"dpbench: pytest-benchmark's table shows seconds per step (per call for collectives), measured in "
-            f"the workers: {profile.trials} fresh-process trials × {profile.rounds} rounds per case. "
-            f"`dpbench report` gives the medians over trials with their intervals.")
+            f"the workers: one round = one fresh-process trial's median ({profile.trials} trials × "
+            f"{profile.rounds} timed rounds per case), so its Median is the headline step_time_s that "
+            f"`dpbench report` and `dpbench compare` use.")
 
 
 @pytest.fixture

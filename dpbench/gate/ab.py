@@ -11,8 +11,10 @@ revision's source whichever worktree the shared environment's editable install p
 The suites run one trial per invocation (``DPBENCH_TRIALS=1``), in the order base, head, head,
 base, base, head, … so neither side always runs first (a drift of the machine over the job falls
 on both sides alike). Each invocation saves one run under ``<workdir>/<id>/base`` or ``/head``;
-the runs stay there, the worktrees are removed (``--keep`` keeps them), and the multi-run
-``dpbench compare --baseline RUN... --candidate RUN...`` gives the verdict and the exit code.
+the runs stay there, the worktrees are removed (``--keep`` keeps them), and
+``dpbench compare --baseline RUN... --candidate RUN... --paired`` gives the verdict and the exit
+code: trial i of base and trial i of head ran next to each other, so the test takes the log
+ratios of those pairs (drift of the machine between pairs cancels).
 """
 from __future__ import annotations
 
@@ -96,7 +98,9 @@ def _compare(base: Revision, head: Revision, compare_args: Sequence[str]) -> int
 
     print(f"baseline  = {base.label}: {len(base.runs)} runs in {base.storage}")
     print(f"candidate = {head.label}: {len(head.runs)} runs in {head.storage}", flush=True)
-    argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), *compare_args]
+    # Run i of each side is trial i of the ABBA schedule: the two ran next to each other, so they
+    # are judged as a pair (the log ratio of adjacent base/head trials cancels the machine's drift).
+    argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), "--paired", *compare_args]
     code = run_compare(compare_parser().parse_args(argv))
     sys.stdout.flush()
     return code

@@ -29,13 +29,12 @@ _COMPARE_PARSER = dict(
         usage="dpbench compare BASELINE CANDIDATE [options]\n"
               "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
         description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
-                    "a side's trials are pooled over its runs). Regressed = slower by more than --threshold "
-                    "and significant: one-sided Welch t-test on log trial times against the baseline shifted "
-                    "by the threshold, each side's spread at least the run's typical one (with one trial on a "
-                    "side: Mann-Whitney on the rounds). Slower but not "
-                    "significant, or a control that moved as much, is inconclusive. Exit 0: no regression; "
-                    "1: a regression, or benchmarks missing from the candidate (see --allow-missing); "
-                    "2: unusable input.")
+                    "a side's trials are pooled over its runs). Regressed = slower than the controls' shift by "
+                    "more than --threshold, and significant after Holm's correction over the distinct cases: "
+                    "a one-sided moderated t-test on log trial times that includes the between-run spread "
+                    "(estimated from the comparison itself and any --aa runs). Fewer than 2 trials a side, "
+                    "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
+                    "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.")
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,12 +44,17 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
                    help="the candidate's runs (several: their trials are pooled)")
     p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the test (default 0.05)")
+    p.add_argument("--alpha", default="0.05",
+                   help="family-wise significance level, in (0, 0.5] (default 0.05): the chance that a job "
+                        "with no regression fails")
+    p.add_argument("--paired", action="store_true",
+                   help="run i of the baseline ran next to run i of the candidate (dpbench ab passes this): "
+                        "test the log ratios of those pairs")
     p.add_argument("--allow-missing", action="store_true",
                    help="benchmarks in the baseline but not in the candidate are listed, not failed")
     p.add_argument("--aa", metavar="RUN", action="append", default=[],
-                   help="another run of the baseline's code (A/A; repeatable): each benchmark's threshold "
-                        "becomes at least the largest change between the baseline and these runs")
+                   help="another run of the baseline's code on its machine (A/A; repeatable): the between-run "
+                        "spread the test allows is at least what these runs show, overall and per benchmark")
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
     p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
     p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
@@ -80,12 +84,19 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def run_compare(args: argparse.Namespace) -> int:
     """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
     from dpbench._atomic import atomic_write_text
-    from dpbench.gate.compare import compare_runs, parse_threshold
+    from dpbench.gate.compare import check_alpha, compare_runs, parse_threshold
+    from dpbench.results.load import ResultsError
     from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
 
+    threshold = parse_threshold(args.threshold)
+    try:
+        alpha = float(args.alpha)
+    except ValueError:
+        raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
+    check_alpha(alpha)
     baseline, candidate = _sides(args)
-    cmp = compare_runs(baseline, candidate, threshold=parse_threshold(args.threshold), alpha=args.alpha,
-                       results_dir=args.results, aa=args.aa, allow_missing=args.allow_missing)
+    cmp = compare_runs(baseline, candidate, threshold=threshold, alpha=alpha, results_dir=args.results,
+                       aa=args.aa, allow_missing=args.allow_missing, paired=args.paired)
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     for warning in cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)

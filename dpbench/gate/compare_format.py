@@ -11,7 +11,7 @@ from typing import Any
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.results.units import fmt_ratio, fmt_seconds
 
-__all__ = ["HEADER", "display_names", "rows", "summary_line", "to_github_action_benchmark", "to_json",
+__all__ = ["HEADER", "display_names", "family_line", "rows", "summary_line", "to_github_action_benchmark", "to_json",
            "to_markdown", "to_text", "verdict_line"]
 
 HEADER = ["benchmark", "baseline", "candidate", "change", "trials", "p", "test", "control", "verdict"]
@@ -52,8 +52,25 @@ def summary_line(cmp: Comparison) -> str:
     return ", ".join(f"{verdict} {count}" for verdict, count in cmp.counts.items())
 
 
+def _pct(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.1%}"
+
+
+def family_line(cmp: Comparison) -> str:
+    """What the comparison estimated from all its benchmarks: the test's assumptions, in one line."""
+    f = cmp.family
+    parts = [f"{f.size} distinct cases tested ({f.method}{', paired in schedule order' if cmp.paired else ''}; "
+             f"Holm: family-wise false-alarm rate ≤ {cmp.alpha:g})",
+             f"typical trial spread {_pct(f.prior_sd)} (weight {f.prior_df:.3g} df)"]
+    if f.method == "trials":
+        aa = "" if math.isnan(f.between_run_sd_aa) else f", {_pct(f.between_run_sd_aa)} in the --aa runs"
+        parts.append(f"between-run spread {_pct(f.between_run_sd)}{aa}")
+    parts.append(f"controls moved {fmt_ratio(f.control_shift)}, the median benchmark {fmt_ratio(f.median_shift)}")
+    return "; ".join(parts)
+
+
 def verdict_line(cmp: Comparison) -> str:
-    rule = f"slower by > {cmp.threshold:.1%} with p < {cmp.alpha:g}"
+    rule = f"slower than the controls by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
     short = display_names([b.name for b in cmp.benchmarks])
     parts = []
     if cmp.regressions:
@@ -81,7 +98,7 @@ def to_text(cmp: Comparison) -> str:
             lines.append("  ".join("-" * w for w in widths))
     short = display_names([b.name for b in cmp.benchmarks])
     notes = [f"note: {short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note and b.verdict != Verdict.MISSING]
-    return "\n".join(lines + [""] + notes + [summary_line(cmp), verdict_line(cmp)]) + "\n"
+    return "\n".join(lines + [""] + notes + [family_line(cmp), summary_line(cmp), verdict_line(cmp)]) + "\n"
 
 
 def _md(text: str) -> str:
@@ -95,7 +112,8 @@ def _md(text: str) -> str:
 def to_markdown(cmp: Comparison) -> str:
     """A summary for a pull-request comment."""
     icon = "❌" if cmp.exit_code else "✅"
-    lines = ["## dpbench compare", "", f"{icon} **{_md(verdict_line(cmp))}**", "", _md(summary_line(cmp)), ""]
+    lines = ["## dpbench compare", "", f"{icon} **{_md(verdict_line(cmp))}**", "", _md(summary_line(cmp)), "",
+             _md(family_line(cmp)), ""]
     lines += [f"> ⚠️ {_md(w)}" for w in cmp.warnings] + ([""] if cmp.warnings else [])
     lines += [f"Baseline {_md(cmp.baseline)} → candidate {_md(cmp.candidate)}", ""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -113,7 +131,8 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
 
     return {
         "baseline": cmp.baseline, "candidate": cmp.candidate, "threshold": cmp.threshold, "alpha": cmp.alpha,
-        "allow_missing": cmp.allow_missing, "warnings": cmp.warnings, "counts": cmp.counts,
+        "allow_missing": cmp.allow_missing, "paired": cmp.paired, "warnings": cmp.warnings, "counts": cmp.counts,
+        "family": {k: clean(v) for k, v in asdict(cmp.family).items()},
         "regressions": [b.name for b in cmp.regressions], "exit_code": cmp.exit_code,
         "benchmarks": [{k: clean(v) for k, v in asdict(b).items()} for b in cmp.benchmarks],
     }

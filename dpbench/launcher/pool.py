@@ -121,9 +121,10 @@ class WorkerPool:
     leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
     ``cores_per_worker``: the size of each rank's block (None: an equal share of the
     cores); see :func:`dpbench.launcher.affinity.plan_affinity`. The decision is in
-    ``affinity_plan`` and what each worker really runs with in ``worker_facts``. OpenMP
-    threads sleep at barriers instead of spinning (``OMP_WAIT_POLICY=PASSIVE`` unless one of
-    OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME is set): see ``launcher/runtime_env.py``.
+    ``affinity_plan`` and what each worker really runs with in ``worker_facts``. OpenMP and
+    MKL run with the user's own environment, nothing added (see ``launcher/runtime_env.py``).
+    The parent waits for results blocked in ``multiprocessing.connection.wait`` (no polling),
+    and workers send heartbeats at most once a second, so the parent stays asleep while steps run.
     """
 
     def __init__(

@@ -1,20 +1,22 @@
-"""Environment that torch's OpenMP runtime reads once, when it loads: set it where that happens.
+"""The OpenMP / MKL environment of the workers: the user's own, never one dpbench chose.
 
 Workers fork from the forkserver helper, which imported torch (and so initialised libgomp)
 when it started; libgomp reads ``OMP_WAIT_POLICY`` / ``GOMP_SPINCOUNT`` then and never
-again, so setting them in a worker does nothing (as for ``OMP_NUM_THREADS``, which
-``torch.set_num_threads`` overrides anyway). They must be in the environment the helper
-starts with, which is the parent's environment at that moment.
+again. The helper starts with the parent's environment at that moment, so whatever the user
+exported (``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=…``, ``KMP_BLOCKTIME``, ``MKL_*``) is what
+the workers' OpenMP runs with, exactly as in the user's own ``python train.py``.
 
-Why ``OMP_WAIT_POLICY=PASSIVE``: by default a libgomp thread that reaches a barrier first
-spins (300,000 iterations) before it sleeps. With every core given to intra-op threads, one
-other busy process (the parent, the sampler, another job on a shared machine) deschedules
-one of them, and its partner spins away the time slice the late thread needed. Measured on
-the 2-core development machine under shared load: ``single`` on the mlp workload, 2 threads,
-138-417 ms per step with the default against 31-38 ms with PASSIVE (1 thread: 28-42 ms),
-and the between-trial CV over five cases fell from a median of 36-44 % to 17 %
-(``scripts/bench_trial_cv.py``, 8 trials each, README). On an idle dedicated machine
-spinning can save a little latency; a user setting of any of these variables wins.
+Until issue 16 the pool exported ``OMP_WAIT_POLICY=PASSIVE`` for the helper unless the user had
+set a wait variable. That made the harness measure something a plain training script would
+not do: on the idle 2-core development machine ``single``/mlp through ``dpbench.launch`` was
+1.46× slower than the same loop in the calling process (0.96 with PASSIVE exported for both),
+and only the cases whose OpenMP team spans several threads (``single`` and the other
+two-thread cases, not one-thread-per-rank ``ddp`` w2) paid for it, biasing every "× single".
+What made spinning threads lose in the harness was the harness itself (a heartbeat to the
+parent after every step, a sampler waking 20 times a second on the workers' cores); those are
+quiet now (``WorkerContext.heartbeat`` is rate-limited, the suites' sampler samples less often
+without a spare core), and the default is the runtime's own. What the workers really ran with
+is in each worker's facts (``runtime_env``) and so in every benchmark's ``extra_info``.
 """
 from __future__ import annotations
 
@@ -22,18 +24,24 @@ import contextlib
 import os
 from typing import Iterator, Mapping
 
-__all__ = ["RUNTIME_DEFAULTS", "RUNTIME_VARIABLES", "runtime_env_patch", "patched_environ"]
+__all__ = ["RUNTIME_DEFAULTS", "RUNTIME_PREFIXES", "RUNTIME_VARIABLES", "patched_environ", "runtime_env_patch",
+           "user_runtime_env"]
 
-RUNTIME_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
-# Any of these set by the user means the user chose the wait behaviour: leave it alone.
+# Nothing: a setting a user's script would not have is never a silent default (issue 16).
+RUNTIME_DEFAULTS: dict[str, str] = {}
+# The variables that decide how OpenMP threads wait; recorded when the user set them.
 RUNTIME_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 
 
 def runtime_env_patch(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables to add for the forkserver helper (empty when the user set their own)."""
-    if any(name in environ for name in RUNTIME_VARIABLES):
-        return {}
-    return dict(RUNTIME_DEFAULTS)
+    """The variables dpbench adds for the forkserver helper: none (the user's environment stands)."""
+    return {name: value for name, value in RUNTIME_DEFAULTS.items() if name not in environ}
+
+
+def user_runtime_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The user's own OpenMP / MKL settings (what the workers' runtimes will read)."""
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(RUNTIME_PREFIXES)}
 
 
 @contextlib.contextmanager

@@ -35,9 +35,12 @@ def _safe(name: str) -> str:
 
 
 def _sampled(pids: list[int], devices: list[str], profile: Any):
-    from dpbench.sampler import ResourceSampler
+    from dpbench.sampler.base import SHARED_CORE_MIN_INTERVAL, ResourceSampler
 
-    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=devices or None)
+    # Without a spare core the sampler samples less often, so it does not take slices from the
+    # workers' threads (issue 16); its summary records the interval it used and why.
+    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=devices or None,
+                           shared_core_interval=SHARED_CORE_MIN_INTERVAL)
 
 
 def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str) -> tuple[dict, str | None]:

@@ -17,12 +17,13 @@ from typing import Any
 from dpbench.launcher.step_stats import merge_step_stats
 from dpbench.measure.cases import CollectiveCase, TrainingCase
 from dpbench.measure.profiles import ProfileConfig
-from dpbench.measure.trials import CaseResult, TrialSession, advance_worker_clock
+from dpbench.measure.trials import CaseResult, TrialSession, advance_worker_clock, reset_worker_clock
 from dpbench.schema import SCHEMA_VERSION
 from dpbench.stats import coefficient_of_variation, log_t_interval, or_none, paired_ratio, percentile
 
 __all__ = [
     "collective_extra_info",
+    "harness_settings",
     "measure_collective",
     "measure_training",
     "publish",
@@ -48,6 +49,9 @@ def trials_info(result: CaseResult) -> dict[str, Any]:
         "order": [t.order for t in trials],
         "started_at": [t.started_at for t in trials],
         "step_time_s": result.values,
+        # Every timed round of every trial (seconds per step or call), for distributions: the
+        # headline and pytest-benchmark's statistics are over the trials, never over rounds.
+        "round_times_s": [list(t.round_times) for t in trials],
         "control_s": result.controls,
         "cv": or_none(coefficient_of_variation(result.values)),
         "sampler": [t.sampler for t in trials],
@@ -101,13 +105,15 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "step_time_ci95": ci,
         "samples_per_s": batch / step_time,
         "samples_per_s_ci95": [batch / ci[1], batch / ci[0]] if ci else None,
-        "step_time_p50": statistics.median(merged.step_times),
+        # A tail, not a centre: the 95th percentile of every step of every trial. The centre is
+        # step_time_s alone (the pooled-step median, step_time_p50, is gone: one estimator, issue 16).
         "step_time_p95": percentile(merged.step_times, 95),
         "phases": merged.phases,
         "peak_memory_bytes": merged.peak_memory_bytes,
         "sampler": sampler,
         "trials": trials_info(result),
         "threads_per_worker": run_info.get("threads_per_worker"),
+        "harness_settings": harness_settings(run_info),
         "workers": run_info.get("workers"),
         "affinity": run_info.get("affinity"),
         "seed": run_info["seed"],
@@ -163,18 +169,41 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
     }
 
 
-def publish(benchmark: Any, result: CaseResult) -> None:
-    """Hand every timed round of every trial to pytest-benchmark, as seconds per step.
+def harness_settings(run_info: dict[str, Any]) -> dict[str, Any]:
+    """What dpbench itself set for this case's workers, beside what the user's environment had.
 
-    The suites' tests read time through :func:`dpbench.measure.trials.worker_clock`, which only moves
-    when told: replaying a round advances it by the round's worker-measured time per step.
+    Everything else is the user's: the OpenMP/MKL variables are inherited unchanged
+    (``launcher/runtime_env.py``); ``user_runtime_env`` is what rank 0's runtime was started with."""
+    workers = run_info.get("workers") or []
+    affinity = run_info.get("affinity") or {}
+    threads = run_info.get("threads_per_worker")
+    first = workers[0] if workers and isinstance(workers[0], dict) else {}
+    return {
+        "torch_threads": threads,  # torch.set_num_threads in every worker (OMP/MKL_NUM_THREADS for its children)
+        "interop_threads": first.get("interop_threads"),  # torch.set_num_interop_threads(1)
+        "pinned": affinity.get("pinned"),
+        "rank_cores": affinity.get("rank_cores"),  # sched_setaffinity per rank (None: not pinned)
+        "parent_cores": affinity.get("parent_cores"),  # where the parent and sampler were moved
+        "added_runtime_env": {},  # nothing: no OMP_WAIT_POLICY or other default of dpbench's
+        "user_runtime_env": dict(first.get("runtime_env") or {}),
+    }
+
+
+def publish(benchmark: Any, result: CaseResult) -> None:
+    """Hand every trial to pytest-benchmark as one round: its median step time (seconds per step).
+
+    So pytest-benchmark's statistics (its terminal table, ``pytest-benchmark compare``) are over
+    the trials, the unit of repetition, and its median *is* ``step_time_s`` bit for bit: the
+    suites' tests read time through :func:`dpbench.measure.trials.worker_clock`, reset to 0 before
+    each round (pytest-benchmark's ``setup``, outside its timer) and advanced by the trial's value.
+    The rounds themselves are in ``extra_info["trials"]["round_times_s"]``.
     """
-    values = [v for t in result.trials for v in t.round_times]
+    values = list(result.values)
     pending = iter(values)
-    benchmark.pedantic(lambda: advance_worker_clock(next(pending)), rounds=len(values), iterations=1,
-                       warmup_rounds=0)
+    benchmark.pedantic(lambda: advance_worker_clock(next(pending)), setup=reset_worker_clock, rounds=len(values),
+                       iterations=1, warmup_rounds=0)
     stats = getattr(getattr(benchmark, "stats", None), "stats", None)
-    if stats is not None and not math.isclose(stats.median, statistics.median(values), rel_tol=1e-9):
+    if stats is not None and stats.median != statistics.median(values):
         raise RuntimeError(
             "pytest-benchmark did not read the worker clock: the test needs "
             "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (suites/conftest.py adds it)")

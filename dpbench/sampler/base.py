@@ -24,13 +24,18 @@ from .errors import ErrorLog, NvmlUnavailable, SamplerWarning
 from .nvml import UTILIZATION_CAVEAT, NvmlBackend, load_nvml, probe_gpus, resolve_devices
 from .timeline import build_frame, build_marks, summarize_devices, write_timeline
 
-__all__ = ["ResourceSampler", "BACKENDS"]
+__all__ = ["ResourceSampler", "BACKENDS", "SHARED_CORE_MIN_INTERVAL"]
 
 BACKENDS = ("auto", "nvml", "cpu")
 
 # After this many samples in a row fail as a whole, the thread ends (cleanly, logged)
 # instead of logging the same failure forever.
 MAX_CONSECUTIVE_FAILURES = 25
+# The suites' sampler (``shared_core_interval=SHARED_CORE_MIN_INTERVAL``), when its thread has no core
+# of its own (every core it may use is one a watched process may use too), samples at most this often: each sample wakes a thread on a core the benchmark's threads are
+# using, and on CPU each one (procfs reads for every watched process) takes a slice from them. With a
+# spare core (WorkerPool moves the parent there) the requested interval stands. See issue 16.
+SHARED_CORE_MIN_INTERVAL = 0.25
 
 
 @dataclass
@@ -48,6 +53,10 @@ class _Recording:
     stop_event: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None
     thread_cpus: list | None = None  # the sampling thread's CPU affinity (None: not known)
+    requested_interval: float = 0.0
+    interval_reason: str | None = None  # why the thread samples less often than asked (None: it does not)
+    watched_pids: tuple = ()
+    shared_core_interval: float | None = None
 
 
 class ResourceSampler:
@@ -64,12 +73,15 @@ class ResourceSampler:
     ``errors`` and ``summary()["errors"]``) and ``stop()`` emits one SamplerWarning.
     """
 
-    def __init__(self, interval: float = 0.05, pids=None, *, devices=None, backend: str = "auto", nvml=None):
+    def __init__(self, interval: float = 0.05, pids=None, *, devices=None, backend: str = "auto", nvml=None,
+                 shared_core_interval: float | None = None):
         if isinstance(interval, bool) or not isinstance(interval, Real) or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval: expected a positive number of seconds, found {interval!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {', '.join(map(repr, BACKENDS))}, found {backend!r}")
         self.interval = float(interval)
+        # With no core of its own, sample at most every this many seconds (None: always ``interval``).
+        self.shared_core_interval = shared_core_interval
         self.pids = check_pids(pids)
         self.backend_reason = f"backend={backend!r}"
         self._nvml = None
@@ -116,7 +128,8 @@ class ResourceSampler:
         """Begin a new recording (any previous one is discarded)."""
         if self.running:
             raise RuntimeError("ResourceSampler.start(): already running; call stop() first")
-        rec = _Recording(interval=self.interval)
+        rec = _Recording(interval=self.interval, watched_pids=tuple(self.pids or ()),
+                         shared_core_interval=self.shared_core_interval)
 
         def report(message: str) -> None:
             rec.errors.add(message, rec.now)
@@ -187,6 +200,7 @@ class ResourceSampler:
         # moved the parent onto spare cores has moved this sampler off the workers' cores.
         if hasattr(os, "sched_getaffinity"):
             rec.thread_cpus = sorted(os.sched_getaffinity(0))
+        cls._quiet_on_shared_cores(rec)
         failures = 0
         interval = rec.interval
         while not rec.stop_event.is_set():
@@ -210,6 +224,26 @@ class ResourceSampler:
         now = time.perf_counter() - rec.t0
         if cls._tick(rec, backend, now):
             rec.final_tick = now
+
+    @staticmethod
+    def _quiet_on_shared_cores(rec: _Recording) -> None:
+        """Sample less often when this thread shares every core it may use with the watched processes."""
+        rec.requested_interval = rec.interval
+        pids = [p for p in rec.watched_pids if p != os.getpid()]  # watching itself competes with nobody
+        slowest = rec.shared_core_interval
+        if slowest is None or rec.thread_cpus is None or not pids or rec.interval >= slowest:
+            return
+        watched: set[int] = set()
+        for pid in pids:
+            try:
+                watched |= os.sched_getaffinity(pid)
+            except OSError:  # gone already, or not ours to ask
+                continue
+        if watched and set(rec.thread_cpus) <= watched:
+            rec.interval = slowest
+            rec.interval_reason = (f"no spare core: the sampler shares cores {rec.thread_cpus} with the watched "
+                                   f"processes, so it samples every {slowest:g} s, not every "
+                                   f"{rec.requested_interval:g} s")
 
     @staticmethod
     def _tick(rec: _Recording, backend, now: float) -> bool:
@@ -263,6 +297,9 @@ class ResourceSampler:
             "backend": self.backend,
             "backend_reason": self.backend_reason,
             "interval": self.interval,
+            # What the thread really used (SHARED_CORE_MIN_INTERVAL without a spare core) and why.
+            "effective_interval": rec.interval if rec else None,
+            "interval_reason": rec.interval_reason if rec else None,
             "duration_s": duration,
             "sample_count": len(ticks) + (1 if rec is not None and rec.final_tick is not None else 0),
             "achieved_interval_mean": statistics.fmean(gaps) if gaps else None,

@@ -262,9 +262,15 @@ def test_ab_exit_code_and_output_are_the_compares(ab_run):
     assert "test_collective[4KiB-all_reduce]" in proc.stdout
     # The same comparison run directly gives the same verdict and exit code.
     direct = workdir / "direct.json"
-    assert main(["compare", "--baseline", *base, "--candidate", *head, "--json", str(direct)]) == proc.returncode
+    # ab pairs trial i of base with trial i of head (they ran next to each other): --paired.
+    assert main(["compare", "--baseline", *base, "--candidate", *head, "--paired", "--json", str(direct)]) \
+        == proc.returncode
     ab_json, direct_json = json.loads((workdir / "compare.json").read_text()), json.loads(direct.read_text())
     assert ab_json == direct_json
+    assert ab_json["paired"] is True and ab_json["family"]["method"] == "paired"
+    (bench,) = ab_json["benchmarks"]
+    assert bench["pairs"] == 2 and bench["test"] == "moderated t on paired log ratios"
+    assert "2 base/head pairs in schedule order" in bench["note"]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""OpenMP's wait policy reaches the forkserver helper, where torch's OpenMP runtime reads it."""
+"""The workers' OpenMP runtime runs with the user's environment: dpbench adds no wait policy (issue 16)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
+from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch, user_runtime_env
 
 # A fresh process: the forkserver helper (and so libgomp's one reading of the environment)
 # starts with its first WorkerPool. OMP_DISPLAY_ENV makes libgomp print what it read.
@@ -39,10 +39,12 @@ def _libgomp_spincount(stderr: str) -> str:
     return lines[0].split("=", 1)[1].strip().strip("'")
 
 
-def test_patch_is_passive_unless_the_user_chose_a_wait_behaviour():
-    assert runtime_env_patch({}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+def test_no_runtime_variable_is_added_and_the_users_are_recorded():
+    assert runtime_env_patch({}) == {}
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
         assert runtime_env_patch({name: "1"}) == {}
+    assert user_runtime_env({"OMP_WAIT_POLICY": "ACTIVE", "MKL_X": "1", "PATH": "/bin"}) == {
+        "MKL_X": "1", "OMP_WAIT_POLICY": "ACTIVE"}
 
 
 def test_patched_environ_adds_for_the_duration_and_never_overrides(monkeypatch):
@@ -54,11 +56,18 @@ def test_patched_environ_adds_for_the_duration_and_never_overrides(monkeypatch):
 
 
 @pytest.mark.slow
-def test_forkserver_runtime_reads_passive_and_the_parent_is_left_clean():
+def test_forkserver_runtime_keeps_the_runtimes_default_and_the_parent_is_left_clean():
     result, stderr = _probe()
+    assert "OMP_WAIT_POLICY" not in result["runtime_env"] and "OMP_WAIT_POLICY" not in result["env"]
+    assert result["parent_after"] is None
+    assert _libgomp_spincount(stderr) != "0"  # libgomp's own default (it spins); PASSIVE would print 0
+
+
+@pytest.mark.slow
+def test_a_user_passive_setting_reaches_the_runtime():
+    result, stderr = _probe(OMP_WAIT_POLICY="PASSIVE")
     assert result["runtime_env"]["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert result["parent_after"] is None  # the parent's own environment is unchanged afterwards
-    assert _libgomp_spincount(stderr) == "0"  # libgomp's default spins 300000 times; PASSIVE: none
+    assert _libgomp_spincount(stderr) == "0"
 
 
 @pytest.mark.slow

@@ -1,0 +1,176 @@
+"""The noise model the gate is calibrated against: fitted from saved runs, drawn from in simulations.
+
+On a log scale a trial of benchmark *b* in run (session) *r* is
+
+    log y = mu_b + R_r + U_br + e_brt,    e ~ N(0, s_b²),  U_br ~ N(0, tau_b²),  R_r ~ N(0, run_sd²)
+
+with ``s_b`` (the within-run between-trial spread) and ``tau_b`` (the per-benchmark-per-run
+offset: how much a fresh session moves this case) log-normal across benchmarks. A control
+trial is ``log c = nu_b + R_r + D_r + e_c``: it sees the run-wide offset, plus its own.
+
+:func:`fit_noise_model` estimates every parameter from two or more saved runs of one commit on
+one machine (``scripts/simulate_gate.py --fit RUN ...``); :func:`draw_side` draws one side of a
+comparison as the gate's :class:`~dpbench.gate.judge.Pooled`, so a simulation goes through
+the real :func:`dpbench.gate.family.judge_family`.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from dpbench.gate.judge import Pooled
+from dpbench.stats import median, percentile
+
+__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model"]
+
+_Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseModel:
+    """Parameters as log-scale sds (≈ relative spreads). ``*_spread``: sd of log(sd) across benchmarks."""
+
+    trial_sd: float  # median over benchmarks of the within-run between-trial log-sd
+    trial_sd_spread: float
+    case_run_sd: float  # median over benchmarks of tau_b
+    case_run_sd_spread: float
+    run_sd: float  # run-wide offset
+    control_sd: float  # a control trial's own spread
+    control_run_sd: float  # the control's run offset beyond the benchmarks' run-wide offset
+    jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (what issue 16 saw)
+    jumpy_sd: float = 0.0
+    source: str = ""
+    fitted: dict[str, Any] = field(default_factory=dict)  # per-benchmark estimates behind a fit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "fitted"}
+
+    def percentiles(self) -> dict[str, float]:
+        """The p90 of the two log-normal spreads (for the README's table)."""
+        return {"trial_sd_p90": self.trial_sd * math.exp(_Z90 * self.trial_sd_spread),
+                "case_run_sd_p90": self.case_run_sd * math.exp(_Z90 * self.case_run_sd_spread)}
+
+
+# Provisional parameters until fitted on an idle machine: the within-run spread of issue 16's clean
+# quick runs (median trial log-sd 5.8%, CV p90 ~2.5× the median), a per-run offset of 3% per case.
+CLEAN = NoiseModel(trial_sd=0.058, trial_sd_spread=0.7, case_run_sd=0.03, case_run_sd_spread=0.5, run_sd=0.02,
+                   control_sd=0.02, control_run_sd=0.01, source="provisional (issue 16's clean quick runs)")
+# What issue 16 measured before the harness fix: 5 of ~70 cases jump 1.4-2× between sessions.
+TODAY = NoiseModel(**{**CLEAN.to_dict(), "jumpy_fraction": 5 / 70, "jumpy_sd": 0.3,
+                      "source": "issue 16 before the harness fix: 5 of 70 cases jump by up to 2×"})
+
+
+# ---------------------------------------------------------------- fitting
+def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], list[float]]]]:
+    """Per case (``case_key``, else the name): per run, (log trial times, log controls)."""
+    out: dict[str, list[tuple[list[float], list[float]]]] = {}
+    for frame in frames:
+        rows = frame.drop_duplicates(["run_id", "fullname"], keep="last")
+        seen: set[tuple[str, str]] = set()
+        for run_id, name, key, times, controls, bad in zip(rows["run_id"], rows["fullname"], rows["case_key"],
+                                                           rows["trial_times"], rows["trial_controls"],
+                                                           rows["incomparable"]):
+            case = key if isinstance(key, str) else name
+            if isinstance(bad, str) or not times or (run_id, case) in seen:
+                continue  # a case published by two suites is one measurement: count it once
+            seen.add((run_id, case))
+            out.setdefault(case, []).append(([math.log(t) for t in times], [math.log(c) for c in controls]))
+    return out
+
+
+def _lognormal(values: list[float], floor: float) -> tuple[float, float]:
+    """(median, sd of the logs) of positive spreads, each at least ``floor`` (a zero has no log)."""
+    logs = [math.log(max(v, floor)) for v in values]
+    return math.exp(statistics.median(logs)), statistics.stdev(logs) if len(logs) >= 2 else 0.0
+
+
+def _within(runs: list[list[float]]) -> float:
+    ss = sum(sum((v - statistics.fmean(r)) ** 2 for v in r) for r in runs if len(r) >= 2)
+    df = sum(len(r) - 1 for r in runs if len(r) >= 2)
+    return ss / df if df else math.nan
+
+
+def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
+    """Estimate every parameter from ≥ 2 runs of one commit (frames of :func:`runs_frame`, a run each
+    or together). Cases need ≥ 2 trials a run for the within-run spread."""
+    cases = {k: v for k, v in _per_run_logs(frames).items() if len(v) >= 2}
+    if not cases:
+        raise ValueError("fit_noise_model: expected two or more runs holding the same cases, found none")
+    runs = min(len(v) for v in cases.values())
+    cases = {k: v[:runs] for k, v in cases.items()}
+    within = {k: _within([t for t, _ in v]) for k, v in cases.items()}
+    means = {k: [statistics.fmean(t) for t, _ in v] for k, v in cases.items()}
+    centred = {k: [m - statistics.fmean(ms) for m in ms] for k, ms in means.items()}
+    offsets = [statistics.median(c[r] for c in centred.values()) for r in range(runs)]  # R_r
+    tau2 = {}
+    for k, c in centred.items():
+        resid = [x - o for x, o in zip(c, offsets)]
+        n_inv = statistics.fmean(1 / len(t) for t, _ in cases[k])
+        own = within[k] if math.isfinite(within[k]) else 0.0
+        tau2[k] = max(0.0, statistics.variance(resid) - own * n_inv)
+    controls = {k: [statistics.fmean(cl) for _, cl in v if cl] for k, v in cases.items()}
+    controls = {k: v for k, v in controls.items() if len(v) == runs}
+    c_within = [w for w in (_within([cl for _, cl in cases[k]]) for k in controls) if math.isfinite(w)]
+    c_offsets = [statistics.median(v[r] - statistics.fmean(v) for v in controls.values()) for r in range(runs)] \
+        if controls else [0.0] * runs
+    trial_sd, trial_spread = _lognormal([math.sqrt(w) for w in within.values() if math.isfinite(w)], 1e-4)
+    case_sd, case_spread = _lognormal([math.sqrt(t) for t in tau2.values()], 2e-3)
+    run_sd = statistics.stdev(offsets) if runs >= 2 else 0.0
+    return NoiseModel(
+        trial_sd=trial_sd, trial_sd_spread=trial_spread, case_run_sd=case_sd, case_run_sd_spread=case_spread,
+        run_sd=run_sd, control_sd=math.sqrt(median(c_within)) if c_within else 0.0,
+        control_run_sd=statistics.stdev([c - o for c, o in zip(c_offsets, offsets)]) if controls and runs >= 2 else 0.0,
+        source=source or f"fitted from {runs} runs, {len(cases)} cases",
+        fitted={"runs": runs, "cases": len(cases), "run_offsets": offsets,
+                "trial_sd": {k: math.sqrt(w) for k, w in within.items() if math.isfinite(w)},
+                "case_run_sd": {k: math.sqrt(t) for k, t in tau2.items()},
+                "trial_sd_p90_observed": percentile([math.sqrt(w) for w in within.values() if math.isfinite(w)], 90)
+                if any(math.isfinite(w) for w in within.values()) else math.nan})
+
+
+# ---------------------------------------------------------------- drawing
+@dataclass(frozen=True, kw_only=True)
+class CaseParams:
+    trial_sd: float
+    case_run_sd: float
+
+
+def draw_case_params(model: NoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
+                     ) -> list[CaseParams]:
+    """Heterogeneous benchmarks: each its own s_b and tau_b (``trial_sd`` fixes s_b for all)."""
+    out = []
+    for _ in range(count):
+        s = trial_sd if trial_sd is not None else model.trial_sd * math.exp(rng.gauss(0, model.trial_sd_spread))
+        jumpy = rng.random() < model.jumpy_fraction
+        tau = model.jumpy_sd if jumpy else model.case_run_sd * math.exp(rng.gauss(0, model.case_run_sd_spread))
+        out.append(CaseParams(trial_sd=s, case_run_sd=tau))
+    return out
+
+
+def draw_side(model: NoiseModel, cases: Sequence[CaseParams], rng: random.Random, *, runs: int, trials: int,
+              effects: Sequence[float] | None = None, control_effect: float = 1.0,
+              shared_offsets: Sequence[float] | None = None) -> list[Pooled]:
+    """One side: ``runs`` sessions of ``trials`` trials of every case, as the gate pools them.
+
+    ``effects``: per case, a factor on its time (1.25 = 25% slower). ``control_effect``: the
+    machine's factor on every trial and control (a slower machine). ``shared_offsets``: per run, a
+    machine offset shared with the other side's run of the same index (a pair in ``dpbench ab``);
+    None draws every run's own."""
+    offsets = list(shared_offsets) if shared_offsets is not None else [rng.gauss(0, model.run_sd) for _ in range(runs)]
+    control_offsets = [o + rng.gauss(0, model.control_run_sd) for o in offsets]
+    machine = math.log(control_effect)
+    out = []
+    for i, case in enumerate(cases):
+        effect = math.log(effects[i]) if effects is not None else 0.0
+        times, controls = [], []
+        for r in range(runs):
+            u = rng.gauss(0, case.case_run_sd)
+            base = -4.6 + offsets[r] + u + effect + machine  # e^-4.6 ≈ 10 ms per step
+            times.append([math.exp(base + rng.gauss(0, case.trial_sd)) for _ in range(trials)])
+            controls.append([math.exp(-5.5 + control_offsets[r] + machine + rng.gauss(0, model.control_sd))
+                             for _ in range(trials)])
+        out.append(Pooled(unit="s/step", runs=times, control_runs=controls, case_key=f"case{i}"))
+    return out

@@ -1,0 +1,86 @@
+"""What the gate says: the verdict strings, one benchmark's comparison, and the whole comparison."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = ["BenchmarkComparison", "Comparison", "Family", "Verdict"]
+
+
+class Verdict(str, Enum):
+    """A benchmark's verdict; saved in ``--json`` output, so the strings never change."""
+
+    REGRESSED = "regressed"  # slower than the control explains, beyond the threshold, significant (Holm)
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, too few trials, or the machine
+    INCOMPARABLE = "incomparable"  # the per-step time is not derivable the same way on both sides
+    MISSING = "missing"  # in the baseline, not in the candidate
+    NEW = "new"  # only in the candidate
+
+
+@dataclass(kw_only=True)
+class BenchmarkComparison:
+    name: str
+    verdict: Verdict
+    unit: str = ""
+    case_key: str | None = None
+    baseline_s: float = math.nan  # median of the pooled trial times (seconds per step or call)
+    candidate_s: float = math.nan
+    ratio: float = math.nan  # candidate_s / baseline_s: > 1 is slower
+    excess: float = math.nan  # ratio ÷ the machine's shift (the controls' median, where it moved that way)
+    threshold: float = math.nan
+    p_value: float = math.nan  # one-sided, in the direction the benchmark moved
+    p_adjusted: float = math.nan  # Holm over the comparison's distinct cases
+    test: str = ""
+    baseline_trials: int = 0
+    candidate_trials: int = 0
+    pairs: int = 0  # paired comparisons (dpbench ab): trials paired by schedule position
+    control_ratio: float = math.nan  # median candidate control / median baseline control (this benchmark's)
+    note: str = ""
+
+
+@dataclass(kw_only=True)
+class Family:
+    """What the comparison estimated from all its benchmarks at once (log-scale sds as ratios − 1)."""
+
+    method: str = ""
+    size: int = 0  # distinct cases tested (the Holm family)
+    prior_sd: float = math.nan  # the run's typical between-trial spread
+    prior_df: float = math.nan  # how much weight it gets against a benchmark's own (limma's d0)
+    between_run_sd: float = math.nan  # tau: per-benchmark-per-run offset, from this comparison / --aa
+    between_run_sd_aa: float = math.nan  # tau from the --aa runs alone (NaN without them)
+    control_shift: float = math.nan  # median over benchmarks of the control ratio
+    median_shift: float = math.nan  # median over benchmarks of the step-time ratio
+
+
+@dataclass(kw_only=True)
+class Comparison:
+    baseline: str
+    candidate: str
+    threshold: float
+    alpha: float
+    allow_missing: bool = False
+    paired: bool = False
+    warnings: list[str] = field(default_factory=list)
+    benchmarks: list[BenchmarkComparison] = field(default_factory=list)
+    family: Family = field(default_factory=Family)
+
+    def of(self, verdict: Verdict) -> list[BenchmarkComparison]:
+        return [b for b in self.benchmarks if b.verdict == verdict]
+
+    @property
+    def regressions(self) -> list[BenchmarkComparison]:
+        return self.of(Verdict.REGRESSED)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {v.value: len(self.of(v)) for v in Verdict}
+
+    @property
+    def exit_code(self) -> int:
+        """1 on a regression, and when the candidate lost benchmarks (unless allowed); else 0."""
+        if self.regressions or (self.of(Verdict.MISSING) and not self.allow_missing):
+            return 1
+        return 0

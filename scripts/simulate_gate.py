@@ -1,0 +1,166 @@
+#!/usr/bin/env python
+"""Simulate the regression gate from a noise model: false alarms of A/A jobs, power of A/B jobs.
+
+Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (what
+``dpbench compare`` and ``dpbench ab`` call), with sides drawn by ``dpbench.gate.noise``.
+Seeded: the same arguments print the same numbers.
+
+    scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
+    scripts/simulate_gate.py [--model model.json | --scenario clean|today] [--jobs 1000] [--power]
+
+A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
+two or more clean runs of one commit on one machine (``scripts/aa_check`` makes four).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dpbench.gate.family import Item, judge_family  # noqa: E402
+from dpbench.gate.noise import CLEAN, TODAY, NoiseModel, draw_case_params, draw_side, fit_noise_model  # noqa: E402
+from dpbench.gate.verdicts import Verdict  # noqa: E402
+
+THRESHOLD, ALPHA = 0.10, 0.05
+SCENARIOS = {"clean": CLEAN, "uniform": NoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0,
+                                                     "source": "clean, every case's between-run offset alike"}),
+             "today": TODAY}
+
+
+def interval(hits: int, n: int) -> tuple[float, float]:
+    """Clopper-Pearson 95% interval of a rate."""
+    from scipy.stats import beta
+
+    lo = float(beta.ppf(0.025, hits, n - hits + 1)) if hits else 0.0
+    hi = float(beta.ppf(0.975, hits + 1, n - hits)) if hits < n else 1.0
+    return lo, hi
+
+
+def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: int, paired: bool,
+            target_effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0,
+            aa_runs: int = 0) -> tuple[bool, Verdict]:
+    """One simulated gate run; → (did the job fail, the verdict on case 0, the one that may have changed).
+
+    Unpaired: one run of ``trials`` trials a side (``dpbench compare BASE CAND``). Paired: ``trials``
+    one-trial runs a side, run i of each side sharing the machine's offset (``dpbench ab``)."""
+    cases = draw_case_params(model, rng, benchmarks)
+    if target_sd is not None:
+        cases[0] = type(cases[0])(trial_sd=target_sd, case_run_sd=cases[0].case_run_sd)
+    effects = [target_effect / machine] + [1.0] * (benchmarks - 1)
+    if paired:
+        shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
+        base = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared)
+        cand = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared, effects=effects,
+                         control_effect=machine)
+    else:
+        base = draw_side(model, cases, rng, runs=1, trials=trials)
+        cand = draw_side(model, cases, rng, runs=1, trials=trials, effects=effects, control_effect=machine)
+    aa = [dict((f"b{i}", p) for i, p in enumerate(draw_side(model, cases, rng, runs=1, trials=trials)))
+          for _ in range(aa_runs)]
+    items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
+    judged, _ = judge_family(items, threshold=THRESHOLD, alpha=ALPHA, paired=paired, aa=aa,
+                             aa_base={f"b{i}": b for i, b in enumerate(base)})
+    failed = any(b.verdict == Verdict.REGRESSED for b in judged)
+    return failed, next(b.verdict for b in judged if b.name == "b0")
+
+
+def rate(model: NoiseModel, *, jobs: int, seed: int, **kwargs) -> tuple[int, int, int]:
+    """(jobs that failed, jobs where case 0 was REGRESSED, jobs) over ``jobs`` seeded jobs."""
+    rng = random.Random(seed)
+    failed = caught = 0
+    for _ in range(jobs):
+        f, verdict = one_job(model, rng, **kwargs)
+        failed += f
+        caught += verdict == Verdict.REGRESSED
+    return failed, caught, jobs
+
+
+def _pct(hits: int, n: int) -> str:
+    lo, hi = interval(hits, n)
+    return f"{hits}/{n} = {hits / n:.1%} [{lo:.1%}, {hi:.1%}]"
+
+
+def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int) -> None:
+    print(f"model: {json.dumps(model.to_dict())}")
+    print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, alpha {ALPHA} (Holm); "
+          f"95% Clopper-Pearson intervals")
+    for paired in (False, True):
+        what = "paired ab" if paired else "compare"
+        f, _, n = rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired)
+        print(f"  {what:10} A/A jobs failing:                         {_pct(f, n)}")
+        _, c, n = rate(model, jobs=jobs, seed=seed + 1, benchmarks=benchmarks, trials=trials, paired=paired,
+                       target_effect=1.25, target_sd=0.05)
+        print(f"  {what:10} +25% on one case of CV 5% caught:          {_pct(c, n)}")
+        _, c, n = rate(model, jobs=jobs, seed=seed + 2, benchmarks=benchmarks, trials=trials, paired=paired,
+                       target_effect=1.5, machine=1.12)
+        print(f"  {what:10} +50% with the control +12% caught:        {_pct(c, n)}")
+        f, _, n = rate(model, jobs=jobs, seed=seed + 3, benchmarks=benchmarks, trials=trials, paired=paired,
+                       machine=1.12)
+        print(f"  {what:10} machine +12%, code unchanged, jobs failing: {_pct(f, n)}")
+
+
+def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int) -> None:
+    cvs, trial_counts, effects = (0.02, 0.05, 0.10, 0.20), (3, 5, 10), (1.15, 1.25, 1.5, 2.0)
+    for paired in (False, True):
+        print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}; "
+              f"share of {jobs} jobs in which one case of the given CV, among {benchmarks}, is flagged)")
+        print("| CV | trials | " + " | ".join(f"+{e - 1:.0%}" for e in effects) + " |")
+        print("|---|---|" + "---|" * len(effects))
+        for cv in cvs:
+            for n in trial_counts:
+                cells = []
+                for k, e in enumerate(effects):
+                    _, c, total = rate(model, jobs=jobs, seed=seed + 100 * k + n, benchmarks=benchmarks, trials=n,
+                                       paired=paired, target_effect=e, target_sd=cv)
+                    cells.append(f"{c / total:.0%}")
+                print(f"| {cv:.0%} | {n} | " + " | ".join(cells) + " |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--fit", nargs="+", metavar="RUN", help="fit the noise model from these saved runs and print it")
+    p.add_argument("--results", default="results", help="where run ids resolve (default results/)")
+    p.add_argument("--save-model", metavar="FILE", help="with --fit: also write the model as JSON")
+    p.add_argument("--model", metavar="FILE", help="simulate from this fitted model (JSON from --save-model)")
+    p.add_argument("--scenario", choices=tuple(SCENARIOS), default="clean",
+                   help="built-in model when no --model: clean (provisional), uniform (clean with every case's "
+                        "between-run offset alike) or today (issue 16's jumpy cases)")
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--benchmarks", type=int, default=70)
+    p.add_argument("--trials", type=int, default=5, help="trials a side (the quick profile's 5)")
+    p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
+    p.add_argument("--power-jobs", type=int, default=200)
+    p.add_argument("--seed", type=int, default=16)
+    args = p.parse_args(argv)
+    if args.fit:
+        from dpbench.results.frame import runs_frame
+        from dpbench.results.load import read_run, resolve_run
+
+        frames = [runs_frame([read_run(resolve_run(spec, results_dir=args.results))]) for spec in args.fit]
+        model = fit_noise_model(frames, source=f"fitted from {', '.join(args.fit)}")
+        print(json.dumps({**model.to_dict(), **model.percentiles(),
+                          "fitted": {k: v for k, v in model.fitted.items() if not isinstance(v, dict)}}, indent=1))
+        if args.save_model:
+            Path(args.save_model).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
+        return 0
+    if args.model:
+        model = NoiseModel(**json.loads(Path(args.model).read_text()))
+    else:
+        model = SCENARIOS[args.scenario]
+    started = time.perf_counter()
+    if args.jobs > 0:
+        targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials)
+    if args.power:
+        power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
