@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from dpbench.measure import measure_training, reference_result
-from dpbench.measure.convergence import convergence_cases, convergence_info, resolve_convergence
+from dpbench.measure.convergence import convergence_cases, convergence_info
 from dpbench.workloads.recipes import get_recipe, recipe_unavailable
 
 OPT_IN = ("the convergence suite is opt-in: set DPBENCH_CONVERGENCE=digits-mlp (or d2l-lenet, d2l-resnet18, "
@@ -24,10 +24,8 @@ OPT_IN = ("the convergence suite is opt-in: set DPBENCH_CONVERGENCE=digits-mlp (
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    try:
-        settings = resolve_convergence()
-    except ValueError as exc:  # a bad DPBENCH_* value: one line, before any process starts
-        raise pytest.UsageError(str(exc)) from None
+    # Resolved (and a bad DPBENCH_* value refused as a usage error, before any process) by the conftest.
+    settings = metafunc.config._dpbench_convergence
     cases = convergence_cases(settings)
     if not cases:
         metafunc.parametrize("case", [pytest.param(None, marks=pytest.mark.skip(reason=OPT_IN))], ids=["off"])

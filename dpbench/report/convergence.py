@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpbench.report.figures import Image, Part, Table, numeric, panels, png, title
+from dpbench.report.figures import Image, Part, Table, numeric, panels, png, row_heights, title
 from dpbench.results.units import fmt_seconds
 
 __all__ = ["time_to_accuracy", "parity_verdict", "d2l_line"]
@@ -54,7 +54,11 @@ def parity_verdict(finals: dict[str, float], tolerance: float | None) -> str:
         return "one strategy only: nothing to compare"
     best, worst = max(finals, key=finals.get), min(finals, key=finals.get)
     gap = finals[best] - finals[worst]
-    text = f"largest final test-accuracy gap {gap * 100:.2f} pp ({best} {finals[best]:.4f} vs {worst} {finals[worst]:.4f})"
+    if gap == 0:
+        text = f"all {len(finals)} strategies reached the same final test accuracy, {finals[best]:.4f} (gap 0 pp)"
+    else:
+        text = (f"largest final test-accuracy gap {gap * 100:.2f} pp ({best} {finals[best]:.4f} vs {worst} "
+                f"{finals[worst]:.4f}, {len(finals)} strategies)")
     if tolerance is None:
         return text + ": no parity expected (the model keeps per-replica state, e.g. BatchNorm)"
     if gap <= tolerance:
@@ -68,31 +72,45 @@ def _groups(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     return [((run, rec), rows[(rows["run"].astype(str) == run) & (recipe == rec)]) for run, rec in keys]
 
 
-def _figure(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool) -> Image:
-    fig, axes = panels([3.0] * len(groups), cols=2, right=2.2, labels=["sec/epoch"])
-    for (curve_ax, time_ax), ((run, recipe), group) in zip(axes, groups):
-        name = f"{run} · {recipe}" if multi_run else recipe
+_STYLES = ["-", "--", "-.", ":"]
+
+
+def _curves(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool) -> Image:
+    fig, axes = panels([2.8] * len(groups), right=2.6, labels=["0.95"])
+    for (ax,), ((run, recipe), group) in zip(axes, groups):
         cases = list(group["case"].astype(str))
-        for case, (_, r) in zip(cases, group.iterrows()):
+        for i, (case, (_, r)) in enumerate(zip(cases, group.iterrows())):
             curve = _list(r[_CURVE])
-            curve_ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, label=case)
+            # Strategies that train the same model draw the same curve: shrinking markers and
+            # changing dashes keep every coinciding line visible.
+            ax.plot(range(1, len(curve) + 1), curve, linestyle=_STYLES[i % len(_STYLES)], marker="o",
+                    markersize=max(2.0, 8.0 - 0.8 * i), label=case)
         target = numeric(group, "convergence.target_accuracy").dropna()
         if not target.empty:
-            curve_ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=1)
-        curve_ax.set_xlabel("epoch")
-        curve_ax.set_ylabel("test accuracy")
-        title(curve_ax, f"{name}: test accuracy")
+            ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test accuracy")
+        title(ax, f"{run} · {recipe}" if multi_run else recipe)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return Image(title="test accuracy per epoch", png_b64=png(fig))
+
+
+def _epoch_times(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool) -> Image:
+    heights = row_heights((len(g) for _, g in groups), per_row=0.25)
+    fig, axes = panels(heights, labels=[str(c) for _, g in groups for c in g["case"]])
+    for (ax,), ((run, recipe), group) in zip(axes, groups):
+        cases = list(group["case"].astype(str))
         secs = numeric(group, "convergence.sec_per_epoch")
-        intervals = [_list(v) for v in group.get("convergence.sec_per_epoch_ci95", [None] * len(group))]
+        intervals = [_list(v) for v in group["convergence.sec_per_epoch_ci95"]] \
+            if "convergence.sec_per_epoch_ci95" in group else [[] for _ in cases]
         lo = [s - iv[0] if len(iv) == 2 else 0.0 for s, iv in zip(secs, intervals)]
         hi = [iv[1] - s if len(iv) == 2 else 0.0 for s, iv in zip(secs, intervals)]
-        time_ax.barh(range(len(cases)), secs.fillna(0.0), xerr=[lo, hi], capsize=2, color="#4c72b0")
-        time_ax.set_yticks(range(len(cases)), cases)
-        time_ax.set_ylim(len(cases) - 0.5, -0.5)
-        time_ax.set_xlabel("sec/epoch (median over trials, 95% CI)")
-        title(time_ax, f"{name}: seconds per epoch")
-        curve_ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(2.25, 1.0))
-    return Image(title="time to accuracy", png_b64=png(fig))
+        ax.barh(range(len(cases)), secs.fillna(0.0), xerr=[lo, hi], capsize=2, color="#4c72b0")
+        ax.set_yticks(range(len(cases)), cases)
+        ax.set_ylim(len(cases) - 0.5, -0.5)
+        ax.set_xlabel("seconds per epoch (median over trials, 95% interval)")
+        title(ax, f"{run} · {recipe}" if multi_run else recipe)
+    return Image(title="seconds per epoch", png_b64=png(fig))
 
 
 def _case_row(r: pd.Series) -> list[str]:
@@ -131,8 +149,10 @@ def time_to_accuracy(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                             "synchronised step times (slowest rank), averaged over epochs (d2l's timer.avg()), median "
                             "over fresh-process trials with its 95% interval. Time to target: training seconds up to "
                             "the first epoch whose test accuracy reaches the target (dotted line).")
+    rows = rows.assign(case=[f"{r['strategy']} w{r['world_size']}" if r.get("strategy") else str(r["case"])
+                             for _, r in rows.iterrows()])
     groups = _groups(rows)
-    part.images.append(_figure(groups, multi_run=len(runs) > 1))
+    part.images += [_curves(groups, len(runs) > 1), _epoch_times(groups, len(runs) > 1)]
     columns = ["run", "recipe", "in d2l's words", "final test acc", "final train loss", "sec/epoch", "95% CI",
                "samples/s", "time to target", "gap to single", "trials"]
     part.tables.append(Table(columns, [_case_row(r) for _, r in rows.iterrows()]))
