@@ -34,6 +34,7 @@ from pytest_benchmark.utils import get_machine_id
 from dpbench.launcher.lifeline import reaper
 from dpbench.launcher.machine import machine_facts
 from dpbench.measure import parse_trials, resolve_profile
+from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure import TrialSession, worker_clock
 
 _TIMELINES = "timelines"
@@ -112,6 +113,7 @@ def pytest_configure(config):
         if config.getoption("dpbench_trials", None) is not None:
             profile = dataclasses.replace(profile, trials=parse_trials("--dpbench-trials",
                                                                       config.getoption("dpbench_trials")))
+        config._dpbench_convergence = resolve_convergence()  # suites/test_convergence.py's DPBENCH_* settings
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("benchmark_disable", False):

@@ -183,6 +183,18 @@ class Run:
         """``{name: CPU tensor}`` of the trained model's buffers (BatchNorm running stats) on rank 0 / replica 0."""
         return self._live_pool().run(_buffers_worker)[0]
 
+    def evaluate(self, split: Any) -> dict[str, Any]:
+        """Test accuracy of the model trained so far on ``split`` (a :class:`dpbench.workloads.splits.Split`).
+
+        The same code for every strategy: each rank hands over its full parameters and buffers
+        (sharded strategies gather them, a collective), and rank 0 loads them into a fresh
+        model of the workload and evaluates it in ``eval()`` mode on its own device
+        (:func:`dpbench.workloads.splits.evaluate_state`). Untimed: no step time includes it,
+        and training state is not changed. Returns ``accuracy``, ``loss``, ``samples``,
+        ``eval_s``, ``device``.
+        """
+        return self._live_pool().run(_evaluate_worker, split)[0]
+
     def control(self) -> float:
         """Seconds of the fixed control computation (:mod:`dpbench.launcher.control`) in these workers.
 
@@ -276,6 +288,17 @@ def _parameters_worker(ctx: Any) -> dict[str, Any] | None:
 def _buffers_worker(ctx: Any) -> dict[str, Any] | None:
     buffers = ctx.state["trainer"].buffers()
     return buffers if ctx.rank == 0 else None
+
+
+def _evaluate_worker(ctx: Any, split: Any) -> dict[str, Any] | None:
+    from dpbench.workloads.splits import evaluate_state
+
+    trainer = ctx.state["trainer"]
+    params, buffers = trainer.parameters(), trainer.buffers()  # every rank: sharded ones gather
+    if ctx.rank != 0:
+        return None
+    return evaluate_state(trainer.workload, params, buffers, split, device=trainer.local_devices()[0],
+                          cache=ctx.state, heartbeat=ctx.heartbeat)
 
 
 def _case_metrics_worker(ctx: Any, matmul_parallel: int) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import matplotlib
 import pandas as pd
 import seaborn as sns
 
-from dpbench.report import plots, plots_resources
+from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.figures import Part
 
 __all__ = ["PARTS", "Section", "build_sections"]
@@ -21,6 +21,7 @@ __all__ = ["PARTS", "Section", "build_sections"]
 PARTS: list[Callable[[pd.DataFrame, list[str]], Part | None]] = [
     plots.headline, plots.throughput, plots.scaling, plots.step_times, plots_resources.phases,
     plots_resources.memory, plots_resources.timelines, plots.busbw,
+    convergence.time_to_accuracy,  # issue 21: the convergence suite's "Time to accuracy" (None elsewhere)
 ]
 OTHER = "other benchmarks"  # benchmarks without a suite (plain pytest-benchmark files)
 
