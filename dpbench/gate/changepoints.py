@@ -128,6 +128,18 @@ def commit_scatter(means: Sequence[float]) -> float:
     return median(diffs) / (0.6745 * math.sqrt(2))
 
 
+def _within(points: Sequence[Sequence[float]]) -> float:
+    """The sd of a point's mean log time from its own trials: pooled within-point variance / trials."""
+    squares, df, trials = 0.0, 0, 0
+    for p in points:
+        if len(p) > 1:
+            logs = [math.log(v) for v in p]
+            squares += statistics.variance(logs) * (len(logs) - 1)
+            df += len(logs) - 1
+        trials += len(p)
+    return math.sqrt(squares / df / (trials / len(points))) if df else 0.0
+
+
 def welch_p(sums: _Sums, before: tuple[int, int], after: tuple[int, int], floor: float) -> float:
     """Two-sided p of Welch's t (the gate's test) on the log trial times of two segments, each
     side's sd floored (see the module docstring); NaN where no test is possible."""
@@ -310,7 +322,9 @@ def find_changes(points: Sequence[Sequence[float]], *, threshold: float = DEFAUL
         return SeriesChanges(segments=segments_of(points, []) if points else [], steps=[], changes=[],
                              scatter=math.nan, claimed=False)
     sums = _Sums(points)
-    scatter = commit_scatter(sums.means)
+    # A point's mean varies at least as much as its own trials allow (runs that agree exactly
+    # would otherwise make any difference infinitely significant).
+    scatter = max(commit_scatter(sums.means), _within(points))
     kept = _prune(sums, len(points), _candidates(sums.means, scatter), scatter, alpha)
     segments = segments_of(points, [b for b, _ in kept])
     steps = _steps(segments, kept)

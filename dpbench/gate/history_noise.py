@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["NOISE", "NoiseModel", "creep_levels", "draw_series", "step_levels"]
+__all__ = ["NOISE", "NoiseModel", "creep_levels", "draw_series", "step_levels", "synthetic_run"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,3 +42,27 @@ def step_levels(n: int, at: int, factor: float, base: float = 0.01) -> list[floa
 def creep_levels(n: int, at: Sequence[int], factor: float, base: float = 0.01) -> list[float]:
     """A step of ``factor`` at each point of ``at``."""
     return [base * factor ** sum(i >= a for a in at) for i in range(n)]
+
+
+def synthetic_run(*, commit: str | None, date: str, levels: dict[str, float], rng: random.Random,
+                  noise: NoiseModel = NOISE, machine: dict | None = None, control_s: float = 0.004) -> dict:
+    """A minimal schema-2 pytest-benchmark document: one training benchmark per entry of
+    ``levels`` (pytest name -> true seconds per step), trials drawn from ``noise``, a steady
+    control (1% noise). For the history tests and ``scripts/bench_history_scale.py``."""
+    benchmarks = []
+    for name, level in levels.items():
+        (trials,) = draw_series([level], rng, noise)
+        suite = name.split("[")[0].removeprefix("test_")
+        workload = name.split("-")[-2] if name.count("-") >= 2 else "mlp"
+        extra = {"schema": 2, "kind": "training", "suite": suite, "strategy": "ddp", "workload": workload,
+                 "world_size": 2, "global_batch": 64, "case_key": f"case|{name}", "step_time_s": sorted(trials)[len(trials) // 2],
+                 "trials": {"count": len(trials), "step_time_s": trials,
+                            "control_s": [control_s * rng.lognormvariate(0, 0.01) for _ in trials]}}
+        benchmarks.append({"name": name, "fullname": f"suites/test_{suite}.py::{name}", "group": suite,
+                           "stats": {"median": extra["step_time_s"], "rounds": len(trials), "data": trials},
+                           "extra_info": extra})
+    doc = {"machine_info": machine or {"node": "runner-1", "gpus": [{"name": "NVIDIA H100"}], "driver": "550.54",
+                                       "torch": "2.13.0"},
+           "commit_info": {"id": commit, "branch": "main", "dirty": False} if commit else {},
+           "benchmarks": benchmarks, "datetime": date, "version": "5.3.1"}
+    return doc
