@@ -105,7 +105,7 @@ class _Sums:
             self.n.append(self.n[-1] + len(logs))
             self.s.append(self.s[-1] + sum(logs))
             self.q.append(self.q[-1] + sum(x * x for x in logs))
-            self.means.append(statistics.fmean(logs))
+            self.means.append(sum(logs) / len(logs))
 
     def side(self, start: int, stop: int, floor: float) -> tuple[float, float, int]:
         """(mean log, sd given to the t-test, trial count) of points start … stop - 1, floored."""
@@ -128,16 +128,17 @@ def commit_scatter(means: Sequence[float]) -> float:
     return median(diffs) / (0.6745 * math.sqrt(2))
 
 
-def _within(points: Sequence[Sequence[float]]) -> float:
-    """The sd of a point's mean log time from its own trials: pooled within-point variance / trials."""
-    squares, df, trials = 0.0, 0, 0
-    for p in points:
-        if len(p) > 1:
-            logs = [math.log(v) for v in p]
-            squares += statistics.variance(logs) * (len(logs) - 1)
-            df += len(logs) - 1
-        trials += len(p)
-    return math.sqrt(squares / df / (trials / len(points))) if df else 0.0
+def _within(sums: "_Sums") -> float:
+    """The sd of a point's mean log time from its own trials: pooled within-point variance / trials
+    (from the per-point sums: ``statistics.variance`` works in fractions, far too slow here)."""
+    squares, df = 0.0, 0
+    for i in range(len(sums.means)):
+        n = sums.n[i + 1] - sums.n[i]
+        if n > 1:
+            squares += max((sums.q[i + 1] - sums.q[i]) - n * sums.means[i] ** 2, 0.0)
+            df += n - 1
+    points = len(sums.means)
+    return math.sqrt(squares / df / (sums.n[-1] / points)) if df else 0.0
 
 
 def welch_p(sums: _Sums, before: tuple[int, int], after: tuple[int, int], floor: float) -> float:
@@ -324,7 +325,7 @@ def find_changes(points: Sequence[Sequence[float]], *, threshold: float = DEFAUL
     sums = _Sums(points)
     # A point's mean varies at least as much as its own trials allow (runs that agree exactly
     # would otherwise make any difference infinitely significant).
-    scatter = max(commit_scatter(sums.means), _within(points))
+    scatter = max(commit_scatter(sums.means), _within(sums))
     kept = _prune(sums, len(points), _candidates(sums.means, scatter), scatter, alpha)
     segments = segments_of(points, [b for b, _ in kept])
     steps = _steps(segments, kept)

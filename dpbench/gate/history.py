@@ -42,6 +42,7 @@ class Point:
     controls: list[float]
     runs: list[str]
     machine: dict[str, Any]  # machine fields (MACHINE_FIELDS) of the newest run of the point
+    saved_interval: tuple[float, float] | None = None  # the run's own step_time_ci95 (one run only)
 
     @property
     def median_s(self) -> float:
@@ -49,6 +50,9 @@ class Point:
 
     @property
     def interval(self) -> tuple[float, float]:
+        """95% interval of the point's centre: the one its run saved, or from the pooled trials."""
+        if len(self.runs) == 1 and self.saved_interval and not math.isnan(self.saved_interval[0]):
+            return self.saved_interval
         return log_t_interval(self.trials)
 
 
@@ -257,6 +261,7 @@ def build_history(runs: Sequence[Run], *, threshold: float = DEFAULT_THRESHOLD, 
         point.trials += list(row["trial_times"])
         point.controls += list(row["trial_controls"])
         point.runs.append(run_id)
+        point.saved_interval = (row["step_time_ci95_lo"], row["step_time_ci95_hi"])
         point.date = min(point.date, dates[run_id])
         if dates[run_id] >= max(dates[r] for r in point.runs):
             point.machine = {k: row.get(f"machine.{k}") for k in MACHINE_FIELDS}

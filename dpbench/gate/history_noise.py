@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+from dpbench.stats import coefficient_of_variation, log_t_interval
+
 __all__ = ["NOISE", "NoiseModel", "creep_levels", "draw_series", "step_levels", "synthetic_run"]
 
 
@@ -54,9 +56,11 @@ def synthetic_run(*, commit: str | None, date: str, levels: dict[str, float], rn
         (trials,) = draw_series([level], rng, noise)
         suite = name.split("[")[0].removeprefix("test_")
         workload = name.split("-")[-2] if name.count("-") >= 2 else "mlp"
+        lo, hi = log_t_interval(trials)  # written by the suites, as in real schema-2 runs
         extra = {"schema": 2, "kind": "training", "suite": suite, "strategy": "ddp", "workload": workload,
                  "world_size": 2, "global_batch": 64, "case_key": f"case|{name}", "step_time_s": sorted(trials)[len(trials) // 2],
-                 "trials": {"count": len(trials), "step_time_s": trials,
+                 "step_time_ci95": [lo, hi],
+                 "trials": {"count": len(trials), "step_time_s": trials, "cv": coefficient_of_variation(trials),
                             "control_s": [control_s * rng.lognormvariate(0, 0.01) for _ in trials]}}
         benchmarks.append({"name": name, "fullname": f"suites/test_{suite}.py::{name}", "group": suite,
                            "stats": {"median": extra["step_time_s"], "rounds": len(trials), "data": trials},
