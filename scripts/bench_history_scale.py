@@ -9,6 +9,7 @@ Usage: scripts/bench_history_scale.py [--commits 500] [--benchmarks 70] [--dir /
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import time
@@ -28,7 +29,7 @@ def write(directory: Path, commits: int, benchmarks: int, seed: int = 19) -> Non
     machine.mkdir(parents=True, exist_ok=True)
     for c in range(commits):
         levels = {n: 0.01 * (1 + i % 7) * (1.15 if c >= slow.get(n, commits) else 1.0) for i, n in enumerate(names)}
-        doc = synthetic_run(commit=f"{c + 1:040x}", date="", levels=levels, rng=rng)
+        doc = synthetic_run(commit=hashlib.sha1(str(c).encode()).hexdigest(), date="", levels=levels, rng=rng)
         doc["datetime"] = f"2026-{1 + c // 28 // 24 % 12:02d}-{1 + c // 24 % 28:02d}T{c % 24:02d}:00:00"
         (machine / f"{c + 1:04d}_c{c}.json").write_text(json.dumps(doc))
 

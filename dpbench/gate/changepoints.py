@@ -15,8 +15,9 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
    least significant boundary with p >= ``alpha`` is merged away and the rest re-tested, until
    every boundary left has p < ``alpha``. The p is selection-biased (the segmentation chose the boundary),
    so ``alpha`` is not a false-alarm rate by itself: :data:`DEFAULT_ALPHA` was chosen by
-   simulation (``scripts/sim_history.py``, README "History") to keep stationary series at
-   <= 1 confirmed change per 100 series.
+   simulation (``scripts/sim_history.py``, README "History") to keep stationary 50-point series at
+   <= 1 confirmed change per 100 series; a longer series uses ``alpha x 50 / points`` (it tests
+   that many more positions).
 
 A confirmed change beyond the threshold is reported alone; consecutive confirmed changes below
 it in one direction accumulate, and once their product crosses the threshold they are reported
@@ -40,6 +41,9 @@ DEFAULT_ALPHA = 1e-4  # a reported change; chosen by simulation: see the module 
 # How much worse (in units of the per-point variance) a split may fit and still be in a change's
 # range; 9 = a 3-sigma likelihood-ratio set. Chosen by simulation (scripts/sim_history.py).
 LOCATION_SLACK = 9.0
+# alpha holds for series of this many points; a longer series tests proportionally more
+# candidate positions, so its alpha shrinks in proportion (Bonferroni over positions).
+REFERENCE_POINTS = 50
 MIN_POINTS = 4  # fewer points: the series is shown, no change is claimed
 MIN_SEGMENT = 2  # points in a row before a level counts
 # The segmentation's penalty per boundary in units of the per-point variance: low on purpose (about 2 log n
@@ -326,6 +330,7 @@ def find_changes(points: Sequence[Sequence[float]], *, threshold: float = DEFAUL
     # A point's mean varies at least as much as its own trials allow (runs that agree exactly
     # would otherwise make any difference infinitely significant).
     scatter = max(commit_scatter(sums.means), _within(sums))
+    alpha = alpha * min(1.0, REFERENCE_POINTS / len(points))
     kept = _prune(sums, len(points), _candidates(sums.means, scatter), scatter, alpha)
     segments = segments_of(points, [b for b, _ in kept])
     steps = _steps(segments, kept)
