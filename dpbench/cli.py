@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 from dpbench.gate.ab import register_ab
 from dpbench.gate.commands import register_compare
 from dpbench.report.commands import register_report
+from dpbench.report.history_command import register_history
 from dpbench.schema import __version__
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
@@ -40,7 +41,7 @@ def register_list(subparsers: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare, register_list,
-                                                                        register_ab]
+                                                                        register_ab, register_history]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.
 EXIT_INPUT, EXIT_INTERNAL = 2, 3
