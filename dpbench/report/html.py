@@ -1,7 +1,10 @@
-"""Render saved runs into one self-contained HTML file (Jinja2, autoescaped, no scripts)."""
+"""Render saved runs into one self-contained HTML file (Jinja2, autoescaped; one inline script,
+allowed by its hash in the page's Content-Security-Policy, that sorts and filters tables)."""
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -9,17 +12,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import jinja2
+import markupsafe
 import pandas as pd
 
 from dpbench._atomic import atomic_write_text
 from dpbench.schema import __version__
 from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
-from dpbench.gate.compare_format import HEADER, display_names, rows, summary_line, verdict_line
-from dpbench.report.figures import Table
+from dpbench.report.configs import configurations
+from dpbench.report.decision import VERDICT_COLOURS, RunComparison
+from dpbench.report.sections import ReportData, build_sections
+from dpbench.report.summary import run_warnings
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
-from dpbench.report.sections import build_sections
-from dpbench.report.summary import run_warnings, summarize
 
 __all__ = ["render_report", "write_report"]
 
@@ -60,26 +64,27 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}
 
 
-def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[dict[str, Any]]:
+def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[RunComparison]:
     """Each later run against the first, through the gate's own code and verdicts."""
     out = []
     base = frame[frame["run"] == runs[0]]
     for other in runs[1:]:
-        entry: dict[str, Any] = {"baseline": runs[0], "candidate": other, "note": None, "warnings": [],
-                                 "counts": "", "verdict": "", "notes": [], "table": Table([], [])}
         try:
             # The gate's defaults, so the page says what `dpbench compare` would say.
             cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
         except ResultsError as e:
-            entry["note"] = str(e)
-            out.append(entry)
+            out.append(RunComparison(baseline=runs[0], candidate=other, note=str(e)))
             continue
-        short = display_names([b.name for b in cmp.benchmarks])
-        entry.update(warnings=cmp.warnings, counts=summary_line(cmp), verdict=verdict_line(cmp),
-                     notes=[f"{short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note],
-                     table=Table(list(HEADER), rows(cmp)))
-        out.append(entry)
+        out.append(RunComparison(baseline=runs[0], candidate=other, comparison=cmp))
     return out
+
+
+def _script() -> tuple[str, str]:
+    """The page's one inline script (sorting and filtering tables) and its CSP hash: the policy
+    allows exactly this script and nothing else, no 'unsafe-inline'."""
+    text = (_TEMPLATES / "tables.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return text, f"'sha256-{digest}'"
 
 
 def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
@@ -88,6 +93,11 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         raise ResultsError("no runs to report on")
     frame = runs_frame(runs)
     run_names = list(dict.fromkeys(frame["run"]))
+    configs = configurations(frame)
+    configs = configs.assign(case=configs["config"])
+    data = ReportData(frame=frame, configs=configs, runs=run_names, warnings=run_warnings(frame),
+                      comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [])
+    script, script_hash = _script()
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title,
@@ -95,12 +105,14 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         version=__version__,
         run_names=run_names,
         n_benchmarks=len(frame),
-        warnings=run_warnings(frame),
-        summary=summarize(frame),
-        sections=build_sections(frame),
-        comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [],
+        n_configurations=len(configs),
+        warnings=data.warnings,
+        sections=build_sections(data),
         threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],
+        script=markupsafe.Markup(script),
+        script_hash=script_hash,
+        verdict_colours={v.value: c for v, c in VERDICT_COLOURS.items()},
     )
 
 
