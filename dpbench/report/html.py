@@ -17,11 +17,8 @@ import pandas as pd
 
 from dpbench._atomic import atomic_write_text
 from dpbench.schema import __version__
-from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
-from dpbench.report.configs import configurations
-from dpbench.report.decision import VERDICT_COLOURS, RunComparison
-from dpbench.report.sections import ReportData, build_sections
-from dpbench.report.summary import run_warnings
+from dpbench.gate.compare import DEFAULT_THRESHOLD
+from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 
@@ -64,21 +61,6 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}
 
 
-def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[RunComparison]:
-    """Each later run against the first, through the gate's own code and verdicts."""
-    out = []
-    base = frame[frame["run"] == runs[0]]
-    for other in runs[1:]:
-        try:
-            # The gate's defaults, so the page says what `dpbench compare` would say.
-            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
-        except ResultsError as e:
-            out.append(RunComparison(baseline=runs[0], candidate=other, note=str(e)))
-            continue
-        out.append(RunComparison(baseline=runs[0], candidate=other, comparison=cmp))
-    return out
-
-
 def _script() -> tuple[str, str]:
     """The page's one inline script (sorting and filtering tables) and its CSP hash: the policy
     allows exactly this script and nothing else, no 'unsafe-inline'."""
@@ -91,12 +73,8 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
     """The HTML text of a report over ``runs`` (as returned by :func:`read_run`)."""
     if not runs:
         raise ResultsError("no runs to report on")
-    frame = runs_frame(runs)
-    run_names = list(dict.fromkeys(frame["run"]))
-    configs = configurations(frame)
-    configs = configs.assign(case=configs["config"])
-    data = ReportData(frame=frame, configs=configs, runs=run_names, warnings=run_warnings(frame),
-                      comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [])
+    data = report_data(runs_frame(runs))
+    run_names = data.runs
     script, script_hash = _script()
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -104,15 +82,14 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         version=__version__,
         run_names=run_names,
-        n_benchmarks=len(frame),
-        n_configurations=len(configs),
+        n_benchmarks=len(data.frame),
+        n_configurations=len(data.configs),
         warnings=data.warnings,
         sections=build_sections(data),
         threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],
         script=markupsafe.Markup(script),
-        script_hash=script_hash,
-        verdict_colours={v.value: c for v, c in VERDICT_COLOURS.items()},
+        script_hash=markupsafe.Markup(script_hash),  # base64 and quotes, built here: nothing from a file
     )
 
 

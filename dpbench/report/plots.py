@@ -47,7 +47,7 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
     metrics = {c: numeric(rows, c) for name in extra for c in (name, f"{name}_ci95_lo", f"{name}_ci95_hi")}
     table = []
     for _, r in rows.iterrows():
-        cells = [str(r["run"]), str(r["workload"] or "–"), str(r["case"]), suites_text(r), " ".join(r["benchmarks"]),
+        cells = [str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r), " ".join(r["benchmarks"]),
                  str(r["trials_count"]), f"{fmt_seconds(r['step_time_s'])}{r['unit'].removeprefix('s')}",
                  _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]), fmt_num(r["samples_per_s"]),
                  _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
@@ -61,6 +61,10 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
         table.append(cells)
     part.tables.append(Table(columns, table))
     return part
+
+
+def workload_text(value: object) -> str:
+    return value if isinstance(value, str) and value else "–"
 
 
 def suites_text(row: pd.Series) -> str:
@@ -119,7 +123,7 @@ def _throughput_table(rows: pd.DataFrame) -> Table:
     for _, r in rows.iterrows():
         single = singles.get((str(r["run"]), str(r["workload"]), float(r["batch"])))
         ratio = vs_single(r, single) if single is not None and r["strategy"] != "single" else None
-        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), suites_text(r),
+        table.append([str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r),
                       fmt_num(r["samples_per_s"]),
                       _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
                       "–" if ratio is None else ratio_text(ratio)])
@@ -265,7 +269,7 @@ def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     table = []
     for _, r in rows.iterrows():
         rounds = pd.Series(_positive(r["step_samples"]), dtype=float)
-        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), suites_text(r), str(len(rounds)),
+        table.append([str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r), str(len(rounds)),
                       str(r["trials_count"]), fmt_seconds(r["step_time_s"]), fmt_pct(r["trial_cv"]),
                       fmt_seconds(rounds.quantile(0.95)) if len(rounds) else "–",
                       fmt_seconds(rounds.min()), fmt_seconds(rounds.max())])

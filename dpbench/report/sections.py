@@ -17,12 +17,17 @@ from typing import Any, Callable, Sequence
 import matplotlib
 import pandas as pd
 
+from dpbench.gate.compare import compare_frames
 from dpbench.report import plots, plots_resources
 from dpbench.report.comparison import comparison_tables
+from dpbench.report.configs import configurations
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part
+from dpbench.report.summary import run_warnings
+from dpbench.results.load import ResultsError
 
-__all__ = ["PARTS", "ReportData", "SECTIONS", "Section", "build_sections", "figure_section"]
+__all__ = ["PARTS", "ReportData", "SECTIONS", "Section", "build_sections", "compare_with_first", "figure_section",
+           "report_data"]
 
 
 @dataclass(kw_only=True)
@@ -84,6 +89,30 @@ SECTIONS: list[Callable[[ReportData], Section | None]] = [
     figure_section("communication", "Communication", [plots.busbw]),
     figure_section("numbers", "All numbers", [plots.headline]),
 ]
+
+
+def compare_with_first(frame: pd.DataFrame, runs: Sequence[str]) -> list[RunComparison]:
+    """Each later run against the first, through the gate's own code, defaults and verdicts, so
+    the page says what ``dpbench compare`` would say."""
+    out = []
+    base = frame[frame["run"] == runs[0]]
+    for other in runs[1:]:
+        try:
+            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
+        except ResultsError as e:
+            out.append(RunComparison(baseline=runs[0], candidate=other, note=str(e)))
+            continue
+        out.append(RunComparison(baseline=runs[0], candidate=other, comparison=cmp))
+    return out
+
+
+def report_data(frame: pd.DataFrame) -> ReportData:
+    """Everything the sections read, from the tidy frame of :func:`dpbench.results.frame.runs_frame`."""
+    runs = [str(r) for r in dict.fromkeys(frame["run"])]
+    configs = configurations(frame)
+    return ReportData(frame=frame, configs=configs.assign(case=configs["config"]), runs=runs,
+                      comparisons=compare_with_first(frame, runs) if len(runs) > 1 else [],
+                      warnings=run_warnings(frame))
 
 
 def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], Section | None]] = SECTIONS

@@ -109,6 +109,8 @@ def load_timelines(rows: pd.DataFrame) -> tuple[list[Timeline], list[str]]:
         workload = row["workload"] if isinstance(row["workload"], str) and row["workload"] else None
         label = row["case"] if "case" in row else row["label"]
         case = f"{workload}: {label}" if workload else str(label)
-        out.append(Timeline(run=str(row["run"]), case=case, name=str(row["name"]), file=path.name,
+        names = row.get("benchmarks")  # a configuration several suites published: all its benchmarks
+        name = " ".join(names) if isinstance(names, tuple) and names else str(row["name"])
+        out.append(Timeline(run=str(row["run"]), case=case, name=name, file=path.name,
                             samples=data, marks=marks))
     return out, notes
