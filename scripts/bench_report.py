@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,11 +31,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 import report_synth  # noqa: E402  (tests/ holds the synthetic-run writer)
 
 RENDER = """
-import sys, time
+import os, sys, time
 t0 = time.perf_counter()
+if os.environ.get("BENCH_REPORT_SOURCE"):  # that checkout, not the editable install of this one
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+    sys.path.insert(0, os.environ["BENCH_REPORT_SOURCE"])
 from dpbench.report import write_report
 write_report(sys.argv[2:], sys.argv[1])
 print(time.perf_counter() - t0)
+print(__import__("dpbench").__file__, file=sys.stderr)
 """
 
 
@@ -70,15 +76,24 @@ def make_runs(root: Path, n: int) -> list[Path]:
     return runs
 
 
-def render_once(runs: list[Path], out: Path) -> tuple[float, float, int]:
-    """(wall seconds of the process, seconds inside write_report, bytes written)."""
+def render_once(runs: list[Path], out: Path, source: str | None) -> tuple[float, float, float, int]:
+    """(wall seconds of the process, its CPU seconds, seconds inside write_report, bytes written).
+
+    CPU seconds (user + system of the child) move much less than wall time when other work
+    shares the machine, so they are the number to compare on a busy one."""
+    env = dict(os.environ)
+    if source:  # another checkout's dpbench (e.g. main) first on the path: before / after
+        env["BENCH_REPORT_SOURCE"] = str(Path(source).resolve())
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", RENDER, str(out), *map(str, runs)], capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=env)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"render of {len(runs)} runs failed:\n{proc.stderr}")
-    return wall, float(proc.stdout.strip().splitlines()[-1]), out.stat().st_size
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, float(proc.stdout.strip().splitlines()[-1]), out.stat().st_size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, nargs="+", default=[2, 4, 10, 20], help="run counts to render")
     parser.add_argument("--repeat", type=int, default=3, help="renders per run count (median reported)")
     parser.add_argument("--keep", metavar="DIR", help="write the reports into DIR instead of a temp dir")
+    parser.add_argument("--source", metavar="DIR", help="render with the dpbench of another checkout (e.g. /work/main)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dpbench-bench-report-") as tmp:
         out_dir = Path(args.keep or tmp)
@@ -94,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         all_runs = make_runs(results, max(args.runs))
         n_bench = len(json.loads(all_runs[0].read_text())["benchmarks"])
         print(f"{n_bench} benchmarks per run; {args.repeat} render(s) per size in a fresh process each")
-        print("| runs | wall s (median, min–max) | in write_report s | page MB |")
-        print("|---|---|---|---|")
+        print("| runs | wall s (median, min–max) | CPU s (median) | in write_report s | page MB |")
+        print("|---|---|---|---|---|")
         for n in args.runs:
-            measured = [render_once(all_runs[:n], out_dir / f"report-{n}.html") for _ in range(args.repeat)]
-            walls, inner, sizes = zip(*measured)
+            measured = [render_once(all_runs[:n], out_dir / f"report-{n}.html", args.source)
+                        for _ in range(args.repeat)]
+            walls, cpus, inner, sizes = zip(*measured)
             print(f"| {n} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
-                  f"{statistics.median(inner):.2f} | {sizes[-1] / 1e6:.2f} |", flush=True)
+                  f"{statistics.median(cpus):.2f} | {statistics.median(inner):.2f} | {sizes[-1] / 1e6:.2f} |",
+                  flush=True)
     return 0
 
 

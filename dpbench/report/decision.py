@@ -135,7 +135,7 @@ def _ratio_grids(group: pd.DataFrame, single: pd.Series, batch: float) -> tuple[
         ratio = ratios[i]
         text = f"{ratio.ratio:.2f}×" if ratio.ratio == ratio.ratio else "–"
         items.append((_row_label(r), r["strategy"], _ws(r), _ratio_cell(ratio.ratio, ratio.significant, text,
-                                                                         sentence(r, single))))
+                                                                         sentence(r, single, ratio))))
     plain = [it for it in items if it[0] == it[1]]  # the strategies as they come
     tuned = [it for it in items if it[0] != it[1]]  # strategies with options set (knobs, modes)
     caption = ("Each configuration's throughput over single's, trial i against trial i (interleaved trials ran "
@@ -147,7 +147,7 @@ def _ratio_grids(group: pd.DataFrame, single: pd.Series, batch: float) -> tuple[
                            "The same ratio for the strategies' options (buckets, hooks, modes).", tuned,
                            corner="strategy (options)"))
     ordered = sorted(ratios.items(), key=lambda kv: -kv[1].ratio if kv[1].ratio == kv[1].ratio else math.inf)
-    claims = [fastest_line(group)] + [sentence(others.loc[i], single) for i, _ in ordered]
+    claims = [fastest_line(group)] + [sentence(others.loc[i], single, ratio) for i, ratio in ordered]
     return grids, claims
 
 
@@ -261,6 +261,12 @@ def _training(configs: pd.DataFrame) -> pd.DataFrame:
 def decisions(configs: pd.DataFrame, runs: Sequence[str],
               comparisons: Sequence[RunComparison] = ()) -> list[WorkloadDecision]:
     """Per workload (in order of appearance): its heatmaps, its sentences and its claims."""
+    # The columns read here only: boolean selections of the full frame (a hundred-odd columns)
+    # copied every column each time.
+    wanted = ["run", "workload", "kind", "strategy", "strategy_label", "case", "batch", "world_size",
+              "samples_per_s", "samples_per_s_ci95_lo", "samples_per_s_ci95_hi", "trial_times", "fullnames",
+              "scaling_efficiency", "scaling_efficiency_ci95_lo", "scaling_efficiency_ci95_hi"]
+    configs = configs[[c for c in wanted if c in configs.columns]]
     training = _training(configs)
     singles = single_for(training)
     out = []

@@ -13,7 +13,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from dpbench.report.configs import single_for, vs_single
-from dpbench.report.figures import (Part, Table, case_order, hbars, hlines, numeric, panels, plain_log_ticks,
+from dpbench.report.figures import (category_labels, Part, Table, case_order, hbars, hlines, numeric, panels, plain_log_ticks,
                                     row_heights, run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 from dpbench.stats import percentile
@@ -105,8 +105,7 @@ def throughput(rows: pd.DataFrame, runs: list[str]) -> Part | None:
             ys = [position[c] + offsets[run] for c in mine["case"][ok]]
             colors = [strategy_color(s) for s in mine["strategy"][ok]]
             _bars(ax, ys, value[ok], lo[ok], hi[ok], colors, hollow=run != shown[-1], thickness=thickness)
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+        category_labels(ax, cases)
         title(ax, f"workload: {workload}" if workload else "")
         ax.set_xlabel("samples/s")
     strategy_legend(axes[0][0], rows["strategy"], runs)
@@ -258,8 +257,7 @@ def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                 xs += [v * 1e3 for v in _positive(trials)]
                 ys += [position[c] + offsets[run]] * len(_positive(trials))
             ax.plot(xs, ys, "o", color="black", markersize=2.5, linestyle="none")
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+        category_labels(ax, cases)
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
         ax.set_xlabel("ms per step (per call)")

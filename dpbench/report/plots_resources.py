@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from dpbench.report import timeline
-from dpbench.report.figures import (RUN_ALPHAS, Part, Table, case_order, finite, hbars, panels, row_heights,
+from dpbench.report.figures import (category_labels, RUN_ALPHAS, Part, Table, case_order, finite, hbars, panels, row_heights,
                                     run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_seconds
 from dpbench.schema import Phase
@@ -85,8 +85,7 @@ def phases(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                 hbars(ax, ys, list(mine[phase]), left=list(left), height=thickness, color=palette[phase],
                       alpha=1.0 if run == shown[-1] else RUN_ALPHAS[2])
                 left = left + mine[phase]
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+        category_labels(ax, cases)
         ax.set_xlabel("ms per step")
         title(ax, f"workload: {workload}" if workload else "")
     _run_legend(axes[0][0], {phase: palette[phase] for phase in order}, "phase", runs)
@@ -130,8 +129,7 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                   linewidth=0 if newest else 1.2, alpha=0.85)
             ax.plot(mine["bytes"] / 2**20, [position[c] + offsets[run] for c in mine["case"]], "|", color="black",
                     markersize=7, linestyle="none")
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+        category_labels(ax, cases)
         ax.set_xlabel("MiB")
         title(ax, f"workload: {workload}" if workload else "")
     strategy_legend(axes[0][0], rows["strategy"].dropna(), runs)

@@ -15,18 +15,19 @@ import pandas as pd
 
 from dpbench.report.configs import vs_single
 from dpbench.results.units import fmt_num
-from dpbench.stats import median, positive
+from dpbench.stats import PairedRatio, median, positive
 
 __all__ = ["DRIFT_THRESHOLD", "control_drift", "fastest_line", "run_warnings", "sentence"]
 
 DRIFT_THRESHOLD = 0.10  # controls that move more than this across a run's trial passes are reported
 
 
-def sentence(case: pd.Series, single: pd.Series) -> str:
+def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = None) -> str:
     """``"ddp w2 is 1.31× single (CI 1.22–1.40, 4 paired trials)"``, or why no such claim can be
-    made. ``case`` and ``single`` are rows of :func:`dpbench.report.configs.configurations`."""
+    made. ``case`` and ``single`` are rows of :func:`dpbench.report.configs.configurations`;
+    ``ratio``: their :func:`~dpbench.report.configs.vs_single`, where already computed."""
     name = str(case["case"])
-    ratio = vs_single(case, single)
+    ratio = vs_single(case, single) if ratio is None else ratio
     if ratio.pairs < 2:
         return (f"{name} is {ratio.ratio:.2f}× single (fewer than 2 trials each: the spread across processes is "
                 "unknown, so this is not a claim)")
