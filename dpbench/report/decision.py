@@ -61,6 +61,7 @@ class Grid:
     corner: str  # what the rows are, above the row labels
     columns: list[str]
     rows: list[tuple[str, str, list[Cell | None]]]  # (label, the strategy's colour, cells)
+    legend: list[tuple[str, str]] = field(default_factory=list)  # (colour, what it means)
 
 
 @dataclass(kw_only=True)
@@ -237,19 +238,30 @@ def _change_grid(workload: str, configs: pd.DataFrame, comparisons: Sequence[Run
             if found is None:
                 continue
             cell = _change_cell(*found, config=str(r["case"]))
+            tuned = _row_label(r) != r["strategy"]
             if single_comparison:
-                items.append((_row_label(r), r["strategy"], _ws(r), cell))
+                items.append((_row_label(r), r["strategy"], _ws(r), cell, tuned))
             else:
-                items.append((str(r["case"]), r["strategy"], c.candidate, cell))
+                items.append((str(r["case"]), r["strategy"], c.candidate, cell, tuned))
     if not items:
         return None
+    # Strategies with options (knobs, modes) that changed nothing in any run would fill the view:
+    # they are counted here and listed in the run comparison.
+    moved = {label for label, _, _, cell, _ in items if cell.verdict != Verdict.UNCHANGED.value}
+    quiet = {label for label, _, _, _, tuned in items if tuned and label not in moved}
+    items = [it[:4] for it in items if it[0] not in quiet]
     first = judged[0][0].baseline
     caption = (f"The change of each configuration's median step time from {first} to "
                + (judged[0][0].candidate if single_comparison else "each later run (columns)")
-               + ", coloured by the verdict of the regression gate (dpbench compare): red regressed, green "
-                 "improved, grey unchanged, amber inconclusive. + is slower. Hover a cell for the test.")
+               + " (+ is slower), coloured by the verdict of the regression gate (dpbench compare). Hover a "
+                 "cell for the test behind it."
+               + (f" {len(quiet)} strategies with options, unchanged in every run, are listed only in the run "
+                  "comparison." if quiet else ""))
     title = f"Change {first} → {judged[0][0].candidate}" if single_comparison else f"Change since {first}"
-    return _grid(title, caption, items, corner="strategy" if single_comparison else "configuration")
+    grid = _grid(title, caption, items, corner="strategy" if single_comparison else "configuration")
+    shown = {cell.verdict for _, _, _, cell in items}
+    grid.legend = [(VERDICT_COLOURS[v], v.value) for v in Verdict if v.value in shown]
+    return grid
 
 
 # ---------------------------------------------------------------- per workload
@@ -295,8 +307,8 @@ def decisions(configs: pd.DataFrame, runs: Sequence[str],
         if efficiency is not None:
             decision.grids.append(efficiency)
         change = _change_grid(workload, configs, comparisons)
-        if change is not None:
-            decision.grids.append(change)
+        if change is not None:  # beside the first heatmap: "which is fastest" and "what changed" together
+            decision.grids.insert(1, change)
         if decision.grids or decision.claims:
             out.append(decision)
     return out

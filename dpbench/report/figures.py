@@ -88,7 +88,7 @@ def svg(fig: Figure, title_text: str) -> Image:
     return Image(title=title_text, data=base64.b64encode(buf.getvalue()).decode("ascii"), mime="image/svg+xml")
 
 
-def panels(heights: Sequence[float], *, labels: Iterable[str] = (), width: float = 10.0, right: float = 0.3,
+def panels(heights: Sequence[float], *, labels: Iterable[str] = (), width: float = 11.0, right: float = 0.3,
            cols: int = 1, gap: float = 0.8) -> tuple[Figure, list[list[Axes]]]:
     """Stacked panels, panel i ``heights[i]`` inches of plot, with room on the left for ``labels``
     (the y tick labels) and ``right`` inches on the right (an outside legend). Rows of axes."""
