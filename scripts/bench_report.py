@@ -2,8 +2,8 @@
 """How long ``dpbench report`` takes and how large its page is, for 2, 4, 10 and 20 runs.
 
 The runs are synthetic (tests/report_synth.py): ~70 training benchmarks in six suites plus the
-collectives, 4 trials × 3 rounds each, timelines in the dp_phases suite, and, as the real suites
-write them, one measurement per ``case_key`` published by every suite that runs it. Each size
+collectives, 4 trials × 3 rounds each, a timeline per trial of every training case, and, as the
+real suites write them, one measurement per ``case_key`` published by every suite that runs it. Each size
 is rendered ``--repeat`` times in a fresh process (imports included, as the CLI pays them);
 the table shows the median and the spread.
 
@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import report_synth  # noqa: E402  (tests/ holds the synthetic-run writer)
 
+# Every training suite records timelines, as the real suites do.
+TIMELINE_SUITES = ("throughput", "scaling", "ddp_knobs", "allreduce", "dp_phases")
 RENDER = """
 import os, sys, time
 t0 = time.perf_counter()
@@ -70,7 +72,7 @@ def make_runs(root: Path, n: int) -> list[Path]:
     runs = []
     for i in range(1, n + 1):
         path = report_synth.make_run(root, number=i, name=f"r{i}", seed=i, cases=report_synth.many_cases(),
-                                     trials=4, rounds=3, timeline_suites=("dp_phases",))
+                                     trials=4, rounds=3, timeline_suites=TIMELINE_SUITES)
         shared_trials(path)
         runs.append(path)
     return runs

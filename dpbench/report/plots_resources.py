@@ -145,46 +145,67 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
 
 
 # ---------------------------------------------------------------- timelines
+TIME_BINS = 120  # columns of a timeline strip: finer than a figure's pixels per second would show
+
+
+def _strip(totals: pd.DataFrame, column: str, end: float) -> list[float]:
+    """``column`` averaged over TIME_BINS equal bins of [0, end] (NaN where nothing was sampled)."""
+    values = totals[column].dropna()
+    sums, counts = [0.0] * TIME_BINS, [0] * TIME_BINS
+    for t, v in zip(values.index, values):
+        i = min(TIME_BINS - 1, max(0, int(t / end * TIME_BINS))) if end > 0 else 0
+        sums[i] += float(v)
+        counts[i] += 1
+    return [s / c if c else math.nan for s, c in zip(sums, counts)]
+
+
 def timelines(rows: pd.DataFrame, runs: list[str]) -> Part | None:
-    loaded, notes = timeline.load_timelines(rows)
+    newest = two_runs(runs)[1]
+    # Only the newest run's files are read: they are what the figure and its table show, and with
+    # every case recording a timeline, reading every run's would grow the report's time with each run.
+    loaded, notes = timeline.load_timelines(rows[rows["run"] == newest])
     if not loaded and not notes:
         return None
-    shown = list(dict.fromkeys(two_runs(runs)))
     part = Part(key="timelines", title="Utilization and memory timelines",
-                description="What the resource sampler recorded during each configuration's first trial: GPU "
-                            "utilization averaged over the GPUs (system CPU where there is none) and memory in use "
-                            "summed over the GPUs (the worker processes' memory on CPU). Colour = strategy"
-                            + ("; solid: the newest run, dashed: the first (every run's numbers are in the table)"
-                               if len(runs) > 1 else "") + ". Dotted vertical lines are marks.")
+                description="What the resource sampler recorded during each configuration's first trial, one strip "
+                            "per configuration: left, GPU utilization averaged over the GPUs (system CPU where "
+                            "there is none), darker = busier; right, memory in use summed over the GPUs (the worker "
+                            "processes' memory on CPU), darker = more. A pale gap inside a strip is a stall. "
+                            + (f"The newest run ({newest}) only. " if len(runs) > 1 else "")
+                            + "One panel per workload.")
     part.note = " ".join(notes) or None
     if not loaded:
         return part
-    cases = list(dict.fromkeys((t.case for t in loaded)))
-    fig, axes = panels([1.3] * len(cases), width=10, cols=2, gap=0.7)
-    strategy_of = {}
-    for _, r in rows.iterrows():
-        w = r["workload"] if isinstance(r["workload"], str) and r["workload"] else None
-        strategy_of[f"{w}: {r['case']}" if w else str(r["case"])] = r["strategy"]
-    table = []
-    for (ax_util, ax_mem), case in zip(axes, cases):
-        color = strategy_color(strategy_of.get(case))
-        for t in (t for t in loaded if t.case == case):
-            totals = t.totals()
-            table.append([t.run, case, t.name, t.file, fmt_num(totals["utilization %"].mean()),
-                          fmt_num(totals["utilization %"].max()), fmt_bytes(totals["memory GiB"].max() * 2**30)])
-            if t.run not in shown:
-                continue
-            style = "-" if t.run == shown[-1] else "--"
-            ax_util.plot(totals.index, totals["utilization %"], color=color, linestyle=style, linewidth=1)
-            ax_mem.plot(totals.index, totals["memory GiB"], color=color, linestyle=style, linewidth=1)
-            for mark in t.marks["time"]:
-                ax_util.axvline(mark, linestyle=":", color="gray", linewidth=0.8)
-        title(ax_util, f"{case}: utilization %", size="small")
-        title(ax_mem, f"{case}: memory GiB", size="small")
-        ax_util.set_ylim(bottom=0)
+    table, drawn = [], {}
+    for t in loaded:
+        totals = t.totals()
+        table.append([t.run, t.case, t.name, t.file, fmt_num(totals["utilization %"].mean()),
+                      fmt_num(totals["utilization %"].max()), fmt_bytes(totals["memory GiB"].max() * 2**30)])
+        if t.run == newest:
+            workload = t.case.split(": ", 1)[0] if ": " in t.case else ""
+            drawn.setdefault(workload, []).append((t.case.split(": ", 1)[-1], totals))
+    part.tables.append(Table(["run", "configuration", "benchmark", "timeline", "mean util %", "max util %",
+                              "max memory"], table))
+    if not drawn:
+        return part
+    # One image per workload panel (imshow): a panel of axes per configuration made the figure
+    # cost seconds once every case records a timeline.
+    groups = list(drawn.items())
+    heights = row_heights((len(g) for _, g in groups), per_row=0.2)
+    fig, axes = panels(heights, labels=[c for _, g in groups for c, _ in g], cols=2, gap=0.7)
+    memory_top = max(float(tot["memory GiB"].max()) for _, g in groups for _, tot in g) or 1.0
+    for (ax_util, ax_mem), (workload, group) in zip(axes, groups):
+        end = max(float(tot.index.max()) for _, tot in group) or 1.0
+        for ax, column, top, cmap in ((ax_util, "utilization %", 100.0, "Greys"),
+                                      (ax_mem, "memory GiB", memory_top, "Purples")):
+            ax.imshow([_strip(tot, column, end) for _, tot in group], aspect="auto", cmap=cmap, vmin=0, vmax=top,
+                      extent=(0, end, len(group) - 0.5, -0.5), interpolation="nearest")
+            ax.grid(False)
+        category_labels(ax_util, [c for c, _ in group])
+        ax_mem.set_yticks([])
+        title(ax_util, f"{workload + ': ' if workload else ''}utilization % (0–100)", size="small")
+        title(ax_mem, f"{workload + ': ' if workload else ''}memory GiB (0–{memory_top:.3g})", size="small")
     for ax in axes[-1]:
         ax.set_xlabel("seconds since the sampler started")
-    part.images.append(svg(fig, "timelines"))
-    columns = ["run", "configuration", "benchmark", "timeline", "mean util %", "max util %", "max memory"]
-    part.tables.append(Table(columns, table))
+    part.images.append(svg(fig, "timelines"))  # the strips go in as one embedded raster, the text stays text
     return part

@@ -131,6 +131,7 @@ def test_report_renders_in_chromium(browser, report_html: Path, tmp_path: Path):
         shutil.copy(shot, Path(os.environ["DPBENCH_SCREENSHOT_DIR"]) / "report.png")
 
 
+@pytest.mark.slow  # renders 2 runs × 73 benchmarks and drives two pages
 def test_decision_view_first_nothing_too_wide_tables_sort(browser, many_html_path: Path, report_html: Path):
     """At 1280 px: the decision view on top, nothing wider than the window (tables scroll inside
     their box), sorting a table reorders its rows, the filter hides rows; screenshots of the top."""
