@@ -148,15 +148,21 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
 TIME_BINS = 120  # columns of a timeline strip: finer than a figure's pixels per second would show
 
 
-def _strip(totals: pd.DataFrame, column: str, end: float) -> list[float]:
-    """``column`` averaged over TIME_BINS equal bins of [0, end] (NaN where nothing was sampled)."""
+def _strip(totals: pd.DataFrame, column: str, end: float, bins: int) -> list[float]:
+    """``column`` averaged over ``bins`` equal bins of [0, end]; a bin without a sample holds the
+    reading before it (the sampler reads periodically), and nothing is drawn after the last one."""
     values = totals[column].dropna()
-    sums, counts = [0.0] * TIME_BINS, [0] * TIME_BINS
+    sums, counts = [0.0] * bins, [0] * bins
     for t, v in zip(values.index, values):
-        i = min(TIME_BINS - 1, max(0, int(t / end * TIME_BINS))) if end > 0 else 0
+        i = min(bins - 1, max(0, int(t / end * bins))) if end > 0 else 0
         sums[i] += float(v)
         counts[i] += 1
-    return [s / c if c else math.nan for s, c in zip(sums, counts)]
+    out, last = [], math.nan
+    final = max((i for i, c in enumerate(counts) if c), default=-1)
+    for i, (s, c) in enumerate(zip(sums, counts)):
+        last = s / c if c else last
+        out.append(last if i <= final else math.nan)
+    return out
 
 
 def timelines(rows: pd.DataFrame, runs: list[str]) -> Part | None:
@@ -196,9 +202,10 @@ def timelines(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     memory_top = max(float(tot["memory GiB"].max()) for _, g in groups for _, tot in g) or 1.0
     for (ax_util, ax_mem), (workload, group) in zip(axes, groups):
         end = max(float(tot.index.max()) for _, tot in group) or 1.0
+        bins = max(1, min(TIME_BINS, max(len(tot) for _, tot in group)))  # no finer than the samples
         for ax, column, top, cmap in ((ax_util, "utilization %", 100.0, "Greys"),
                                       (ax_mem, "memory GiB", memory_top, "Purples")):
-            ax.imshow([_strip(tot, column, end) for _, tot in group], aspect="auto", cmap=cmap, vmin=0, vmax=top,
+            ax.imshow([_strip(tot, column, end, bins) for _, tot in group], aspect="auto", cmap=cmap, vmin=0, vmax=top,
                       extent=(0, end, len(group) - 0.5, -0.5), interpolation="nearest")
             ax.grid(False)
         category_labels(ax_util, [c for c, _ in group])
