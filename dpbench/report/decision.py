@@ -213,7 +213,7 @@ def _change_cell(b: BenchmarkComparison, row: list[str], config: str) -> Cell:
     detail = "; ".join(f"{h} {v}" for h, v in zip(HEADER[1:], row[1:]))
     text = fmt_ratio(b.ratio) if b.ratio == b.ratio else b.verdict.value
     return Cell(text=text, title=f"{config}: {b.verdict.value} — {detail}" + (f" — {b.note}" if b.note else ""),
-                background=VERDICT_COLOURS[b.verdict], verdict=b.verdict.value)
+                background=VERDICT_COLOURS.get(b.verdict, "#ffffff"), verdict=b.verdict.value)  # a verdict added later: plain
 
 
 def _verdict_of(row: pd.Series, judged: dict[str, tuple[BenchmarkComparison, list[str]]]):
@@ -260,7 +260,7 @@ def _change_grid(workload: str, configs: pd.DataFrame, comparisons: Sequence[Run
     title = f"Change {first} → {judged[0][0].candidate}" if single_comparison else f"Change since {first}"
     grid = _grid(title, caption, items, corner="strategy" if single_comparison else "configuration")
     shown = {cell.verdict for _, _, _, cell in items}
-    grid.legend = [(VERDICT_COLOURS[v], v.value) for v in Verdict if v.value in shown]
+    grid.legend = [(VERDICT_COLOURS.get(v, "#ffffff"), v.value) for v in Verdict if v.value in shown]
     return grid
 
 
