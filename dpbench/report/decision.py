@@ -213,7 +213,8 @@ def _change_cell(b: BenchmarkComparison, row: list[str], config: str) -> Cell:
     detail = "; ".join(f"{h} {v}" for h, v in zip(HEADER[1:], row[1:]))
     text = fmt_ratio(b.ratio) if b.ratio == b.ratio else b.verdict.value
     return Cell(text=text, title=f"{config}: {b.verdict.value} — {detail}" + (f" — {b.note}" if b.note else ""),
-                background=VERDICT_COLOURS.get(b.verdict, "#ffffff"), verdict=b.verdict.value)  # a verdict added later: plain
+                # a verdict the gate adds later renders plain
+                background=VERDICT_COLOURS.get(b.verdict, "#ffffff"), verdict=b.verdict.value)
 
 
 def _verdict_of(row: pd.Series, judged: dict[str, tuple[BenchmarkComparison, list[str]]]):

@@ -4,7 +4,8 @@ Figures are plain ``matplotlib.figure.Figure`` objects saved straight to SVG wit
 text, never shown through pyplot: the report renders headless on CI, and importing it leaves a
 notebook's backend untouched. SVG over PNG: sharp at any zoom, and 1.5–2.5× faster to write (Agg's
 text rendering and the palette quantization a small PNG needs cost more than the SVG writer; a
-128-colour PNG at 72 dpi was 3–4× smaller, but the page stays under its size target with SVG). Each figure is sized to its content: its height grows with its rows.
+128-colour PNG at 72 dpi was 3–4× smaller, but the page stays under its size target with SVG).
+Each figure is sized to its content: its height grows with its rows.
 
 One visual channel means one thing on the whole page: **colour = strategy** (the same colour
 for ``ddp`` in every figure and in the decision view), **filled / solid = the newest run,
@@ -27,7 +28,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["Image", "Part", "Table", "RUN_ALPHAS", "case_order", "category_labels", "finite", "numeric", "panels", "plain_log_ticks",
+__all__ = ["Image", "Part", "Table", "RUN_ALPHAS", "case_order", "category_labels", "finite", "numeric", "panels",
+           "plain_log_ticks",
            "row_heights", "run_colors", "run_offsets", "strategy_color", "strategy_legend", "svg", "title",
            "two_runs", "hbars", "hlines"]
 

@@ -13,7 +13,6 @@ from typing import Any, Sequence
 
 import jinja2
 import markupsafe
-import pandas as pd
 
 from dpbench._atomic import atomic_write_text
 from dpbench.schema import __version__

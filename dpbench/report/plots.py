@@ -13,8 +13,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from dpbench.report.configs import single_for, vs_single
-from dpbench.report.figures import (category_labels, Part, Table, case_order, hbars, hlines, numeric, panels, plain_log_ticks,
-                                    row_heights, run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
+from dpbench.report.figures import (Part, Table, case_order, category_labels, hbars, hlines, numeric, panels,
+                                    plain_log_ticks, row_heights, run_offsets, strategy_color, strategy_legend, svg,
+                                    title, two_runs)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 from dpbench.stats import percentile
 
@@ -235,7 +236,8 @@ def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     shown = list(dict.fromkeys(two_runs(runs)))
     part = Part(key="step-times", title="Step-time distributions",
                 description="Every measured round (boxes: quartiles and median; whiskers: the furthest round "
-                            "within 1.5 IQR; ms per step or per call, all trials) and each trial's median (dots): the boxes show the noise inside a process, the dots how much a whole "
+                            "within 1.5 IQR; ms per step or per call, all trials) and each trial's median (dots): "
+                            "the boxes show the noise inside a process, the dots how much a whole "
                             "case moves between processes. Colour = strategy"
                             + ("; filled: the newest run, hollow: the first (runs in between are in the table)."
                                if len(runs) > 1 else "."))

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from dpbench.report import timeline
-from dpbench.report.figures import (category_labels, RUN_ALPHAS, Part, Table, case_order, finite, hbars, panels, row_heights,
-                                    run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
+from dpbench.report.figures import (RUN_ALPHAS, Part, Table, case_order, category_labels, finite, hbars, panels,
+                                    row_heights, run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_seconds
 from dpbench.schema import Phase
 

@@ -95,7 +95,8 @@ TOO_WIDE = """() => {
   for (const el of document.querySelectorAll("body *")) {
     if (el.closest(".scroll") && !el.classList.contains("scroll")) continue;
     const box = el.getBoundingClientRect();
-    if (box.width > 0 && box.right > width + 0.5) out.push(el.tagName + "." + el.className + " " + Math.round(box.right));
+    if (box.width > 0 && box.right > width + 0.5)
+      out.push(el.tagName + "." + el.className + " " + Math.round(box.right));
   }
   return {page: document.documentElement.scrollWidth, width: width, wide: out.slice(0, 10)};
 }"""
