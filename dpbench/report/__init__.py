@@ -1,5 +1,8 @@
-"""report: renders saved runs into one self-contained HTML page (seaborn figures, tables,
-provenance, the gate's verdicts side by side). It renders; it never judges or re-derives.
+"""report: renders saved runs into one self-contained HTML page: the decision view first
+(:mod:`dpbench.report.decision`), then one figure per kind (matplotlib, SVG), sortable tables,
+provenance, and the gate's verdicts between runs. It renders; it never judges or re-derives.
+The sections are a plain list (:data:`dpbench.report.sections.SECTIONS`): a new one is a function
+and a line there.
 
 May import: ``dpbench.results`` (the tidy frame), ``dpbench.gate`` (verdicts to show),
 ``dpbench.stats``, ``dpbench.schema``. Never torch. Names load lazily so ``dpbench --help`` stays

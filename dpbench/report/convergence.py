@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpbench.report.figures import Image, Part, Table, numeric, panels, png, row_heights, title
+from dpbench.report.figures import Image, Part, Table, numeric, panels, row_heights, svg, title
 from dpbench.results.units import fmt_seconds
 
 __all__ = ["time_to_accuracy", "parity_verdict", "d2l_line"]
@@ -92,7 +92,7 @@ def _curves(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool)
         ax.set_ylabel("test accuracy")
         title(ax, f"{run} · {recipe}" if multi_run else recipe)
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return Image(title="test accuracy per epoch", png_b64=png(fig))
+    return svg(fig, "test accuracy per epoch")
 
 
 def _epoch_times(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool) -> Image:
@@ -110,7 +110,7 @@ def _epoch_times(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: 
         ax.set_ylim(len(cases) - 0.5, -0.5)
         ax.set_xlabel("seconds per epoch (median over trials, 95% interval)")
         title(ax, f"{run} · {recipe}" if multi_run else recipe)
-    return Image(title="seconds per epoch", png_b64=png(fig))
+    return svg(fig, "seconds per epoch")
 
 
 def _case_row(r: pd.Series) -> list[str]:

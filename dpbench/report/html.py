@@ -1,7 +1,10 @@
-"""Render saved runs into one self-contained HTML file (Jinja2, autoescaped, no scripts)."""
+"""Render saved runs into one self-contained HTML file (Jinja2, autoescaped; one inline script,
+allowed by its hash in the page's Content-Security-Policy, that sorts and filters tables)."""
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -9,18 +12,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import jinja2
-import pandas as pd
+import markupsafe
 
 from dpbench._atomic import atomic_write_text
 from dpbench.schema import __version__
-from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_frames
-from dpbench.gate.compare_format import HEADER, display_names, rows, summary_line, verdict_line
-from dpbench.report.figures import Table
+from dpbench.gate.compare import DEFAULT_THRESHOLD
+from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
-from dpbench.report.sections import build_sections
-from dpbench.report.summary import run_warnings, summarize
-from dpbench.report.traces import OPEN_OFFLINE, build_traces  # issue 20: the "Traces" section
 
 __all__ = ["render_report", "write_report"]
 
@@ -61,48 +60,35 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}
 
 
-def _comparisons(frame: pd.DataFrame, runs: Sequence[str]) -> list[dict[str, Any]]:
-    """Each later run against the first, through the gate's own code and verdicts."""
-    out = []
-    base = frame[frame["run"] == runs[0]]
-    for other in runs[1:]:
-        entry: dict[str, Any] = {"baseline": runs[0], "candidate": other, "note": None, "warnings": [],
-                                 "counts": "", "verdict": "", "notes": [], "table": Table([], [])}
-        try:
-            # The gate's defaults, so the page says what `dpbench compare` would say.
-            cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
-        except ResultsError as e:
-            entry["note"] = str(e)
-            out.append(entry)
-            continue
-        short = display_names([b.name for b in cmp.benchmarks])
-        entry.update(warnings=cmp.warnings, counts=summary_line(cmp), verdict=verdict_line(cmp),
-                     notes=[f"{short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note],
-                     table=Table(list(HEADER), rows(cmp)))
-        out.append(entry)
-    return out
+def _script() -> tuple[str, str]:
+    """The page's one inline script (sorting and filtering tables) and its CSP hash: the policy
+    allows exactly this script and nothing else, no 'unsafe-inline'."""
+    text = (_TEMPLATES / "tables.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return text, f"'sha256-{digest}'"
 
 
 def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
     """The HTML text of a report over ``runs`` (as returned by :func:`read_run`)."""
     if not runs:
         raise ResultsError("no runs to report on")
-    frame = runs_frame(runs)
-    run_names = list(dict.fromkeys(frame["run"]))
+    data = report_data(runs_frame(runs))
+    run_names = data.runs
+    script, script_hash = _script()
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         version=__version__,
         run_names=run_names,
-        n_benchmarks=len(frame),
-        warnings=run_warnings(frame),
-        summary=summarize(frame),
-        sections=build_sections(frame),
-        comparisons=_comparisons(frame, run_names) if len(run_names) > 1 else [],
+        n_benchmarks=len(data.frame),
+        n_configurations=len(data.configs),
+        warnings=data.warnings,
+        sections=build_sections(data),
         threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],
-        traces=build_traces(frame), traces_open_offline=OPEN_OFFLINE,  # issue 20 (templates/_traces.html.j2)
+        script=markupsafe.Markup(script),
+        script_hash=markupsafe.Markup(script_hash),  # base64 and quotes, built here: nothing from a file
     )
 
 

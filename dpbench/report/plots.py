@@ -12,11 +12,14 @@ import math
 import matplotlib.ticker
 import pandas as pd
 
-from dpbench.report.figures import (Image, Part, Table, case_order, numeric, panels, plain_log_ticks, png,
-                                    row_heights, run_colors, run_offsets, title)
+from dpbench.report.configs import single_for, vs_single
+from dpbench.report.figures import (Part, Table, case_order, category_labels, hbars, hlines, numeric, panels,
+                                    plain_log_ticks, row_heights, run_offsets, strategy_color, strategy_legend, svg,
+                                    title, two_runs)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
+from dpbench.stats import percentile
 
-__all__ = ["busbw", "headline", "scaling", "step_times", "throughput", "workloads"]
+__all__ = ["busbw", "headline", "ratio_text", "scaling", "step_times", "suites_text", "throughput", "workloads"]
 
 
 def workloads(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -31,21 +34,22 @@ def _interval(lo: float, hi: float, fmt=fmt_seconds) -> str:
 
 # ---------------------------------------------------------------- headline numbers
 def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
-    part = Part(key="headline", title="Headline numbers",
-                description="Per case: the median over trials (fresh worker processes) of each trial's median "
-                            "time per step (per call for collectives), with its 95% interval from the trials; "
-                            "samples/s = global batch / that time. Between-trial CV: how much a whole case moves "
-                            "from process to process. Control: the fixed computation each trial timed in its own "
-                            "workers (it moves when the machine does).")
+    part = Part(key="headline", title="Every configuration's numbers",
+                description="Per configuration and run: the median over trials (fresh worker processes) of each "
+                            "trial's median time per step (per call for collectives), with its 95% interval from "
+                            "the trials; samples/s = global batch / that time. Between-trial CV: how much a whole "
+                            "case moves from process to process. Control: the fixed computation each trial timed "
+                            "in its own workers (it moves when the machine does). A configuration several suites "
+                            "published is one measurement: one row, its suites and benchmarks listed.")
     extra = [c for c in ("scaling_efficiency", "relative_to_ddp") if numeric(rows, c).notna().any()]
-    columns = ["run", "workload", "case", "benchmark", "trials", "time", "95% CI", "samples/s", "samples/s 95% CI",
-               "between-trial CV", "control", "control CV"] + extra
+    columns = ["run", "workload", "configuration", "suites", "benchmarks", "trials", "time", "95% CI", "samples/s",
+               "samples/s 95% CI", "between-trial CV", "control", "control CV"] + extra
     # Suite metrics come straight from extra_info: anything but a number reads as missing.
     metrics = {c: numeric(rows, c) for name in extra for c in (name, f"{name}_ci95_lo", f"{name}_ci95_hi")}
     table = []
     for _, r in rows.iterrows():
-        cells = [str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), str(r["trials_count"]),
-                 f"{fmt_seconds(r['step_time_s'])}{r['unit'].removeprefix('s')}",
+        cells = [str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r), " ".join(r["benchmarks"]),
+                 str(r["trials_count"]), f"{fmt_seconds(r['step_time_s'])}{r['unit'].removeprefix('s')}",
                  _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]), fmt_num(r["samples_per_s"]),
                  _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
                  fmt_pct(r["trial_cv"]), fmt_seconds(r["control_median_s"]), fmt_pct(r["control_cv"])]
@@ -54,10 +58,25 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
             ci = "" if math.isnan(lo) else f" ({lo:.3g}–{hi:.3g})"
             cells.append("–" if math.isnan(value) else f"{value:.3g}{ci}")
         if isinstance(r.get("incomparable"), str):
-            cells[5] = f"unknown: {r['incomparable']}"
+            cells[6] = f"unknown: {r['incomparable']}"
         table.append(cells)
     part.tables.append(Table(columns, table))
     return part
+
+
+def workload_text(value: object) -> str:
+    return value if isinstance(value, str) and value else "–"
+
+
+def suites_text(row: pd.Series) -> str:
+    suites = row.get("suites")
+    return ", ".join(suites) if isinstance(suites, tuple) and suites else "–"
+
+
+def _bars(ax, ys, values, lo, hi, color, *, hollow: bool, thickness: float) -> None:
+    hbars(ax, ys, list(values), height=thickness, color="white" if hollow else color, edgecolor=color,
+          linewidth=1.2 if hollow else 0)
+    hlines(ax, ys, list(lo), list(hi), color="black", caps=thickness / 4)
 
 
 # ---------------------------------------------------------------- throughput
@@ -66,47 +85,59 @@ def throughput(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     values = numeric(rows, "samples_per_s")
     if rows.empty or not values.notna().any():
         return None
+    shown = list(dict.fromkeys(two_runs(runs)))
     part = Part(key="throughput", title="Throughput",
                 description="Samples per second (global batch / median step time over trials), with the 95% "
-                            "interval from the trials as error bars. One panel per workload. Higher is better.")
+                            "interval from the trials as error bars. One panel per workload; colour = strategy. "
+                            + ("Filled: the newest run; hollow: the first run (runs in between are in the table). "
+                               if len(runs) > 1 else "") + "Higher is better.")
     groups = workloads(rows)
-    heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.22)
-    fig, axes = panels(heights, labels=rows["case"])
-    colors, (offsets, thickness) = run_colors(runs), run_offsets(runs)
+    heights = row_heights((len(case_order(g)) * len(shown) for _, g in groups), per_row=0.2)
+    fig, axes = panels(heights, labels=rows["case"], right=2.4)
+    offsets, thickness = run_offsets(shown[::-1])
     for (ax,), (workload, group) in zip(axes, groups):
         cases = case_order(group)
         position = {c: i for i, c in enumerate(cases)}
-        for run in runs:
+        for run in shown:
             mine = group[group["run"] == run]
             value = numeric(mine, "samples_per_s")
             ok = value > 0
             lo, hi = numeric(mine, "samples_per_s_ci95_lo"), numeric(mine, "samples_per_s_ci95_hi")
-            err = [(value - lo).where(lo > 0, 0.0)[ok], (hi - value).where(hi > 0, 0.0)[ok]]
             ys = [position[c] + offsets[run] for c in mine["case"][ok]]
-            ax.barh(ys, value[ok], height=thickness, xerr=err, color=colors[run], label=run, capsize=2)
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+            colors = [strategy_color(s) for s in mine["strategy"][ok]]
+            _bars(ax, ys, value[ok], lo[ok], hi[ok], colors, hollow=run != shown[-1], thickness=thickness)
+        category_labels(ax, cases)
         title(ax, f"workload: {workload}" if workload else "")
         ax.set_xlabel("samples/s")
-    if len(runs) > 1:  # one legend above the first panel: colours mean the same in every panel
-        axes[0][0].legend(fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.06), ncols=min(4, len(runs)))
-    part.images.append(Image(title="throughput", png_b64=png(fig)))
+    strategy_legend(axes[0][0], rows["strategy"], runs)
+    part.images.append(svg(fig, "throughput"))
     part.tables.append(_throughput_table(rows))
     return part
 
 
 def _throughput_table(rows: pd.DataFrame) -> Table:
-    """Samples/s per case, and against single of the same run (the summary pairs the trials)."""
-    value = numeric(rows, "samples_per_s")
-    singles = rows.assign(v=value)[rows["strategy"] == "single"]
-    single = singles.groupby(["run", singles["workload"].fillna("")])["v"].first()
+    """Samples/s per configuration, and × single of the same run at the same global batch
+    (the paired trials of :func:`dpbench.report.configs.vs_single`, as everywhere on the page)."""
+    singles = single_for(rows)
     table = []
-    for (_, r), v in zip(rows.iterrows(), value):
-        base = single.get((r["run"], r["workload"] or ""), math.nan)
-        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), fmt_num(v),
+    for _, r in rows.iterrows():
+        single = singles.get((str(r["run"]), str(r["workload"]), float(r["batch"])))
+        ratio = vs_single(r, single) if single is not None and r["strategy"] != "single" else None
+        table.append([str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r),
+                      fmt_num(r["samples_per_s"]),
                       _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
-                      fmt_num(v / base, suffix="×")])
-    return Table(["run", "workload", "case", "benchmark", "samples/s", "95% CI", "vs single (medians)"], table)
+                      "–" if ratio is None else ratio_text(ratio)])
+    return Table(["run", "workload", "configuration", "suites", "samples/s", "95% CI",
+                  "× single at the same global batch (95% CI)"], table)
+
+
+def ratio_text(ratio) -> str:
+    """``1.31× (1.22–1.40)``; a ratio without an interval says how many pairs it had."""
+    if math.isnan(ratio.ratio):
+        return "–"
+    if math.isnan(ratio.lo):
+        return f"{ratio.ratio:.2f}× (1 trial: no interval)"
+    return f"{ratio.ratio:.2f}× ({ratio.lo:.2f}–{ratio.hi:.2f})"
 
 
 # ---------------------------------------------------------------- scaling
@@ -118,38 +149,51 @@ def scaling(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                        single=numeric(rows, "baseline_samples_per_s"))[eff.notna() & ws.notna()]
     if rows.empty:
         return None
-    part = Part(key="scaling", title="Scaling efficiency",
-                description="Throughput at world size N / (N × single's throughput on one replica's batch), median "
-                            "over trials paired by trial index, with its 95% interval as error bars. The dashed "
-                            "line is ideal linear scaling.")
+    part = Part(key="scaling", title="Scaling efficiency (weak scaling)",
+                description="Weak scaling: each replica keeps its batch, so N replicas process N times the "
+                            "samples. Scaling efficiency = throughput at world size N / (N × single's throughput "
+                            "on one replica's batch), trial by trial; the median over trials with its 95% interval "
+                            "as error bars. 100% is ideal linear scaling (the labelled line). One panel per "
+                            "workload, one line per strategy (colour)"
+                            + (", solid: the newest run, dashed: the first." if len(runs) > 1 else "."))
+    shown = list(dict.fromkeys(two_runs(runs)))
     groups = workloads(rows)
-    fig, axes = panels([3.0] * len(groups), width=10, right=3.2)
-    colors = run_colors(runs)
-    styles = ["-", "--", ":", "-."]
-    for (ax,), (workload, group) in zip(axes, groups):
-        for i, (strategy, series) in enumerate(group.groupby("strategy_label", sort=False)):
-            for run, line in series.groupby("run", sort=False):
-                line = line.sort_values("ws")
+    cols = min(2, len(groups))
+    n_rows = math.ceil(len(groups) / cols)
+    fig, axes = panels([2.4] * n_rows, width=10, right=2.2, cols=cols)
+    flat = [ax for row in axes for ax in row]
+    for ax, (workload, group) in zip(flat, groups):
+        for strategy, series in group.groupby("strategy_label", sort=False):
+            for run in shown:
+                line = series[series["run"] == run].sort_values("ws")
+                if line.empty:
+                    continue
                 err = [(line["efficiency"] - line["eff_lo"]).fillna(0).clip(lower=0),
                        (line["eff_hi"] - line["efficiency"]).fillna(0).clip(lower=0)]
-                label = f"{strategy} · {run}" if len(runs) > 1 else strategy
-                ax.errorbar(line["ws"], line["efficiency"], yerr=err, marker="o", capsize=3, color=colors[str(run)],
-                            linestyle=styles[i % len(styles)], label=label)
-        ax.axhline(1.0, linestyle="--", color="black", linewidth=1)
+                color = strategy_color(line["strategy"].iloc[0])
+                newest = run == shown[-1]
+                ax.errorbar(line["ws"], line["efficiency"] * 100, yerr=[e * 100 for e in err], marker="o",
+                            capsize=3, color=color, linestyle="-" if newest else "--",
+                            markerfacecolor=color if newest else "white", label=str(strategy))
+        ax.axhline(100.0, linestyle=":", color="black", linewidth=1)
+        ax.text(1.0, 100.0, "ideal (100%) ", transform=ax.get_yaxis_transform(), ha="right", va="bottom",
+                fontsize="small")
         ax.set_xticks(sorted(group["ws"].unique()))
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, max(110.0, float((group["eff_hi"].fillna(group["efficiency"]) * 100).max()) + 5))
         ax.set_xlabel("world size")
-        ax.set_ylabel("efficiency")
+        ax.set_ylabel("scaling efficiency %")
         title(ax, f"workload: {workload}" if workload else "")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    part.images.append(Image(title="scaling efficiency", png_b64=png(fig)))
+    for ax in flat[len(groups):]:
+        ax.set_visible(False)
+    strategy_legend(flat[cols - 1], rows["strategy"], runs, lines=True)
+    part.images.append(svg(fig, "scaling efficiency"))
     table = []
     for _, r in rows.sort_values(["run", "workload", "strategy_label", "ws"]).iterrows():
-        table.append([str(r["run"]), str(r["workload"]), str(r["strategy_label"]), fmt_num(r["ws"]), str(r["name"]),
+        table.append([str(r["run"]), str(r["workload"]), str(r["strategy_label"]), fmt_num(r["ws"]), suites_text(r),
                       fmt_num(r["samples_per_s"]), fmt_num(r["single"]), f"{r['efficiency']:.1%}",
                       "–" if math.isnan(r["eff_lo"]) else f"{r['eff_lo']:.1%} – {r['eff_hi']:.1%}"])
-    part.tables.append(Table(["run", "workload", "strategy", "world size", "benchmark", "samples/s",
-                              "single samples/s", "efficiency", "95% CI"], table))
+    part.tables.append(Table(["run", "workload", "strategy", "world size", "suites", "samples/s",
+                              "single samples/s", "scaling efficiency", "95% CI"], table))
     return part
 
 
@@ -159,53 +203,77 @@ def _positive(values) -> list[float]:
         if isinstance(values, list) else []
 
 
+def _draw_boxes(ax, boxes: list[tuple[list[float], float, tuple]], height: float, *, filled: bool) -> None:
+    """Box plots (quartiles, median, whiskers to the furthest round within 1.5 IQR) drawn with one
+    bar, one whisker and one median collection per call: matplotlib's boxplot makes six artists
+    per box, and with a box per configuration and run they dominated the report's time."""
+    from matplotlib.collections import LineCollection
+
+    if not boxes:
+        return
+    stats = []
+    for values, y, color in boxes:
+        ms = [v * 1e3 for v in values]
+        q1, q2, q3 = (percentile(ms, q) for q in (25, 50, 75))
+        reach = 1.5 * (q3 - q1)
+        lo = min(v for v in ms if v >= q1 - reach)
+        hi = max(v for v in ms if v <= q3 + reach)
+        stats.append((q1, q2, q3, lo, hi, y, color))
+    q1, q2, q3, lo, hi, ys, colors = zip(*stats)
+    hbars(ax, ys, [b - a for a, b in zip(q1, q3)], left=list(q1), height=height,
+          color=list(colors) if filled else "white", edgecolor=list(colors), linewidth=1.0,
+          alpha=0.75 if filled else 1.0)
+    whiskers = [[(a, y), (q, y)] for a, q, y in zip(lo, q1, ys)] + [[(q, y), (b, y)] for q, b, y in zip(q3, hi, ys)]
+    medians = [[(m, y - height / 2), (m, y + height / 2)] for m, y in zip(q2, ys)]
+    ax.add_collection(LineCollection(whiskers, colors=list(colors) * 2, linewidths=1.0))
+    ax.add_collection(LineCollection(medians, colors="black", linewidths=1.2))
+
+
 def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     has = rows["step_samples"].map(bool) | rows["trial_times"].map(bool)
     if not has.any():
         return None
+    shown = list(dict.fromkeys(two_runs(runs)))
     part = Part(key="step-times", title="Step-time distributions",
-                description="Every measured round (boxes, seconds per step or per call, all trials) and each "
-                            "trial's median (dots): the boxes show the noise inside a process, the dots how much "
-                            "a whole case moves between processes.")
+                description="Every measured round (boxes: quartiles and median; whiskers: the furthest round "
+                            "within 1.5 IQR; ms per step or per call, all trials) and each trial's median (dots): "
+                            "the boxes show the noise inside a process, the dots how much a whole "
+                            "case moves between processes. Colour = strategy"
+                            + ("; filled: the newest run, hollow: the first (runs in between are in the table)."
+                               if len(runs) > 1 else "."))
     groups = workloads(rows)
-    heights = row_heights((len(case_order(g)) * len(runs) for _, g in groups), per_row=0.22)
-    fig, axes = panels(heights, labels=rows["case"])
-    colors, (offsets, thickness) = run_colors(runs), run_offsets(runs)
+    heights = row_heights((len(case_order(g)) * len(shown) for _, g in groups), per_row=0.2)
+    fig, axes = panels(heights, labels=rows["case"], right=2.4)
+    offsets, thickness = run_offsets(shown[::-1])
     for (ax,), (workload, group) in zip(axes, groups):
         cases = case_order(group)
         position = {c: i for i, c in enumerate(cases)}
-        for run in runs:
+        for run in shown:
             mine = group[group["run"] == run]
-            boxes = [([v * 1e3 for v in _positive(r)], position[c] + offsets[run])
-                     for r, c in zip(mine["step_samples"], mine["case"])]
-            boxes = [(values, y) for values, y in boxes if values]
-            if boxes:  # one call per run: a boxplot call per case costs as much as the whole figure
-                drawn = ax.boxplot([values for values, _ in boxes], positions=[y for _, y in boxes],
-                                   widths=thickness * 0.9, orientation="horizontal", showfliers=False,
-                                   patch_artist=True, manage_ticks=False)
-                for patch in drawn["boxes"]:
-                    patch.set_facecolor(colors[run])
-                    patch.set_alpha(0.6)
+            newest = run == shown[-1]
+            boxes = [(_positive(r), position[c] + offsets[run], strategy_color(s))
+                     for r, c, s in zip(mine["step_samples"], mine["case"], mine["strategy"])]
+            _draw_boxes(ax, [b for b in boxes if b[0]], thickness * 0.85, filled=newest)
             xs, ys = [], []
             for trials, c in zip(mine["trial_times"], mine["case"]):
                 xs += [v * 1e3 for v in _positive(trials)]
                 ys += [position[c] + offsets[run]] * len(_positive(trials))
-            ax.plot(xs, ys, "o", color="black", markersize=3, linestyle="none")
-        ax.set_yticks(range(len(cases)), cases)
-        ax.set_ylim(len(cases) - 0.5, -0.5)
+            ax.plot(xs, ys, "o", color="black", markersize=2.5, linestyle="none")
+        category_labels(ax, cases)
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
         ax.set_xlabel("ms per step (per call)")
         title(ax, f"workload: {workload}" if workload else "")
-    part.images.append(Image(title="step-time distributions", png_b64=png(fig)))
+    strategy_legend(axes[0][0], rows["strategy"].where(rows["strategy"].notna(), rows["strategy_label"]), runs)
+    part.images.append(svg(fig, "step-time distributions"))
     table = []
     for _, r in rows.iterrows():
         rounds = pd.Series(_positive(r["step_samples"]), dtype=float)
-        table.append([str(r["run"]), str(r["workload"] or "–"), str(r["case"]), str(r["name"]), str(len(rounds)),
+        table.append([str(r["run"]), workload_text(r["workload"]), str(r["case"]), suites_text(r), str(len(rounds)),
                       str(r["trials_count"]), fmt_seconds(r["step_time_s"]), fmt_pct(r["trial_cv"]),
                       fmt_seconds(rounds.quantile(0.95)) if len(rounds) else "–",
                       fmt_seconds(rounds.min()), fmt_seconds(rounds.max())])
-    part.tables.append(Table(["run", "workload", "case", "benchmark", "rounds", "trials", "median of trials",
+    part.tables.append(Table(["run", "workload", "configuration", "suites", "rounds", "trials", "median of trials",
                               "between-trial CV", "rounds p95", "rounds min", "rounds max"], table))
     return part
 
@@ -218,25 +286,31 @@ def busbw(rows: pd.DataFrame, runs: list[str]) -> Part | None:
         return None
     part = Part(key="busbw", title="Communication bandwidth",
                 description="Bus bandwidth (nccl-tests formula, from the median time per call over trials) "
-                            "against message size, per collective and world size.")
+                            "against message size, per collective and world size"
+                            + ("; solid: the newest run, dashed: the first." if len(runs) > 1 else "."))
     plotted = rows[(rows["size"] > 0) & (rows["bw"] > 0)]  # log axis: positive sizes only
     if plotted.empty:
         part.note = "No finite message sizes and bandwidths to plot."
     else:
-        fig, [[ax]] = panels([3.5], width=10, right=3.2)
-        colors = run_colors(runs)
+        fig, [[ax]] = panels([3.0], width=10, right=3.2)
+        shown = list(dict.fromkeys(two_runs(runs)))
         series = (plotted["collective"].astype(str) + " w" + plotted["world_size"].astype(str) + " "
                   + plotted["backend"].fillna("").astype(str))
-        for (name, run), line in plotted.assign(series=series).groupby(["series", "run"], sort=False):
-            line = line.sort_values("size")
-            ax.plot(line["size"], line["bw"], marker="o", color=colors[str(run)],
-                    label=f"{name} · {run}" if len(runs) > 1 else name)
+        plotted = plotted.assign(series=series)
+        for name, group in plotted.groupby("series", sort=False):
+            color = strategy_color(str(group["collective"].iloc[0]))  # colour = what was run, as for strategies
+            for run in shown:
+                line = group[group["run"] == run].sort_values("size")
+                newest = run == shown[-1]
+                ax.plot(line["size"], line["bw"], marker="o", color=color, linestyle="-" if newest else "--",
+                        markerfacecolor=color if newest else "white",
+                        label=f"{name} · {run}" if len(shown) > 1 else name)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
         ax.set_xlabel("message size")
         ax.set_ylabel("busbw GB/s")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-        part.images.append(Image(title="bus bandwidth", png_b64=png(fig)))
+        part.images.append(svg(fig, "bus bandwidth"))
     table = [[str(r["run"]), str(r["name"]), str(r["collective"]), fmt_bytes(r["size"]), str(r.get("dtype", "")),
               fmt_seconds(r["step_time_s"]), _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
               str(r["trials_count"]), fmt_num(numeric(rows.loc[[i]], "algbw_gbps").iloc[0]), fmt_num(r["bw"])]

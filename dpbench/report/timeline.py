@@ -6,6 +6,8 @@ the number of files read stays one per benchmark.
 """
 from __future__ import annotations
 
+import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,16 +29,23 @@ class Timeline:
         """One line for the whole case: utilization averaged over the GPUs (the system CPU row
         where there is none), memory summed over the GPUs (the worker processes' RSS otherwise)."""
         data = self.samples
-        gpus = data[data["device"].str.startswith("cuda")]
-        util_rows = gpus if not gpus.empty else data[data["device"] == "cpu"]
-        if not gpus.empty:
-            mem_rows = gpus
-        else:
-            pids = data[data["device"].str.startswith("pid:")]
-            mem_rows = pids if not pids.empty else data[data["device"] == "cpu"]
-        util = util_rows.groupby("time")["utilization %"].mean()
-        mem = mem_rows.groupby("time")["memory GiB"].sum(min_count=1)
-        return pd.DataFrame({"utilization %": util, "memory GiB": mem}).sort_index()
+        devices = set(data["device"])
+        gpus = {d for d in devices if d.startswith("cuda")}
+        util_devices = gpus or {"cpu"}
+        mem_devices = gpus or ({d for d in devices if d.startswith("pid:")} or {"cpu"})
+        # Plain loops over a few hundred samples: a pandas groupby per timeline cost more than
+        # reading the file, once every case of every suite records one.
+        util: dict[float, list[float]] = {}
+        mem: dict[float, list[float]] = {}
+        for t, device, u, m in zip(data["time"], data["device"], data["utilization %"], data["memory GiB"]):
+            if device in util_devices and u == u:
+                util.setdefault(t, []).append(u)
+            if device in mem_devices and m == m:
+                mem.setdefault(t, []).append(m)
+        times = sorted(set(util) | set(mem))
+        return pd.DataFrame({"utilization %": [sum(util[t]) / len(util[t]) if t in util else math.nan for t in times],
+                             "memory GiB": [sum(mem[t]) if t in mem else math.nan for t in times]},
+                            index=pd.Index(times, name="time"))
 
 
 def timeline_path(run_path: str, relative: object) -> Path | None:
@@ -64,20 +73,42 @@ def timeline_ref(row: pd.Series) -> str | None:
     return ref if isinstance(ref, str) and ref else None
 
 
-def _tidy(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    raw = raw.copy()
-    for col in ("time", "gpu_util_pct", "cpu_pct", "mem_used_bytes", "rss_bytes"):
-        raw[col] = pd.to_numeric(raw[col], errors="coerce") if col in raw else float("nan")
-    device = raw["device"].astype(str) if "device" in raw else pd.Series("?", index=raw.index)
-    marks = raw[device == "mark"][["time"]].dropna()
-    data = raw[device != "mark"].copy()
-    data["device"] = device[device != "mark"]
-    # One utilization and one memory axis for every device kind: GPUs report NVML's numbers,
-    # the host and worker processes psutil's.
-    data["utilization %"] = data["gpu_util_pct"].fillna(data["cpu_pct"])
-    data["memory GiB"] = data["mem_used_bytes"].fillna(data["rss_bytes"]) / 2**30
-    data = data[data["time"].notna()]
-    return data[["time", "device", "utilization %", "memory GiB"]], marks
+def _number(text: str | None) -> float:
+    try:
+        value = float(text) if text not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _read(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sampler's CSV as (samples: time, device, utilization %, memory GiB; marks: time).
+
+    Read with the csv module: pandas' reader and the column conversions cost ten times more on
+    these small files, and a report reads one per configuration."""
+    times, devices, utils, mems, marks = [], [], [], [], []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or "time" not in reader.fieldnames:
+            raise ValueError("no time column")
+        for row in reader:
+            t = _number(row.get("time"))
+            device = str(row.get("device") or "?")
+            if t != t:
+                continue
+            if device == "mark":
+                marks.append(t)
+                continue
+            # One utilization and one memory axis for every device kind: GPUs report NVML's
+            # numbers, the host and worker processes psutil's.
+            util = _number(row.get("gpu_util_pct"))
+            mem = _number(row.get("mem_used_bytes"))
+            times.append(t)
+            devices.append(device)
+            utils.append(util if util == util else _number(row.get("cpu_pct")))
+            mems.append((mem if mem == mem else _number(row.get("rss_bytes"))) / 2**30)
+    samples = pd.DataFrame({"time": times, "device": devices, "utilization %": utils, "memory GiB": mems})
+    return samples, pd.DataFrame({"time": marks})
 
 
 def load_timelines(rows: pd.DataFrame) -> tuple[list[Timeline], list[str]]:
@@ -98,8 +129,8 @@ def load_timelines(rows: pd.DataFrame) -> tuple[list[Timeline], list[str]]:
             continue
         if path not in cache:
             try:
-                cache[path] = _tidy(pd.read_csv(path))
-            except (OSError, ValueError, pd.errors.ParserError) as e:
+                cache[path] = _read(path)
+            except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
                 notes.append(f"Timeline {path.name} could not be read ({type(e).__name__}).")
                 continue
         data, marks = cache[path]
@@ -109,6 +140,8 @@ def load_timelines(rows: pd.DataFrame) -> tuple[list[Timeline], list[str]]:
         workload = row["workload"] if isinstance(row["workload"], str) and row["workload"] else None
         label = row["case"] if "case" in row else row["label"]
         case = f"{workload}: {label}" if workload else str(label)
-        out.append(Timeline(run=str(row["run"]), case=case, name=str(row["name"]), file=path.name,
+        names = row.get("benchmarks")  # a configuration several suites published: all its benchmarks
+        name = " ".join(names) if isinstance(names, tuple) and names else str(row["name"])
+        out.append(Timeline(run=str(row["run"]), case=case, name=name, file=path.name,
                             samples=data, marks=marks))
     return out, notes

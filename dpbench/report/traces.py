@@ -13,9 +13,8 @@ from typing import Any
 
 import matplotlib
 import pandas as pd
-import seaborn as sns
 
-from dpbench.report.figures import Image, Table, panels, png, title
+from dpbench.report.figures import Image, Table, panels, svg, title
 from dpbench.report.timeline import timeline_path
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 from dpbench.traces.analysis import describe
@@ -76,7 +75,7 @@ def _bars(case: str, ranks: list[dict[str, Any]], label: str) -> Image:
     ax.set_xlim(0, max(left) * 1.35 if max(left) > 0 else 1)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     title(ax, case, size="small")
-    return Image(title=f"{case}: trace breakdown", png_b64=png(fig))
+    return svg(fig, f"{case}: trace breakdown")
 
 
 def _rank_table(ranks: list[dict[str, Any]], label: str) -> Table:
@@ -139,7 +138,7 @@ def build_traces(frame: pd.DataFrame) -> list[TraceCase]:
     if not any(str(c).startswith(PREFIX) for c in frame.columns):
         return []
     out = []
-    with sns.axes_style("whitegrid"), matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": False, "axes.grid": True}):
         for _, row in frame.iterrows():
             breakdown = _breakdown(row)
             if breakdown:

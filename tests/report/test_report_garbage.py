@@ -10,7 +10,7 @@ import pytest
 import report_synth
 from report_synth import write_json
 from dpbench.report import ResultsError, load_runs
-from dpbench.report.sections import build_sections
+from dpbench.report.sections import build_sections, report_data
 
 GARBAGE = ["x", [1, 2], {"a": 1}, None, True, -1, 1e308, math.nan]
 NAME_KEYS = ["kind", "strategy", "workload", "collective", "suite"]
@@ -35,9 +35,9 @@ def test_nonsense_values_still_render(doc, value, tmp_path: Path):
         bench["extra_info"].update({k: value for k in VALUE_KEYS})
         bench["extra_info"]["trials"].update({k: value for k in TRIAL_KEYS})
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", bad))
-    sections = build_sections(frame)
+    sections = build_sections(report_data(frame))
     # every benchmark is still listed, with what could be read
-    assert sorted(r[3] for s in sections for p in s.parts if p.key == "headline" for r in p.tables[0].rows) == \
+    assert sorted(r[4] for s in sections for p in s.parts if p.key == "headline" for r in p.tables[0].rows) == \
         sorted(b["name"] for b in bad["benchmarks"])
 
 

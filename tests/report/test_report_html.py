@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import html.parser
 import math
@@ -17,7 +18,9 @@ import report_synth
 from report_synth import XSS
 from dpbench.report import ResultsError, write_report
 from dpbench._atomic import atomic_write_text
+from dpbench.report.configs import configurations
 from dpbench.results.frame import load_runs
+from dpbench.stats import paired_ratio
 
 
 class Parts(html.parser.HTMLParser):
@@ -84,15 +87,23 @@ def page(report_html: Path) -> str:
 
 @pytest.mark.slow
 def test_self_contained(page: str):
-    assert "<script" not in page.lower()
+    # One inline script (sorting and filtering tables), allowed by its hash and nothing else.
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1 and scripts[0][0] == ""
+    digest = base64.b64encode(hashlib.sha256(scripts[0][1].encode("utf-8")).digest()).decode()
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert f"script-src 'sha256-{digest}'" in csp and "unsafe-inline" not in csp.split("script-src")[1]
+    assert "fetch(" not in scripts[0][1] and "XMLHttpRequest" not in scripts[0][1]
     assert "<link" not in page.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     assert "@import" not in page and "url(" not in page
     images = re.findall(r'<img src="([^"]+)"', page)
-    assert len(images) >= 12  # every suite's figures, one PNG each
+    assert len(images) >= 6  # one figure per kind
     for src in images:
-        assert src.startswith("data:image/png;base64,")
-        assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(b"\x89PNG")
+        mime, data = re.match(r"data:(image/png|image/svg\+xml);base64,(.*)", src).groups()
+        raw = base64.b64decode(data, validate=True)
+        assert raw.startswith(b"\x89PNG") if mime == "image/png" else b"<svg" in raw[:2000]
+        assert b"<script" not in raw
 
 
 def test_hostile_strings_are_escaped(page: str):
@@ -100,7 +111,7 @@ def test_hostile_strings_are_escaped(page: str):
     assert XSS not in page
     assert "alert(1)" in page  # it is there, as text
     assert page.count(html.escape(XSS)) >= 3
-    assert "<script>" not in page.lower()
+    assert page.lower().count("<script") == 1  # the table script alone
 
 
 def test_comparison_uses_the_gates_verdicts(page: str, two_runs):
@@ -108,6 +119,7 @@ def test_comparison_uses_the_gates_verdicts(page: str, two_runs):
     assert "0001_base → 0002_cand" in text
     row = re.search(r"<tr class=\"regressed\">(.*?)</tr>", page, re.S)
     assert row and "test_throughput[ddp-mlp-w2]" in row.group(1) and "moderated t on log trials" in row.group(1)
+    assert "<td>ddp w2</td>" in row.group(1)
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 1" in text
     # machine mismatch (torch 2.13.0 → 2.14.0) is shown on the comparison
     assert "machines differ: torch: baseline 2.13.0, candidate 2.14.0" in text
@@ -117,19 +129,70 @@ def test_comparison_uses_the_gates_verdicts(page: str, two_runs):
     assert 'id="provenance"' in page and "Full machine_info" in page
 
 
+def test_comparison_shows_a_case_several_suites_published_once(page: str):
+    """dp w2 is published by the throughput and the dp_phases suite (one case_key): one row."""
+    rows = parse(page).rows["comparison-1"]
+    dp = [r for r in rows if r[:2] == ["mlp", "dp w2"]]
+    assert len(dp) == 1 and dp[0][2] == "throughput, dp_phases"
+    assert len(rows) == 16 - 1  # the gate judged 16 benchmarks, two of them one configuration
+
+
 def test_a_suite_without_single_is_compared_with_the_runs_single_at_the_same_batch(page: str):
     claims = parse(page).claims
-    assert "compared with single from the throughput suite of this run" in claims
     assert any(c.startswith("ddp(bucket_cap_mb=5) w2 is ") and "× single (CI " in c for c in claims)
 
 
-def test_each_suite_has_its_own_section(page: str):
-    ids = re.findall(r'<section id="(suite-[^"]+)" class="suite">', page)
-    assert ids[:6] == ["suite-throughput", "suite-scaling", "suite-ddp_knobs", "suite-dp_phases", "suite-comm",
-                       "suite-script-alert-1-script"]
+def test_the_decision_view_is_first_and_the_sections_follow(page: str):
+    ids = re.findall(r'<section id="([^"]+)"', page)
+    assert ids == ["decision", "comparison", "throughput", "step-times", "resources", "communication", "numbers",
+                   "provenance"]
     parts = parse(page).rows
-    assert "suite-scaling-scaling" in parts and "suite-comm-busbw" in parts
-    assert "suite-throughput-scaling" not in parts and "suite-throughput-busbw" not in parts
+    assert "throughput-scaling" in parts and "communication-busbw" in parts
+
+
+def _grids(page: str) -> dict[str, dict[str, dict[str, tuple[str, str, str]]]]:
+    """The decision view's heatmaps: {title: {row: {column: (text, class, tooltip)}}}."""
+    view = page.split('<section id="decision"', 1)[1].split("</section>", 1)[0]
+    out = {}
+    for title, body in re.findall(r"<figcaption><strong>(.*?)</strong></figcaption>(.*?)</figure>", view, re.S):
+        head = re.findall(r"<th>(.*?)</th>", body.split("</thead>")[0])
+        table = {}
+        for label, cells in re.findall(r'<tr><th><span class="swatch"[^>]*></span>(.*?)</th>(.*?)</tr>', body, re.S):
+            found = re.findall(r'<td class="([^"]*)"(?: style="[^"]*" title="([^"]*)")?>(.*?)</td>', cells)
+            table[html.unescape(label)] = {col: (text, cls, html.unescape(tip))
+                                           for col, (cls, tip, text) in zip(head[1:], found) if text}
+        out.setdefault(html.unescape(title), []).append(table)
+    return out
+
+
+def test_decision_heatmap_is_the_paired_ratio_and_the_gates_verdicts(page: str, two_runs):
+    frame = load_runs(list(two_runs))
+    cand = frame[frame["run"] == "0002_cand"]
+    grids = _grids(page)
+    ratio_grid = grids["× single at the same global batch (64 samples)"][0]
+    single = cand[cand["name"] == "test_throughput[single-mlp-w1]"].iloc[0]
+    ddp = cand[cand["name"] == "test_throughput[ddp-mlp-w2]"].iloc[0]
+    expected = paired_ratio([64 / t for t in ddp["trial_times"]], [64 / t for t in single["trial_times"]])
+    text, cls, tip = ratio_grid["ddp"]["w2"]
+    assert text == f"{expected.ratio:.2f}×" and tip == f"ddp w2 is {expected.ratio:.2f}× single (CI " \
+        f"{expected.lo:.2f}–{expected.hi:.2f}, 6 paired trials)"
+    assert ("strong" in cls.split()) == expected.significant
+    # the 40% slowdown is the gate's regression, coloured as such; the others are unchanged
+    change = grids["Change 0001_base → 0002_cand"][0]
+    assert change["ddp"]["w2"][1].split() == ["v-regressed"] and change["ddp"]["w2"][0].startswith("+")
+    assert {cell[1].strip() for row in change.values() for cell in row.values()} == {"v-regressed", "v-unchanged"}
+    # scaling efficiency is its own heatmap, never called "× single"
+    efficiency = grids["Scaling efficiency (weak scaling)"][0]
+    scaling = cand[cand["name"] == "test_scaling[ddp-mlp-w4]"].iloc[0]
+    assert efficiency["ddp"]["w4"][0] == f"{scaling['scaling_efficiency']:.0%}"
+    assert "× single" not in efficiency["ddp"]["w4"][2]
+
+
+def test_the_decision_sentence_names_the_fastest_and_what_it_beats(page: str):
+    view = html.unescape(page.split('<section id="decision"', 1)[1].split("</section>", 1)[0])
+    sentences = re.findall(r'<p class="verdict-line">(.*?)</p>', view)
+    mlp = next(s for s in sentences if s.startswith("mlp: "))
+    assert mlp.startswith("mlp: the fastest is ddp w4 at ") and "significantly faster than" in mlp
 
 
 # ---------------------------------------------------------------- no case dropped
@@ -143,44 +206,66 @@ def many(many_runs, many_html) -> tuple[Parts, object]:
     return parse(many_html), load_runs(list(many_runs))
 
 
-APPLIES = {  # part → which benchmarks it must list
-    "headline": lambda r: True,
-    "step-times": lambda r: True,
-    "phases": lambda r: r["kind"] == "training",
-    "memory": lambda r: r["kind"] == "training",
-    "timelines": lambda r: isinstance(r.get("sampler.timeline"), str),
-    "busbw": lambda r: r["kind"] == "collective",
+APPLIES = {  # part → which configurations it must list (by run, workload, configuration)
+    "step-times-step-times": lambda r: True,
+    "resources-phases": lambda r: r["kind"] == "training",
+    "resources-memory": lambda r: r["kind"] == "training",
 }
 
 
-@pytest.mark.slow
-def test_every_benchmark_of_every_run_is_in_every_part_that_applies(many):
+@pytest.mark.slow  # renders 2 runs × 73 benchmarks (module fixture)
+def test_every_benchmark_of_every_run_is_shown_once_per_configuration(many):
     parsed, frame = many
     assert frame.groupby("run").size().min() >= 70 and frame["suite"].nunique() >= 5
-    checked = 0
-    for suite, rows in frame.groupby("suite"):
-        for part, applies in APPLIES.items():
-            expected = {(r["run"], r["name"]) for _, r in rows.iterrows() if applies(r)}
-            if not expected:
-                assert f"suite-{suite}-{part}" not in parsed.rows, (suite, part)
-                continue
-            shown = {(cells[0], name) for cells in parsed.rows[f"suite-{suite}-{part}"]
-                     for name in cells if name.startswith("test_")}
-            assert expected <= shown, (suite, part, sorted(expected - shown)[:5])
-            checked += len(expected)
-    n_training = len(report_synth.many_cases())
-    # headline and step times list all 73 benchmarks of both runs, phases and memory the training
-    # ones, busbw the collectives, timelines the three dp_phases cases
-    assert checked == 2 * (2 * (n_training + 4) + 2 * n_training + 4 + 3)
+    configs = configurations(frame)
+    # the headline table: one row per configuration and run, every benchmark named in it
+    rows = parsed.rows["numbers-headline"]
+    assert len(rows) == len(configs) < len(frame)
+    assert sorted((r[0], name) for r in rows for name in r[4].split()) == sorted(zip(frame["run"], frame["name"]))
+    assert len({(r[0], r[1], r[2]) for r in rows}) == len(rows)  # no configuration twice
+    for part, applies in APPLIES.items():
+        expected = sorted((r["run"], r["workload"] if isinstance(r["workload"], str) else "–", r["config"])
+                          for _, r in configs.iterrows() if applies(r))
+        shown = sorted((cells[0], cells[1], cells[2]) for cells in parsed.rows[part])
+        assert shown == expected, part
+    collectives = frame[frame["kind"] == "collective"]
+    assert sorted((c[0], c[1]) for c in parsed.rows["communication-busbw"]) == \
+        sorted(zip(collectives["run"], collectives["name"]))
+    # the newest run's configurations with a timeline (dp_phases; the throughput suite published the
+    # same cases), each once: the figure draws the newest run, its table lists what it drew
+    timelines = [(c[0], c[2]) for c in parsed.rows["resources-timelines"]]
+    with_timeline = frame[frame["sampler.timeline"].map(lambda v: isinstance(v, str)) & (frame["run"] == "0002_many2")]
+    assert len(timelines) == len(set(timelines)) == len(with_timeline)
+    assert {(run, name) for run, names in timelines for name in names.split()} >= \
+        set(zip(with_timeline["run"], with_timeline["name"]))
 
 
-def test_no_figure_mixes_suites(many_html: str):
-    """Each image sits in its suite's section and is named after that suite; each decodes as a PNG."""
-    for suite, body in re.findall(r'<section id="suite-([^"]+)" class="suite">(.*?)</section>', many_html, re.S):
-        images = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="([^"]+)"', body)
-        assert images, suite
-        for data, alt in images:
-            assert alt.startswith(f"{suite}: ") and base64.b64decode(data).startswith(b"\x89PNG"), (suite, alt)
+@pytest.mark.slow  # renders 2 runs × 73 benchmarks (module fixture)
+def test_the_summary_has_one_line_per_configuration(many, many_html: str):
+    """Two runs: one block per workload (not per run and suite), each configuration once."""
+    parsed, frame = many
+    view = many_html.split('<section id="decision"', 1)[1].split("</section>", 1)[0]
+    assert view.count("<details") == frame["workload"].nunique()
+    configs = configurations(frame)
+    newest = configs[(configs["run"] == "0002_many2") & (configs["kind"] == "training")
+                     & (configs["strategy"] != "single")]
+    claims = [c for c in parsed.claims if not c.startswith("fastest: ")]
+    assert len(claims) == len(newest)
+    for config, count in newest["config"].value_counts().items():  # dp w2: once in each of the 3 workloads
+        mine = [c for c in claims if c.startswith(f"{config} is ")
+                or c.startswith(f"no significant difference between {config} and single")]
+        assert len(mine) == count, config
+
+
+@pytest.mark.slow  # renders 2 runs × 73 benchmarks (module fixture)
+def test_images_are_small_and_named(many_html: str):
+    """Each image decodes (SVG or PNG), and the whole page of 2 × 73 benchmarks stays small."""
+    images = re.findall(r'<img src="data:(image/[a-z+]+);base64,([^"]+)" alt="([^"]+)"', many_html)
+    assert 6 <= len(images) <= 8
+    for mime, data, alt in images:
+        raw = base64.b64decode(data)
+        assert raw.startswith(b"\x89PNG") if mime == "image/png" else b"<svg" in raw[:2000], alt
+    assert len(many_html.encode()) < 1_500_000
 
 
 # ---------------------------------------------------------------- the summary in words
@@ -236,12 +321,13 @@ def test_drifting_controls_and_clock_warnings_are_shown(tmp_path: Path):
     assert not parse(write_report([steady], tmp_path / "s.html").read_text()).warnings
 
 
+@pytest.mark.slow  # renders 2 runs × 73 benchmarks (module fixture)
 def test_headline_table_shows_trials_cv_and_control(many):
     parsed, frame = many
     row = frame[(frame["suite"] == "throughput") & (frame["run"] == "0001_many1")].iloc[3]
-    cells = next(c for c in parsed.rows["suite-throughput-headline"] if c[0] == "0001_many1" and c[3] == row["name"])
-    assert cells[4] == "4"  # trials
-    assert cells[9] == f"{row['trial_cv'] * 100:.1f}%" and cells[10].endswith("ms")
+    cells = next(c for c in parsed.rows["numbers-headline"] if c[0] == "0001_many1" and row["name"] in c[4].split())
+    assert cells[5] == "4"  # trials
+    assert cells[10] == f"{row['trial_cv'] * 100:.1f}%" and cells[11].endswith("ms")
 
 
 # ---------------------------------------------------------------- files and errors
@@ -249,7 +335,7 @@ def test_single_run_has_no_comparison(tmp_path: Path):
     run = report_synth.make_run(tmp_path / "results", comm=False, timelines=False,
                                 cases=report_synth.TRAINING_CASES[:2])
     text = write_report([run], tmp_path / "r.html").read_text()
-    assert 'id="comparison"' not in text and "Summary" in text
+    assert 'id="comparison"' not in text and "Decision view" in text
 
 
 def test_disjoint_runs_render_with_a_note(tmp_path: Path):

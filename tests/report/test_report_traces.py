@@ -55,13 +55,14 @@ def test_each_traced_case_gets_its_sentence_bars_skew_and_confined_links(results
 @pytest.mark.slow
 def test_the_traces_section_says_what_dominates_and_links_the_files(results: Path):
     html = render_report([read_run(_traced_run(results))])
-    section = html[html.index('<section id="traces">'):html.index('<section id="provenance">')]
+    start = html.index('<section id="traces"')
+    section = html[start:html.index("</section>", start)]
     assert 'href="#traces"' in html
     # Rank 0: compute 68, rank 1 (all-reduce issued at 90): 70 of 100 µs; rank 1 is 20 µs late.
     assert ("ddp w2: 69% of the step is compute (6% exposed communication, 25% idle); rank 1 arrives 0.02 ms "
             "late (median) at 1 of 1 collectives.") in section
     assert "dp w2: not traced — dp cannot be traced per rank: threads." in section
-    assert section.count("data:image/png;base64,") == 1  # one stacked bar: the traced case
+    assert section.count("data:image/svg+xml;base64,") == 1  # one stacked bar: the traced case
     assert section.count('<a href="file://') == 2 and "outside.json.gz" not in section.split("Files:")[1]
     assert "disagree by" in section and "more than the 15.0% tolerance" in section
     assert "Tracing overhead: traced steps took 1.1×" in section
@@ -71,4 +72,4 @@ def test_the_traces_section_says_what_dominates_and_links_the_files(results: Pat
 
 def test_no_traced_case_no_section(report_html: Path):
     html = report_html.read_text()
-    assert '<section id="traces">' not in html and 'href="#traces"' not in html
+    assert '<section id="traces"' not in html and 'href="#traces"' not in html
