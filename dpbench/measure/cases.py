@@ -35,13 +35,20 @@ def _safe(name: str) -> str:
 
 
 def _sampled(pids: list[int], devices: list[str], profile: Any):
+    """A sampler over the case's GPUs; ``devices`` is per rank (two ranks may share one GPU)."""
     from dpbench.sampler import ResourceSampler
+    from dpbench.sampler.gpus import unique_devices
 
-    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=devices or None)
+    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=unique_devices(devices) or None)
 
 
-def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str) -> tuple[dict, str | None]:
+def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str,
+                    per_rank_devices: list[str] = ()) -> tuple[dict, str | None]:
+    from dpbench.sampler.gpus import rank_devices
+
     summary = sampler.summary()
+    # Which ranks ran on each sampled GPU ({"cuda:0": [0, 1]}): one device row, several ranks.
+    summary["rank_devices"] = rank_devices(per_rank_devices)
     recorded = None
     if timeline is not None:
         target, recorded = timeline(name)
@@ -105,13 +112,14 @@ class TrainingCase:
                                                    profile.max_steps_per_round)
             for _ in range(profile.warmup_rounds):
                 run.step(k)
-            devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
+            devices = [str(d) for d in run.info.get("devices", [])]  # per rank
             with _sampled(run.pids, devices, profile) as sampler:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
             control = run.control()
             metrics = run.case_metrics() if first and hasattr(run, "case_metrics") else None
             info = dict(run.info)
-        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}")
+        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}",
+                                            devices)
         merged = merge_step_stats(rounds)
         return TrialResult(
             trial=trial, order=-1, started_at=math.nan, steps_per_round=k,
