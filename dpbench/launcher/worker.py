@@ -66,13 +66,19 @@ class _WorkerConfig:
     # must not default to loopback there (loopback=False).
     store_factory: Callable[[], Any] | None = None
     loopback: bool = True
+    # This rank's index among the pool's ranks on its node (torchrun's LOCAL_RANK, set by
+    # dpbench.launcher.agent); None on one host, where it is the rank itself.
+    local_rank: int | None = None
 
 
-def _worker_device(rank: int, device_type: str):
+def _worker_device(rank: int, device_type: str, local_rank: int | None = None):
     import torch
 
     if device_type == "cuda":
-        index = rank % torch.cuda.device_count()
+        # The local index, not the global rank: on node 1 of a cluster rank 5 may be the
+        # node's second rank, and its CPU block (launcher/affinity.py) follows that index too.
+        local = rank if local_rank is None else local_rank
+        index = local % torch.cuda.device_count()
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
@@ -179,7 +185,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
         import torch.distributed as dist
 
         _set_threads(torch, config.threads)
-        device = _worker_device(rank, config.device_type)
+        device = _worker_device(rank, config.device_type, config.local_rank)
         group = None
         if config.backend is not None:
             store = (config.store_factory() if config.store_factory is not None
