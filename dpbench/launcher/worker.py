@@ -128,6 +128,15 @@ _FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "G
 _RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 
 
+def _matmul_precision(torch: Any) -> str:
+    """torch's fp32 matmul precision; the legacy getter raises once a user mixed it with the new
+    per-backend API (torch 2.13), so then the new API's matmul setting is reported."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return f"fp32_precision={torch.backends.cuda.matmul.fp32_precision}"
+
+
 def worker_facts(rank: int, device_type: str, affinity_error: str | None,
                  runtime_env: dict[str, str] | None = None) -> dict[str, Any]:
     """What this worker actually runs with (JSON-safe), sent to the parent at "ready".
@@ -150,7 +159,7 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None,
         "affinity_error": affinity_error,
         "torch_threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _matmul_precision(torch),
         "cudnn_benchmark": None,
         "cudnn_deterministic": None,
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_FACT_ENV_PREFIXES)},

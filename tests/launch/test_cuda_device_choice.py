@@ -71,3 +71,19 @@ def test_another_nodes_cuda_0_is_not_added_to_this_nodes_cuda_0():
     run.spec = SimpleNamespace(global_batch=8)
     stats = run.step(1)
     assert stats.peak_memory_bytes == {"cuda:0": 100, "cuda:1": 101, "n1/cuda:0": 102, "n1/cuda:1": 103}
+
+
+def test_worker_facts_survive_mixed_tf32_apis():
+    """torch 2.13's legacy getter raises once the new per-backend API was used too; a worker
+    reporting its facts must not die of it (it would on its first GPU run with such a script)."""
+    from dpbench.launcher.worker import worker_facts
+
+    before = torch.backends.cuda.matmul.fp32_precision
+    try:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.fp32_precision = "tf32"  # new API: now the legacy getter raises
+        facts = worker_facts(0, "cpu", None)
+        assert facts["float32_matmul_precision"] == "fp32_precision=tf32"
+    finally:  # back to torch's initial state: legacy "highest", new API "none"
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.fp32_precision = before
