@@ -107,6 +107,19 @@ def _plan(order: WorkerOrder) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
                   "affinity_reason": plan.reason}
 
 
+def _worker_config(order: WorkerOrder) -> _WorkerConfig:
+    """How this node starts the worker of one pool rank (its CPU block is added by _start)."""
+    prefix = f"dpbench/pool/{order.pool_id}/"
+    return _WorkerConfig(
+        world_size=order.world_size, device_type=order.device_type, backend=order.backend,
+        store_path="", timeout=order.timeout, threads=order.threads, cpus=None,
+        environ=_worker_environ(order),
+        store_factory=partial(pool_store, order.store_host, order.store_port, prefix, order.timeout),
+        loopback=False,  # ranks on other hosts: the user's (or the system's) interface choice stands
+        local_rank=order.local_index,  # = LOCAL_RANK in the worker's environment: picks its GPU
+    )
+
+
 def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     for path in order.sys_path:  # appended: this node's own packages keep precedence
         if path not in sys.path:
@@ -117,14 +130,7 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     ctx = mp.get_context(_START_METHOD)
     if _START_METHOD == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
-    prefix = f"dpbench/pool/{order.pool_id}/"
-    config = _WorkerConfig(
-        world_size=order.world_size, device_type=order.device_type, backend=order.backend,
-        store_path="", timeout=order.timeout, threads=order.threads, cpus=None,
-        environ=_worker_environ(order),
-        store_factory=partial(pool_store, order.store_host, order.store_port, prefix, order.timeout),
-        loopback=False,  # ranks on other hosts: the user's (or the system's) interface choice stands
-    )
+    config = _worker_config(order)
     cpus, plan = _plan(order)
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     with patched_environ({**runtime_env_patch(os.environ), **helper_environ()}):

@@ -162,6 +162,10 @@ class RemotePool:
             seen.setdefault(link.node, link.host)
         return [seen[node] for node in sorted(seen)]
 
+    def host_of(self, rank: int) -> str:
+        """The hostname rank ``rank`` of this pool runs on."""
+        return self._links[rank].host
+
     def on_head_node(self, rank: int) -> bool:
         return self._links[rank].node == self._session.links[0].node
 

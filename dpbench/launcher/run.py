@@ -163,9 +163,11 @@ class Run:
             name: sum(r["phases"].get(name, 0.0) for r in per_rank) / len(per_rank) for name in phase_names
         }
         memory: dict[str, int] = {}
-        for r in per_rank:
+        for rank, r in enumerate(per_rank):
             for label, peak in r["memory"].items():
-                # Ranks sharing one GPU each hold their own allocations on it.
+                # Ranks sharing one GPU each hold their own allocations on it; another node's
+                # cuda:0 is another GPU (dpbench.launcher.cluster), so it keeps its host's name.
+                label = self._memory_label(rank, label)
                 memory[label] = memory.get(label, 0) + peak
         return StepStats(
             step_times=step_times,
@@ -174,6 +176,13 @@ class Run:
             phases=phases,
             peak_memory_bytes=memory,
         )
+
+    def _memory_label(self, rank: int, label: str) -> str:
+        """``label`` on this host (the devices the sampler here watches), ``host/label`` elsewhere."""
+        pool = self._pool
+        if not hasattr(pool, "on_head_node") or pool.on_head_node(rank):
+            return label
+        return f"{pool.host_of(rank)}/{label}"
 
     def parameters(self) -> dict[str, Any]:
         """``{name: CPU tensor}`` of the trained model on rank 0 / replica 0."""

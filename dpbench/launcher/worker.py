@@ -76,13 +76,19 @@ class _WorkerConfig:
     # must not default to loopback there (loopback=False).
     store_factory: Callable[[], Any] | None = None
     loopback: bool = True
+    # This rank's index among the pool's ranks on its node (torchrun's LOCAL_RANK, set by
+    # dpbench.launcher.agent); None on one host, where it is the rank itself.
+    local_rank: int | None = None
 
 
-def _worker_device(rank: int, device_type: str):
+def _worker_device(rank: int, device_type: str, local_rank: int | None = None):
     import torch
 
     if device_type == "cuda":
-        index = rank % torch.cuda.device_count()
+        # The local index, not the global rank: on node 1 of a cluster rank 5 may be the
+        # node's second rank, and its CPU block (launcher/affinity.py) follows that index too.
+        local = rank if local_rank is None else local_rank
+        index = local % torch.cuda.device_count()
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
@@ -132,6 +138,15 @@ _FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "G
 _RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 
 
+def _matmul_precision(torch: Any) -> str:
+    """torch's fp32 matmul precision; the legacy getter raises once a user mixed it with the new
+    per-backend API (torch 2.13), so then the new API's matmul setting is reported."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return f"fp32_precision={torch.backends.cuda.matmul.fp32_precision}"
+
+
 def worker_facts(rank: int, device_type: str, affinity_error: str | None,
                  runtime_env: dict[str, str] | None = None) -> dict[str, Any]:
     """What this worker actually runs with (JSON-safe), sent to the parent at "ready".
@@ -154,7 +169,7 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None,
         "affinity_error": affinity_error,
         "torch_threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _matmul_precision(torch),
         "cudnn_benchmark": None,
         "cudnn_deterministic": None,
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_FACT_ENV_PREFIXES)},
@@ -194,7 +209,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
         import torch.distributed as dist
 
         _set_threads(torch, config.threads)
-        device = _worker_device(rank, config.device_type)
+        device = _worker_device(rank, config.device_type, config.local_rank)
         group = None
         if config.backend is not None:
             store = (config.store_factory() if config.store_factory is not None

@@ -35,16 +35,23 @@ def _safe(name: str) -> str:
 
 
 def _sampled(pids: list[int], devices: list[str], profile: Any):
+    """A sampler over the case's GPUs; ``devices`` is per rank (two ranks may share one GPU)."""
     from dpbench.sampler.base import SHARED_CORE_MIN_INTERVAL, ResourceSampler
+    from dpbench.sampler.gpus import unique_devices
 
     # Without a spare core the sampler samples less often, so it does not take slices from the
     # workers' threads (issue 16); its summary records the interval it used and why.
-    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=devices or None,
+    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=unique_devices(devices) or None,
                            shared_core_interval=SHARED_CORE_MIN_INTERVAL)
 
 
-def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str) -> tuple[dict, str | None]:
+def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str,
+                    per_rank_devices: list[str] = ()) -> tuple[dict, str | None]:
+    from dpbench.sampler.gpus import rank_devices
+
     summary = sampler.summary()
+    # Which ranks ran on each sampled GPU ({"cuda:0": [0, 1]}): one device row, several ranks.
+    summary["rank_devices"] = rank_devices(per_rank_devices)
     recorded = None
     if timeline is not None:
         target, recorded = timeline(name)
@@ -110,7 +117,7 @@ class TrainingCase:
                                                    profile.max_steps_per_round)
             for _ in range(profile.warmup_rounds):
                 run.step(k)
-            devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
+            devices = [str(d) for d in run.info.get("devices", [])]  # per rank
             with _sampled(run.pids, devices, profile) as sampler:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
             control = run.control()
@@ -122,7 +129,8 @@ class TrainingCase:
                 traced = trace_trial(run, trace, f"{self.id}-b{self.global_batch}",
                                      untraced_step_s=statistics.median(t for r in rounds for t in r.step_times))
             info = dict(run.info)
-        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}")
+        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}",
+                                            devices)
         merged = merge_step_stats(rounds)
         return TrialResult(
             trial=trial, order=-1, started_at=math.nan, steps_per_round=k,

@@ -14,6 +14,18 @@ rebuild CUDA's view from NVML alone — never by creating a CUDA context here:
    UUIDs or ``MIG-`` UUIDs (any unique prefix); the first invalid, ambiguous or repeated
    entry hides itself and everything after it; an empty value hides every GPU.
 3. ``cuda:i`` is the i-th remaining GPU. From then on handles are looked up by UUID.
+
+MIG: a GPU in MIG mode is not a CUDA device; its MIG instances are. Without
+``CUDA_VISIBLE_DEVICES`` CUDA enumerates, GPU by GPU in the order above, the GPU itself when
+MIG is off and its MIG instances (NVML's MIG index order) when MIG is on, so ``cuda:i`` maps
+to that expanded list (plain indices in ``CUDA_VISIBLE_DEVICES`` index into it too). Older
+CUDA releases (the MIG user guide: CUDA 11 / R450 and CUDA 12 / R525) let one process
+enumerate a single MIG device only; ``cuda:0`` is still the first entry of the list, so the
+map stays right for every device the process can use.
+
+Several ranks or replicas may share one GPU (two ranks on ``cuda:0``): the sampler watches
+each physical device once; :func:`unique_devices` turns a per-rank device list into that
+set and :func:`rank_devices` keeps which ranks used each device.
 """
 from __future__ import annotations
 
@@ -25,7 +37,7 @@ from typing import Any, Mapping, Sequence
 from .errors import NvmlUnavailable, SamplerWarning
 from .timeline import cuda_label
 
-__all__ = ["GpuInfo", "load_nvml", "probe_gpus", "resolve_devices"]
+__all__ = ["GpuInfo", "load_nvml", "probe_gpus", "resolve_devices", "unique_devices", "rank_devices"]
 
 
 def _text(value: Any) -> str:
@@ -64,15 +76,16 @@ def load_nvml(module=None):
     return pynvml
 
 
-def _mig_instances(nvml, parent: dict) -> list[GpuInfo]:
-    """The MIG instances of a physical GPU (empty when MIG is off or unsupported)."""
+def _mig_instances(nvml, parent: dict) -> list[GpuInfo] | None:
+    """The MIG instances of a physical GPU; None when MIG is off or unsupported (a GPU in
+    MIG mode without instances gives [] : CUDA cannot use it)."""
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(parent["handle"])
         if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
-            return []
+            return None
         count = nvml.nvmlDeviceGetMaxMigDeviceCount(parent["handle"])
     except (nvml.NVMLError, AttributeError):
-        return []
+        return None
     out = []
     for i in range(count):
         try:
@@ -80,25 +93,33 @@ def _mig_instances(nvml, parent: dict) -> list[GpuInfo]:
             uuid = _text(nvml.nvmlDeviceGetUUID(handle))
         except nvml.NVMLError:
             continue  # an empty MIG slot
-        out.append(GpuInfo(uuid, f"{parent['name']} MIG", parent["pci"], parent["uuid"]))
+        try:  # "NVIDIA A100-SXM4-40GB MIG 1g.5gb": the profile says how big a slice it is
+            name = _text(nvml.nvmlDeviceGetName(handle))
+        except nvml.NVMLError:
+            name = f"{parent['name']} MIG"
+        out.append(GpuInfo(uuid, name, parent["pci"], parent["uuid"]))
     return out
 
 
-def _match(token: str, ordered: list[dict], nvml, mig_cache: list) -> GpuInfo | None:
+def _cuda_devices(nvml, ordered: list[dict]) -> list[GpuInfo]:
+    """What CUDA enumerates without a mask: each GPU, or its MIG instances when MIG is on."""
+    out: list[GpuInfo] = []
+    for p in ordered:
+        instances = _mig_instances(nvml, p)
+        out += [GpuInfo(p["uuid"], p["name"], p["pci"])] if instances is None else instances
+    return out
+
+
+def _match(token: str, ordered: list[dict], enumerated: list[GpuInfo]) -> GpuInfo | None:
     if token.isdigit():  # CUDA accepts plain non-negative indices only ("-1" is invalid)
         index = int(token)
-        if index < len(ordered):
-            p = ordered[index]
-            return GpuInfo(p["uuid"], p["name"], p["pci"])
-        return None
+        return enumerated[index] if index < len(enumerated) else None
     if not _UUID_TOKEN.match(token):
         return None
     if token.startswith("GPU-"):
         found = [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered if p["uuid"].startswith(token)]
     else:
-        if not mig_cache:
-            mig_cache.append([m for p in ordered for m in _mig_instances(nvml, p)])
-        found = [m for m in mig_cache[0] if m.uuid.startswith(token)]
+        found = [m for m in enumerated if m.parent_uuid is not None and m.uuid.startswith(token)]
     return found[0] if len(found) == 1 else None
 
 
@@ -138,13 +159,13 @@ def probe_gpus(nvml, environ: Mapping[str, str]) -> list[GpuInfo]:
                 ),
                 stacklevel=3,
             )
+        enumerated = _cuda_devices(nvml, ordered)
         mask = environ.get("CUDA_VISIBLE_DEVICES")
         if mask is None:
-            return [GpuInfo(p["uuid"], p["name"], p["pci"]) for p in ordered]
+            return enumerated
         visible: list[GpuInfo] = []
-        mig_cache: list = []
         for token in mask.split(","):
-            gpu = _match(token.strip(), ordered, nvml, mig_cache)
+            gpu = _match(token.strip(), ordered, enumerated)
             if gpu is None or any(v.uuid == gpu.uuid for v in visible):
                 break  # CUDA: an invalid entry hides itself and every entry after it
             visible.append(gpu)
@@ -182,4 +203,23 @@ def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
         if gpu in out:
             raise ValueError(f"devices: {entry!r} is listed twice")
         out.append(gpu)
+    return out
+
+
+def unique_devices(per_rank: Sequence[Any]) -> list[str]:
+    """The distinct CUDA devices of a per-rank device list, in first-use order.
+
+    Two ranks (or two replicas) on one GPU share it: ``["cuda:0", "cuda:0", "cuda:1"]`` →
+    ``["cuda:0", "cuda:1"]``, so the sampler reads each physical device once. Non-CUDA
+    entries ("cpu") are dropped: the CPU rows come from the CPU backend.
+    """
+    return list(dict.fromkeys(str(d) for d in per_rank if str(d).startswith("cuda")))
+
+
+def rank_devices(per_rank: Sequence[Any]) -> dict[str, list[int]]:
+    """``{device: [ranks on it]}`` of a per-rank device list (CUDA entries only)."""
+    out: dict[str, list[int]] = {}
+    for rank, device in enumerate(per_rank):
+        if str(device).startswith("cuda"):
+            out.setdefault(str(device), []).append(rank)
     return out

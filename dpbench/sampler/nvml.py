@@ -218,9 +218,15 @@ class NvmlBackend:
         return v
 
     def _process_memory(self, groups: Mapping[int, tuple[int, ...]]) -> dict[int, float]:
-        """Watched pid → GPU memory of it and its children, summed over the watched GPUs."""
+        """Watched pid → GPU memory of it and its children, summed over the watched GPUs.
+
+        NaN (unknown), never 0, when none of a watched group's pids appears in NVML's process
+        lists: inside a container with its own PID namespace NVML reports host pids, which
+        match none of ours, and "0 bytes" would then be a wrong reading, not a measurement.
+        """
         owner = {p: watched for watched, members in groups.items() for p in members}
         total = {watched: 0.0 for watched in groups}
+        matched: set[int] = set()
         for gpu in self._gpus:
             procs = self._read(gpu, "processes", self._nvml.nvmlDeviceGetComputeRunningProcesses)
             if procs is None:
@@ -228,9 +234,10 @@ class NvmlBackend:
             for proc in procs:
                 watched = owner.get(proc.pid)
                 if watched is not None:
+                    matched.add(watched)
                     used = proc.usedGpuMemory  # None where the driver cannot tell (WDDM)
                     total[watched] += math.nan if used is None else float(used)
-        return total
+        return {watched: value if watched in matched else math.nan for watched, value in total.items()}
 
     def sample(self, now: float, rows: list) -> None:
         gpu_rows = [(now, gpu.info.label, self._sample_gpu(gpu)) for gpu in self._gpus]

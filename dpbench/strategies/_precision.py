@@ -4,6 +4,12 @@
 (parameters, gradients and optimizer state stay fp32). ``fp16`` (CUDA only, checked in the
 parent): autocast to float16 and a ``torch.amp.GradScaler``; sharded strategies pass their own
 scaler (FSDP's ``ShardedGradScaler`` agrees on inf/NaN across ranks).
+
+fp16 has one host sync inside the timed step, and it is torch's, not ours: ``GradScaler.step``
+reads the found-inf flag with ``.item()`` to decide whether to step the optimizer, so the host
+waits there for the backward to finish before it can queue the optimizer's kernels. A user's
+fp16 loop pays the same, so it stays in the measurement; ``scripts/bench_gradscaler_sync.py``
+(run by ``scripts/gpu-check``) measures what it costs against the same step without that read.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["Collective", "ddp_collectives", "replay_seconds", "twin_step_times", "memory_report",
-           "rank_metrics", "combine"]
+           "gpu_keys", "rank_metrics", "combine"]
 
 # DDP's first bucket is kept small so the first all-reduce starts early (torch's
 # dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb (default 25).
@@ -198,7 +198,7 @@ def memory_report(trainer: Any) -> dict[str, Any]:
 
 
 def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
-    from dpbench.strategies._metrics import count_step_flops
+    from dpbench.strategies._metrics import count_step_flops_by_kind
     from dpbench.strategies._precision import Precision
     from dpbench.strategies.base import to_device
 
@@ -211,8 +211,27 @@ def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
         out["tokens_per_step"] = int(first.numel())  # token ids: batch × sequence length
     model = trainer.twin_module(trainer.build_model().to(device))
     precision = Precision(spec.options["precision"], spec.device_type)
-    out["model_flops_per_step"] = count_step_flops(model, to_device(inputs, device), to_device(target, device),
-                                                   trainer.workload.loss, autocast=precision.autocast())
+    kinds = count_step_flops_by_kind(model, to_device(inputs, device), to_device(target, device),
+                                     trainer.workload.loss, autocast=precision.autocast())
+    out["model_flops_per_step"] = sum(kinds.values())
+    out["flops_by_kind"] = kinds  # conv vs matmul: they may run in different maths (TF32)
+    return out
+
+
+def gpu_keys(cuda_devices: list[str]) -> dict[str, dict[str, str]]:
+    """``{key: {"device", "host", "name"}}`` of this worker's GPUs, keyed so that GPUs of
+    different hosts never collapse: by UUID where torch reports one, else ``host/cuda:N``.
+    Two ranks sharing one GPU give the same key, so it counts once."""
+    import socket
+
+    import torch
+
+    host = socket.gethostname()
+    out = {}
+    for device in cuda_devices:
+        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+        key = f"GPU-{uuid}" if uuid is not None else f"{host}/{device}"
+        out[key] = {"device": device, "host": host, "name": torch.cuda.get_device_name(device)}
     return out
 
 
@@ -251,7 +270,11 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
         barrier()  # every worker measures at once: the peak of the cores the case shares
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[out["compute_dtype"]]
         out["matmul_flops_per_s"] = measure_matmul_flops(dtype=dtype, parallel=matmul_parallel)
-    out["gpus"] = {d: torch.cuda.get_device_name(d) for d in trainer.cuda_devices}
+    out["gpus"] = gpu_keys(trainer.cuda_devices)
+    if trainer.cuda_devices:
+        from dpbench.strategies._metrics import fp32_math
+
+        out["fp32_math"] = fp32_math(torch)  # TF32 or not: which peak an fp32 step is judged by
     out["compile_time_s"] = trainer.compile_time_s
     return out
 
@@ -267,15 +290,17 @@ def _barrier(trainer: Any) -> Callable[[], None]:
 def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any],
             environ: Any = None) -> dict[str, Any]:
     """The per-rank answers as one JSON-safe dict (see ``Run.case_metrics``)."""
-    from dpbench.strategies._metrics import peak_flops
+    from dpbench.strategies._metrics import math_mode, peak_flops
 
     first = per_rank[0]
     dtype = first["compute_dtype"]
-    gpus: dict[str, str] = {}
+    gpus: dict[str, dict[str, str]] = {}
     for r in per_rank:
-        gpus.update(r["gpus"])  # ranks sharing a GPU name the same device: it counts once
-    peak, source = peak_flops(device_type=device_type, device_names=list(gpus.values()), dtype=dtype,
-                              environ=environ)
+        gpus.update(r["gpus"])  # ranks sharing a GPU give the same key: it counts once
+    maths = math_mode(dtype, first.get("fp32_math")) if device_type == "cuda" else None
+    peak, source = peak_flops(device_type=device_type, device_names=[g["name"] for g in gpus.values()],
+                              dtype=dtype, environ=environ, maths=maths,
+                              flops_by_kind=first.get("flops_by_kind"))
     if peak is None and device_type == "cpu":
         peak, source = float(sum(r["matmul_flops_per_s"] for r in per_rank)), "measured:cpu-matmul"
     compute = [r["compute_only_times"] for r in per_rank]
@@ -290,6 +315,9 @@ def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[s
         "peak_flops_per_s": peak,
         "peak_source": source,
         "compute_dtype": dtype,
+        "math_mode": maths,
+        "flops_by_kind": first.get("flops_by_kind"),
+        "gpu_keys": sorted(gpus),  # the distinct GPUs the peak sums over (UUID or host/cuda:N)
         "compute_only_step_s": compute_only,
         "collective_time_s": max(collective) if all(c is not None for c in collective) else None,
         "memory_per_rank": [r["memory"] for r in per_rank],

@@ -4,7 +4,8 @@ On CPU a phase is the host time between its two boundaries (work is eager). On C
 boundary records CUDA events instead of synchronising: a ``torch.cuda.synchronize`` at every
 phase boundary would stop the host from queueing the next phase while the device works, so the
 step being timed would no longer be the step a user runs. The spans are read once, by
-:meth:`PhaseTimer.resolve`, after the timed loop.
+:meth:`PhaseTimer.resolve`, after the timed loop. (The one host sync left inside an fp16 step is
+GradScaler's own found-inf read in the optimizer phase: see ``_precision.py``.)
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from dpbench.strategies.base import (
     call_model,
     split_sizes,
     take_slice,
-    to_device,
 )
 
 __all__ = ["DDP", "COMM_HOOKS"]
@@ -172,8 +171,10 @@ class DDP(Strategy):
         sizes = split_sizes(n_local, self._micro)
         for index, size in enumerate(sizes):
             last = index == len(sizes) - 1
-            x = to_device(take_slice(inputs, start, size), self.device)
-            y = to_device(take_slice(target, start, size), self.device)
+            # Views of the rank's slice, staged on the device before the clock (Strategy.stage_batch):
+            # no copy, so no host sync, per micro-batch.
+            x = take_slice(inputs, start, size)
+            y = take_slice(target, start, size)
             start += size
             # Micro-batches before the last accumulate locally; the last one's backward
             # triggers the allreduce of the accumulated gradient.

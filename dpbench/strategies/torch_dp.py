@@ -29,6 +29,21 @@ class TorchDP(Strategy):
                          "attribute to ranks")
 
     @classmethod
+    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
+                      global_batch: int) -> None:
+        if options["precision"] == "bf16" and world_size >= 2:
+            # torch.nn.parallel.parallel_apply (torch 2.13) re-enters autocast in each replica
+            # thread as autocast(device, enabled=...) without the dtype, and the autocast dtype
+            # is thread-local: the replicas would compute in CUDA's default, float16, with no
+            # loss scaling, under a "bf16" label. One replica runs in the calling thread (fine).
+            raise StrategyUnavailable(
+                "torch-dp with precision='bf16' and world_size >= 2 would compute in float16: "
+                "torch.nn.DataParallel's replica threads re-enter autocast without its dtype "
+                "(torch.nn.parallel.parallel_apply); use dp (dpbench's DataParallel carries the dtype) "
+                "or precision='fp16'/'fp32'"
+            )
+
+    @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
         if device != "cuda":
             raise StrategyUnavailable(

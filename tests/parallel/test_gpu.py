@@ -1,4 +1,5 @@
-"""CUDA checks: dpbench.parallel.DataParallel against torch.nn.DataParallel, exactly.
+"""CUDA checks: dpbench.parallel.DataParallel against torch.nn.DataParallel, exactly (gradients over
+more than two GPUs: to float rounding, see assert_grads_match).
 
 Every test here needs CUDA and is skipped with that reason elsewhere; the same logic is covered
 on CPU replicas by the other files in this directory.
@@ -49,12 +50,23 @@ def step(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def assert_identical(ours: nn.Module, theirs: nn.Module, out_ours: torch.Tensor, out_theirs: torch.Tensor) -> None:
-    # Same shards, same kernels, same reduction order: the results must agree bit for bit.
+def assert_grads_match(ours: torch.Tensor, theirs: torch.Tensor, *, replicas: int, name: str = "") -> None:
+    """Bit for bit up to 2 replicas: a sum of two is the same in any order. Beyond, torch's
+    DataParallel reduces gradients with NCCL (ring/tree order) while ours sums sequentially, and
+    float addition is not associative: equal to rounding, so a float tolerance."""
+    if replicas <= 2:
+        assert torch.equal(ours, theirs), name
+    else:
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+
+
+def assert_identical(ours: nn.Module, theirs: nn.Module, out_ours: torch.Tensor, out_theirs: torch.Tensor,
+                     *, replicas: int = 1) -> None:
+    # Same shards, same kernels: outputs agree bit for bit; gradients too up to two replicas.
     assert out_ours.device == out_theirs.device
     assert torch.equal(out_ours, out_theirs)
     for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
-        assert torch.equal(p.grad, q.grad), name
+        assert_grads_match(p.grad, q.grad, replicas=replicas, name=name)
 
 
 def torch_dp_or_skip(module: nn.Module, device_ids: list[int]) -> nn.DataParallel:
@@ -78,13 +90,14 @@ def test_one_gpu_matches_torch_dataparallel_exactly(batch):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA devices")
 @pytest.mark.parametrize("batch", [16, 7, 1])
-def test_all_gpus_match_torch_dataparallel_exactly(batch):
+def test_all_gpus_match_torch_dataparallel(batch):
     ids = list(range(torch.cuda.device_count()))
     ours_net, theirs_net = convnet(), convnet()
     x = torch.randn(batch, 3, 8, 8, device="cuda:0")
     with DataParallel(ours_net, ids) as ours:
         out = step(ours, x)
-    assert_identical(ours_net, theirs_net, out, step(nn.DataParallel(theirs_net, device_ids=ids), x))
+    theirs_out = step(nn.DataParallel(theirs_net, device_ids=ids), x)
+    assert_identical(ours_net, theirs_net, out, theirs_out, replicas=min(len(ids), batch))
 
 
 @pytest.mark.parametrize("batch", [8, 5])

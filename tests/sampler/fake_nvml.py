@@ -5,7 +5,9 @@ while uninitialised raise, like NVML), counts calls per function and GPU, record
 energy-counter reading, and can make a call unsupported, fail, return garbage or block.
 SM clocks and clock-event reasons can be scripted per read (``sm_clock_seq``,
 ``reasons_seq``); ``event_reasons=False`` plays a driver without the ClocksEvent call, and
-``hide`` a pynvml without some functions at all.
+``hide`` a pynvml without some functions at all. MIG: a GPU's ``mig`` lists its instances
+(each a FakeGpu with its own UUID, name and readings); ``mig_enabled`` turns MIG mode on
+with no instance created.
 """
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ class FakeGpu:
     unsupported: set = field(default_factory=set)  # function names raising NotSupported
     faults: dict = field(default_factory=dict)  # function name → exception or callable
     mig: list = field(default_factory=list)  # MIG instances (FakeGpu) when MIG is on
+    mig_enabled: bool = False  # MIG mode on even without instances (mig=[]): no CUDA device then
     parent: "FakeGpu | None" = None
 
 
@@ -176,7 +179,7 @@ class FakeNvml:
 
     def nvmlDeviceGetMigMode(self, gpu):
         self._enter("mig_mode")
-        return (1, 1) if gpu.mig else (0, 0)
+        return (1, 1) if gpu.mig or gpu.mig_enabled else (0, 0)
 
     def nvmlDeviceGetMaxMigDeviceCount(self, gpu):
         self._enter("mig_count")

@@ -53,9 +53,8 @@ def test_cuda_parameters_match_single(strategy, options, reference):
         torch.testing.assert_close(params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
 
 
-def test_parent_never_initialises_cuda(reference):
-    # Every strategy ran in workers; the test process only asked the driver for a device count.
-    assert not torch.cuda.is_initialized()
+# "The parent never initialises CUDA" is checked in a fresh interpreter: test_parent_cuda.py
+# (this process may hold a context from earlier GPU tests).
 
 
 def test_powersgd_runs_on_nccl(reference):

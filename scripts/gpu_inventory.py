@@ -1,0 +1,74 @@
+#!/usr/bin/env python
+"""Print the GPU inventory (driver, CUDA, NCCL, cuDNN, GPU names) and, with --require-cuda,
+fail when torch cannot use CUDA.
+
+    .venv/bin/python scripts/gpu_inventory.py [--require-cuda]
+
+The facts come from :func:`dpbench.launcher.machine.machine_facts` (the same ones saved runs
+carry): NVML for the GPUs and the driver, the torch build for CUDA/NCCL. No CUDA context is
+created: ``torch.cuda.is_available()`` asks the driver only. Exit codes: 0 fine, 1 CUDA
+required but unavailable (the reason is printed on one line), so a GPU job fails at its start
+instead of benchmarking the CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+__all__ = ["inventory_lines", "cuda_problem", "main"]
+
+
+def inventory_lines(facts: dict[str, Any], *, cuda_available: bool, cuda_devices: int, cudnn: Any) -> list[str]:
+    """The inventory as ``key: value`` lines, GPUs one per line."""
+    lines = [
+        f"driver: {facts.get('driver') or 'none (' + str(facts.get('nvml_error')) + ')'}",
+        f"torch: {facts.get('torch')}  cuda (build): {facts.get('cuda')}  nccl: {facts.get('nccl')}  cudnn: {cudnn}",
+        f"cuda available: {cuda_available}  cuda devices: {cuda_devices}  "
+        f"CUDA_VISIBLE_DEVICES: {facts.get('cuda_visible_devices')}",
+        f"nvml gpus: {facts.get('gpu_count', 0)}",
+    ]
+    lines += [f"  gpu {i}: {g['name']}  {g['uuid']}  {g['memory_bytes'] / 2**30:.0f} GiB"
+              for i, g in enumerate(facts.get("gpus") or [])]
+    return lines
+
+
+def cuda_problem(facts: dict[str, Any], *, cuda_available: bool) -> str | None:
+    """Why CUDA cannot be used here (one line), or None when it can."""
+    if cuda_available:
+        return None
+    if not facts.get("cuda"):
+        return f"torch {facts.get('torch')} is a CPU-only build (torch.version.cuda is None)"
+    if not facts.get("gpu_count"):
+        return f"NVML sees no GPU ({facts.get('nvml_error') or 'no device'}); is the driver loaded?"
+    return (f"torch built for CUDA {facts.get('cuda')} cannot use the {facts.get('gpu_count')} GPU(s) NVML "
+            f"sees with driver {facts.get('driver')} (driver too old for this wheel, or "
+            f"CUDA_VISIBLE_DEVICES={facts.get('cuda_visible_devices')!r} hides them)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--require-cuda", action="store_true", help="exit 1 when torch cannot use CUDA")
+    args = parser.parse_args(argv)
+    import torch
+
+    from dpbench.launcher.machine import machine_facts
+
+    facts = machine_facts()
+    available = torch.cuda.is_available()
+    count = torch.cuda.device_count() if available else 0
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    for line in inventory_lines(facts, cuda_available=available, cuda_devices=count, cudnn=cudnn):
+        print(line)
+    problem = cuda_problem(facts, cuda_available=available)
+    if args.require_cuda and problem is not None:
+        print(f"gpu-inventory: CUDA required but unavailable: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The batch reaches the device before a step's clock starts, pinned and non-blocking, and the
+timed step copies nothing more (ddp's micro-batches were a blocking copy, a host sync, each).
+
+On CPU: a tensor subclass records the copies a strategy asks for (``pin_memory``, ``.to``) and
+answers them without a device — a fake CUDA surface at the tensor boundary.
+"""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from _toy_workloads import MLP
+from dpbench.strategies import get_strategy
+from dpbench.strategies.base import RunSpec, stage
+
+
+class Recorded(torch.Tensor):
+    """Logs pin_memory() and .to(...) and returns itself, as if the copy had happened."""
+
+    log: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.pin_memory:
+            cls.log.append(("pin_memory",))
+            return args[0]
+        if func is torch.Tensor.to:
+            cls.log.append(("to", tuple(str(a) for a in args[1:]), dict(kwargs)))
+            return args[0]
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+@pytest.fixture
+def log():
+    Recorded.log = []
+    return Recorded.log
+
+
+def test_stage_pins_then_copies_without_blocking(log):
+    x, y = torch.randn(4, 3).as_subclass(Recorded), torch.arange(4).as_subclass(Recorded)
+    staged = stage((x, {"y": y}), "cuda:1")
+    assert staged[0] is x and staged[1]["y"] is y
+    copy = ("to", ("cuda:1",), {"non_blocking": True})
+    assert log == [("pin_memory",), copy, ("pin_memory",), copy]
+
+
+def _spec(strategy: str, world_size: int, devices: tuple[str, ...], **options) -> RunSpec:
+    cls = get_strategy(strategy)
+    resolved = cls.resolve_options(options, device="cpu", world_size=world_size, global_batch=12)
+    return RunSpec(strategy=strategy, options=resolved, world_size=world_size, global_batch=12,
+                   per_replica_batch=tuple(cls.per_replica_batch(12, world_size, resolved)),
+                   device_type="cpu", devices=devices, backend="gloo" if cls.multiprocess else None,
+                   seed=0, lr=0.05, threads_per_worker=1)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A one-rank gloo group in this process (DDP needs one); destroyed afterwards."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timedelta(seconds=30))
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # DistributedDataParallel's first construction imports a lot (~8 s on a busy machine)
+def test_ddp_accumulation_copies_no_micro_batch_inside_the_step(log, one_rank_group):
+    spec = _spec("ddp", 1, ("cpu",), accumulation_steps=3)
+    ctx = SimpleNamespace(rank=0, world_size=1, device=torch.device("cpu"), group=one_rank_group,
+                          at_close=lambda fn: None)
+    trainer = get_strategy("ddp")(spec, MLP, ctx)
+    trainer.setup()
+    x, y = MLP.batch(0, 12, 0)
+    loss = trainer.train_step(x.as_subclass(Recorded), y.as_subclass(Recorded))
+    assert torch.isfinite(loss)
+    assert [entry for entry in log if entry[0] == "to"] == []  # the three micro-batches are views
+
+
+def test_run_steps_stages_on_the_first_device_before_the_clock(monkeypatch):
+    """The order of events in the shared timed loop, with a fake CUDA device list."""
+    events = []
+    spec = _spec("dp", 2, ("cuda:0", "cuda:1"))
+    cls = get_strategy("dp")
+    trainer = cls.__new__(cls)  # the loop only: no model, no CUDA
+    trainer.spec, trainer.rank, trainer._step, trainer.cuda_devices = spec, 0, 0, []
+    trainer.timed_peak, trainer.workload = {}, MLP
+    trainer.phases = SimpleNamespace(sync=lambda: events.append("sync"), clear=lambda: None, resolve=dict)
+    monkeypatch.setattr("dpbench.strategies.base.stage", lambda obj, device: events.append(f"stage {device}") or obj)
+    real_clock = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: events.append("clock") or real_clock())
+    trainer.train_step = lambda inputs, target: events.append("step") or torch.tensor(0.0)
+    trainer.run_steps(1)
+    assert events == ["stage cuda:0", "stage cuda:0", "sync", "clock", "step", "sync", "clock"]
+
+
+def test_cpu_batches_are_not_copied(log):
+    spec = _spec("single", 1, ("cpu",))
+    cls = get_strategy("single")
+    trainer = cls.__new__(cls)
+    trainer.spec, trainer.ctx = spec, SimpleNamespace(device=torch.device("cpu"))
+    x = torch.randn(2, 3).as_subclass(Recorded)
+    assert trainer.stage_batch(x, x) == (x, x) and log == []
