@@ -19,6 +19,10 @@ import dpbench
 from dpbench.launcher.cluster import active_session
 from dpbench.launcher import RemotePool, WorkerError, make_pool
 
+# Run inside a torchrun cluster by test_cluster_runs.py (multi-process by nature): outside the fast
+# tier, so tests/conftest.py's time guard leaves them alone.
+pytestmark = pytest.mark.slow
+
 K = 3
 GLOBAL_BATCH = 11  # uneven over 4 ranks (3+3+3+2): the loss weighting is exercised across nodes
 
