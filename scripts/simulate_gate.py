@@ -6,7 +6,8 @@ Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (
 Seeded: the same arguments print the same numbers.
 
     scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    scripts/simulate_gate.py [--model model.json | --scenario clean|today] [--jobs 1000] [--power]
+    scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today] [--jobs 1000] [--power]
+                             [--alpha 0.05] [--aa-runs N]   # N --aa runs of the baseline for compare
 
 A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
 two or more clean runs of one commit on one machine (``scripts/aa_check`` makes four).
@@ -110,10 +111,13 @@ def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials:
         print(f"  {what:10} machine +12%, code unchanged, jobs failing: {_pct(f, n)}")
 
 
-def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA) -> None:
+def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA,
+                aa_runs: int = 0, paired_too: bool = True) -> None:
     cvs, trial_counts, effects = (0.02, 0.05, 0.10, 0.20), (3, 5, 10), (1.15, 1.25, 1.5, 2.0)
-    for paired in (False, True):
-        print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}; "
+    for paired in (False, True) if paired_too else (False,):
+        aa = 0 if paired else aa_runs
+        print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}, "
+              f"{aa} --aa runs; "
               f"share of {jobs} jobs in which one case of the given CV, among {benchmarks}, is flagged)")
         print("| CV | trials | " + " | ".join(f"+{e - 1:.0%}" for e in effects) + " |")
         print("|---|---|" + "---|" * len(effects))
@@ -122,7 +126,8 @@ def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alp
                 cells = []
                 for k, e in enumerate(effects):
                     _, c, total = rate(model, jobs=jobs, seed=seed + 100 * k + n, benchmarks=benchmarks, trials=n,
-                                       paired=paired, target_effect=e, target_sd=cv, alpha=alpha)
+                                       paired=paired, target_effect=e, target_sd=cv, alpha=alpha,
+                                       aa_runs=aa)
                     cells.append(f"{c / total:.0%}")
                 print(f"| {cv:.0%} | {n} | " + " | ".join(cells) + " |")
 
@@ -141,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=5, help="trials a side (the quick profile's 5)")
     p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
     p.add_argument("--power-jobs", type=int, default=200)
+    p.add_argument("--power-compare-only", action="store_true", help="the power table for compare only")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"the gate's --alpha (default {ALPHA})")
     p.add_argument("--aa-runs", type=int, default=0,
@@ -166,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials,
                 alpha=args.alpha, aa_runs=args.aa_runs)
     if args.power:
-        power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha)
+        power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha,
+                    aa_runs=args.aa_runs, paired_too=not args.power_compare_only)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 
