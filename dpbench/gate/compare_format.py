@@ -70,7 +70,7 @@ def family_line(cmp: Comparison) -> str:
 
 
 def verdict_line(cmp: Comparison) -> str:
-    rule = f"slower than the controls by > {cmp.threshold:.1%}, p < {cmp.alpha:g} against no change after Holm"
+    rule = f"slower than the controls by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
     short = display_names([b.name for b in cmp.benchmarks])
     parts = []
     if cmp.regressions:

@@ -55,7 +55,7 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     assert main(["compare", str(base), str(cand)]) == 1  # the two-positional form
     out = capsys.readouterr().out
-    assert f"1 regression (slower than the controls by > 10.0%, p < 0.05 against no change after Holm): {SLOW}" in out
+    assert f"1 regression (slower than the controls by > 10.0% with p < 0.05 after Holm): {SLOW}" in out
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
     assert len(regressed) == 1 and SLOW in regressed[0] and "moderated t on log trials + between-run" in regressed[0]
