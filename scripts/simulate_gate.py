@@ -6,7 +6,8 @@ Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (
 Seeded: the same arguments print the same numbers.
 
     scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    scripts/simulate_gate.py [--model model.json | --scenario clean|today] [--jobs 1000] [--power]
+    scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today] [--jobs 1000] [--power]
+                             [--alpha 0.05] [--aa-runs N]   # N --aa runs of the baseline for compare
 
 A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
 two or more clean runs of one commit on one machine (``scripts/aa_check`` makes four).
@@ -44,7 +45,7 @@ def interval(hits: int, n: int) -> tuple[float, float]:
 
 def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: int, paired: bool,
             target_effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0,
-            aa_runs: int = 0) -> tuple[bool, Verdict]:
+            aa_runs: int = 0, alpha: float = ALPHA) -> tuple[bool, Verdict]:
     """One simulated gate run; → (did the job fail, the verdict on case 0, the one that may have changed).
 
     Unpaired: one run of ``trials`` trials a side (``dpbench compare BASE CAND``). Paired: ``trials``
@@ -64,7 +65,7 @@ def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: i
     aa = [dict((f"b{i}", p) for i, p in enumerate(draw_side(model, cases, rng, runs=1, trials=trials)))
           for _ in range(aa_runs)]
     items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
-    judged, _ = judge_family(items, threshold=THRESHOLD, alpha=ALPHA, paired=paired, aa=aa,
+    judged, _ = judge_family(items, threshold=THRESHOLD, alpha=alpha, paired=paired, aa=aa,
                              aa_base={f"b{i}": b for i, b in enumerate(base)})
     failed = any(b.verdict == Verdict.REGRESSED for b in judged)
     return failed, next(b.verdict for b in judged if b.name == "b0")
@@ -86,29 +87,37 @@ def _pct(hits: int, n: int) -> str:
     return f"{hits}/{n} = {hits / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
-def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int) -> None:
+def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, **kwargs) -> None:
+    """``kwargs`` (``alpha``, ``aa_runs``) go to every job; ``--aa`` runs apply to compare only."""
     print(f"model: {json.dumps(model.to_dict())}")
-    print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, alpha {ALPHA} (Holm); "
+    print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, "
+          f"alpha {kwargs.get('alpha', ALPHA)} (Holm), {kwargs.get('aa_runs', 0)} --aa runs for compare; "
           f"95% Clopper-Pearson intervals")
     for paired in (False, True):
+        kw = {**kwargs, "aa_runs": 0} if paired else kwargs
         what = "paired ab" if paired else "compare"
-        f, _, n = rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired)
+        sys.stdout.flush()
+        f, _, n = rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired, **kw)
         print(f"  {what:10} A/A jobs failing:                         {_pct(f, n)}")
-        _, c, n = rate(model, jobs=jobs, seed=seed + 1, benchmarks=benchmarks, trials=trials, paired=paired,
-                       target_effect=1.25, target_sd=0.05)
-        print(f"  {what:10} +25% on one case of CV 5% caught:          {_pct(c, n)}")
+        for k, cv in enumerate((0.05, 0.02)):  # seed + 1 for CV 5% (as before CV 2% was added)
+            _, c, n = rate(model, jobs=jobs, seed=seed + 1 + 3 * k, benchmarks=benchmarks, trials=trials,
+                           paired=paired, target_effect=1.25, target_sd=cv, **kw)
+            print(f"  {what:10} +25% on one case of CV {cv:.0%} caught:          {_pct(c, n)}")
         _, c, n = rate(model, jobs=jobs, seed=seed + 2, benchmarks=benchmarks, trials=trials, paired=paired,
-                       target_effect=1.5, machine=1.12)
+                       target_effect=1.5, machine=1.12, **kw)
         print(f"  {what:10} +50% with the control +12% caught:        {_pct(c, n)}")
         f, _, n = rate(model, jobs=jobs, seed=seed + 3, benchmarks=benchmarks, trials=trials, paired=paired,
-                       machine=1.12)
+                       machine=1.12, **kw)
         print(f"  {what:10} machine +12%, code unchanged, jobs failing: {_pct(f, n)}")
 
 
-def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int) -> None:
+def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA,
+                aa_runs: int = 0, paired_too: bool = True) -> None:
     cvs, trial_counts, effects = (0.02, 0.05, 0.10, 0.20), (3, 5, 10), (1.15, 1.25, 1.5, 2.0)
-    for paired in (False, True):
-        print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}; "
+    for paired in (False, True) if paired_too else (False,):
+        aa = 0 if paired else aa_runs
+        print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}, "
+              f"{aa} --aa runs; "
               f"share of {jobs} jobs in which one case of the given CV, among {benchmarks}, is flagged)")
         print("| CV | trials | " + " | ".join(f"+{e - 1:.0%}" for e in effects) + " |")
         print("|---|---|" + "---|" * len(effects))
@@ -117,7 +126,8 @@ def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int) -> 
                 cells = []
                 for k, e in enumerate(effects):
                     _, c, total = rate(model, jobs=jobs, seed=seed + 100 * k + n, benchmarks=benchmarks, trials=n,
-                                       paired=paired, target_effect=e, target_sd=cv)
+                                       paired=paired, target_effect=e, target_sd=cv, alpha=alpha,
+                                       aa_runs=aa)
                     cells.append(f"{c / total:.0%}")
                 print(f"| {cv:.0%} | {n} | " + " | ".join(cells) + " |")
 
@@ -136,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=5, help="trials a side (the quick profile's 5)")
     p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
     p.add_argument("--power-jobs", type=int, default=200)
+    p.add_argument("--power-compare-only", action="store_true", help="the power table for compare only")
     p.add_argument("--seed", type=int, default=16)
+    p.add_argument("--alpha", type=float, default=ALPHA, help=f"the gate's --alpha (default {ALPHA})")
+    p.add_argument("--aa-runs", type=int, default=0,
+                   help="compare targets: also give the gate this many --aa runs of the baseline's commit")
     args = p.parse_args(argv)
     if args.fit:
         from dpbench.results.frame import runs_frame
@@ -155,9 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         model = SCENARIOS[args.scenario]
     started = time.perf_counter()
     if args.jobs > 0:
-        targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials)
+        targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials,
+                alpha=args.alpha, aa_runs=args.aa_runs)
     if args.power:
-        power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks)
+        power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha,
+                    aa_runs=args.aa_runs, paired_too=not args.power_compare_only)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -30,7 +30,8 @@ _COMPARE_PARSER = dict(
               "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
         description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
                     "a side's trials are pooled over its runs). Regressed = slower than the controls' shift by "
-                    "more than --threshold, and significant after Holm's correction over the distinct cases: "
+                    "more than --threshold, and significant after Holm's correction over the distinct cases "
+                    "(against no change with --aa runs, against the threshold without): "
                     "a one-sided moderated t-test on log trial times that includes the between-run spread "
                     "(estimated from the comparison itself and any --aa runs). Fewer than 2 trials a side, "
                     "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "

@@ -6,8 +6,8 @@ side may hold several runs; a side's trials are pooled per benchmark (run by run
 
 A benchmark *regressed* when the ratio of the medians of its trial times (the headline step
 times, ``step_time_s``) exceeds the machine's own shift, measured by the controls, by more than
-``threshold``, **and** that excess is significant after Holm's correction over the distinct
-cases compared: a one-sided moderated t-test on log trial times (see :mod:`dpbench.gate.judge`
+``threshold``, **and** is significant after Holm's correction over the distinct cases compared
+(against no change where ``--aa`` runs measured the between-run offset, else against the threshold): a one-sided moderated t-test on log trial times (see :mod:`dpbench.gate.judge`
 for the noise model and :mod:`dpbench.gate.family` for the rule). The threshold ignores real
 but unimportant changes; the test ignores noise that happens to cross it; the correction keeps
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.

@@ -23,7 +23,11 @@ differs widely from benchmark to benchmark. What that means for the test:
   benchmark is judged on its slowdown beyond the controls' (their median over the run), so a
   machine that got slower excuses the slowdown it explains and no more.
 * One ``regressed`` among ~70 benchmarks fails the job, so p-values are corrected across the
-  distinct cases (Holm: the family-wise error rate is at most ``alpha``).
+  distinct cases (Holm: the family-wise error rate is at most ``alpha`` where the variances are
+  right). With ``--aa`` runs (each case's between-run offset measured) the p-value is against
+  *no change* beyond the machine and the threshold is a separate effect-size bar (both must
+  hold, as in pyperf and asv); without them it is against the threshold itself, because one
+  comparison cannot tell which cases a session moves most (``family._null_bounds``).
 
 Three designs, chosen from the data (``Method``):
 

@@ -86,7 +86,7 @@ def test_slower_but_too_few_trials_is_inconclusive_with_the_counts():
     b = by_name(cmp)[SLOW]
     assert b.ratio == pytest.approx(0.01425 / 0.0115)  # +24%: beyond the threshold by the medians
     assert b.verdict == Verdict.INCONCLUSIVE and b.p_adjusted >= 0.05
-    assert b.note.startswith("slower by +23.9% beyond the controls (+0.0%) but not significant: p = ")
+    assert b.note.startswith("slower by +23.9% beyond the machine (controls moved +0.0%) but not significant: p = ")
     assert "after Holm over 15 cases, with 2 vs 2 trials" in b.note
     assert cmp.exit_code == 0  # inconclusive is reported, not failed
 
@@ -113,7 +113,8 @@ def test_the_control_informs_it_does_not_veto():
     b = by_name(cmp)[SLOW]
     assert b.verdict == Verdict.REGRESSED and cmp.exit_code == 1
     assert b.excess == pytest.approx(b.ratio / cmp.family.control_shift)
-    assert "while the controls moved +1" in b.note and "beyond the machine" in b.note
+    assert b.note.startswith(f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (controls moved +1")
+    assert f"p = {b.p_value:.2g} against +10.0%, {b.p_adjusted:.2g} after Holm over 15 cases" in b.note
 
 
 def test_everything_slower_with_a_steady_control_is_a_regression_of_everything():
@@ -286,7 +287,7 @@ def test_output_files(tmp_path: Path):
     assert (slow["baseline_trials"], slow["candidate_trials"]) == (6, 6)
     assert 0 <= slow["p_value"] <= slow["p_adjusted"] < 0.05 and slow["control_ratio"] == pytest.approx(1.0, abs=0.02)
     assert data["family"]["size"] == 15 and data["family"]["method"] == "trials" and data["paired"] is False
-    assert slow["note"].startswith(f"slower by {(slow['ratio'] - 1) * 100:+.1f}% while the controls moved ")
+    assert slow["note"].startswith(f"slower by {(slow['excess'] - 1) * 100:+.1f}% beyond the machine (controls moved ")
     assert slow["unit"] == "s/step"
     summary = md.read_text()
     assert "❌" in summary and r"test\_throughput\[ddp-mlp-w2\]" in summary  # Markdown-escaped

@@ -68,22 +68,70 @@ def test_evidence_of_each_method():
     assert (p.df, p.pairs, p.b) == (2, 3, 0.0)
 
 
-def test_a_regression_gets_the_p_value_of_its_moderated_t_corrected_by_holm():
-    """Twenty cases with the same spread (prior known exactly) and no scatter between them (tau = 0):
-    the one slowed by 50% has p = the normal tail of its excess over +10%, times 20 (Holm)."""
-    spread = [0.95, 1.0, 1.05]
-    items = [Item(name=f"b{i}", base=pooled([0.01 * f for f in spread], key=f"k{i}"),
-                  cand=pooled([0.01 * f * (1.5 if i == 0 else 1.0) for f in spread], key=f"k{i}")) for i in range(20)]
-    judged, family = judge_family(items, threshold=0.1, alpha=0.05)
-    b = judged[0]
+def _twenty(effects: dict[int, float], spread=(0.95, 1.0, 1.05)) -> list[Item]:
+    """Twenty cases with the same trial spread (prior known exactly), no scatter between them (tau = 0)."""
+    return [Item(name=f"b{i}", base=pooled([0.01 * f for f in spread], key=f"k{i}"),
+                 cand=pooled([0.01 * f * effects.get(i, 1.0) for f in spread], key=f"k{i}")) for i in range(20)]
+
+
+def _z(change: float, against: float = 1.0, spread=(0.95, 1.0, 1.05)) -> float:
     s2 = statistics.variance([math.log(f) for f in spread])
     s2 *= 2 / math.exp(float(special.digamma(2)))  # the prior's variance (limma, d0 = ∞; tested above)
-    z = (math.log(1.5) - math.log(1.1)) / math.sqrt(s2 * 2 / 3)
-    assert family.between_run_sd == 0.0 and family.size == 20 and family.prior_df == BIG_DF
-    assert b.verdict == Verdict.REGRESSED and b.ratio == pytest.approx(1.5)
+    return (math.log(change) - math.log(against)) / math.sqrt(s2 * 2 / 3)
+
+
+def _judge_with_aa(items: list[Item]):
+    """The baseline's own trials as an --aa run: the measured between-run spread is exactly 0."""
+    base = {i.name: i.base for i in items}
+    return judge_family(items, threshold=0.1, alpha=0.05, aa=[dict(base)], aa_base=base)
+
+
+def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_t_against_no_change_corrected_by_holm():
+    """+20%: p = the normal tail of log(1.2) / se (z = 3.90), times 20 (Holm) = 0.001: regressed."""
+    judged, family = _judge_with_aa(_twenty({0: 1.2}))
+    b = judged[0]
+    z = _z(1.2)
+    assert z == pytest.approx(3.898, abs=1e-3)
+    assert family.between_run_sd == 0.0 and family.between_run_sd_aa == 0.0 and family.size == 20
+    assert family.prior_df == BIG_DF
+    assert b.verdict == Verdict.REGRESSED and b.ratio == pytest.approx(1.2)
     assert b.p_value == pytest.approx(stats.norm.sf(z), rel=1e-3)
     assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
+    assert b.note == (f"slower by +20.0% beyond the machine (controls moved +0.0%), p = {b.p_value:.2g} against "
+                      f"no change, {b.p_adjusted:.2g} after Holm over 20 cases")
     assert all(x.verdict == Verdict.UNCHANGED for x in judged[1:])
+
+
+def test_without_aa_runs_the_test_is_against_the_threshold():
+    """No --aa: the same +20% is tested against +10% (z = 1.86, p = 0.031, 0.63 after Holm): inconclusive;
+    +50% (z = 8.2) is regressed with that p."""
+    judged, family = judge_family(_twenty({0: 1.2}), threshold=0.1, alpha=0.05)
+    b = judged[0]
+    assert _z(1.2, 1.1) == pytest.approx(1.860, abs=1e-3) and math.isnan(family.between_run_sd_aa)
+    assert b.verdict == Verdict.INCONCLUSIVE and b.p_value == pytest.approx(stats.norm.sf(_z(1.2, 1.1)), rel=1e-3)
+    assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
+    assert b.note == (f"slower by +20.0% beyond the machine (controls moved +0.0%) but not significant: "
+                      f"p = {b.p_value:.2g} against +10.0%, {b.p_adjusted:.2g} after Holm over 20 cases, "
+                      f"with 3 vs 3 trials")
+    b = judge_family(_twenty({0: 1.5}), threshold=0.1, alpha=0.05)[0][0]
+    assert b.verdict == Verdict.REGRESSED and b.p_value == pytest.approx(stats.norm.sf(_z(1.5, 1.1)), rel=1e-3)
+
+
+def test_significant_but_below_the_threshold_is_unchanged_and_beyond_it_but_not_significant_inconclusive():
+    # +8% with a tight spread: z = 5.6 against no change (significant) but below the 10% bar → unchanged.
+    tight = (0.99, 1.0, 1.01)
+    judged, _ = _judge_with_aa(_twenty({0: 1.08}, tight))
+    assert _z(1.08, spread=tight) > 5 and judged[0].p_adjusted < 1e-5 and judged[0].verdict == Verdict.UNCHANGED
+    # +12% with the wide spread: z = 2.42, p = 0.0077, 0.15 after Holm over 20 → inconclusive, and says so.
+    judged, _ = _judge_with_aa(_twenty({0: 1.12}))
+    b = judged[0]
+    assert b.p_value == pytest.approx(stats.norm.sf(_z(1.12)), rel=1e-3) and b.verdict == Verdict.INCONCLUSIVE
+    assert b.note.startswith("slower by +12.0% beyond the machine (controls moved +0.0%) but not significant: ")
+    # -20%: improved, with the same kind of note.
+    judged, _ = _judge_with_aa(_twenty({0: 1 / 1.2}))
+    assert judged[0].verdict == Verdict.IMPROVED and judged[0].p_value == pytest.approx(stats.norm.sf(_z(1.2)), rel=1e-3)
+    assert judged[0].note.startswith("faster by -16.7% beyond the machine (controls moved +0.0%), p = ")
+    assert "against no change" in judged[0].note
 
 
 def test_a_case_published_twice_is_judged_once():
@@ -122,7 +170,8 @@ def test_the_fit_recovers_the_model_it_was_drawn_from():
 
 # ---------------------------------------------------------------- rates, against the simulation
 def _jobs(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired: bool,
-          effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0) -> tuple[int, int]:
+          effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0, aa_runs: int = 0
+          ) -> tuple[int, int]:
     import importlib.util
     from pathlib import Path
 
@@ -131,7 +180,7 @@ def _jobs(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: i
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)
     failed, caught, _ = sim.rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired,
-                                 target_effect=effect, target_sd=target_sd, machine=machine)
+                                 target_effect=effect, target_sd=target_sd, machine=machine, aa_runs=aa_runs)
     return failed, caught
 
 
@@ -153,3 +202,15 @@ def test_simulated_machine_slowdown_alone_fails_no_job_and_a_real_one_beyond_it_
     _, caught = _jobs(UNIFORM, jobs=15, seed=4, benchmarks=30, trials=5, paired=False, effect=2.0, target_sd=0.02,
                       machine=1.12)
     assert caught >= 14
+
+
+@pytest.mark.slow
+def test_with_aa_runs_a_25pc_slowdown_of_a_steady_case_is_caught_far_more_often_and_aa_jobs_still_pass():
+    """The two nulls side by side (README: compare, 1,000 jobs of 70 cases): with 3 --aa runs the test is
+    against no change; without, against +10%. 20 seeded jobs of 30 cases, a +25% slowdown at CV 2%."""
+    without = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02)[1]
+    with_aa = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02,
+                    aa_runs=3)[1]
+    assert with_aa >= 14 and with_aa >= without + 6
+    failed, _ = _jobs(UNIFORM, jobs=20, seed=5, benchmarks=30, trials=5, paired=False, aa_runs=3)
+    assert failed <= 1  # the full simulation's A/A rate with --aa is ~0.3-1.3%: 2 of 20 would be p < 0.03
