@@ -36,7 +36,8 @@ def _safe(name: str) -> str:
 
 def _sampled(pids: list[int], devices: list[str], profile: Any):
     """A sampler over the case's GPUs; ``devices`` is per rank (two ranks may share one GPU)."""
-    from dpbench.sampler.base import SHARED_CORE_MIN_INTERVAL, ResourceSampler
+    from dpbench.sampler import ResourceSampler
+    from dpbench.sampler.base import SHARED_CORE_MIN_INTERVAL
     from dpbench.sampler.gpus import unique_devices
 
     # Without a spare core the sampler samples less often, so it does not take slices from the

@@ -91,7 +91,9 @@ def test_busy_thread_raises_cpu_utilisation():
     # Skip the first sample of each window: it straddles the switch.
     idle = _window(frame, f"pid:{me}", m["idle"] + 0.1, m["busy"])
     busy = _window(frame, f"pid:{me}", m["busy"] + 0.1, m["end"])
-    assert len(idle) >= 5 and len(busy) >= 8
+    # Enough samples in each window to average (nominally 10 and 18; the spinning thread holds the
+    # GIL, so on a busy CI machine the sampler's thread gets fewer turns: 7 were seen).
+    assert len(idle) >= 5 and len(busy) >= 5
     # Process CPU % is per core: it must rise by about what the spinning thread got
     # (~100 % on an idle machine, less when other work shares the cores).
     rise = busy.cpu_pct.mean() - idle.cpu_pct.mean()
