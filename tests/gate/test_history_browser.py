@@ -29,14 +29,8 @@ XSS = "<script>alert(1)</script>"
 SVGS = "() => document.querySelectorAll('svg').length"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, timeout=60_000)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+# The report's own module-scoped Chromium fixture (one browser for this module's pages).
+browser = check.browser
 
 
 def _page(tmp_path: Path) -> tuple[Path, int]:
