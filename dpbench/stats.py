@@ -59,13 +59,15 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
 def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """A ``confidence`` interval of the centre of positive ``values``: a t-interval of their
     logs, exp'd back (NaNs with fewer than two values)."""
-    from scipy import stats
+    # scipy.special, not scipy.stats: the same quantile, without the ~0.7 s import of scipy.stats
+    # that the report and the gate would pay for this one function.
+    from scipy.special import stdtrit
 
     logs = [math.log(v) for v in positive(values)]
     if len(logs) < 2:
         return math.nan, math.nan
     mean = statistics.fmean(logs)
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = float(stdtrit(len(logs) - 1, 0.5 + confidence / 2)) * statistics.stdev(logs) / math.sqrt(len(logs))
     return math.exp(mean - half), math.exp(mean + half)
 
 

@@ -181,12 +181,12 @@ def between_run_variance(residuals: Sequence[float], within: Sequence[float], we
     chi-square(1)'s: iterated, so a group of real changes never widens the spread it is judged by,
     while cases that move more than most between sessions still do. 0 when the trial spread
     explains the scatter."""
-    from scipy.stats import chi2
+    from scipy.special import chdtr, chdtri  # chi-square cdf and inverse survival (no scipy.stats import)
 
     points = [(r * r, v, w) for r, v, w in zip(residuals, within, weights) if w > 0 and v >= 0 and math.isfinite(v)]
     tau2 = _tau2_at(points, 0.5, CHI2_1_MEDIAN)
-    kept_share = float(chi2.cdf(cut * cut, 1))
-    target = float(chi2.ppf(quantile * kept_share, 1))
+    kept_share = float(chdtr(1, cut * cut))
+    target = float(chdtri(1, 1 - quantile * kept_share))
     for _ in range(20):
         kept = [p for p in points if p[0] <= cut * cut * (p[1] + tau2 * p[2])]
         new = _tau2_at(kept, quantile, target)

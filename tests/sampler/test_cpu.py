@@ -65,6 +65,19 @@ def test_cpu_backend_frame_shape():
     assert cpu.iloc[0] != cpu.iloc[0] and cpu.iloc[1:-1].between(0, 100).all()
 
 
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants (what the sampler watches)."""
+    total = 0.0
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:  # exited between the listing and the read
+            continue
+        total += times.user + times.system
+    return total
+
+
 def test_busy_thread_raises_cpu_utilisation():
     stop = threading.Event()
     used: dict[str, float] = {}
@@ -82,15 +95,16 @@ def test_busy_thread_raises_cpu_utilisation():
         sampler.mark("idle")
         time.sleep(0.6)
         sampler.mark("busy")
-        wall0, cpu0 = time.perf_counter(), time.process_time()
+        wall0, cpu0 = time.perf_counter(), _tree_cpu(me)
         worker = threading.Thread(target=spin)
         worker.start()
         time.sleep(1.0)
         stop.set()
         worker.join()
-        # The whole process's CPU in the busy window: the spinner plus any other thread of this
-        # process (the sampler's own, threads earlier tests left parked), which the sampler sees too.
-        process["pct"] = 100 * (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+        # The whole tree's CPU in the busy window: the spinner plus any other thread of this
+        # process (the sampler's own, threads earlier tests left parked) and any child process an
+        # earlier test left running, all of which the sampler counts under pid:<me> too.
+        process["pct"] = 100 * (_tree_cpu(me) - cpu0) / (time.perf_counter() - wall0)
         sampler.mark("end")
     frame, m = sampler.frame(), _marks(sampler)
     # Skip the first sample of each window: it straddles the switch.
