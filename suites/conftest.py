@@ -206,14 +206,32 @@ def _sigterm_interrupts(config) -> None:
     config._dpbench_sigterm = signal.signal(signal.SIGTERM, interrupt)
 
 
+def _late_signals(config) -> None:
+    """Once the run is saved (or discarded), SIGINT and SIGTERM only note that they came: the run
+    on disk is already what the exit status will say. Restored in pytest_unconfigure."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def late(signum, frame):  # noqa: ARG001 - signal handler signature
+        config._dpbench_late_signal = signal.Signals(signum).name
+
+    config._dpbench_late_handlers = {sig: signal.signal(sig, late) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     last = getattr(config, "_dpbench_last_line", None)
     if last is not None:
         _say(config, last)
+    late = getattr(config, "_dpbench_late_signal", None)
+    if late is not None:
+        _say(config, f"{late} came after the session had settled its results: ignored, nothing changed on disk")
     previous = getattr(config, "_dpbench_sigterm", None)
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
+    for sig, handler in getattr(config, "_dpbench_late_handlers", {}).items():
+        if sig != signal.SIGTERM or previous is None:  # SIGTERM: back to what it was before _sigterm_interrupts
+            signal.signal(sig, handler)
     for name in ("_dpbench_timelines", "_dpbench_traces"):
         store = getattr(config, name, None)
         if store is not None:
@@ -277,7 +295,12 @@ def pytest_sessionfinish(session, exitstatus):
     before = set(storage.glob(_RUN_GLOB)) if storage and storage.exists() else set()
     interrupted = _INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
     outcome = yield
-    failed_save = outcome.excinfo is not None and not isinstance(outcome.excinfo[1], KeyboardInterrupt)
+    # From here on the save is over: a SIGINT / SIGTERM landing now (settling the files below, the
+    # rest of the shutdown) is noted and said, never raised — raised, it escaped pytest's session
+    # as a traceback and a -2 exit beside a complete, saved run (found by scripts/soak_faults.py).
+    _late_signals(session.config)
+    interrupted_in_save = outcome.excinfo is not None and isinstance(outcome.excinfo[1], KeyboardInterrupt)
+    failed_save = outcome.excinfo is not None and not interrupted_in_save
     interrupted = interrupted or _INTERRUPTED["yes"] or outcome.excinfo is not None
     store = session.config._dpbench_timelines
     for published in (store.published, getattr(session.config._dpbench_traces, "published", None)):
@@ -304,6 +327,10 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     elif _INTERRUPTED["signal"] == "SIGTERM":
         session.exitstatus = _EXIT_SIGTERM
+    if interrupted_in_save:  # Ctrl-C during the save (or pytest's summary): one line, pytest's exit 2, no traceback
+        outcome.force_result(None)
+        if _INTERRUPTED["signal"] != "SIGTERM":
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
     # The run's last line (printed after pytest's own summary, in pytest_unconfigure).
     session.config._dpbench_last_line = (f"{why}: nothing was saved" + (f" (removed {', '.join(removed)})" if removed
                                                                        else "") + "; earlier runs are untouched")

@@ -263,3 +263,45 @@ def test_bad_trial_counts_are_usage_errors(tmp_path):
         proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert "must be an integer >= 1" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path):
+    """A SIGINT once the run is saved (here: during pytest's unconfigure) changes nothing on disk:
+    the run is complete, pytest exits 0 and says the signal came late. Before, it escaped pytest
+    as a KeyboardInterrupt traceback (exit -2) beside the saved run: the fault soak's one finding."""
+    marker = uuid.uuid4().hex
+    (tmp_path / "late_plugin.py").write_text(textwrap.dedent('''
+        import sys, time
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_unconfigure(config):
+            print("UNCONFIGURE NOW", flush=True)
+            time.sleep(3)
+    '''))
+    storage = tmp_path / "results"
+    env = _env(marker, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "late_plugin", "suites/", "-q",
+           "-k", "test_throughput and single", f"--benchmark-storage=file://{storage}", "--benchmark-save=late"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "UNCONFIGURE NOW" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        rest, _ = proc.communicate(timeout=90)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(lines)
+    assert proc.returncode == 0, out[-3000:]
+    assert "KeyboardInterrupt" not in out, out[-3000:]
+    assert "SIGINT came after the session had settled its results: ignored" in out, out[-3000:]
+    (saved,) = storage.glob("*/0001_late.json")
+    names = {b["name"] for b in json.loads(saved.read_text())["benchmarks"]}
+    assert names == {"test_throughput[single-mlp-w1]"}, names
+    assert not _leftovers(marker, grace=10)
