@@ -177,6 +177,30 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     assert not _leftovers(marker, grace=10)
 
 
+def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float = 0.0) -> tuple[int, str]:
+    """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output)."""
+    # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
+    # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(when, line):
+                time.sleep(delay)
+                proc.send_signal(signal.SIGINT)
+                break
+            assert time.monotonic() < deadline, "".join(lines)[-3000:]
+        rest, _ = proc.communicate(timeout=90)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, "".join(lines)
+
+
 def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None):
     """Start a suite run, send SIGINT once a line matches the regex ``when``; return its output."""
     storage = tmp_path / "results"
@@ -192,27 +216,8 @@ def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra
     if extra_plugin:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
         cmd += ["-p", extra_plugin]
-    # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
-    # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 180
-        for line in proc.stdout:
-            lines.append(line)
-            if re.search(when, line):
-                time.sleep(0.3)
-                proc.send_signal(signal.SIGINT)
-                break
-            assert time.monotonic() < deadline, "".join(lines)[-3000:]
-        rest, _ = proc.communicate(timeout=90)
-        lines.append(rest)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out = "".join(lines)
-    assert proc.returncode != 0, out[-3000:]
+    code, out = _sigint_when(cmd, env, when, delay=0.3)
+    assert code != 0, out[-3000:]
     assert earlier.read_bytes() == before, "an earlier run was changed"
     saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
     assert saved == [], f"an interrupted session saved {saved}"
@@ -283,22 +288,8 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
     env = _env(marker, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "late_plugin", "suites/", "-q",
            "-k", "test_throughput and single", f"--benchmark-storage=file://{storage}", "--benchmark-save=late"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines: list[str] = []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if "UNCONFIGURE NOW" in line:
-                proc.send_signal(signal.SIGINT)
-                break
-        rest, _ = proc.communicate(timeout=90)
-        lines.append(rest)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out = "".join(lines)
-    assert proc.returncode == 0, out[-3000:]
+    code, out = _sigint_when(cmd, env, "UNCONFIGURE NOW")
+    assert code == 0, out[-3000:]
     assert "KeyboardInterrupt" not in out, out[-3000:]
     assert "SIGINT came after the session had settled its results: ignored" in out, out[-3000:]
     (saved,) = storage.glob("*/0001_late.json")
