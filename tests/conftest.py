@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -118,3 +119,16 @@ def many_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("many") / "results"
     return tuple(report_synth.make_run(root, number=n, name=f"many{n}", seed=n, cases=report_synth.many_cases(),
                                        trials=4, rounds=3, timeline_suites=("dp_phases",)) for n in (1, 2))
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this process for the test, as in a terminal: a shell's
+    background job (and some CI runners) start pytest with SIGINT ignored, and Python keeps an
+    ignored SIGINT, so a test that Ctrl-C's itself would wait for its timeout instead."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+

@@ -86,7 +86,7 @@ def test_killed_worker_is_an_error_naming_it():
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_step_cleans_up():
+def test_ctrl_c_during_step_cleans_up(ctrl_c_raises):
     run = dpbench.launch("allreduce", faulty_workload("hang", 0), world_size=2, global_batch=8, timeout=120.0)
     pids = run.pids
     timer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT))

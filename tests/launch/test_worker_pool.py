@@ -100,7 +100,7 @@ def test_rank_killing_itself_is_reported_with_exit_code():
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_waiting_stops_the_workers():
+def test_ctrl_c_while_waiting_stops_the_workers(ctrl_c_raises):
     before, others = listening_ports(), {p.pid for p in stray_children()}
     workers = WorkerPool(2, timeout=120.0)
     pids = workers.pids
