@@ -176,6 +176,7 @@ def test_remote_pool_runs_on_every_rank_and_knows_the_nodes(session):
         RemotePool(5, session=session)
 
 
+@pytest.mark.slow  # 5.6 s alone (starts two ranks and the forkserver helper): over the fast tier's 5 s
 def test_a_rank_that_raises_is_named_with_its_node(session):
     pool = RemotePool(4, session=session, timeout=30.0)
     with pytest.raises(WorkerError, match=r"(?s)worker rank 3 \(node 1, host host1\) failed.*injected failure on rank 3"):
