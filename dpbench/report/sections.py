@@ -11,6 +11,11 @@ suites published is one measurement and one row, its suites listed.
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -22,12 +27,12 @@ from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
 from dpbench.report.configs import configurations
 from dpbench.report.decision import RunComparison, decisions
-from dpbench.report.figures import Part
+from dpbench.report.figures import Part, strategy_color
 from dpbench.report.summary import run_warnings
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
 
-__all__ = ["PARTS", "ReportData", "SECTIONS", "Section", "build_sections", "compare_with_first", "figure_section",
+__all__ = ["FIGURES", "PARTS", "ReportData", "SECTIONS", "Section", "build_sections", "compare_with_first", "default_workers", "figure_section",
            "report_data"]
 
 
@@ -36,8 +41,27 @@ class ReportData:
     frame: pd.DataFrame  # one row per benchmark per run (dpbench.results.frame)
     configs: pd.DataFrame  # one row per configuration per run (dpbench.report.configs), ``case`` its name
     runs: list[str]
-    comparisons: list[RunComparison] = field(default_factory=list)  # each later run against the first
+    # Each later run against the first; None until asked for (judged while the figures are drawn).
+    comparisons: list[RunComparison] | None = None
     warnings: list[str] = field(default_factory=list)
+    # Figure parts being drawn ahead in worker processes (see build_sections), by builder.
+    ahead: dict[Callable, Future] = field(default_factory=dict)
+
+    def judged(self) -> list[RunComparison]:
+        """Each later run against the first, by the gate (computed once, when first asked for)."""
+        if self.comparisons is None:
+            self.comparisons = compare_with_first(self.frame, self.runs) if len(self.runs) > 1 else []
+        return self.comparisons
+
+    def part(self, builder: "PartBuilder") -> Part | None:
+        """What ``builder`` makes of every configuration: drawn ahead by a worker, or here."""
+        future = self.ahead.get(builder)
+        if future is not None:
+            try:
+                return future.result()  # a worker's exception is raised here, as a serial build raises it
+            except BrokenProcessPool:  # the worker died (killed, out of memory): draw it here
+                pass
+        return builder(self.configs, self.runs)
 
 
 @dataclass(kw_only=True)
@@ -57,7 +81,7 @@ def figure_section(key: str, title: str, builders: Sequence[PartBuilder],
                    description: str = "") -> Callable[[ReportData], Section | None]:
     """A section of figures: each builder gets every configuration of every run."""
     def build(data: ReportData) -> Section | None:
-        parts = [part for builder in builders if (part := builder(data.configs, data.runs)) is not None]
+        parts = [part for builder in builders if (part := data.part(builder)) is not None]
         return Section(key=key, title=title, parts=parts, description=description) if parts else None
     build.__name__ = f"section_{key}"
     return build
@@ -65,7 +89,7 @@ def figure_section(key: str, title: str, builders: Sequence[PartBuilder],
 
 def decision_section(data: ReportData) -> Section:
     return Section(key="decision", title="Decision view", template="decision.html.j2",
-                   data=decisions(data.configs, data.runs, data.comparisons))
+                   data=decisions(data.configs, data.runs, data.judged()))
 
 
 def convergence_section(data: ReportData) -> Section | None:
@@ -84,10 +108,10 @@ def traces_section(data: ReportData) -> Section | None:
 
 
 def comparison_section(data: ReportData) -> Section | None:
-    if not data.comparisons:
+    if not data.judged():
         return None
     return Section(key="comparison", title="Run comparison", template="comparison.html.j2",
-                   data=comparison_tables(data.comparisons, data.configs))
+                   data=comparison_tables(data.judged(), data.configs))
 
 
 PARTS: list[PartBuilder] = [
@@ -129,15 +153,86 @@ def report_data(frame: pd.DataFrame) -> ReportData:
     runs = [str(r) for r in dict.fromkeys(frame["run"])]
     configs = configurations(frame)
     return ReportData(frame=frame, configs=configs.assign(case=configs["config"]), runs=runs,
-                      comparisons=compare_with_first(frame, runs) if len(runs) > 1 else [],
                       warnings=run_warnings(frame))
 
 
-def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], Section | None]] = SECTIONS
-                   ) -> list[Section]:
-    """Every section that has something to show, in order."""
+def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], Section | None]] = SECTIONS,
+                   *, workers: int | None = None) -> list[Section]:
+    """Every section that has something to show, in order.
+
+    The figures are drawn by ``workers`` forked processes (default: the CPUs this process may
+    use, at most 4) while this one builds the rest of the page: matplotlib's drawing is most of a
+    report's time and each figure is independent of the others. The page is the same byte for
+    byte whatever ``workers`` is (tests/report/test_report_parallel.py)."""
     # Strings from results files reach matplotlib as labels: never let "$...$" in a benchmark
     # name be parsed as mathtext (it can fail to parse and abort the report).
     with matplotlib.rc_context({"text.parse_math": False, "axes.grid": True, "grid.color": "#e5e5e5",
                                 "axes.spines.top": False, "axes.spines.right": False, "axes.axisbelow": True}):
-        return [section for build in sections if (section := build(data)) is not None]
+        _fix_colours(data.configs)
+        with _FiguresAhead(data, default_workers() if workers is None else workers):
+            return [section for build in sections if (section := build(data)) is not None]
+
+
+# The figure builders, slowest first (measured on a 2-run report of ~70 benchmarks), so that the
+# pool's first-come order balances its workers.
+FIGURES: list[PartBuilder] = [
+    plots.step_times, plots_resources.phases, plots.throughput, plots_resources.timelines, plots_resources.memory,
+    plots.scaling, plots.busbw,
+]
+_SHARED: ReportData | None = None  # what forked workers read (the fork copied it; nothing is pickled)
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count), at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _fix_colours(configs: pd.DataFrame) -> None:
+    """Give every strategy (and collective) its colour now, in the page's order: an unknown name
+    gets the next free colour when first seen, and a worker would otherwise see names in another
+    order than the page does."""
+    for column in ("strategy", "collective"):
+        if column in configs:
+            for name in configs[column]:
+                if isinstance(name, str) and name:
+                    strategy_color(name)
+
+
+def _draw(index: int) -> Part | None:
+    return FIGURES[index](_SHARED.configs, _SHARED.runs)
+
+
+class _FiguresAhead:
+    """While open, a pool of forked workers draws the figures and ``data.ahead`` holds their futures.
+
+    Serial (nothing ahead) with one worker, without ``fork`` (macOS, Windows), or when this
+    process runs other threads (a fork copies their locks in whatever state they are in). The
+    workers read ``data`` from the memory the fork copied; only the finished parts (SVG text,
+    table cells) travel back. A worker that died leaves its figure to be drawn in this process."""
+
+    def __init__(self, data: ReportData, workers: int):
+        self.data, self.workers, self.pool = data, workers, None
+
+    def __enter__(self):
+        global _SHARED
+        if (self.workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+                or threading.active_count() > 1 or _SHARED is not None):
+            return self
+        _SHARED = self.data
+        # Python 3.11+ forks every worker of a fork pool before the pool starts its own threads.
+        self.pool = ProcessPoolExecutor(max_workers=min(self.workers, len(FIGURES)),
+                                        mp_context=multiprocessing.get_context("fork"))
+        self.data.ahead = {builder: self.pool.submit(_draw, i) for i, builder in enumerate(FIGURES)}
+        return self
+
+    def __exit__(self, *exc):
+        global _SHARED
+        self.data.ahead = {}
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            _SHARED = None
+        return False
