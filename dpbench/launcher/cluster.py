@@ -27,7 +27,10 @@ next to a dead node would keep node 0's torchrun waiting for it.
 
 Exit status: the head exits with pytest's status and tells every agent to exit with it too,
 so a failed session makes every torchrun agent exit non-zero; an agent whose head goes away
-exits 1. Outside torchrun: one line saying how to start it, status 2.
+exits 1. A node lost *after* its goodbye (the session ended cleanly, its torchrun not yet in the
+exit barrier) is noticed by :mod:`dpbench.launcher.exit_watch`, left behind by each node's local
+rank 0: it stops its node's torchrun when the barrier still waits 6 s after the session ended, so
+no node waits the barrier's 300 s for a dead one. Outside torchrun: one line saying how to start it, status 2.
 """
 from __future__ import annotations
 
@@ -364,7 +367,30 @@ def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float) 
         print(f"{where}: node(s) {', '.join(map(str, nodes))} (rank(s) {', '.join(map(str, gone))}) never said "
               f"goodbye; exiting 1 so that no torchrun waits for them", file=sys.stderr, flush=True)
         return 1
+    if status == 0:  # torchrun now waits in its exit barrier for every node
+        _watch_exit_barrier(info)
+        # Every node said goodbye and its torchrun waits for this one in the barrier: leave now,
+        # not after seconds of interpreter teardown (pytest has saved and reported everything).
+        _leave_now(status)
     return status
+
+
+def _node_text(info: ClusterInfo) -> str:
+    first = info.rank - info.local_rank
+    ranks = f"rank {first}" if info.local_world_size == 1 else f"ranks {first}-{first + info.local_world_size - 1}"
+    return f"node {info.node_rank}, host {socket.gethostname()}, {ranks}"
+
+
+def _watch_exit_barrier(info: ClusterInfo) -> None:
+    """One watch per node (local rank 0's): see :mod:`dpbench.launcher.exit_watch`."""
+    from dpbench.launcher import exit_watch
+
+    if info.local_rank == 0:
+        try:
+            exit_watch.start(_node_text(info))
+        except (OSError, ValueError) as exc:  # a bad DPBENCH_EXIT_BARRIER_GRACE, no process to start
+            print(f"dpbench.launcher.cluster ({_node_text(info)}): not watching torchrun's exit barrier: {exc}",
+                  file=sys.stderr, flush=True)
 
 
 def run_agent(info: ClusterInfo, *, join_timeout: float) -> int:
@@ -408,6 +434,8 @@ def run_agent(info: ClusterInfo, *, join_timeout: float) -> int:
         print(f"dpbench.launcher.cluster ({where}): lost the head (rank 0): {watch.lost}; this rank's workers "
               f"were stopped", file=sys.stderr, flush=True)
         _leave_now(1)
+    if status == 0:
+        _watch_exit_barrier(info)
     _leave_now(status)  # its workers are stopped (serve's finally); nothing of an agent needs teardown
     return status
 
@@ -454,6 +482,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         join_timeout, pytest_args = _split_args(argv)
     except ClusterError as exc:
+        print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
+        return 2
+    try:
+        from dpbench.launcher.exit_watch import grace
+
+        grace()  # a bad DPBENCH_EXIT_BARRIER_GRACE is said now, not after the whole session
+    except ValueError as exc:
         print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
