@@ -251,10 +251,16 @@ class Soak:
         run_id = f"soak-{uuid.uuid4().hex[:10]}"
         tmp = self.work / f"nodes{index:03d}"
         tmp.mkdir()
-        env = {**cluster_env(run_id, DPBENCH_TRIALS=str(self.args.trials)), RUN_ID_ENV: run_id, "TMPDIR": str(self.tmp)}
+        env = {**cluster_env(run_id, DPBENCH_TRIALS=str(self.args.trials)), RUN_ID_ENV: run_id}
         args = self.pytest_cmd(f"soak{index:03d}")[3:]  # pytest's arguments after "-m pytest"
-        cluster = start(tmp, args, env=env)
         victim = self.rng.randrange(2)
+        # Each node its own temp dir, as separate hosts have their own disks: the survivor's must
+        # end empty; the killed node's keeps what its processes had created (nothing of it is
+        # left alive to remove it, as on a real dead node) and is reported, not counted.
+        victim_tmp = self.work / f"nodes{index:03d}-victim-tmp"
+        victim_tmp.mkdir()
+        cluster = start(tmp, args, env=env, node_env=[{"TMPDIR": str(victim_tmp if i == victim else self.tmp)}
+                                                      for i in range(2)])
         delay = self.rng.uniform(*self.window)
         started = time.monotonic()
         while time.monotonic() - started < delay and all(n.proc.poll() is None for n in cluster.nodes):
@@ -295,6 +301,13 @@ class Soak:
                           + (f"node {1 - victim} exited {other_code} in {gap:.1f} s" if gap is not None else "HANG"))
         row["node_ok"] = bool(note) or within
         row["gap"] = gap
+        if not row["node_ok"]:
+            row["tails"] = "\n".join(f"    --- node {i}{' (killed)' if i == victim else ''} ---\n"
+                                     + "\n".join("    " + line for line in n.output().splitlines()[-12:])
+                                     for i, n in enumerate(cluster.nodes))
+        row["victim_dirs"] = sorted(p.name for p in victim_tmp.iterdir()
+                                    if not p.name.startswith(("torchinductor_", "torchelastic_")))
+        shutil.rmtree(victim_tmp, ignore_errors=True)
         return row
 
     # -- the soak -----------------------------------------------------------------
@@ -311,8 +324,11 @@ class Soak:
                   + (f"  LEFT {row['left']}" if row["left"] else "") + (f"  DIRS {row['dirs']}" if row["dirs"] else "")
                   + (f"  PARTIAL {row['partial']}" if row["partial"] else "")
                   + (f"  HALF {row['half']}" if row["half"] else "")
-                  + (f"  KEPT-COMPLETE {row['late']}" if row.get("late") else "") + (f"  CHANGED {row['changed']}" if row["changed"] else ""),
+                  + (f"  KEPT-COMPLETE {row['late']}" if row.get("late") else "") + (f"  CHANGED {row['changed']}" if row["changed"] else "")
+                  + (f"  (the killed node's own temp kept {row['victim_dirs']})" if row.get("victim_dirs") else ""),
                   flush=True)
+            if not row.get("node_ok", True):  # say where it stuck: the end of each node's output
+                print(row.get("tails", ""), flush=True)
         return self.report(time.monotonic() - t0)
 
     def seed_earlier_run(self) -> None:

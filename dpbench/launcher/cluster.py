@@ -62,6 +62,13 @@ _REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "
              "GROUP_RANK", "GROUP_WORLD_SIZE")
 _JOIN_OPTION = "--dpbench-join-timeout"
 DEFAULT_JOIN_TIMEOUT = 300.0  # every agent imports torch before it says hello: minutes on a loaded node
+# Without --dpbench-join-timeout the head waits for the agents JOIN_SKEW_FACTOR × its own start-up
+# (torchrun starts every node's workers at once, and each does what the head did: start Python,
+# import torch, reach the store), at least JOIN_SKEW_MIN s, at most DEFAULT_JOIN_TIMEOUT: a node
+# that died in its first seconds — before its agent could say anything — fails the start in tens
+# of seconds, not in five minutes.
+JOIN_SKEW_FACTOR = 4.0
+JOIN_SKEW_MIN = 30.0
 _BYE_SECONDS = 20.0
 # Environment that says how the backends reach other nodes (recorded per node).
 _INTERCONNECT_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "FI_", "UCX_")
@@ -281,14 +288,18 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[in
     deadline = time.monotonic() + timeout
     try:
         while len(links) < info.world_size - 1 or len(watches) < info.world_size - 1:
+            _check_joined(links, watches)
             try:
-                conn = acceptor.accepted.get(timeout=max(0.01, deadline - time.monotonic()))
+                conn = acceptor.accepted.get(timeout=min(0.5, max(0.01, deadline - time.monotonic())))
             except queue.Empty:
+                if time.monotonic() < deadline:
+                    continue
                 missing = sorted(set(range(1, info.world_size)) - (set(links) & set(watches)))
                 raise ClusterError(
                     f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
-                    f"within {timeout:g} s ({_JOIN_OPTION} sets this); is dpbench.launcher.cluster running on every node, "
-                    f"and can they reach this port?") from None
+                    f"within {timeout:.0f} s ({_JOIN_OPTION} sets this; by default {JOIN_SKEW_FACTOR:g} × the head's own "
+                    f"start-up, at least {JOIN_SKEW_MIN:g} s); did their node die at start-up, is dpbench.launcher.cluster "
+                    f"running on every node, and can they reach this port?") from None
             if not conn.poll(max(0.0, deadline - time.monotonic())):
                 conn.close()
                 continue
@@ -313,6 +324,20 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[in
     return links, watches
 
 
+def _check_joined(links: dict[int, Any], watches: dict[int, Any]) -> None:
+    """A node whose agent already joined and then died (its connection closed) while the head
+    still waits for the others: say so now, not when the join times out."""
+    for rank, conn in watches.items():  # the heartbeat connections: reading them takes nothing from a call
+        try:
+            while conn.poll(0):
+                conn.recv_bytes()  # a beat (launcher/liveness.py); the head's watch reads the ones after it starts
+        except (EOFError, OSError):
+            link = links.get(rank)
+            where = f"node {link.node} (host {link.host}, rank {rank})" if link is not None else f"rank {rank}"
+            raise ClusterError(f"{where} was lost while the agents joined: its connection to the head closed "
+                               f"(the process or its node died)") from None
+
+
 def _hello(info: ClusterInfo) -> dict[str, Any]:
     return {**node_facts(info), "node": info.node_rank, "host": socket.gethostname()}
 
@@ -332,11 +357,11 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
                      facts=facts), thread
 
 
-def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float) -> int:
+def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float | None) -> int:
     from dpbench.launcher.liveness import HeadWatch
 
-    store = _store(info, join_timeout)
-    links, watches = _join_agents(info, store, join_timeout)
+    store = _store(info, DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout)
+    links, watches = _join_agents(info, store, head_join_timeout(join_timeout))
     link0, thread = _start_local_agent(info)
     session = HeadSession(info=info, links={0: link0, **links}, local_agent=thread)
     session.watch = HeadWatch(session.links, watches, session.on_lost)
@@ -393,9 +418,10 @@ def _watch_exit_barrier(info: ClusterInfo) -> None:
                   file=sys.stderr, flush=True)
 
 
-def run_agent(info: ClusterInfo, *, join_timeout: float) -> int:
+def run_agent(info: ClusterInfo, *, join_timeout: float | None) -> int:
     from dpbench.launcher.agent import serve
 
+    join_timeout = DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout
     store = _store(info, join_timeout)
     try:
         head = json.loads(store.get(info.head_key))
@@ -449,8 +475,25 @@ def _leave_now(status: int) -> None:
     os._exit(status)
 
 
-def _split_args(argv: list[str]) -> tuple[float, list[str]]:
-    timeout, rest, items = DEFAULT_JOIN_TIMEOUT, [], iter(argv)
+def _started_seconds_ago() -> float:
+    try:
+        import psutil
+
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # no psutil, no /proc: the cap alone
+        return DEFAULT_JOIN_TIMEOUT
+
+
+def head_join_timeout(given: float | None) -> float:
+    """How long the head waits for every agent to join: ``--dpbench-join-timeout`` when given,
+    else :data:`JOIN_SKEW_FACTOR` × the head's own start-up, within [JOIN_SKEW_MIN, DEFAULT_JOIN_TIMEOUT]."""
+    if given is not None:
+        return given
+    return min(DEFAULT_JOIN_TIMEOUT, max(JOIN_SKEW_MIN, JOIN_SKEW_FACTOR * _started_seconds_ago()))
+
+
+def _split_args(argv: list[str]) -> tuple[float | None, list[str]]:
+    timeout, rest, items = None, [], iter(argv)
     for arg in items:
         if arg == _JOIN_OPTION or arg.startswith(_JOIN_OPTION + "="):
             raw = arg.partition("=")[2] if "=" in arg else next(items, "")

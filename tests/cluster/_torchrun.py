@@ -89,10 +89,11 @@ class Cluster:
 
 def start(tmp_path: Path, args: list[str], *, env: dict[str, str], nodes: int = 2, nproc: int = 1,
           rdzv_conf: str = "join_timeout=60", modules: list[list[str] | None] | None = None,
-          only: int | None = None) -> Cluster:
+          only: int | None = None, node_env: list[dict[str, str]] | None = None) -> Cluster:
     """Start ``nodes`` agents of ``--nnodes={nodes} --nproc-per-node={nproc}`` running
     ``-m dpbench.launcher.cluster ARGS`` (``modules[i]`` replaces node i's program and arguments;
-    ``only``: start just the first ``only`` of them, the others never join)."""
+    ``only``: start just the first ``only`` of them, the others never join; ``node_env[i]``: more
+    environment for node i, e.g. its own TMPDIR, as a separate host has its own disk)."""
     port, run_id = free_port(), uuid.uuid4().hex[:8]
     cluster = Cluster()
     for index in range(nodes if only is None else only):
@@ -106,7 +107,8 @@ def start(tmp_path: Path, args: list[str], *, env: dict[str, str], nodes: int = 
         log = tmp_path / f"node{index}.log"
         with open(log, "w") as out:
             # SIGINT as in a terminal (a background job starts with it ignored).
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            mine = {**env, **(node_env[index] if node_env and index < len(node_env) else {})}
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=mine, stdout=out, stderr=subprocess.STDOUT,
                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         cluster.nodes.append(Node(proc=proc, log=log))
         if index == 0:

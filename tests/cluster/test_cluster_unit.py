@@ -215,3 +215,30 @@ def test_a_lost_agent_fails_its_rank_now_and_in_later_pools(session):
     assert not _workers()
     with RemotePool(3, session=session, timeout=30.0) as pool:  # ranks 0-2 still serve
         assert len(pool.run(helpers.describe)) == 3
+
+
+def test_the_head_waits_for_its_agents_a_multiple_of_its_own_start_up(monkeypatch):
+    from dpbench.launcher import cluster
+
+    assert cluster.head_join_timeout(12.5) == 12.5  # --dpbench-join-timeout wins
+    for started, expected in ((2.0, 30.0), (10.0, 40.0), (100.0, 300.0)):
+        monkeypatch.setattr(cluster, "_started_seconds_ago", lambda started=started: started)
+        assert cluster.head_join_timeout(None) == expected
+    monkeypatch.undo()
+    assert 30.0 <= cluster.head_join_timeout(None) <= 300.0  # this process: psutil's start time
+
+
+def test_an_agent_lost_while_the_others_join_is_named_at_once():
+    from multiprocessing.connection import Pipe
+
+    from dpbench.launcher.cluster import _check_joined
+
+    head_end, agent_end = Pipe()
+    agent_end.send_bytes(b"a beat")
+    link = AgentLink(rank=3, node=1, host="b12", pid=1, conn=Pipe()[0], facts={})
+    _check_joined({3: link}, {3: head_end})  # alive: the beat is read, nothing raised
+    assert not head_end.poll(0)
+    agent_end.close()
+    with pytest.raises(ClusterError, match=r"^node 1 \(host b12, rank 3\) was lost while the agents joined: its "
+                                           r"connection to the head closed \(the process or its node died\)$"):
+        _check_joined({3: link}, {3: head_end})
