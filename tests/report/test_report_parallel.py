@@ -25,6 +25,13 @@ def two_runs(tmp_path_factory):
                       for i in (1, 2)])
 
 
+@pytest.fixture
+def no_other_threads(monkeypatch):
+    """An earlier test of a full run may have left an idle daemon thread in this process, which
+    would make the build serial: these tests are about the workers, so they do not count it."""
+    monkeypatch.setattr(sections_mod.threading, "active_count", lambda: 1)
+
+
 def _flat(built):
     """Every part's images (their bytes) and tables (their cells), in page order."""
     return [(s.key, p.key, [i.data for i in p.images], [(t.columns, t.rows) for t in p.tables], p.note)
@@ -32,7 +39,7 @@ def _flat(built):
 
 
 @pytest.mark.slow  # two whole builds, ~2.3 s
-def test_workers_draw_the_same_page_as_one_process(two_runs):
+def test_workers_draw_the_same_page_as_one_process(two_runs, no_other_threads):
     serial = _flat(build_sections(report_data(two_runs), workers=1))
     parallel = _flat(build_sections(report_data(two_runs), workers=2))
     images = sum(len(images) for _, _, images, _, _ in serial)
@@ -48,7 +55,7 @@ def _one(builder):
     return [figure_section("x", "x", [builder])]
 
 
-def test_a_figure_is_drawn_in_a_worker_process(two_runs, monkeypatch):
+def test_a_figure_is_drawn_in_a_worker_process(two_runs, monkeypatch, no_other_threads):
     monkeypatch.setattr(sections_mod, "FIGURES", [_pid_part])
     [section] = build_sections(report_data(two_runs), _one(_pid_part), workers=2)
     assert section.parts[0].note != str(os.getpid())
@@ -73,7 +80,7 @@ def _boom(configs, runs):
     raise ValueError("figure boom")
 
 
-def test_a_workers_error_is_raised_by_the_build(two_runs, monkeypatch):
+def test_a_workers_error_is_raised_by_the_build(two_runs, monkeypatch, no_other_threads):
     monkeypatch.setattr(sections_mod, "FIGURES", [_boom])
     with pytest.raises(ValueError, match="figure boom"):
         build_sections(report_data(two_runs), _one(_boom), workers=2)
@@ -88,7 +95,7 @@ def _dies_in_a_worker(configs, runs):
     return Part(key="here", title="here", description="", note=str(os.getpid()))
 
 
-def test_a_killed_workers_figure_is_drawn_here(two_runs, monkeypatch):
+def test_a_killed_workers_figure_is_drawn_here(two_runs, monkeypatch, no_other_threads):
     monkeypatch.setattr(sections_mod, "FIGURES", [_dies_in_a_worker])
     [section] = build_sections(report_data(two_runs), _one(_dies_in_a_worker), workers=2)
     assert section.parts[0].note == str(PARENT)
