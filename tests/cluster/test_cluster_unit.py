@@ -184,6 +184,7 @@ def test_a_rank_that_raises_is_named_with_its_node(session):
     assert pool.closed and not _workers()
 
 
+@pytest.mark.slow  # 5.7 s in the fast tier (2026-12-01): the killed worker, then a fresh pool of agents
 def test_a_rank_that_dies_is_reported_at_once_with_its_exit_code(session):
     pool = RemotePool(4, session=session, timeout=60.0)
     started = time.monotonic()
