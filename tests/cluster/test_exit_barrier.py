@@ -54,6 +54,9 @@ def test_without_the_watch_torchrun_waits_in_its_barrier(tmp_path):
     cluster, marker, code, _ = _lose_node_1_after_goodbye(tmp_path, wait=12.0, DPBENCH_EXIT_BARRIER_GRACE="0")
     try:
         assert code is None, cluster.nodes[0].output()[-3000:]
-    finally:
-        codes, left = finish(cluster, marker, timeout=1)
+    finally:  # torchrun in its barrier takes SIGTERM only after the barrier's C++ wait: SIGKILL it
+        root = psutil.Process(cluster.nodes[0].proc.pid)
+        for proc in [root] + root.children(recursive=True):
+            proc.kill()
+        codes, left = finish(cluster, marker, timeout=5)
     assert not left, [p.cmdline() for p in left]
