@@ -69,9 +69,10 @@ def hashes(storage: Path) -> dict[str, str]:
             for p in sorted(storage.rglob("*")) if p.is_file()}
 
 
-def last_line(text: str) -> str:
+def last_line(text: str, limit: int | None = 160) -> str:
+    """The output's last non-empty line, cut to ``limit`` characters for the table (whole to classify it)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1][:160] if lines else ""
+    return (lines[-1][:limit] if limit else lines[-1]) if lines else ""
 
 
 class Soak:
@@ -224,7 +225,7 @@ class Soak:
 
     @staticmethod
     def outcome(kind: str, code, output: str, note: str) -> str:
-        last = last_line(output)
+        last = last_line(output, limit=None)  # a long path must not cut off the words it is judged by
         if code == "hang":
             return "HANG"
         if note == "finished before the fault":
