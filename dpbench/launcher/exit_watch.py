@@ -35,7 +35,6 @@ GRACE_ENV = "DPBENCH_EXIT_BARRIER_GRACE"
 GRACE_SECONDS = 6.0
 KILL_AFTER_SECONDS = 1.0
 _POLL_SECONDS = 0.05
-_LIFELINE_ENV = "DPBENCH_LIFELINE"  # dpbench.launcher.lifeline.LIFELINE_ENV (this file imports nothing of dpbench)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -76,11 +75,13 @@ def start(where: str) -> subprocess.Popen | None:
 
     ``where``: how the line names this node ("node 1, host a3, ranks 8-15"). → the watch's
     process, or None when this process does not run under torchrun or the watch is off."""
+    from dpbench.launcher.lifeline import LIFELINE_ENV  # here, in the worker: the watch itself runs without dpbench
+
     seconds = grace()
     agent = torchrun_parent()
     if seconds is None or agent is None:
         return None
-    env = {k: v for k, v in os.environ.items() if k != _LIFELINE_ENV}
+    env = {k: v for k, v in os.environ.items() if k != LIFELINE_ENV}
     return subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), str(agent),
                              repr(seconds), where], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             close_fds=True)
