@@ -34,6 +34,7 @@ import multiprocessing.util as mp_util
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -186,11 +187,14 @@ class WorkerPool:
         # Before the first process starts: the forkserver helper and every worker inherit the
         # markers, and the reaper removes the rendezvous dir should this process die first.
         lifeline = reaper()
+        # multiprocessing's own temp dir (the forkserver's socket): removed at a clean exit only.
+        mp_tmp = mp_util.get_temp_dir()
+        lifeline.register(mp_tmp)
+        if _START_METHOD == "forkserver":
+            check_socket_dir(mp_tmp)
         # The FileStore lives in a private temp dir: no TCP port for rendezvous at all.
         self._tmpdir = tempfile.mkdtemp(prefix="dpbench-rdzv-")
         lifeline.register(self._tmpdir)
-        # multiprocessing's own temp dir (the forkserver's socket): removed at a clean exit only.
-        lifeline.register(mp_util.get_temp_dir())
         runtime_patch = runtime_env_patch(os.environ)
         config = _WorkerConfig(
             world_size=self.world_size,
@@ -419,6 +423,24 @@ def _helper_alive() -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
     except (ChildProcessError, AttributeError):
         return False
+
+
+# The longest path a Unix socket may have (``sun_path``, its NUL included: 108 bytes on Linux, 104
+# on macOS and the BSDs).
+_SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+
+
+def check_socket_dir(directory: str) -> None:
+    """Refuse, in one line, a temp directory too long for the forkserver's socket.
+
+    multiprocessing names that socket ``<its temp dir>/listener-XXXXXXXX`` under ``TMPDIR``; a
+    longer path fails deep inside multiprocessing with "AF_UNIX path too long" instead.
+    """
+    length = len(os.fsencode(os.path.join(directory, "listener-" + "x" * 8)))
+    if length > _SOCKET_PATH_MAX:
+        raise ValueError(f"the temp directory {tempfile.gettempdir()!r} is too long for the forkserver's Unix "
+                         f"socket ({length} bytes under {directory}, at most {_SOCKET_PATH_MAX}): set TMPDIR to "
+                         f"a shorter directory")
 
 
 def _start_process(proc: Any, rank: int) -> None:

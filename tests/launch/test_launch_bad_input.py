@@ -105,3 +105,30 @@ def test_batch_of_the_wrong_size_is_named_before_any_process():
 def test_module_instance_as_model_is_refused_at_construction():
     with pytest.raises(TypeError, match=re.escape("Workload.model must be a zero-argument callable")):
         Workload(model=nn.Linear(8, 3), batch=batch, loss=loss, name="instance")
+
+
+def test_a_temp_directory_too_long_for_the_forkserver_socket_is_named():
+    from dpbench.launcher.pool import check_socket_dir
+
+    check_socket_dir("/tmp/" + "x" * 84)  # 5 + 84 + 18 = 107 bytes: fits
+    with pytest.raises(ValueError, match=re.escape(
+            "is too long for the forkserver's Unix socket (108 bytes under /tmp/" + "x" * 85 + ", at most 107): "
+            "set TMPDIR to a shorter directory")):
+        check_socket_dir("/tmp/" + "x" * 85)
+
+
+@pytest.mark.slow
+def test_a_pool_under_a_too_long_tmpdir_fails_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    code = "from dpbench.launcher import WorkerPool\nWorkerPool(1)\n"
+    proc = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "TMPDIR": str(deep)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ValueError: the temp directory '{deep}' is too long for the forkserver's Unix socket"), last
+    assert "AF_UNIX" not in proc.stderr
+    assert list(deep.iterdir()) == []  # nothing of the pool's is left there
