@@ -16,15 +16,38 @@ Staged timelines and a save in progress are registered with the launcher's reape
 """
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+
+
+def _start_up_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+    """SIGINT / SIGTERM while this conftest imports torch and dpbench (seconds): nothing has started
+    and nothing can be saved yet, so say so in one line and exit as the session would have."""
+    why = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    # Through sys.stderr and SystemExit, not os._exit: pytest captures output while it imports
+    # conftests and writes what it captured out when an exception (this one) leaves the import.
+    print(f"dpbench: {why}: nothing was saved (the run had not started); earlier runs are untouched",
+          file=sys.stderr, flush=True)
+    raise SystemExit(128 + signal.SIGTERM if signum == signal.SIGTERM else 2)  # 2: pytest's "interrupted"
+
+
+# Installed before the heavy imports below; pytest_configure puts back what was there before.
+# Only over the defaults: a handler the caller installed is theirs.
+_START_UP_HANDLERS: dict = {}
+# Not in the cluster runner's head: it handles both itself, around the pytest session it runs.
+if threading.current_thread() is threading.main_thread() and "dpbench.launcher.cluster" not in sys.modules:
+    for _sig, _default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(_sig) is _default:
+            _START_UP_HANDLERS[_sig] = signal.signal(_sig, _start_up_signal)
+
 import dataclasses
 import datetime as _dt
 import json
-import os
 import re
 import shutil
-import signal
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -107,6 +130,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    for sig, previous in _START_UP_HANDLERS.items():  # from here on the session's own handling
+        signal.signal(sig, previous)
+    _START_UP_HANDLERS.clear()
     # Resolved once: the test modules parametrize from it at collection time.
     try:
         profile = resolve_profile(cuda_count=_cuda_count())
