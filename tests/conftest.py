@@ -19,12 +19,31 @@ import pytest
 
 UNMARKED_LIMIT_S = 5.0
 
+# Under pytest-xdist (scripts/test runs the suite on every core) each worker has these set; a
+# pytest that a test starts would inherit them, and pytest-benchmark disables itself in any process
+# that has PYTEST_XDIST_WORKER (it takes it for one of its own xdist workers): nothing would be saved.
+XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # this run's worker count (1: no xdist)
+for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(_name, None)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--unmarked-limit", type=float, default=float(os.environ.get("DPBENCH_UNMARKED_LIMIT_S",
                                                                                   UNMARKED_LIMIT_S)),
                      metavar="SECONDS",
                      help="fail a test not marked slow whose call phase takes longer than this (0: off; default 5)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (how scripts/test runs the suite) the tests of one
+    file go to one worker, so a module-scoped fixture is built once; a file that sets
+    ``XDIST_SPLIT = True`` (its tests share nothing: each starts real runs of its own) is spread
+    test by test, so that its long tests do not all queue on one worker."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and not getattr(module, "XDIST_SPLIT", False):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -37,7 +56,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     # Wall time stretches with whatever else the machine runs: the limit scales with the load
     # beyond the cores (1× on an otherwise idle machine, as in CI), so a busy laptop does not fail.
-    load = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    # Under pytest-xdist the other workers' tests share the cores with this one all the time (the
+    # load average, a minute's mean, lags behind them): ×workers.
+    load = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1), float(XDIST_WORKERS))
     if report.duration > limit * load:
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid} took {report.duration:.1f} s but is not marked slow (limit "
@@ -48,6 +69,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 import report_synth
 
 from report_synth import XSS
+
+
+@pytest.fixture
+def short_tmp() -> Path:
+    """A fresh temp directory with a short path, for a child's TMPDIR: multiprocessing puts its
+    forkserver's Unix socket under TMPDIR, and a socket path has at most 107 bytes, which
+    ``tmp_path`` under pytest-xdist's basetemp (``.../popen-gw0/<test name>0``) can exceed."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="dpt-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -5,11 +5,13 @@ Ctrl-C (in the middle of a later case, and during the save)."""
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -19,6 +21,8 @@ import psutil
 import pytest
 
 from dpbench.schema import EXTRA_INFO_FIELDS, SCHEMA_VERSION
+
+XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -208,22 +212,25 @@ def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra
     earlier.parent.mkdir(parents=True)
     earlier.write_text(json.dumps({"benchmarks": [], "machine_info": {}, "version": "x"}))
     before = earlier.read_bytes()
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    env = _env(marker, TMPDIR=str(tmpdir))
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-q",
-           f"--benchmark-storage=file://{storage}", "--benchmark-save=interrupted"]
-    if extra_plugin:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
-        cmd += ["-p", extra_plugin]
-    code, out = _sigint_when(cmd, env, when, delay=0.3)
-    assert code != 0, out[-3000:]
-    assert earlier.read_bytes() == before, "an earlier run was changed"
-    saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
-    assert saved == [], f"an interrupted session saved {saved}"
-    assert not list(storage.rglob("timelines/*")), "an interrupted session published timelines"
-    assert not list(tmpdir.glob("dpbench-*")), list(tmpdir.iterdir())
-    assert not _leftovers(marker, grace=10)
+    # Not under tmp_path: the forkserver's socket lives under TMPDIR and must fit a Unix socket path.
+    tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))
+    try:
+        env = _env(marker, TMPDIR=str(tmpdir))
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-q",
+               f"--benchmark-storage=file://{storage}", "--benchmark-save=interrupted"]
+        if extra_plugin:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+            cmd += ["-p", extra_plugin]
+        code, out = _sigint_when(cmd, env, when, delay=0.3)
+        assert code != 0, out[-3000:]
+        assert earlier.read_bytes() == before, "an earlier run was changed"
+        saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
+        assert saved == [], f"an interrupted session saved {saved}"
+        assert not list(storage.rglob("timelines/*")), "an interrupted session published timelines"
+        assert not list(tmpdir.glob("dpbench-*")), list(tmpdir.iterdir())
+        assert not _leftovers(marker, grace=10)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     return out
 
 
@@ -296,3 +303,30 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
     names = {b["name"] for b in json.loads(saved.read_text())["benchmarks"]}
     assert names == {"test_throughput[single-mlp-w1]"}, names
     assert not _leftovers(marker, grace=10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                            (signal.SIGINT, 2, "interrupted")])
+def test_a_signal_while_the_suites_import_says_so_in_one_line(tmp_path, sig, code, why):
+    """The suites' conftest imports torch and dpbench for seconds before pytest configures the
+    session: a SIGTERM or SIGINT there ends the run with dpbench's one line, not a bare -15 or
+    pytest's KeyboardInterrupt traceback (found by scripts/soak_faults.py)."""
+    (tmp_path / "early_plugin.py").write_text(textwrap.dedent(f'''
+        import os, signal
+
+        def pytest_plugin_registered(plugin, manager):
+            # The suites' conftest is registered once imported, before pytest_configure.
+            if getattr(plugin, "__file__", "").endswith(os.path.join("suites", "conftest.py")):
+                os.kill(os.getpid(), {int(sig)})
+    '''))
+    storage = tmp_path / "results"
+    env = _env(uuid.uuid4().hex, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    proc = _pytest(["-p", "early_plugin", "suites/", "-q", "-k", "test_throughput and single",
+                    f"--benchmark-storage=file://{storage}", "--benchmark-save=early"], env, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == code, out[-3000:]
+    assert out.strip().splitlines()[-1] == (f"dpbench: {why}: nothing was saved (the run had not started); "
+                                            f"earlier runs are untouched"), out[-3000:]
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert not storage.exists()

@@ -9,15 +9,17 @@ import pytest
 
 from test_suites_smoke import _env, _interrupted_run, _leftovers, _pytest
 
+XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
+
 pytestmark = pytest.mark.slow
 
 
-def test_traced_suite_run_publishes_one_trace_per_rank_and_the_breakdown(tmp_path):
+def test_traced_suite_run_publishes_one_trace_per_rank_and_the_breakdown(tmp_path, short_tmp):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
     proc = _pytest(["suites/test_throughput.py", "-q", "-k", "ddp-mlp-w2 or dp-mlp-w2", "--dpbench-trace",
                     f"--benchmark-storage=file://{storage}", "--benchmark-save=traced"],
-                   _env(marker, DPBENCH_TRIALS="1", TMPDIR=str(tmp_path)))
+                   _env(marker, DPBENCH_TRIALS="1", TMPDIR=str(short_tmp)))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (run,) = storage.glob("*/0001_traced.json")
     infos = {b["extra_info"]["strategy"]: b["extra_info"] for b in json.loads(run.read_text())["benchmarks"]}
@@ -27,7 +29,7 @@ def test_traced_suite_run_publishes_one_trace_per_rank_and_the_breakdown(tmp_pat
     assert [r["rank"] for r in ddp["ranks"]] == [0, 1] and ddp["overhead"]["ratio"] > 0
     assert "replicas run as threads" in infos["dp"]["trace_breakdown"]["skipped"]
     assert infos["dp"]["step_time_s"] > 0  # still measured
-    assert not list(tmp_path.glob("dpbench-traces-*"))  # the staging directory is gone
+    assert not list(short_tmp.glob("dpbench-traces-*"))  # the staging directory is gone
     assert not _leftovers(marker, grace=10)
 
 
