@@ -34,18 +34,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="fail a test not marked slow whose call phase takes longer than this (0: off; default 5)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (how scripts/test runs the suite) the tests of one
-    file go to one worker, so a module-scoped fixture is built once; a file that sets
-    ``XDIST_SPLIT = True`` (its tests share nothing: each starts real runs of its own) is spread
-    test by test, so that its long tests do not all queue on one worker."""
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and not getattr(module, "XDIST_SPLIT", False):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 _BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)

@@ -22,8 +22,6 @@ import pytest
 
 from dpbench.schema import EXTRA_INFO_FIELDS, SCHEMA_VERSION
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 

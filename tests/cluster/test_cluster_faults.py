@@ -15,8 +15,6 @@ import pytest
 
 from _torchrun import ROOT, cluster_env, finish, kill_all, leftovers, start
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 pytestmark = pytest.mark.slow
 
 

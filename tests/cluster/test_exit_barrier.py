@@ -11,8 +11,6 @@ import pytest
 
 from _torchrun import cluster_env, finish, start
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 pytestmark = pytest.mark.slow
 WORKER = "tests/cluster/_barrier_worker.py"
 

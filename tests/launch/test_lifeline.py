@@ -18,8 +18,6 @@ import pytest
 from dpbench.launcher import WorkerPool
 from dpbench.launcher.lifeline import LIFELINE_ENV, RUN_ID_ENV, marked_pids
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 HERE = Path(__file__).resolve().parent
 
 

@@ -17,8 +17,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_HINT = 'if __name__ == "__main__":'
 

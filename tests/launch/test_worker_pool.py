@@ -37,6 +37,7 @@ def test_state_survives_between_calls(pool):
 
 
 def test_unpicklable_function_is_rejected_before_sending(pool):
+    pool.run(remember, 10)  # its own state: the test must not depend on which test ran before it
     with pytest.raises(TypeError, match="picklable"):
         pool.run(lambda ctx: ctx.rank)
     assert pool.run(recall) == [10, 20]  # the pool is still usable

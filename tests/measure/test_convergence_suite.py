@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from fashion_synth import write_fashion_dir
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 CPU_STRATEGIES = {"single", "dp", "ddp", "manual", "allreduce", "fsdp", "zero"}

@@ -9,8 +9,6 @@ import pytest
 
 from test_suites_smoke import _env, _interrupted_run, _leftovers, _pytest
 
-XDIST_SPLIT = True  # its tests share no fixture: pytest-xdist may spread them (tests/conftest.py)
-
 pytestmark = pytest.mark.slow
 
 
