@@ -133,6 +133,11 @@ def pytest_configure(config):
     for sig, previous in _START_UP_HANDLERS.items():  # from here on the session's own handling
         signal.signal(sig, previous)
     _START_UP_HANDLERS.clear()
+    if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+        # Every xdist worker would measure its own share of the cases at the same time as the others,
+        # on the same cores (and pytest-benchmark disables itself in a worker: nothing would be saved).
+        raise pytest.UsageError("the suites measure each case in fresh-process trials that must not share the "
+                                "machine with other measurements: run them without pytest-xdist's -n/--numprocesses")
     # Resolved once: the test modules parametrize from it at collection time.
     try:
         profile = resolve_profile(cuda_count=_cuda_count())

@@ -275,6 +275,15 @@ def test_bad_trial_counts_are_usage_errors(tmp_path):
         assert "must be an integer >= 1" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_the_suites_refuse_pytest_xdist_in_one_line():
+    message = ("ERROR: the suites measure each case in fresh-process trials that must not share the machine with other "
+               "measurements: run them without pytest-xdist's -n/--numprocesses")
+    for env, args in (({}, ["-n", "2"]), ({"PYTEST_XDIST_WORKER": "gw0"}, [])):
+        proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
+        assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines()[-1] == message, proc.stderr[-2000:]
+
+
 def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path):
     """A SIGINT once the run is saved (here: during pytest's unconfigure) changes nothing on disk:
     the run is complete, pytest exits 0 and says the signal came late. Before, it escaped pytest

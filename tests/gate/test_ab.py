@@ -138,6 +138,16 @@ def _processes_under(path: Path) -> list[psutil.Process]:
     return found
 
 
+def _left_under(path: Path, within: float = 5.0) -> list[psutil.Process]:
+    """What is still alive under ``path`` ``within`` s after ``dpbench ab`` exited: its pytest's
+    forkserver helper and reaper leave a moment after that pytest (on its pipe's EOF), later on a
+    loaded machine; the promise is "gone within 5 s", as the fault soak counts it."""
+    deadline = time.monotonic() + within
+    while (left := _processes_under(path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def test_abba_schedule():
     assert abba_schedule(1) == [(BASE, 1), (HEAD, 1)]
     assert abba_schedule(3) == [(BASE, 1), (HEAD, 1), (HEAD, 2), (BASE, 2), (BASE, 3), (HEAD, 3)]
@@ -278,7 +288,7 @@ def test_ab_leaves_no_worktree_and_no_process(ab_run, repo):
     proc, workdir, runs = ab_run
     assert len(_worktrees(repo)) == 1
     assert not list(workdir.glob("*/worktrees"))
-    assert _processes_under(workdir) == []
+    assert _left_under(workdir) == []
     assert len(runs) == 4
 
 
@@ -292,7 +302,7 @@ def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo, envs)
     assert "broken on purpose" in proc.stderr  # the log's tail
     (run_dir,) = _run_dirs(repo)  # under the default work directory
     assert [p.name for p in (run_dir / "logs").glob("ab-*.log")] == ["ab-base-t01.log"], "nothing ran after it"
-    assert len(_worktrees(repo)) == 1 and _processes_under(run_dir) == []
+    assert len(_worktrees(repo)) == 1 and _left_under(run_dir) == []
 
 
 @pytest.mark.slow
@@ -330,4 +340,4 @@ def test_an_interrupt_stops_everything_and_keeps_the_saved_runs(repo, tmp_path, 
         json.loads(path.read_text())  # complete, readable
     assert not list(run_dir.glob(f"{side}/*/*.json")), "no partial run of the interrupted side"
     assert len(_worktrees(repo)) == 1 and not (run_dir / "worktrees").exists()
-    assert _processes_under(tmp_path) == []
+    assert _left_under(tmp_path) == []
