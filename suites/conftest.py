@@ -232,6 +232,10 @@ def _sigterm_interrupts(config) -> None:
 
     def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
         _INTERRUPTED.update(yes=True, signal="SIGTERM")
+        if not getattr(config, "_dpbench_session_started", False):
+            # Still configuring: pytest calls no pytest_sessionfinish then, so the exit status is
+            # set here (pytest_unconfigure says the line).
+            raise pytest.exit.Exception("terminated (SIGTERM) before the session started", returncode=_EXIT_SIGTERM)
         raise KeyboardInterrupt("SIGTERM")
 
     config._dpbench_sigterm = signal.signal(signal.SIGTERM, interrupt)
@@ -250,8 +254,17 @@ def _late_signals(config) -> None:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    # From here on pytest runs pytest_sessionfinish whatever happens (the save's hooks above).
+    session.config._dpbench_session_started = True
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     last = getattr(config, "_dpbench_last_line", None)
+    if last is None and _INTERRUPTED["yes"] and not getattr(config, "_dpbench_session_started", False):
+        why = "terminated (SIGTERM)" if _INTERRUPTED["signal"] == "SIGTERM" else "interrupted"
+        last = f"{why}: nothing was saved (the run had not started); earlier runs are untouched"
     if last is not None:
         _say(config, last)
     late = getattr(config, "_dpbench_late_signal", None)
