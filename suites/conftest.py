@@ -22,15 +22,28 @@ import sys
 import threading
 
 
-def _start_up_signal(signum, frame):  # noqa: ARG001 - signal handler signature
-    """SIGINT / SIGTERM while this conftest imports torch and dpbench (seconds): nothing has started
-    and nothing can be saved yet, so say so in one line and exit as the session would have."""
+_START_UP: dict = {"importing": True, "signal": None}
+
+
+def _leave_at_start_up(signum: int) -> None:
     why = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
     # Through sys.stderr and SystemExit, not os._exit: pytest captures output while it imports
     # conftests and writes what it captured out when an exception (this one) leaves the import.
     print(f"dpbench: {why}: nothing was saved (the run had not started); earlier runs are untouched",
           file=sys.stderr, flush=True)
     raise SystemExit(128 + signal.SIGTERM if signum == signal.SIGTERM else 2)  # 2: pytest's "interrupted"
+
+
+def _start_up_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+    """SIGINT / SIGTERM before pytest configures the session: nothing has started and nothing can
+    be saved yet, so say so in one line and exit as an interrupted session would. While this
+    conftest imports torch the signal is only noted, and acted on once the imports are done:
+    unwinding an exception through torch's half-done import aborted the interpreter (exit -6,
+    found by scripts/soak_faults.py)."""
+    if _START_UP["importing"]:
+        _START_UP["signal"] = _START_UP["signal"] or signum
+        return
+    _leave_at_start_up(signum)
 
 
 # Installed before the heavy imports below; pytest_configure puts back what was there before.
@@ -59,6 +72,10 @@ from dpbench.launcher.machine import machine_facts
 from dpbench.measure import parse_trials, resolve_profile
 from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure import TrialSession, worker_clock
+
+_START_UP["importing"] = False
+if _START_UP["signal"] is not None:  # it came during the imports above
+    _leave_at_start_up(_START_UP["signal"])
 
 _TIMELINES = "timelines"
 
@@ -232,10 +249,6 @@ def _sigterm_interrupts(config) -> None:
 
     def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
         _INTERRUPTED.update(yes=True, signal="SIGTERM")
-        if not getattr(config, "_dpbench_session_started", False):
-            # Still configuring: pytest calls no pytest_sessionfinish then, so the exit status is
-            # set here (pytest_unconfigure says the line).
-            raise pytest.exit.Exception("terminated (SIGTERM) before the session started", returncode=_EXIT_SIGTERM)
         raise KeyboardInterrupt("SIGTERM")
 
     config._dpbench_sigterm = signal.signal(signal.SIGTERM, interrupt)
@@ -262,7 +275,9 @@ def pytest_sessionstart(session):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     last = getattr(config, "_dpbench_last_line", None)
-    if last is None and _INTERRUPTED["yes"] and not getattr(config, "_dpbench_session_started", False):
+    # Interrupted while pytest was still configuring: it runs no pytest_sessionfinish then.
+    early = last is None and _INTERRUPTED["yes"] and not getattr(config, "_dpbench_session_started", False)
+    if early:
         why = "terminated (SIGTERM)" if _INTERRUPTED["signal"] == "SIGTERM" else "interrupted"
         last = f"{why}: nothing was saved (the run had not started); earlier runs are untouched"
     if last is not None:
@@ -280,6 +295,8 @@ def pytest_unconfigure(config):
         store = getattr(config, name, None)
         if store is not None:
             store.discard()
+    if early and _INTERRUPTED["signal"] == "SIGTERM":
+        raise SystemExit(_EXIT_SIGTERM)  # pytest would say 2 (interrupted); last of the unconfigure hooks
 
 
 @pytest.fixture(scope="session")

@@ -313,6 +313,20 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
 
 
 _EARLY_HOOKS = {
+    # While the suites' conftest imports torch (the first import of torch in this pytest): noted,
+    # acted on once the imports are done (unwinding through torch's import aborted Python).
+    "torch-import": """
+        import sys
+
+        class _Finder:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    sys.meta_path.remove(self)
+                    os.kill(os.getpid(), SIG)
+                return None
+
+        sys.meta_path.insert(0, _Finder())
+    """,
     # The suites' conftest is registered once imported, before any pytest_configure.
     "import": """
         def pytest_plugin_registered(plugin, manager):
@@ -332,7 +346,7 @@ _EARLY_HOOKS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("moment", ["import", "configure"])
+@pytest.mark.parametrize("moment", ["torch-import", "import", "configure"])
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                             (signal.SIGINT, 2, "interrupted")], ids=["sigterm", "sigint"])
 def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code, why, moment):
