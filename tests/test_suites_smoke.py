@@ -362,7 +362,9 @@ def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "early_plugin", "suites/",
                            "-q", "-k", "test_throughput and single", f"--benchmark-storage=file://{storage}",
                            "--benchmark-save=early"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=120)
+                          stderr=subprocess.STDOUT, text=True, timeout=120,
+                          # A test runner started in the background may have SIGINT ignored; the child must not.
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = proc.stdout
     assert proc.returncode == code, out[-3000:]
     assert out.strip().splitlines()[-1] == (f"dpbench: {why}: nothing was saved (the run had not started); "
