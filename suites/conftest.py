@@ -25,12 +25,15 @@ import threading
 _START_UP: dict = {"importing": True, "signal": None}
 
 
+def _not_started_line(sigterm: bool) -> str:
+    why = "terminated (SIGTERM)" if sigterm else "interrupted"
+    return f"{why}: nothing was saved (the run had not started); earlier runs are untouched"
+
+
 def _leave_at_start_up(signum: int) -> None:
-    why = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
     # Through sys.stderr and SystemExit, not os._exit: pytest captures output while it imports
     # conftests and writes what it captured out when an exception (this one) leaves the import.
-    print(f"dpbench: {why}: nothing was saved (the run had not started); earlier runs are untouched",
-          file=sys.stderr, flush=True)
+    print(f"dpbench: {_not_started_line(signum == signal.SIGTERM)}", file=sys.stderr, flush=True)
     raise SystemExit(128 + signal.SIGTERM if signum == signal.SIGTERM else 2)  # 2: pytest's "interrupted"
 
 
@@ -278,8 +281,7 @@ def pytest_unconfigure(config):
     # Interrupted while pytest was still configuring: it runs no pytest_sessionfinish then.
     early = last is None and _INTERRUPTED["yes"] and not getattr(config, "_dpbench_session_started", False)
     if early:
-        why = "terminated (SIGTERM)" if _INTERRUPTED["signal"] == "SIGTERM" else "interrupted"
-        last = f"{why}: nothing was saved (the run had not started); earlier runs are untouched"
+        last = _not_started_line(_INTERRUPTED["signal"] == "SIGTERM")
     if last is not None:
         _say(config, last)
     late = getattr(config, "_dpbench_late_signal", None)

@@ -19,7 +19,7 @@ import pytest
 
 UNMARKED_LIMIT_S = 5.0
 
-# Under pytest-xdist (scripts/test runs the suite on every core) each worker has these set; a
+# Under pytest-xdist (DPBENCH_TEST_WORKERS=N scripts/test, or -n N) each worker has these set; a
 # pytest that a test starts would inherit them, and pytest-benchmark disables itself in any process
 # that has PYTEST_XDIST_WORKER (it takes it for one of its own xdist workers): nothing would be saved.
 XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # this run's worker count (1: no xdist)
