@@ -16,6 +16,10 @@ and a random authentication key in torchrun's store (``MASTER_ADDR``/``MASTER_PO
 torchrun points at node 0, where rank 0 runs); each agent connects and says hello with its
 node's facts (hostname, GPUs, NCCL_*/GLOO_* settings) — ``machine_info["cluster"]``.
 
+Start-up (:mod:`dpbench.launcher.checkin`): before either imports torch, every agent checks in
+with the head on a port both derive from the rendezvous, so a node that dies while its dpbench
+still starts (before it could say hello) fails the start within seconds, not at the join deadline.
+
 Liveness (:mod:`dpbench.launcher.liveness`): every agent also keeps a heartbeat connection to
 the head. A node that dies, hangs or loses the network is noticed within
 ``LOST_AFTER_SECONDS`` (6 s) wherever the run is; the head then interrupts its pytest session
@@ -49,6 +53,7 @@ from datetime import timedelta
 from multiprocessing.connection import Client, Listener
 from typing import Any, Mapping
 
+from dpbench.launcher import checkin as _checkin
 from dpbench.launcher.liveness import WATCH_TAG
 from dpbench.launcher.remote import active_session, heading
 
@@ -274,7 +279,8 @@ class _Acceptor(threading.Thread):
         self.listener.close()
 
 
-def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[int, Any], dict[int, Any]]:
+def _join_agents(info: ClusterInfo, store: Any, timeout: float,
+                 checkin: _checkin.CheckinServer | None = None) -> tuple[dict[int, Any], dict[int, Any]]:
     from dpbench.launcher.remote import AgentLink
 
     authkey = secrets.token_bytes(32)
@@ -288,7 +294,7 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[in
     deadline = time.monotonic() + timeout
     try:
         while len(links) < info.world_size - 1 or len(watches) < info.world_size - 1:
-            _check_joined(links, watches)
+            _check_joined(links, watches, checkin)
             try:
                 conn = acceptor.accepted.get(timeout=min(0.5, max(0.01, deadline - time.monotonic())))
             except queue.Empty:
@@ -324,9 +330,14 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float) -> tuple[dict[in
     return links, watches
 
 
-def _check_joined(links: dict[int, Any], watches: dict[int, Any]) -> None:
+def _check_joined(links: dict[int, Any], watches: dict[int, Any],
+                  checkin: _checkin.CheckinServer | None = None) -> None:
     """A node whose agent already joined and then died (its connection closed) while the head
-    still waits for the others: say so now, not when the join times out."""
+    still waits for the others — or died while it started, before it could join (its check-in
+    link closed: :mod:`dpbench.launcher.checkin`): say so now, not when the join times out."""
+    lost = checkin.lost() if checkin is not None else []
+    if lost:
+        raise ClusterError(lost[0])
     for rank, conn in watches.items():  # the heartbeat connections: reading them takes nothing from a call
         try:
             while conn.poll(0):
@@ -357,11 +368,19 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
                      facts=facts), thread
 
 
-def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float | None) -> int:
+def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float | None,
+             checkin: _checkin.CheckinServer | None = None) -> int:
     from dpbench.launcher.liveness import HeadWatch
 
-    store = _store(info, DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout)
-    links, watches = _join_agents(info, store, head_join_timeout(join_timeout))
+    try:
+        store = _store(info, DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout)
+        links, watches = _join_agents(info, store, head_join_timeout(join_timeout), checkin)
+    except BaseException as exc:
+        if checkin is not None:  # the agents still starting hear why, and exit 1 at once
+            checkin.finish(failed=str(exc) if isinstance(exc, ClusterError) else f"the head was {type(exc).__name__}")
+        raise
+    if checkin is not None:
+        checkin.finish()  # every agent joined: the session's heartbeats watch them from here
     link0, thread = _start_local_agent(info)
     session = HeadSession(info=info, links={0: link0, **links}, local_agent=thread)
     session.watch = HeadWatch(session.links, watches, session.on_lost)
@@ -418,7 +437,8 @@ def _watch_exit_barrier(info: ClusterInfo) -> None:
                   file=sys.stderr, flush=True)
 
 
-def run_agent(info: ClusterInfo, *, join_timeout: float | None) -> int:
+def run_agent(info: ClusterInfo, *, join_timeout: float | None,
+              checkin: _checkin.CheckinClient | None = None) -> int:
     from dpbench.launcher.agent import serve
 
     join_timeout = DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout
@@ -443,6 +463,8 @@ def run_agent(info: ClusterInfo, *, join_timeout: float | None) -> int:
         raise ClusterError(f"cannot open the heartbeat connection to the head at {head['host']}:{head['port']} "
                            f"({exc})") from None
     beat.send_bytes(pickle.dumps((_TAG, info.rank, None)))
+    if checkin is not None:
+        checkin.handover()  # joined: the heartbeats below watch the head from here
     # A lost head interrupts serve() (its workers are stopped on the way out), then main() says so.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     watch = AgentWatch(beat, lambda why: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
@@ -514,6 +536,30 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _start_checkin(info: ClusterInfo, port: int | None, where: str) -> Any:
+    """The head's check-in server or an agent's check-in client (None: turned off, or the head
+    could not bind the port — then said in one line, and the start is watched as before)."""
+    if port == 0 or info.world_size < 2:
+        return None
+    port = port or _checkin.checkin_port(info.run_id, info.restart_count, info.master_port)
+    key = _checkin.checkin_key(info.run_id, info.restart_count, info.master_port)
+    if info.rank == 0:
+        try:
+            return _checkin.CheckinServer.start_for(port, key)
+        except OSError as exc:
+            print(f"dpbench.launcher.cluster ({where}): no start-up check-in (port {port}: {exc.strerror or exc}; "
+                  f"{_checkin.PORT_ENV} picks another): a node that dies while the run starts is noticed at the "
+                  f"join deadline", file=sys.stderr, flush=True)
+            return None
+    said = {"rank": info.rank, "node": info.node_rank, "host": socket.gethostname(), "pid": os.getpid()}
+    client = _checkin.CheckinClient(
+        (info.master_addr, port), key, said,
+        lambda line: _checkin.leave(f"dpbench.launcher.cluster ({where}): {line}; this rank had started no workers"),
+        store=(info.master_addr, info.master_port) if info.use_agent_store else None)
+    client.start()
+    return client
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -534,11 +580,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 2
+    try:
+        checkin_port = _checkin.port_setting(os.environ)
+    except ValueError as exc:
+        print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
+        return 2
+    checkin = _start_checkin(info, checkin_port, where)  # before torch is imported: see launcher/checkin.py
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if info.rank == 0:
-            return run_head(info, pytest_args, join_timeout=join_timeout)
-        return run_agent(info, join_timeout=join_timeout)
+            return run_head(info, pytest_args, join_timeout=join_timeout, checkin=checkin)
+        return run_agent(info, join_timeout=join_timeout, checkin=checkin)
     except ClusterError as exc:
         print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 1

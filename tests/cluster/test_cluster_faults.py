@@ -165,3 +165,70 @@ def test_ctrl_c_on_the_head_node_stops_every_node(tmp_path):
     left = leftovers(marker, grace=15)
     kill_all(left)
     assert not left, [p.cmdline() for p in left]
+
+
+SLOW_START = "tests/cluster/_slow_start.py"  # torchrun runs it from the checkout's root
+
+
+def _wait_for(node, text: str, seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in node.output():
+        assert node.proc.poll() is None and time.monotonic() < deadline, node.output()[-4000:]
+        time.sleep(0.05)
+
+
+def _kill_tree(node) -> float:
+    """SIGKILL a node's torchrun and everything under it, as a node's death would; → when."""
+    import psutil
+
+    root = psutil.Process(node.proc.pid)
+    tree = [root] + root.children(recursive=True)
+    killed = time.monotonic()
+    kill_all(tree)
+    return killed
+
+
+def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tmp_path):
+    """Before this check-in the head noticed such a node only at its join deadline (≥ 30 s)."""
+    marker = uuid.uuid4().hex
+    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker),
+                    modules=[None, [SLOW_START]])
+    try:
+        _wait_for(cluster.nodes[1], "slow start: checked in")
+        killed = _kill_tree(cluster.nodes[1])
+        code = cluster.nodes[0].proc.wait(60)
+        took = time.monotonic() - killed
+    finally:
+        cluster.stop()
+    out = cluster.nodes[0].output()
+    assert code != 0 and took < 10, (code, took, out[-4000:])
+    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 0")]
+    assert len(lines) == 1 and re.fullmatch(
+        r"dpbench\.launcher\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
+        r"it started: its check-in link closed \(the process or its node died\)", lines[0]), out[-4000:]
+    left = leftovers(marker, grace=15)
+    kill_all(left)
+    assert not left, [p.cmdline() for p in left]
+
+
+def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_within_seconds(tmp_path):
+    marker = uuid.uuid4().hex
+    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker),
+                    modules=[[SLOW_START], None])
+    try:
+        _wait_for(cluster.nodes[0], "slow start: rank 1 checked in")
+        killed = _kill_tree(cluster.nodes[0])
+        code = cluster.nodes[1].proc.wait(60)
+        took = time.monotonic() - killed
+    finally:
+        cluster.stop()
+    out = cluster.nodes[1].output()
+    assert code != 0 and took < 10, (code, took, out[-4000:])
+    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 1")]
+    assert len(lines) == 1 and re.fullmatch(
+        r"dpbench\.launcher\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
+        r"check-in link closed \(the process or its node died\); this rank had started no workers", lines[0]), \
+        out[-4000:]
+    left = leftovers(marker, grace=15)
+    kill_all(left)
+    assert not left, [p.cmdline() for p in left]
