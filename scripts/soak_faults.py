@@ -280,8 +280,13 @@ class Soak:
                                                       for i in range(2)])
         delay = self.rng.uniform(*self.window)
         started = time.monotonic()
+        # Has torchrun started dpbench on each node? Before that the kill lands in torchrun's own
+        # start-up (its import, its rendezvous), where no dpbench code runs on that node yet.
+        seen = [False] * len(cluster.nodes)
         while time.monotonic() - started < delay and all(n.proc.poll() is None for n in cluster.nodes):
+            seen = [s or _runs_dpbench(n.proc.pid) for s, n in zip(seen, cluster.nodes)]
             time.sleep(0.05)
+        seen = [s or _runs_dpbench(n.proc.pid) for s, n in zip(seen, cluster.nodes)]
         note, gap = "", None
         after_session = False
         in_torchrun_start = False
@@ -289,9 +294,7 @@ class Soak:
             # pytest's last line on the head's node ("3 passed in 17.2s"): the session had saved
             # and said goodbye to every node before the kill.
             after_session = any(SESSION_END.search(n.output()) for n in cluster.nodes)
-            # Had torchrun started dpbench on both nodes? Before that the kill lands in torchrun's own
-            # start-up (its import, its rendezvous), where no dpbench code runs on one of them.
-            in_torchrun_start = not all(_runs_dpbench(n.proc.pid) for n in cluster.nodes)
+            in_torchrun_start = not all(seen)
             root = psutil.Process(cluster.nodes[victim].proc.pid)
             tree = [root] + root.children(recursive=True)
             killed_at = time.monotonic()
