@@ -55,7 +55,6 @@ from typing import Any, Mapping
 
 from dpbench.launcher import checkin as _checkin
 from dpbench.launcher.liveness import WATCH_TAG
-from dpbench.launcher.remote import active_session, heading
 
 __all__ = ["ClusterInfo", "ClusterError", "HeadSession", "USAGE", "active_session", "cluster_facts",
            "cluster_world_sizes", "main"]
@@ -77,6 +76,13 @@ JOIN_SKEW_MIN = 30.0
 _BYE_SECONDS = 20.0
 # Environment that says how the backends reach other nodes (recorded per node).
 _INTERCONNECT_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "FI_", "UCX_")
+
+
+def active_session() -> Any:
+    """The cluster session this process heads, if any (:func:`dpbench.launcher.remote.active_session`)."""
+    from dpbench.launcher.remote import active_session as _active
+
+    return _active()
 
 
 class ClusterError(RuntimeError):
@@ -371,6 +377,7 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
 def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float | None,
              checkin: _checkin.CheckinServer | None = None) -> int:
     from dpbench.launcher.liveness import HeadWatch
+    from dpbench.launcher.remote import heading
 
     try:
         store = _store(info, DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout)

@@ -216,3 +216,18 @@ def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsy
     assert err[0].endswith("DPBENCH_CHECKIN_PORT picks another): a node that dies while the run starts is noticed at "
                            "the join deadline")
     assert _start_checkin(info, 0, "w") is None  # 0: off
+
+
+def test_the_cluster_runner_reaches_its_check_in_without_torch_or_the_pools():
+    """``python -m dpbench.launcher.cluster`` imports the package and the module before main() starts
+    the check-in: neither may pull in torch or the launcher's pools (each costs the start-up window
+    in which a dying node goes unnoticed)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, dpbench.launcher.cluster; "
+             "print(sorted(m for m in ('torch', 'dpbench.launcher.pool', 'dpbench.launcher.remote', "
+             "'dpbench.launcher.run') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
