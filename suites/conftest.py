@@ -150,7 +150,12 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    for sig, previous in _START_UP_HANDLERS.items():  # from here on the session's own handling
+    # From here on the session's own handling: SIGTERM is Ctrl-C at once (the start-up handler is
+    # replaced, never the default put back in between: a SIGTERM there ended pytest with -15 and no
+    # line), SIGINT is Python's KeyboardInterrupt again.
+    _INTERRUPTED.update(yes=False, signal=None)
+    _sigterm_interrupts(config, restore=_START_UP_HANDLERS.pop(signal.SIGTERM, None))
+    for sig, previous in _START_UP_HANDLERS.items():
         signal.signal(sig, previous)
     _START_UP_HANDLERS.clear()
     if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
@@ -173,8 +178,6 @@ def pytest_configure(config):
     config._dpbench_profile = profile
     config._dpbench_timelines = TimelineStore()
     config._dpbench_traces = _trace_store(config)
-    _INTERRUPTED.update(yes=False, signal=None)
-    _sigterm_interrupts(config)
     from dpbench.strategies import StrategyUnavailable
 
     config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
@@ -199,6 +202,8 @@ def _say(config, text: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"dpbench: {text}")
+    else:  # pytest's terminal is not set up yet: interrupted while this conftest's pytest_configure ran
+        print(f"dpbench: {text}", file=sys.stderr, flush=True)
 
 
 def _case_of(item):
@@ -244,9 +249,10 @@ _INTERRUPTED: dict = {"yes": False, "signal": None}
 _EXIT_SIGTERM = 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
 
 
-def _sigterm_interrupts(config) -> None:
+def _sigterm_interrupts(config, restore=None) -> None:
     """SIGTERM (a CI runner's cancel, ``timeout``) is Ctrl-C: the trial's workers are stopped,
-    nothing is saved, and pytest exits 143 with a line saying so (see pytest_sessionfinish)."""
+    nothing is saved, and pytest exits 143 with a line saying so (see pytest_sessionfinish).
+    ``restore``: the handler pytest_unconfigure puts back (default: the one this replaces)."""
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -254,7 +260,8 @@ def _sigterm_interrupts(config) -> None:
         _INTERRUPTED.update(yes=True, signal="SIGTERM")
         raise KeyboardInterrupt("SIGTERM")
 
-    config._dpbench_sigterm = signal.signal(signal.SIGTERM, interrupt)
+    replaced = signal.signal(signal.SIGTERM, interrupt)
+    config._dpbench_sigterm = restore if restore is not None else replaced
 
 
 def _late_signals(config) -> None:

@@ -333,6 +333,19 @@ _EARLY_HOOKS = {
             if getattr(plugin, "__file__", "").endswith(os.path.join("suites", "conftest.py")):
                 os.kill(os.getpid(), SIG)
     """,
+    # In the suites' own pytest_configure (before pytest's terminal is set up, which configures
+    # after it): exit 2 with no line at all for a SIGINT, -15 for a SIGTERM (found by the soak).
+    "suites-configure": """
+        def pytest_plugin_registered(plugin, manager):
+            if getattr(plugin, "__file__", "").endswith(os.path.join("suites", "conftest.py")):
+                original = plugin.resolve_profile
+
+                def resolve_profile(*args, **kwargs):
+                    os.kill(os.getpid(), SIG)
+                    return original(*args, **kwargs)
+
+                plugin.resolve_profile = resolve_profile
+    """,
     # After the suites' own pytest_configure, before the session starts (pytest then calls no
     # pytest_sessionfinish: found by scripts/soak_faults.py with a fault in the first 4 s).
     "configure": """
@@ -346,7 +359,7 @@ _EARLY_HOOKS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("moment", ["torch-import", "import", "configure"])
+@pytest.mark.parametrize("moment", ["torch-import", "import", "suites-configure", "configure"])
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                             (signal.SIGINT, 2, "interrupted")], ids=["sigterm", "sigint"])
 def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code, why, moment):
