@@ -121,8 +121,8 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
 class CheckinServer(threading.Thread):
     """The head's end: accepts the agents' check-ins and watches each link until :meth:`finish`.
 
-    ``lost()`` → one line per rank whose link was lost before it joined (the cluster runner fails
-    the start with the first)."""
+    ``lost()`` → one line per node with links lost before :meth:`finish`, naming its host and the
+    ranks lost so far (the cluster runner fails the start with the first)."""
 
     def __init__(self, listener: socket.socket, key: bytes):
         super().__init__(name="dpbench-cluster-checkin", daemon=True)
@@ -130,7 +130,7 @@ class CheckinServer(threading.Thread):
         self.port = listener.getsockname()[1]
         self.links: dict[socket.socket, dict[str, Any]] = {}  # checked-in link → what the agent said
         self.checked_in: dict[int, dict[str, Any]] = {}  # rank → what it said
-        self._lost: list[str] = []
+        self._lost: list[tuple[Any, Any, int, str]] = []  # (node, host, rank, why), in the order noticed
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -152,7 +152,16 @@ class CheckinServer(threading.Thread):
 
     def lost(self) -> list[str]:
         with self._lock:
-            return list(self._lost)
+            lost = list(self._lost)
+        nodes: dict[tuple[Any, Any], list[tuple[int, str]]] = {}
+        for node, host, rank, why in lost:
+            nodes.setdefault((node, host), []).append((rank, why))
+        lines = []
+        for (node, host), entries in nodes.items():
+            ranks = sorted(rank for rank, _ in entries)
+            which = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+            lines.append(f"node {node} (host {host}, {which}) was lost while it started: {entries[0][1]}")
+        return lines
 
     def run(self) -> None:
         pending: dict[socket.socket, tuple[float, bytes]] = {}  # accepted, still in the handshake
@@ -222,8 +231,7 @@ class CheckinServer(threading.Thread):
         said = self.links.pop(sock)
         sock.close()
         with self._lock:
-            self._lost.append(f"node {said.get('node', '?')} (host {said.get('host', '?')}, rank {said['rank']}) "
-                              f"was lost while it started: {why}")
+            self._lost.append((said.get("node", "?"), said.get("host", "?"), int(said["rank"]), why))
 
     def finish(self, failed: str | None = None) -> None:
         """Every agent joined: say "joined" on each link and close them all. ``failed``: the head

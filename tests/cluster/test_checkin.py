@@ -96,6 +96,17 @@ def test_an_agent_that_dies_while_it_starts_is_named_at_once(server):
                              "(the process or its node died)"]
 
 
+def test_a_node_whose_ranks_die_together_is_one_line_naming_them(server):
+    clients = [_client(server, rank=r) for r in (5, 4)]
+    other, _ = _client(server, rank=2)
+    _until(lambda: len(server.checked_in) == 3)
+    for client, _ in clients:  # node 1's two ranks (the _client default node): its node died
+        client.sock.shutdown(socket.SHUT_RDWR)
+    _until(lambda: "ranks 4, 5" in " ".join(server.lost()))
+    assert server.lost() == ["node 1 (host b12, ranks 4, 5) was lost while it started: its check-in link closed "
+                             "(the process or its node died)"]
+
+
 def test_a_head_that_dies_makes_a_starting_agent_leave_with_one_line(server):
     client, lost = _client(server)
     _until(lambda: client.state == "checked-in")
