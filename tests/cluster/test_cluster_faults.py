@@ -188,47 +188,48 @@ def _kill_tree(node) -> float:
     return killed
 
 
-def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tmp_path):
-    """Before this check-in the head noticed such a node only at its join deadline (≥ 30 s)."""
+def _kill_while_starting(tmp_path, victim: int, ready: str) -> tuple[int, float, str, list]:
+    """Node ``victim`` runs the slow-start stand-in; once its output says ``ready``, kill it whole.
+    → the other node's exit status, seconds from the kill, its output, and leftovers (killed)."""
     marker = uuid.uuid4().hex
-    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker),
-                    modules=[None, [SLOW_START]])
+    modules = [None, None]
+    modules[victim] = [SLOW_START]
+    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker), modules=modules)
+    other = cluster.nodes[1 - victim]
     try:
-        _wait_for(cluster.nodes[1], "slow start: checked in")
-        killed = _kill_tree(cluster.nodes[1])
-        code = cluster.nodes[0].proc.wait(60)
+        _wait_for(cluster.nodes[victim], ready)
+        killed = _kill_tree(cluster.nodes[victim])
+        code = other.proc.wait(60)
         took = time.monotonic() - killed
     finally:
         cluster.stop()
-    out = cluster.nodes[0].output()
-    assert code != 0 and took < 10, (code, took, out[-4000:])
-    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 0")]
-    assert len(lines) == 1 and re.fullmatch(
-        r"dpbench\.launcher\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
-        r"it started: its check-in link closed \(the process or its node died\)", lines[0]), out[-4000:]
     left = leftovers(marker, grace=15)
     kill_all(left)
+    return code, took, other.output(), left
+
+
+def _one_line(out: str, prefix: str) -> str:
+    lines = [line for line in out.splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, out[-4000:]
+    return lines[0]
+
+
+def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tmp_path):
+    """Before this check-in the head noticed such a node only at its join deadline (≥ 30 s)."""
+    code, took, out, left = _kill_while_starting(tmp_path, victim=1, ready="slow start: checked in")
+    assert code != 0 and took < 10, (code, took, out[-4000:])
+    assert re.fullmatch(
+        r"dpbench\.launcher\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
+        r"it started: its check-in link closed \(the process or its node died\)",
+        _one_line(out, "dpbench.launcher.cluster (rank 0")), out[-4000:]
     assert not left, [p.cmdline() for p in left]
 
 
 def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_within_seconds(tmp_path):
-    marker = uuid.uuid4().hex
-    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker),
-                    modules=[[SLOW_START], None])
-    try:
-        _wait_for(cluster.nodes[0], "slow start: rank 1 checked in")
-        killed = _kill_tree(cluster.nodes[0])
-        code = cluster.nodes[1].proc.wait(60)
-        took = time.monotonic() - killed
-    finally:
-        cluster.stop()
-    out = cluster.nodes[1].output()
+    code, took, out, left = _kill_while_starting(tmp_path, victim=0, ready="slow start: rank 1 checked in")
     assert code != 0 and took < 10, (code, took, out[-4000:])
-    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 1")]
-    assert len(lines) == 1 and re.fullmatch(
+    assert re.fullmatch(
         r"dpbench\.launcher\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
-        r"check-in link closed \(the process or its node died\); this rank had started no workers", lines[0]), \
-        out[-4000:]
-    left = leftovers(marker, grace=15)
-    kill_all(left)
+        r"check-in link closed \(the process or its node died\); this rank had started no workers",
+        _one_line(out, "dpbench.launcher.cluster (rank 1")), out[-4000:]
     assert not left, [p.cmdline() for p in left]
