@@ -5,9 +5,10 @@ The headline (issue 16): ``dpbench.launch("single", ...)`` against the same bare
 loss, backward, SGD step) run *in this calling process*, as a user's own ``python train.py``
 would run it: default environment, torch's default thread count, nothing pinned. Short rounds
 alternate between the two so machine noise hits both alike; each round pair gives a ratio of
-median step times, and the verdict is the median of those ratios (with its interquartile range,
-the rounds, and the load average, since a busy machine swamps a 3 % effect). Target: <= 1.03 on
-an idle machine. ``--all`` adds the older two views: the bare loop in a worker process of its
+median step times, and the verdict is ``dpbench.stats.paired_ratio`` of them — the suite's one
+paired-ratio estimator: the geometric mean of the pair ratios with its 95% log-t interval — with
+the pairs' interquartile range, the rounds, and the load average (a busy machine swamps a 3 %
+effect). Target: <= 1.03 on an idle machine. ``--all`` adds the older two views: the bare loop in a worker process of its
 own, and both loops inside one worker.
 
     .venv/bin/python scripts/bench_harness_overhead.py [--workload mlp] [--rounds 40] [--all]
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dpbench  # noqa: E402
 from dpbench.launcher import WorkerPool, available_cores  # noqa: E402
+from dpbench.stats import paired_ratio  # noqa: E402
 
 
 def bare_setup(ctx, workload_name: str, seed: int, lr: float) -> None:
@@ -162,24 +164,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"launch('single') / bare loop in the calling process; global batch {args.global_batch}, "
           f"{args.rounds} interleaved rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'workload':<14}{'harness ms':>12}{'bare ms':>10}{'ratio':>8}{'IQR':>18}")
+    print(f"{'workload':<14}{'harness ms':>12}{'bare ms':>10}{'ratio':>8}{'95% interval':>18}{'pairs IQR':>18}")
     for name in args.workload:
         harness, bare, ratios, facts = measure_calling_process(name, global_batch=args.global_batch, steps=args.steps,
                                                                rounds=args.rounds)
-        q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else (ratios[0],) * 3
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{q2:>8.3f}{f'[{q1:.3f}, {q3:.3f}]':>18}"
+        q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else (ratios[0],) * 3
+        pr = paired_ratio(ratios, [1.0] * len(ratios))
+        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
+              f"{f'[{q1:.3f}, {q3:.3f}]':>18}"
               f"   (calling process: {facts['calling_process_threads']} threads; OpenMP env {facts['omp_env'] or '{}'})")
         if not args.all:
             continue
         harness, bare, ratios = measure(name, global_batch=args.global_batch, steps=args.steps,
                                         rounds=args.rounds, threads=args.threads)
-        q1, q2, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{q2:>8.3f}"
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        pr = paired_ratio(ratios, [1.0] * len(ratios))
+        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
               f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (bare loop in a worker of its own)")
         harness, bare, ratios, per_call = measure_same_process(
             name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, threads=args.threads)
-        q1, q2, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{q2:>8.3f}"
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        pr = paired_ratio(ratios, [1.0] * len(ratios))
+        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
               f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (both in one worker)")
         print(f"{'':<14}run.step({args.steps}) round trip beyond the steps: {per_call * 1e3:.2f} ms per call "
               f"= {per_call / args.steps / bare * 100:.1f}% of a step at k={args.steps}")

@@ -5,7 +5,8 @@ inside one process cannot show how much a whole case moves from process to proce
 side may hold several runs; a side's trials are pooled per benchmark (run by run).
 
 A benchmark *regressed* when the ratio of the medians of its trial times (the headline step
-times, ``step_time_s``) exceeds the machine's own shift, measured by the controls, by more than
+times, ``step_time_s``) exceeds the machine's own shift (the other benchmarks' median move, or the
+controls' where the benchmarks as a whole moved beyond them: :mod:`dpbench.gate.family`) by more than
 ``threshold``, **and** is significant after Holm's correction over the distinct cases compared
 (against no change where ``--aa`` runs measured the between-run offset, else against the threshold): a one-sided moderated t-test on log trial times (see :mod:`dpbench.gate.judge`
 for the noise model and :mod:`dpbench.gate.family` for the rule). The threshold ignores real

@@ -66,11 +66,16 @@ def family_line(cmp: Comparison) -> str:
         aa = "" if math.isnan(f.between_run_sd_aa) else f", {_pct(f.between_run_sd_aa)} in the --aa runs"
         parts.append(f"between-run spread {_pct(f.between_run_sd)}{aa}")
     parts.append(f"controls moved {fmt_ratio(f.control_shift)}, the median benchmark {fmt_ratio(f.median_shift)}")
+    if f.shift_basis == "controls" and math.isfinite(f.broad_change):
+        parts.append(f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
+                     "threshold, significantly): each case is judged beyond the controls")
+    elif f.shift_basis == "benchmarks":
+        parts.append("each case is judged beyond the other benchmarks' median move")
     return "; ".join(parts)
 
 
 def verdict_line(cmp: Comparison) -> str:
-    rule = f"slower than the controls by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
+    rule = f"slower than the machine's move by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
     short = display_names([b.name for b in cmp.benchmarks])
     parts = []
     if cmp.regressions:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from dpbench.gate.judge import Pooled
 from dpbench.stats import median, percentile
 
-__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model"]
+__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "lognormal_ml"]
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
 
@@ -81,10 +81,54 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
     return out
 
 
-def _lognormal(values: list[float], floor: float) -> tuple[float, float]:
-    """(median, sd of the logs) of positive spreads, each at least ``floor`` (a zero has no log)."""
-    logs = [math.log(max(v, floor)) for v in values]
-    return math.exp(statistics.median(logs)), statistics.stdev(logs) if len(logs) >= 2 else 0.0
+_GRID_STEP = 0.005  # spacing (log sd) of the grid the marginal likelihood is integrated on
+
+
+def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None
+                 ) -> tuple[float, float]:
+    """(median, sd of logs) of a log-normal spread ``x`` across benchmarks, by maximum likelihood,
+    from each benchmark's sum of squares ``squares[k] ~ (x_k² + known[k]) · chi²(dfs[k])``.
+
+    Why not the median and spread of each benchmark's own estimate: with a few runs, a
+    benchmark's estimate is mostly sampling noise (the between-run offset from 4 runs has 3 degrees
+    of freedom, and below the trial noise it is often 0), so the spread of the estimates describes
+    the noise of the estimator, not how much benchmarks differ. Here every benchmark's likelihood is
+    integrated over the log-normal (on a fine grid of log x: a benchmark with many degrees of freedom
+    has a likelihood far narrower than any fixed quadrature's nodes), so the noise of each estimate is
+    accounted for, and a benchmark whose offset hides below its trial noise says "small", not "zero".
+    scipy has the pieces (the optimiser, gammaln), not this model."""
+    import numpy as np
+    from scipy.optimize import minimize
+    from scipy.special import gammaln
+
+    ss = np.asarray(squares, dtype=float)
+    d = np.asarray(dfs, dtype=float)
+    add = np.zeros_like(ss) if known is None else np.asarray(known, dtype=float)
+    keep = (d > 0) & np.isfinite(ss) & (ss >= 0) & np.isfinite(add)
+    ss, d, add = ss[keep], d[keep], add[keep]
+    if len(ss) < 3:
+        raise ValueError(f"lognormal_ml: expected three or more benchmarks with a sum of squares, found {len(ss)}")
+    ss = np.maximum(ss, 1e-300)
+    rough = np.log(np.sqrt(np.maximum(ss / d - add, 1e-10)))
+    grid = np.arange(float(rough.min()) - 4, float(rough.max()) + 4, _GRID_STEP)  # log x
+    v = np.exp(2 * grid)[None, :] + add[:, None]
+    half = d[:, None] / 2
+    # log density of each benchmark's ss at each grid point: chi²(d) of ss / v, times 1 / v
+    log_f = (half - 1) * np.log(ss[:, None] / v) - ss[:, None] / (2 * v) - half * math.log(2) - gammaln(half) \
+        - np.log(v)
+    top = log_f.max(axis=1, keepdims=True)
+    like = np.exp(log_f - top)
+
+    def negative_log_likelihood(theta: "np.ndarray") -> float:
+        mu, sigma = theta[0], math.exp(theta[1])
+        prior = np.exp(-0.5 * ((grid - mu) / sigma) ** 2)
+        prior /= prior.sum()
+        return -float(np.sum(top[:, 0] + np.log(np.maximum(like @ prior, 1e-300))))
+
+    start = np.array([float(np.median(rough)), math.log(max(float(np.std(rough)), 0.05))])
+    fit = minimize(negative_log_likelihood, start, method="Nelder-Mead",
+                   options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000})
+    return math.exp(float(fit.x[0])), math.exp(float(fit.x[1]))
 
 
 def _within(runs: list[list[float]]) -> float:
@@ -105,19 +149,26 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
     means = {k: [statistics.fmean(t) for t, _ in v] for k, v in cases.items()}
     centred = {k: [m - statistics.fmean(ms) for m in ms] for k, ms in means.items()}
     offsets = [statistics.median(c[r] for c in centred.values()) for r in range(runs)]  # R_r
-    tau2 = {}
+    tau2, resid_squares, trial_part = {}, {}, {}
     for k, c in centred.items():
         resid = [x - o for x, o in zip(c, offsets)]
         n_inv = statistics.fmean(1 / len(t) for t, _ in cases[k])
         own = within[k] if math.isfinite(within[k]) else 0.0
         tau2[k] = max(0.0, statistics.variance(resid) - own * n_inv)
+        resid_squares[k], trial_part[k] = sum(r * r for r in resid), own * n_inv
     controls = {k: [statistics.fmean(cl) for _, cl in v if cl] for k, v in cases.items()}
     controls = {k: v for k, v in controls.items() if len(v) == runs}
     c_within = [w for w in (_within([cl for _, cl in cases[k]]) for k in controls) if math.isfinite(w)]
     c_offsets = [statistics.median(v[r] - statistics.fmean(v) for v in controls.values()) for r in range(runs)] \
         if controls else [0.0] * runs
-    trial_sd, trial_spread = _lognormal([math.sqrt(w) for w in within.values() if math.isfinite(w)], 1e-4)
-    case_sd, case_spread = _lognormal([math.sqrt(t) for t in tau2.values()], 2e-3)
+    finite = [k for k, w in within.items() if math.isfinite(w)]
+    within_df = {k: sum(len(t) - 1 for t, _ in cases[k] if len(t) >= 2) for k in finite}
+    trial_sd, trial_spread = lognormal_ml([within[k] * within_df[k] for k in finite], [within_df[k] for k in finite])
+    # Each case's run means scatter by tau² + (its trial variance / trials) around the run-wide offsets;
+    # runs - 1 degrees of freedom (the offsets, estimated from every case, cost each case little).
+    keys = list(resid_squares)
+    case_sd, case_spread = lognormal_ml([resid_squares[k] for k in keys], [runs - 1] * len(keys),
+                                        [trial_part[k] for k in keys])
     run_sd = statistics.stdev(offsets) if runs >= 2 else 0.0
     return NoiseModel(
         trial_sd=trial_sd, trial_sd_spread=trial_spread, case_run_sd=case_sd, case_run_sd_spread=case_spread,

@@ -53,6 +53,10 @@ class Family:
     between_run_sd_aa: float = math.nan  # tau from the --aa runs alone (NaN without them)
     control_shift: float = math.nan  # median over benchmarks of the control ratio
     median_shift: float = math.nan  # median over benchmarks of the step-time ratio
+    # What each case is judged beyond: "benchmarks" (the median of the other cases' ratios), "controls"
+    # (the benchmarks as a whole moved beyond the controls: the code moved everything), or "none".
+    shift_basis: str = ""
+    broad_change: float = math.nan  # median benchmark ratio ÷ median control ratio (NaN without controls)
 
 
 @dataclass(kw_only=True)

@@ -55,7 +55,7 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     assert main(["compare", str(base), str(cand)]) == 1  # the two-positional form
     out = capsys.readouterr().out
-    assert f"1 regression (slower than the controls by > 10.0% with p < 0.05 after Holm): {SLOW}" in out
+    assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.05 after Holm): {SLOW}" in out
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
     assert len(regressed) == 1 and SLOW in regressed[0] and "moderated t on log trials + between-run" in regressed[0]
@@ -86,7 +86,9 @@ def test_slower_but_too_few_trials_is_inconclusive_with_the_counts():
     b = by_name(cmp)[SLOW]
     assert b.ratio == pytest.approx(0.01425 / 0.0115)  # +24%: beyond the threshold by the medians
     assert b.verdict == Verdict.INCONCLUSIVE and b.p_adjusted >= 0.05
-    assert b.note.startswith("slower by +23.9% beyond the machine (controls moved +0.0%) but not significant: p = ")
+    assert b.excess == pytest.approx(b.ratio / cmp.family.median_shift, rel=0.05)  # the others' median, ~the median
+    assert b.note.startswith(f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (the other benchmarks moved ")
+    assert "controls +0.0%) but not significant: p = " in b.note
     assert "after Holm over 15 cases, with 2 vs 2 trials" in b.note
     assert cmp.exit_code == 0  # inconclusive is reported, not failed
 
@@ -97,7 +99,8 @@ def test_a_slowdown_the_control_explains_is_inconclusive_and_says_what_the_contr
     cmp = compare_frames(base, cand)
     b = by_name(cmp)[SLOW]
     assert b.verdict == Verdict.INCONCLUSIVE and b.control_ratio == pytest.approx(1.3, abs=0.02)
-    assert "but the controls moved +3" in b.note and "the machine changed, not (only) the code" in b.note
+    assert "but controls moved +30.0%" in b.note and "the machine changed, not (only) the code" in b.note
+    assert cmp.family.shift_basis == "controls"
     assert any(w.startswith("the controls of all benchmarks moved +3") for w in cmp.warnings)
     assert cmp.exit_code == 0
     # The same slowdown with a steady control is a regression, and no warning is raised.
@@ -107,14 +110,24 @@ def test_a_slowdown_the_control_explains_is_inconclusive_and_says_what_the_contr
 
 
 def test_the_control_informs_it_does_not_veto():
-    """+50% while the machine (every control) got 12% slower: 1.5 / 1.12 = +34% beyond the machine."""
-    cand = frame(seed=2, slowdown={SLOW: 1.5}, control_shift=1.12)
+    """+50% on top of a machine that made everything, controls included, 12% slower: +50% beyond the
+    machine (the other benchmarks' median), regressed, and the note says what the machine did."""
+    machine = {report_synth.bench_id(c): 1.12 for c in report_synth.TRAINING_CASES}
+    cand = frame(seed=2, slowdown={**machine, SLOW: 1.5 * 1.12}, control_shift=1.12)
     cmp = compare_frames(frame(seed=1), cand)
     b = by_name(cmp)[SLOW]
     assert b.verdict == Verdict.REGRESSED and cmp.exit_code == 1
-    assert b.excess == pytest.approx(b.ratio / cmp.family.control_shift)
-    assert b.note.startswith(f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (controls moved +1")
+    assert cmp.family.shift_basis == "benchmarks" and cmp.family.control_shift == pytest.approx(1.12, abs=0.01)
+    assert b.excess == pytest.approx(1.5, rel=0.05) and b.ratio == pytest.approx(1.68, rel=0.05)
+    assert b.note.startswith(f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (the other benchmarks moved +1")
     assert f"p = {b.p_value:.2g} against +10.0%, {b.p_adjusted:.2g} after Holm over 15 cases" in b.note
+    assert [x.name for x in cmp.regressions] == [b.name]  # the machine's +12% flags nothing else
+    # Only the controls moved +12% (the benchmarks did not): within the threshold of each other, the
+    # benchmarks' median is the machine, and the slowdown is judged beyond it (+50%), not beyond the controls.
+    cmp = compare_frames(frame(seed=1), frame(seed=2, slowdown={SLOW: 1.5}, control_shift=1.12))
+    b = by_name(cmp)[SLOW]
+    assert cmp.family.shift_basis == "benchmarks" and b.verdict == Verdict.REGRESSED
+    assert b.excess == pytest.approx(1.5, rel=0.05)
 
 
 def test_everything_slower_with_a_steady_control_is_a_regression_of_everything():
@@ -123,6 +136,7 @@ def test_everything_slower_with_a_steady_control_is_a_regression_of_everything()
     assert cmp.family.median_shift == pytest.approx(1.3, abs=0.05)
     assert cmp.family.control_shift == pytest.approx(1.0, abs=0.01)
     assert {b.name.rsplit("::", 1)[-1] for b in cmp.regressions} == set(slow_all)
+    assert cmp.family.shift_basis == "controls" and cmp.family.broad_change == pytest.approx(1.3, abs=0.05)
 
 
 # ---------------------------------------------------------------- incomparable, missing, new
@@ -287,7 +301,9 @@ def test_output_files(tmp_path: Path):
     assert (slow["baseline_trials"], slow["candidate_trials"]) == (6, 6)
     assert 0 <= slow["p_value"] <= slow["p_adjusted"] < 0.05 and slow["control_ratio"] == pytest.approx(1.0, abs=0.02)
     assert data["family"]["size"] == 15 and data["family"]["method"] == "trials" and data["paired"] is False
-    assert slow["note"].startswith(f"slower by {(slow['excess'] - 1) * 100:+.1f}% beyond the machine (controls moved ")
+    assert slow["note"].startswith(f"slower by {(slow['excess'] - 1) * 100:+.1f}% beyond the machine (the other "
+                                   "benchmarks moved ")
+    assert data["family"]["shift_basis"] == "benchmarks" and data["family"]["broad_change"] > 0
     assert slow["unit"] == "s/step"
     summary = md.read_text()
     assert "❌" in summary and r"test\_throughput\[ddp-mlp-w2\]" in summary  # Markdown-escaped
