@@ -271,6 +271,14 @@ class CheckinClient(threading.Thread):
         self.state = "connecting"  # → "checked-in" → "joined" | "handed-over" | "refused" | "lost"
         self._handed_over = threading.Event()
 
+    def settle(self, seconds: float) -> None:
+        """Called as the agent is interrupted: if the check-in still watches the head, give it up to
+        ``seconds`` to notice the head's loss. torchrun stops its workers with SIGTERM when node 0's
+        store goes away, so a head's death often brings that signal a moment after the link's end:
+        the loss is the reason to say (:func:`leave` exits the process from this thread)."""
+        if self.is_alive() and not self._handed_over.is_set():
+            self.join(seconds)
+
     def handover(self) -> None:
         """The agent has joined through the session's own links: a closing check-in link is news no more."""
         self._handed_over.set()
@@ -366,9 +374,21 @@ def _refuses(address: tuple[str, int]) -> bool:
         return False
 
 
+# One last line per process: the head's loss (said from the check-in thread) or the main thread's
+# "interrupted", never both interleaved (seen in CI: the signal and the link's end came together).
+_LAST_WORD = threading.Lock()
+
+
+def last_word(line: str) -> None:
+    """The main thread's last line; waits while :func:`leave` is saying its own (then exits in it)."""
+    _LAST_WORD.acquire(timeout=5.0)
+    print(line, file=sys.stderr, flush=True)
+
+
 def leave(line: str) -> None:
     """An agent that lost its head before joining: say it and exit 1 now, whatever the main thread
     is doing (it may be inside torch's import: unwinding through that can abort Python)."""
+    _LAST_WORD.acquire(timeout=5.0)  # never released: the process ends below
     print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(1)

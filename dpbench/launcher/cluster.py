@@ -602,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dpbench.launcher.cluster ({where}): {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"dpbench.launcher.cluster ({where}): interrupted", file=sys.stderr)
+        if isinstance(checkin, _checkin.CheckinClient):
+            checkin.settle(1.0)  # a SIGTERM from torchrun because the head died: the loss is what to say
+        _checkin.last_word(f"dpbench.launcher.cluster ({where}): interrupted")
         return 130
 
 

@@ -118,6 +118,46 @@ def test_a_head_that_dies_makes_a_starting_agent_leave_with_one_line(server):
                           "node died)"]
 
 
+def test_an_interrupt_as_the_head_dies_waits_for_the_loss_to_be_said(server):
+    """torchrun SIGTERMs its workers when node 0's store goes away: the agent's interrupt path settles
+    first, so the head's loss (not "interrupted") is the line it leaves with."""
+    client, lost = _client(server)
+    _until(lambda: client.state == "checked-in")
+    for sock in list(server.links):
+        sock.shutdown(socket.SHUT_RDWR)
+    client.settle(5.0)  # returns as soon as the loss is said, not after 5 s
+    assert client.state == "lost" and len(lost.lines) == 1
+
+
+def test_settle_waits_only_while_the_check_in_watches_the_head(server):
+    client, lost = _client(server)
+    _until(lambda: client.state == "checked-in")
+    started = time.monotonic()
+    client.settle(0.3)  # a live head: the whole grace, then on
+    assert 0.25 <= time.monotonic() - started < 2 and client.state == "checked-in"
+    client.handover()
+    started = time.monotonic()
+    client.settle(5.0)  # joined: nothing to wait for
+    assert time.monotonic() - started < 0.5 and lost.lines == []
+
+
+def test_the_loss_and_an_interrupt_never_interleave_their_last_lines():
+    """leave() holds the last word until the process ends: the main thread's line waits for it."""
+    import subprocess
+    import sys
+
+    # A slow stderr keeps leave() inside its print while the main thread comes to say its line.
+    probe = ("import sys, threading, time; from dpbench.launcher import checkin\n"
+             "class Slow:\n"
+             "    def write(self, s): time.sleep(0.2); return sys.__stderr__.write(s)\n"
+             "    def flush(self): sys.__stderr__.flush()\n"
+             "sys.stderr = Slow()\n"
+             "threading.Thread(target=checkin.leave, args=('lost the head',)).start(); time.sleep(0.05)\n"
+             "checkin.last_word('interrupted')\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (1, "lost the head\n")
+
+
 def test_a_head_that_gives_up_the_start_says_why_to_every_agent(server):
     clients = [_client(server, rank=r) for r in (1, 2)]
     _until(lambda: len(server.checked_in) == 2)
