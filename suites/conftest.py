@@ -180,10 +180,15 @@ def pytest_configure(config):
     config._dpbench_traces = _trace_store(config)
     from dpbench.strategies import StrategyUnavailable
 
+    from dpbench.launcher.pool import fresh_forkserver, worker_start
+
+    # A fresh forkserver helper before each trial pass: the helper's luck is then trial-to-trial
+    # spread, not a level that moves the whole session (fresh_forkserver says what was measured).
     config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
                                           trace=config._dpbench_traces and config._dpbench_traces.dir_for,
                                           unavailable=(StrategyUnavailable,),
-                                          progress=lambda text: _say(config, text))
+                                          progress=lambda text: _say(config, text),
+                                          between_passes=fresh_forkserver, worker_start=worker_start(True))
 
 
 def _trace_store(config):
@@ -317,6 +322,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts = machine_facts()
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
+    facts["dpbench"]["worker_start"] = config._dpbench_trials.worker_start  # also per case: harness_settings
     from dpbench.launcher.runtime_env import user_runtime_env
 
     # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).

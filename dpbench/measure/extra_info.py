@@ -113,7 +113,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "sampler": sampler,
         "trials": trials_info(result),
         "threads_per_worker": run_info.get("threads_per_worker"),
-        "harness_settings": harness_settings(run_info),
+        "harness_settings": harness_settings(run_info, worker_start=result.worker_start),
         "workers": run_info.get("workers"),
         "affinity": run_info.get("affinity"),
         "seed": run_info["seed"],
@@ -169,7 +169,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
     }
 
 
-def harness_settings(run_info: dict[str, Any]) -> dict[str, Any]:
+def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = None) -> dict[str, Any]:
     """What dpbench itself set for this case's workers, beside what the user's environment had.
 
     Everything else is the user's: the OpenMP/MKL variables are inherited unchanged
@@ -186,6 +186,8 @@ def harness_settings(run_info: dict[str, Any]) -> dict[str, Any]:
         "parent_cores": affinity.get("parent_cores"),  # where the parent and sampler were moved
         "added_runtime_env": {},  # nothing: no OMP_WAIT_POLICY or other default of dpbench's
         "user_runtime_env": dict(first.get("runtime_env") or {}),
+        # How the workers were started: dpbench.launcher.pool.worker_start (None: not said, e.g. launch() alone).
+        "worker_start": worker_start,
     }
 
 

@@ -90,6 +90,7 @@ class CaseResult:
     error: BaseException | None = None  # a trial failed; later trials were not run
     failed_trial: int | None = None
     case_metrics: dict[str, Any] | None = None  # measured once, in the first trial
+    worker_start: str | None = None  # how the session started workers (harness_settings.worker_start)
 
     @property
     def values(self) -> list[float]:
@@ -119,10 +120,14 @@ class TrialSession:
 
     ``unavailable``: exception types that mean "cannot run here" (turned into a skip reason).
     ``progress(text)``: where one line per trial goes (the terminal).
+    ``between_passes()``: called before each trial pass, with no workers running (the suites restart
+    the forkserver helper there: :func:`dpbench.launcher.pool.fresh_forkserver` says why);
+    ``worker_start``: how workers start, in words, recorded on every case's result.
     """
 
     def __init__(self, profile: Any, trials: int, *, timeline: Callable[[str], tuple[Any, str]] | None = None,
-                 trace: Callable[[str], tuple[Any, str]] | None = None, unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None):
+                 trace: Callable[[str], tuple[Any, str]] | None = None, unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None,
+                 between_passes: Callable[[], Any] | None = None, worker_start: str | None = None):
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials must be an int >= 1, got {trials!r}")
         self.profile = profile
@@ -131,6 +136,8 @@ class TrialSession:
         self._trace = trace  # where traces go when tracing is on (dpbench.measure.tracing); None: off
         self._unavailable = unavailable
         self._progress = progress or (lambda text: None)
+        self._between_passes = between_passes
+        self.worker_start = worker_start
         self._cases: dict[str, Measurable] = {}
         self.results: dict[str, CaseResult] = {}
         self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
@@ -138,7 +145,7 @@ class TrialSession:
     def add(self, case: Measurable) -> str:
         """Schedule ``case`` (once, however many suites name it); returns its key."""
         self._cases.setdefault(case.key, case)
-        self.results.setdefault(case.key, CaseResult(key=case.key))
+        self.results.setdefault(case.key, CaseResult(key=case.key, worker_start=self.worker_start))
         return case.key
 
     def __len__(self) -> int:
@@ -149,6 +156,8 @@ class TrialSession:
         order = 0
         total = len(self._cases) * self.trials
         for trial in range(self.trials):
+            if self._between_passes is not None and self._cases:
+                self._between_passes()  # no workers run between passes: each case's trials just ended
             for key, case in self._cases.items():
                 result = self.results[key]
                 order += 1  # a slot in the schedule, whether or not the case still runs

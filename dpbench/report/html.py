@@ -54,7 +54,7 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
         ("gpus", gpu_text), ("driver", m.get("driver")), ("cuda", m.get("cuda")), ("nccl", m.get("nccl")),
         ("torch", m.get("torch")), ("python", m.get("python_version")),
         ("dpbench", dp.get("version")), ("lock hash", dp.get("lock_hash")), ("profile", dp.get("profile")),
-        ("threads per worker", m.get("threads_per_worker")),
+        ("threads per worker", m.get("threads_per_worker")), ("worker start", dp.get("worker_start")),
     ]
     return {"name": short_name, "fields": [(k, _text(v)) for k, v in fields],
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}

@@ -126,3 +126,8 @@ def listening_ports() -> set:
 
 def unpicklable_result(ctx):
     return lambda: ctx.rank  # a lambda cannot be pickled back to the parent
+
+
+def helper_pid(ctx) -> int:
+    """The worker's OS parent: under forkserver, the helper it was forked from."""
+    return os.getppid()

@@ -72,6 +72,19 @@ def test_trials_are_interleaved_trial_major_and_each_case_measured_once():
     assert result.values == [0.01, 0.02, 0.03] and result.controls == [0.001] * 3
 
 
+def test_between_passes_runs_before_every_trial_pass_and_never_inside_one():
+    log: list = []
+    session = TrialSession(profile=None, trials=3, between_passes=lambda: log.append("fresh"), worker_start="how")
+    for name in "ab":
+        session.add(FakeCase(name, log))
+    session.run()
+    assert log == ["fresh", (0, "a"), (0, "b"), "fresh", (1, "a"), (1, "b"), "fresh", (2, "a"), (2, "b")]
+    assert session.result("a").worker_start == "how" and session.result("b").worker_start == "how"
+    empty: list = []
+    TrialSession(profile=None, trials=2, between_passes=lambda: empty.append("fresh")).run()
+    assert empty == []  # nothing scheduled: nothing to restart
+
+
 def test_an_unavailable_case_is_skipped_and_a_failing_one_is_not_tried_again():
     log: list = []
     session = _session(3)
