@@ -121,7 +121,10 @@ def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence
 
     def negative_log_likelihood(theta: "np.ndarray") -> float:
         mu, sigma = theta[0], math.exp(theta[1])
-        prior = np.exp(-0.5 * ((grid - mu) / sigma) ** 2)
+        log_prior = -0.5 * ((grid - mu) / sigma) ** 2
+        # Normalised in logs: a centre far off the grid (a component fitted to ~0) would underflow
+        # every point to 0 and make 0/0; the prior's mass then sits at the grid's nearest edge.
+        prior = np.exp(log_prior - log_prior.max())
         prior /= prior.sum()
         return -float(np.sum(top[:, 0] + np.log(np.maximum(like @ prior, 1e-300))))
 
