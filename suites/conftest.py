@@ -180,7 +180,7 @@ def pytest_configure(config):
     config._dpbench_traces = _trace_store(config)
     from dpbench.strategies import StrategyUnavailable
 
-    from dpbench.launcher.pool import fresh_forkserver, worker_start
+    from dpbench.launcher.forkserver import fresh_forkserver, worker_start
 
     # A fresh forkserver helper before each trial pass: the helper's luck is then trial-to-trial
     # spread, not a level that moves the whole session (fresh_forkserver says what was measured).

@@ -37,7 +37,7 @@ from typing import Any
 
 from dpbench.launcher.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.launcher.lifeline import helper_environ, reaper
-from dpbench.launcher.pool import _PRELOAD, _START_METHOD
+from dpbench.launcher.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD
 from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
 from dpbench.launcher.worker import _worker_main, _WorkerConfig
 

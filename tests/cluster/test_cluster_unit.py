@@ -208,6 +208,7 @@ def test_a_silent_rank_times_out_naming_its_node_and_nothing_is_left(session):
     assert not _workers()
 
 
+@pytest.mark.slow  # 3-5 s on a slow day: past the fast tier's unmarked limit
 def test_a_lost_agent_fails_its_rank_now_and_in_later_pools(session):
     session.links[3].conn.close()  # as when the agent's process or node is gone
     session.links[3].mark_lost("its dpbench.launcher.cluster agent (pid 103) went away (test)")

@@ -7,10 +7,10 @@ import pytest
 
 from _launch_helpers import helper_pid, recall, remember
 from dpbench.launcher import WorkerPool
-from dpbench.launcher import pool as pool_module
-from dpbench.launcher.pool import fresh_forkserver, worker_start
+from dpbench.launcher import forkserver as forkserver_module
+from dpbench.launcher.forkserver import fresh_forkserver, worker_start
 
-pytestmark = pytest.mark.skipif(pool_module._START_METHOD != "forkserver", reason="needs the forkserver start method")
+pytestmark = pytest.mark.skipif(forkserver_module.START_METHOD != "forkserver", reason="needs the forkserver start method")
 
 
 @pytest.mark.slow

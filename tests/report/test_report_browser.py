@@ -118,6 +118,7 @@ def many_html_path(many_runs, tmp_path_factory) -> Path:
     return write_report(list(many_runs), tmp_path_factory.mktemp("many-browser") / "report.html")
 
 
+@pytest.mark.slow  # 3-5 s on a slow day: past the fast tier's unmarked limit
 def test_report_renders_in_chromium(browser, report_html: Path, tmp_path: Path):
     shot = tmp_path / "report.png"
     result = inspect_page(browser, report_html.resolve().as_uri(), shot)
