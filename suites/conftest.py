@@ -181,14 +181,18 @@ def pytest_configure(config):
     from dpbench.strategies import StrategyUnavailable
 
     from dpbench.launcher.forkserver import fresh_forkserver, worker_start
+    from dpbench.launcher.remote import active_session
 
     # A fresh forkserver helper before each trial pass: the helper's luck is then trial-to-trial
     # spread, not a level that moves the whole session (fresh_forkserver says what was measured).
+    # Under torchrun each node's agent forks its ranks from its own helper, kept for the session:
+    # only this process's is restarted, so the runs say one helper per session there.
+    clustered = active_session() is not None
     config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
                                           trace=config._dpbench_traces and config._dpbench_traces.dir_for,
                                           unavailable=(StrategyUnavailable,),
                                           progress=lambda text: _say(config, text),
-                                          between_passes=fresh_forkserver, worker_start=worker_start(True))
+                                          between_passes=fresh_forkserver, worker_start=worker_start(not clustered))
 
 
 def _trace_store(config):

@@ -102,7 +102,7 @@ def test_suites_save_the_documented_run(tmp_path):
         # One estimator: pytest-benchmark's median is the headline step time, to the last digit.
         assert bench["stats"]["median"] == info["step_time_s"]
         assert "step_time_p50" not in info and info["harness_settings"]["added_runtime_env"] == {}
-        # A fresh forkserver helper before each trial pass (dpbench.launcher.pool.fresh_forkserver).
+        # A fresh forkserver helper before each trial pass (dpbench.launcher.forkserver.fresh_forkserver).
         assert info["harness_settings"]["worker_start"] == run["machine_info"]["dpbench"]["worker_start"] == (
             "forkserver, a fresh helper each trial pass")
         for timeline in info["trials"]["timelines"]:

@@ -186,7 +186,7 @@ def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = Non
         "parent_cores": affinity.get("parent_cores"),  # where the parent and sampler were moved
         "added_runtime_env": {},  # nothing: no OMP_WAIT_POLICY or other default of dpbench's
         "user_runtime_env": dict(first.get("runtime_env") or {}),
-        # How the workers were started: dpbench.launcher.pool.worker_start (None: not said, e.g. launch() alone).
+        # How the workers were started: dpbench.launcher.forkserver.worker_start (None: not said, e.g. launch() alone).
         "worker_start": worker_start,
     }
 

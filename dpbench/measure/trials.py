@@ -121,7 +121,7 @@ class TrialSession:
     ``unavailable``: exception types that mean "cannot run here" (turned into a skip reason).
     ``progress(text)``: where one line per trial goes (the terminal).
     ``between_passes()``: called before each trial pass, with no workers running (the suites restart
-    the forkserver helper there: :func:`dpbench.launcher.pool.fresh_forkserver` says why);
+    the forkserver helper there: :func:`dpbench.launcher.forkserver.fresh_forkserver` says why);
     ``worker_start``: how workers start, in words, recorded on every case's result.
     """
 

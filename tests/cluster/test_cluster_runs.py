@@ -42,6 +42,9 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     by_name = {b["name"]: b["extra_info"] for b in run["benchmarks"]}
     ddp = by_name["test_throughput[ddp-mlp-w2]"]
     assert (ddp["nodes"], ddp["ranks_per_node"], ddp["world_size"]) == (2, 1, 2)
+    # Each node's agent forks its ranks from its own helper, kept for the session (not restarted per pass).
+    assert ddp["harness_settings"]["worker_start"] == run["machine_info"]["dpbench"]["worker_start"] == (
+        "forkserver, one helper per session")
     assert [w["node"] for w in ddp["workers"]] == [0, 1]
     single = by_name["test_throughput[single-mlp-w1]"]
     assert (single["nodes"], single["ranks_per_node"]) == (1, 1)  # in-process: on the head's node

@@ -1,5 +1,5 @@
 """fresh_forkserver: the suites restart multiprocessing's forkserver helper before each trial pass,
-so that no session-wide luck of one helper is shared by every worker (pool.fresh_forkserver)."""
+so that no session-wide luck of one helper is shared by every worker (launcher/forkserver.py)."""
 from __future__ import annotations
 
 import psutil
