@@ -20,7 +20,10 @@ __all__ = ["NOISE", "NoiseModel", "creep_levels", "draw_series", "step_levels", 
 @dataclass(frozen=True, kw_only=True)
 class NoiseModel:
     trial_cv: float = 0.05  # within a run, from fresh process to fresh process (log sd)
-    run_offset_cv: float = 0.02  # one offset per run, shared by its trials (log sd)
+    # One offset per run, shared by its trials (log sd): the fitted model of 2026-12-02 (issue 16,
+    # scripts/aa_check, a fresh forkserver helper each trial pass) puts a case's run offset at 1.8%
+    # (run-wide 1.8%, per case 0); its trial sd is 14.8% at the median, but the targets are set at 5%.
+    run_offset_cv: float = 0.018
     trials: int = 5  # trials per commit
 
 

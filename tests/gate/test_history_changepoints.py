@@ -45,6 +45,29 @@ def test_one_odd_run_is_not_a_change():
     assert find_changes(points).changes == []
 
 
+def _flat(level: float, n: int, rng: random.Random, cv: float = 0.03) -> list[list[float]]:
+    return [[level * rng.lognormvariate(0, cv) for _ in range(5)] for _ in range(n)]
+
+
+def test_two_real_regressions_a_few_commits_apart_stay_two():
+    """Each step is +20%, far beyond the 5% threshold, significantly: two changes, not one creep."""
+    rng = random.Random(4)
+    points = _flat(0.010, 15, rng) + _flat(0.012, 6, rng) + _flat(0.0144, 15, rng)
+    changes = find_changes(points).changes
+    assert [(c.first, c.direction) for c in changes] == [(15, "regression"), (21, "regression")]
+    assert [round(c.ratio, 1) for c in changes] == [1.2, 1.2]
+
+
+def test_creep_steps_that_read_beyond_the_threshold_are_still_one_creep():
+    """Three +6% steps 5 commits apart: each beyond 5% but not significantly so: one regression over all three."""
+    rng = random.Random(5)
+    points = _flat(0.010, 12, rng) + _flat(0.0106, 5, rng) + _flat(0.010 * 1.06 ** 2, 5, rng) \
+        + _flat(0.010 * 1.06 ** 3, 12, rng)
+    (change,) = find_changes(points).changes
+    assert change.direction == "regression" and change.ratio == pytest.approx(1.06 ** 3, rel=0.03)
+    assert change.last_before <= 12 and change.first_after >= 22 - 1
+
+
 def test_bad_points_are_refused():
     with pytest.raises(ValueError, match="positive trial times"):
         find_changes([[0.01], [], [0.01], [0.01]])
@@ -76,4 +99,4 @@ def test_detection_rates_on_the_noise_model():
 
     assert _rate(stationary, 40, 1) <= 0.05
     assert _rate(step, 40, 2) >= 0.85
-    assert _rate(creep, 40, 3) >= 0.6
+    assert _rate(creep, 40, 3) >= 0.85  # 98.7-99.0% over 1000 series (two seeds): one creep, not split
