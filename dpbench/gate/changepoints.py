@@ -24,7 +24,7 @@ it in one direction accumulate, and once their product crosses the threshold the
 as one change over their whole commit range (creep: three 4% steps are one 12% regression). Two
 neighbours stay apart only when each is beyond the threshold *significantly* (one-sided Welch's t
 against the threshold, p < :data:`APART_ALPHA`): a creep step that merely looks like 6% in a noisy
-segment does not split the creep (it did in 1 series of 5 at a 5% trial CV), while two real 10%
+segment does not split the creep (it split about one creep in four at a 5% trial CV), while two real 10%
 regressions a few commits apart are still reported one by one.
 """
 from __future__ import annotations
