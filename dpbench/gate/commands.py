@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from dpbench.results.load import RUNS_HELP, add_results_dir
 
@@ -56,6 +57,12 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aa", metavar="RUN", action="append", default=[],
                    help="another run of the baseline's code on its machine (A/A; repeatable): the between-run "
                         "spread the test allows is at least what these runs show, overall and per benchmark")
+    p.add_argument("--history", metavar="RUN|DIR", action="append", default=[],
+                   help="saved runs of the baseline's machine over commits (as for dpbench history; repeatable): "
+                        "a benchmark with an accepted change newer than the baseline's commit is judged against "
+                        "the level after that change, not against the baseline's own trials")
+    p.add_argument("--accepted", metavar="FILE",
+                   help="the accepted changes, with --history (default: results/accepted.toml; absent = none)")
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
     p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
     p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
@@ -82,6 +89,28 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
                        f"found {found}")
 
 
+def _accepted_levels(args: argparse.Namespace):
+    """``--history``/``--accepted``: the function compare_runs calls with the baseline's frame."""
+    from dpbench.results.load import ResultsError
+
+    if not args.history:
+        if args.accepted is not None:
+            raise ResultsError("--accepted: only with --history (the accepted changes are found in a history)")
+        return None
+    from functools import partial
+
+    from dpbench.gate.history import accepted_levels, load_history, run_files
+    from dpbench.gate.history_accepted import ACCEPTED_FILE, read_accepted
+
+    if args.accepted is not None and not Path(args.accepted).is_file():
+        raise ResultsError(f"--accepted: {args.accepted} is not a file")
+    accepted = read_accepted(args.accepted if args.accepted is not None else ACCEPTED_FILE)
+    history = load_history(run_files(args.history, args.results), accepted=accepted)
+    for path, error in history.skipped:
+        print(f"warning: --history: skipped {path}: {error}", file=sys.stderr)
+    return partial(accepted_levels, history)
+
+
 def run_compare(args: argparse.Namespace) -> int:
     """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
     from dpbench._atomic import atomic_write_text
@@ -97,7 +126,8 @@ def run_compare(args: argparse.Namespace) -> int:
     check_alpha(alpha)
     baseline, candidate = _sides(args)
     cmp = compare_runs(baseline, candidate, threshold=threshold, alpha=alpha, results_dir=args.results,
-                       aa=args.aa, allow_missing=args.allow_missing, paired=args.paired)
+                       aa=args.aa, allow_missing=args.allow_missing, paired=args.paired,
+                       baseline_levels=_accepted_levels(args))
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     for warning in cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -170,17 +170,27 @@ def _check_aa(baseline: pd.DataFrame, frame: pd.DataFrame) -> None:
 def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
                    alpha: float = DEFAULT_ALPHA, baseline_name: str = "baseline",
                    candidate_name: str = "candidate", aa: Sequence[pd.DataFrame] | None = None,
-                   allow_missing: bool = False, paired: bool = False) -> Comparison:
+                   allow_missing: bool = False, paired: bool = False,
+                   baseline_levels: dict[str, tuple[Pooled, str]] | None = None) -> Comparison:
     """Compare two sides, each a frame from :func:`dpbench.results.frame.runs_frame` of one or more runs.
 
     ``aa``: more runs of the baseline's code on its machine (A/A references): the between-run
     spread is then at least what they show. ``paired``: run i of the baseline ran beside run i
     of the candidate (``dpbench ab``); the test takes the log ratios of those pairs.
+    ``baseline_levels``: per benchmark (full name), a baseline to judge against instead of the
+    baseline runs' own trials, and the note its verdict carries (``--history``: the level after
+    an accepted change, :func:`dpbench.gate.history.accepted_levels`).
     """
     check_alpha(alpha)
     if not 0 < threshold < 1:
         raise ResultsError(f"--threshold: expected a fraction strictly between 0 and 1, found {threshold!r}")
     base, cand = pool_side(baseline, "baseline"), pool_side(candidate, "candidate")
+    levels = {name: level for name, level in (baseline_levels or {}).items() if name in base}
+    if paired and levels:
+        raise ResultsError("--history with --paired: a pair's baseline ran beside its candidate, and an accepted "
+                           "level from other commits would break the pairs; compare without --paired")
+    for name, (side, _) in levels.items():
+        base[name] = side
     if paired and baseline["run_id"].nunique() != candidate["run_id"].nunique():
         raise ResultsError(f"--paired: expected as many baseline runs as candidate runs, found "
                            f"{baseline['run_id'].nunique()} and {candidate['run_id'].nunique()}")
@@ -196,6 +206,9 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
                      allow_missing=allow_missing, paired=paired)
     judged, cmp.family = judge_family([Item(name=n, base=base[n], cand=cand[n]) for n in common],
                                       threshold=threshold, alpha=alpha, paired=paired, aa=references, aa_base=base)
+    for b in judged:
+        if b.name in levels:
+            b.note = "; ".join(filter(None, [b.note, levels[b.name][1]]))
     cmp.benchmarks.extend(judged)
     for name in (n for n in base if n not in cand):
         cmp.benchmarks.append(BenchmarkComparison(name=name, verdict=Verdict.MISSING, unit=base[name].unit,
@@ -231,12 +244,19 @@ def compare_runs(baseline: str | os.PathLike | Sequence[str | os.PathLike],
                  threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
                  results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
                  aa: Sequence[str | os.PathLike] | None = None, allow_missing: bool = False,
-                 paired: bool = False) -> Comparison:
+                 paired: bool = False,
+                 baseline_levels: Callable[[pd.DataFrame], tuple[dict[str, tuple[Pooled, str]], list[str]]] | None = None,
+                 ) -> Comparison:
     """Resolve and load each side's runs (files, directories → their newest run, or ids) and
-    compare them; ``aa`` optionally names more runs of the baseline's code."""
+    compare them; ``aa`` optionally names more runs of the baseline's code. ``baseline_levels``
+    maps the baseline's frame to replacement baselines and warnings (``--history``; passed in, so
+    the gate does not import the history that imports it)."""
     base, base_name = _side(baseline, "baseline", results_dir)
     cand, cand_name = _side(candidate, "candidate", results_dir)
     references = [_side(spec, "--aa run", results_dir)[0] for spec in aa or []]
-    return compare_frames(base, cand, threshold=threshold, alpha=alpha, baseline_name=base_name,
-                          candidate_name=cand_name, aa=references, allow_missing=allow_missing,
-                          paired=paired)
+    levels, said = baseline_levels(base) if baseline_levels is not None else ({}, [])
+    cmp = compare_frames(base, cand, threshold=threshold, alpha=alpha, baseline_name=base_name,
+                         candidate_name=cand_name, aa=references, allow_missing=allow_missing,
+                         paired=paired, baseline_levels=levels)
+    cmp.warnings = said + cmp.warnings
+    return cmp

@@ -20,10 +20,11 @@ from dpbench.gate.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, 
 from dpbench.gate.compare import MACHINE_FIELDS
 from dpbench.gate.history_accepted import Accepted
 from dpbench.gate.history_git import commit_order, descendants
+from dpbench.gate.judge import Pooled
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median
 
-__all__ = ["History", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "build_history", "load_history",
+__all__ = ["History", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history", "load_history",
            "run_files"]
 
 
@@ -290,17 +291,63 @@ def build_history(runs: Sequence[Run], *, threshold: float = DEFAULT_THRESHOLD, 
 
 
 # ---------------------------------------------------------------- for the gate
+def _newest_accepted(series: Series, position: dict[str, int]) -> SeriesChange | None:
+    """The series' accepted change whose first measured commit after is the newest."""
+    accepted = [c for c in series.changes if c.accepted is not None]
+    return max(accepted, key=lambda c: position[c.commit_range[1]], default=None)
+
+
 def accepted_baseline(history: History, benchmark: str, machine: str | None = None) -> list[float] | None:
     """The trial times of ``benchmark``'s level after its newest accepted change (up to its next
-    change or the end of the series), or None without one. ``dpbench compare`` can pool these as
-    its baseline so an accepted slowdown is not flagged again on every pull request."""
-    newest: tuple[int, list[float]] | None = None
+    change or the end of the series), or None without one (``dpbench compare --history`` uses
+    :func:`accepted_levels`, which keeps them point by point)."""
+    newest: SeriesChange | None = None
     position = {c: i for i, c in enumerate(history.commits)}
     for s in history.series:
         if s.name != benchmark or (machine is not None and s.machine != machine):
             continue
-        for c in s.changes:
-            if c.accepted is not None and (newest is None or position[c.commit_range[1]] > newest[0]):
-                newest = (position[c.commit_range[1]], list(c.change.after.trials))
-    return newest[1] if newest else None
+        found = _newest_accepted(s, position)
+        if found is not None and (newest is None or position[found.commit_range[1]] > position[newest.commit_range[1]]):
+            newest = found
+    return list(newest.change.after.trials) if newest else None
 
+
+def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Pooled, str]], list[str]]:
+    """The baselines ``dpbench compare --history`` judges against, and what it says once.
+
+    ``baseline`` is the baseline side's frame (:func:`dpbench.results.frame.runs_frame`). For each
+    of its benchmarks whose series (same machine, same case) has an accepted change that came
+    *after* the baseline's commit, the benchmark is judged against the level after the newest such
+    change — its trials commit by commit, each commit one run of the side, so the between-run
+    spread is counted as for any pooled side — and not against the baseline's own trials, which
+    predate the change the team accepted. Returns ``{fullname: (that side, the note its verdict
+    carries)}`` and warnings. A baseline whose commit the history does not hold cannot be placed
+    before or after anything: no level is used, and a warning says so."""
+    position = {c: i for i, c in enumerate(history.commits)}
+    commits = {str(c).lower() for c in baseline.get("commit.id", []) if isinstance(c, str) and c}
+    if not commits:
+        return {}, ["--history: the baseline has no commit info (commit_info.id), so it cannot be placed in the "
+                    "history: accepted levels not used"]
+    unknown = sorted(commits - position.keys())
+    if unknown:
+        return {}, [f"--history: the baseline's commit {unknown[0][:12]} is not among the history's "
+                    f"{len(history.commits)} commits: accepted levels not used"]
+    newest_base = max(position[c] for c in commits)
+    series = {(s.machine, s.key): s for s in history.series}
+    out: dict[str, tuple[Pooled, str]] = {}
+    for row in baseline.drop_duplicates("fullname", keep="last").to_dict("records"):
+        s = series.get((_machine_of(row), _series_key(row)))
+        found = _newest_accepted(s, position) if s is not None else None
+        if found is None or position[found.commit_range[1]] <= newest_base:
+            continue
+        after = s.points[found.change.after.start:found.change.after.stop]
+        key = row.get("case_key")
+        side = Pooled(unit=str(row["unit"]), runs=[list(p.trials) for p in after],
+                      control_runs=[list(p.controls) for p in after], case_key=key if isinstance(key, str) else None)
+        out[str(row["fullname"])] = (side, (
+            f"baseline: the accepted level from {found.commit[:10]} on ({found.accepted.reason}): "
+            f"{len(side.times)} trials over {len(after)} commits, not the baseline's own"))
+    if out:
+        return out, [f"--history: {len(out)} benchmark(s) judged against the level after an accepted change newer "
+                     "than the baseline's commit (their notes say which)"]
+    return out, []

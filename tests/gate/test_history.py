@@ -169,3 +169,118 @@ def test_since_keeps_only_later_commits(repo, tmp_path):
 
     with pytest.raises(ResultsError, match="--since: expected a revision"):
         load_history(run_files([tmp_path / "results"]), cwd=root, since="no-such-rev")
+
+
+# ---------------------------------------------------------------- the gate's baseline (compare --history)
+def _accepted_file(tmp_path: Path, commit: str) -> Path:
+    path = tmp_path / "accepted.toml"
+    path.write_text(f'[[accepted]]\nbenchmark = "test_throughput[*lenet*]"\ncommit = "{commit[:9]}"\n'
+                    'reason = "LeNet does more work on purpose"\n')
+    return path
+
+
+# The gate judges a family: SLOW among five steady cases, SLOW accepted at +60% from STEP_AT on.
+FAMILY = [STEADY] + [f"test_throughput[{s}-mlp-w2]" for s in ("fsdp", "zero", "dp", "manual")]
+ACCEPTED_STEP = 1.6
+
+
+def _levels(slow: bool) -> dict[str, float]:
+    return {**{name: 0.01 for name in FAMILY}, SLOW: 0.02 * (ACCEPTED_STEP if slow else 1.0)}
+
+
+def _write_family(results: Path, commits: list[str]) -> list[Path]:
+    rng = random.Random(3)
+    paths = []
+    for i, commit in enumerate(commits):
+        doc = synthetic_run(commit=commit, date=f"2026-01-{1 + i:02d}T00:00:00", levels=_levels(i >= STEP_AT), rng=rng)
+        path = results / "Linux-CPython-3.11-64bit" / f"{i + 1:04d}_c{i}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    return paths
+
+
+def _candidate(tmp_path: Path) -> Path:
+    """A pull request's run: SLOW at its accepted (slower) level, the others unchanged."""
+    doc = synthetic_run(commit=None, date="2026-02-01T00:00:00", levels=_levels(True), rng=random.Random(7))
+    path = tmp_path / "pr" / "0001_pr.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_accepted_levels_replace_only_a_baseline_older_than_the_accepted_change(repo, tmp_path):
+    from dpbench.gate.history import accepted_levels
+    from dpbench.results.frame import runs_frame
+    from dpbench.results.load import read_run
+
+    root, commits = repo
+    paths = _write_family(tmp_path / "results", commits)
+    history = load_history(run_files([tmp_path / "results"]), cwd=root,
+                           accepted=read_accepted(_accepted_file(tmp_path, commits[STEP_AT])))
+    (series, change), = history.changes()
+    levels, said = accepted_levels(history, runs_frame([read_run(paths[2])]))
+    (name,) = levels
+    side, note = levels[name]
+    assert name == series.fullname and series.name == SLOW
+    # The level after the change, commit by commit: one run of the side per commit.
+    assert side.runs == [p.trials for p in series.points[STEP_AT:]] and len(side.runs) == 12 - STEP_AT
+    assert side.control_runs == [p.controls for p in series.points[STEP_AT:]]
+    assert note == (f"baseline: the accepted level from {commits[STEP_AT][:10]} on (LeNet does more work on purpose): "
+                    f"{5 * (12 - STEP_AT)} trials over {12 - STEP_AT} commits, not the baseline's own")
+    assert said == ["--history: 1 benchmark(s) judged against the level after an accepted change newer than the "
+                    "baseline's commit (their notes say which)"]
+    # A baseline measured at or after the accepted change already has its level: left alone.
+    assert accepted_levels(history, runs_frame([read_run(paths[STEP_AT])])) == ({}, [])
+    assert accepted_levels(history, runs_frame([read_run(_candidate(tmp_path))]))[1] == [
+        "--history: the baseline has no commit info (commit_info.id), so it cannot be placed in the history: "
+        "accepted levels not used"]
+
+
+def test_compare_with_history_does_not_flag_an_accepted_slowdown_again(repo, tmp_path, monkeypatch, capsys):
+    root, commits = repo
+    paths = _write_family(tmp_path / "results", commits)
+    accepted = _accepted_file(tmp_path, commits[STEP_AT])
+    candidate = _candidate(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.json")}
+    monkeypatch.chdir(root)
+    json_out = tmp_path / "cmp.json"
+    # Against the old baseline (commit 2) the accepted +60% is a regression ...
+    assert main(["compare", str(paths[2]), str(candidate), "--json", str(json_out)]) == 1
+    verdicts = {b["name"].split("::")[-1]: b for b in json.loads(json_out.read_text())["benchmarks"]}
+    assert verdicts[SLOW]["verdict"] == "regressed"
+    assert not any(verdicts[name]["verdict"] == "regressed" for name in FAMILY)
+    capsys.readouterr()
+    # ... and with the history and its accepted change it is judged against the level after it.
+    args = ["compare", str(paths[2]), str(candidate), "--history", str(tmp_path / "results"), "--accepted",
+            str(accepted), "--json", str(json_out)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "warning: --history: 1 benchmark(s) judged against the level after an accepted change" in err
+    verdicts = {b["name"].split("::")[-1]: b for b in json.loads(json_out.read_text())["benchmarks"]}
+    assert verdicts[SLOW]["verdict"] == "unchanged" and verdicts[SLOW]["baseline_trials"] == 5 * (12 - STEP_AT)
+    assert f"baseline: the accepted level from {commits[STEP_AT][:10]} on" in verdicts[SLOW]["note"]
+    # The others keep the baseline's own 5 trials (noise around no change: never regressed).
+    assert all(verdicts[name]["verdict"] != "regressed" and verdicts[name]["baseline_trials"] == 5 for name in FAMILY)
+    assert all("accepted level" not in verdicts[name]["note"] for name in FAMILY)
+    # Without the accepted entry the history changes nothing: the slowdown is flagged again.
+    empty = tmp_path / "none.toml"
+    empty.write_text("")
+    assert main(args[:-4] + ["--accepted", str(empty), "--json", str(json_out)]) == 1
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.json") if p != json_out} == before  # nothing rewritten
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--accepted", "ACCEPTED"], "--accepted: only with --history"),
+    (["--history", "RESULTS", "--accepted", "MISSING"], "--accepted: MISSING is not a file"),
+    (["--history", "RESULTS", "--accepted", "ACCEPTED", "--paired"], "--history with --paired"),
+])
+def test_compare_history_bad_input_is_one_line_and_exit_2(repo, tmp_path, monkeypatch, capsys, extra, expected):
+    root, commits = repo
+    paths = _write_family(tmp_path / "results", commits)
+    accepted = _accepted_file(tmp_path, commits[STEP_AT])
+    monkeypatch.chdir(root)
+    names = {"ACCEPTED": str(accepted), "RESULTS": str(tmp_path / "results"), "MISSING": "MISSING"}
+    assert main(["compare", str(paths[2]), str(paths[11]), *[names.get(a, a) for a in extra]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
