@@ -59,6 +59,7 @@ def _pin_not_forced_off(monkeypatch):
     monkeypatch.delenv("DPBENCH_PIN", raising=False)
 
 
+@pytest.mark.slow  # 4.3-5.2 s on 2026-12-02 (two workers started and checked twice): over the fast tier's 5 s once
 def test_two_ranks_each_get_their_own_core_and_their_threads_stay_there(cores):
     with WorkerPool(2, threads_per_worker=1, timeout=30.0) as pool:
         plan = pool.affinity_plan
