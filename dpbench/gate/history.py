@@ -24,8 +24,8 @@ from dpbench.gate.judge import Pooled
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median
 
-__all__ = ["History", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history", "load_history",
-           "run_files"]
+__all__ = ["History", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history",
+           "load_history", "run_files"]
 
 
 class Order:
@@ -301,14 +301,10 @@ def accepted_baseline(history: History, benchmark: str, machine: str | None = No
     """The trial times of ``benchmark``'s level after its newest accepted change (up to its next
     change or the end of the series), or None without one (``dpbench compare --history`` uses
     :func:`accepted_levels`, which keeps them point by point)."""
-    newest: SeriesChange | None = None
     position = {c: i for i, c in enumerate(history.commits)}
-    for s in history.series:
-        if s.name != benchmark or (machine is not None and s.machine != machine):
-            continue
-        found = _newest_accepted(s, position)
-        if found is not None and (newest is None or position[found.commit_range[1]] > position[newest.commit_range[1]]):
-            newest = found
+    found = [c for s in history.series if s.name == benchmark and machine in (None, s.machine)
+             for c in [_newest_accepted(s, position)] if c is not None]
+    newest = max(found, key=lambda c: position[c.commit_range[1]], default=None)
     return list(newest.change.after.trials) if newest else None
 
 
