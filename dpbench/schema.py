@@ -60,7 +60,7 @@ class Profile(str, Enum):
 EXTRA_INFO_FIELDS = (
     "schema",
     "case_key",
-    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler, timelines
+    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler, timelines, minor_faults_per_step
     "step_time_s",  # the headline: median over trials of each trial's median seconds per step
     "step_time_ci95",
     "kind",  # "training" or "collective"
@@ -77,6 +77,7 @@ EXTRA_INFO_FIELDS = (
     "step_time_p95",
     "phases",
     "peak_memory_bytes",
+    "minor_faults_per_step",  # median over trials of minor page faults per step (the allocator's share)
     "sampler",
     "threads_per_worker",
     "harness_settings",  # what dpbench set for the workers (threads, pinning; no runtime variables)

@@ -109,6 +109,10 @@ def test_suites_save_the_documented_run(tmp_path):
             path = saved[0].parent / timeline
             assert path.is_file() and path.stat().st_size > 0
         assert info["sampler"]["sample_count"] > 0
+        # Minor page faults per step: one value per trial, the headline their median (two trials: the mean).
+        faults = info["trials"]["minor_faults_per_step"]
+        assert len(faults) == 2 and all(f >= 0 for f in faults)
+        assert info["minor_faults_per_step"] == (faults[0] + faults[1]) / 2
     # Interleaved: trial 2 of any case comes after trial 1 of every case.
     orders = [b["extra_info"]["trials"]["order"] for b in run["benchmarks"]]
     assert max(o[0] for o in orders) < min(o[1] for o in orders), orders
@@ -119,6 +123,7 @@ def test_suites_save_the_documented_run(tmp_path):
     assert ddp[0]["case_key"] == ddp[1]["case_key"]
     (comm,) = by_kind["collective"]
     assert comm["extra_info"]["busbw_gbps"] > 0 and comm["extra_info"]["size_bytes"] == 4096
+    assert comm["extra_info"]["trials"]["minor_faults_per_step"] == [None, None]  # no training steps
     assert comm["extra_info"]["time_s"] == sorted(comm["extra_info"]["trials"]["step_time_s"])[0] + (
         sorted(comm["extra_info"]["trials"]["step_time_s"])[1] - sorted(comm["extra_info"]["trials"]["step_time_s"])[0]) / 2
     # ... and the gate reads the same numbers: the saved run against itself, ratio exactly 1.

@@ -175,6 +175,8 @@ class Run:
             losses=losses,
             phases=phases,
             peak_memory_bytes=memory,
+            # Every rank's, summed (ranks on other nodes included): the host-side cost of the steps.
+            minor_faults=sum(int(r.get("minor_faults", 0)) for r in per_rank),
         )
 
     def _memory_label(self, rank: int, label: str) -> str:

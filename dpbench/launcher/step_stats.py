@@ -19,6 +19,12 @@ class StepStats:
     :class:`dpbench.schema.Phase` value to mean seconds per step. ``peak_memory_bytes`` maps
     a device label (``"cuda:0"``, ``"cpu:rank0"``, …) to its peak (``max_memory_allocated``
     on CUDA, process RSS on CPU). ``losses`` is the global-batch loss of each step.
+    ``minor_faults``: minor page faults over the ``k`` steps, summed over ranks (whole worker
+    processes, read before the first step and after the last, outside the clocks). Memory that
+    the C library returns to the OS and the next step touches again costs one per page: glibc's
+    heap trimming, whose share depends on the allocation order and on the process, made the same
+    ``single`` step 5-10% slower in some worker processes than in others (issue 16), so a trial
+    that is slower than its siblings with many more faults per step is the allocator, not the code.
     """
 
     step_times: list[float]
@@ -26,10 +32,15 @@ class StepStats:
     losses: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
+    minor_faults: int = 0
 
     @property
     def steps(self) -> int:
         return len(self.step_times)
+
+    @property
+    def minor_faults_per_step(self) -> float:
+        return self.minor_faults / self.steps if self.steps else float("nan")
 
     @property
     def total_time(self) -> float:
@@ -54,12 +65,13 @@ class StepStats:
             samples_per_s=self.samples_per_s,
             step_time_p50=self.step_time_p50,
             step_time_p95=self.step_time_p95,
+            minor_faults_per_step=self.minor_faults_per_step,
         )
         return out
 
 
 def merge_step_stats(rounds: list[StepStats]) -> StepStats:
-    """All measured rounds as one record: every step time, mean phases, peak memory."""
+    """All measured rounds as one record: every step time, mean phases, peak memory, all faults."""
     if not rounds:
         raise ValueError("no measured rounds")
     times = [t for r in rounds for t in r.step_times]
@@ -73,4 +85,4 @@ def merge_step_stats(rounds: list[StepStats]) -> StepStats:
             peak[device] = max(peak.get(device, 0), int(value))
     losses = [x for r in rounds for x in r.losses]
     return StepStats(step_times=times, global_batch=rounds[0].global_batch, losses=losses, phases=phases,
-                     peak_memory_bytes=peak)
+                     peak_memory_bytes=peak, minor_faults=sum(r.minor_faults for r in rounds))

@@ -53,10 +53,18 @@ def trials_info(result: CaseResult) -> dict[str, Any]:
         # headline and pytest-benchmark's statistics are over the trials, never over rounds.
         "round_times_s": [list(t.round_times) for t in trials],
         "control_s": result.controls,
+        # Training cases: minor page faults per step of each trial (StepStats.minor_faults; None for
+        # collectives): a trial slower than its siblings with many more of them lost to the allocator.
+        "minor_faults_per_step": [_faults_per_step(t) for t in trials],
         "cv": or_none(coefficient_of_variation(result.values)),
         "sampler": [t.sampler for t in trials],
         "timelines": [t.timeline for t in trials],
     }
+
+
+def _faults_per_step(trial: Any) -> float | None:
+    merged = trial.detail.get("merged")
+    return None if merged is None else or_none(merged.minor_faults_per_step)
 
 
 def _available(result: CaseResult) -> CaseResult:
@@ -82,6 +90,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
     ci = _interval(result.values)
     batch = run_info["global_batch"]
     sampler = dict(first.sampler or {})
+    trials_faults = [f for f in (_faults_per_step(t) for t in result.trials) if f is not None]
     info = {
         "schema": SCHEMA_VERSION,
         "kind": "training",
@@ -110,6 +119,8 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "step_time_p95": percentile(merged.step_times, 95),
         "phases": merged.phases,
         "peak_memory_bytes": merged.peak_memory_bytes,
+        # Median over trials of each trial's minor page faults per step (every rank summed).
+        "minor_faults_per_step": or_none(statistics.median(trials_faults)) if trials_faults else None,
         "sampler": sampler,
         "trials": trials_info(result),
         "threads_per_worker": run_info.get("threads_per_worker"),

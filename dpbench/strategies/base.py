@@ -309,6 +309,10 @@ class Strategy(ABC):
         self.phases.clear()
         times: list[float] = []
         losses = []
+        # Minor page faults over the k steps (this process, every thread), read outside the clocks:
+        # memory the C library gave back and the next step touches again costs a fault per page,
+        # and how much that is depends on the process (see minor_faults in StepStats).
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for _ in range(k):
             # Host → device copy of the batch outside the clock: a step measures the training
             # work, not the data loading (a pageable copy inside it would be a host sync).
@@ -326,6 +330,7 @@ class Strategy(ABC):
                 on_step()
             if heartbeat is not None:
                 heartbeat()
+        minor_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
         # Loss values and CUDA phase events are read after the timed loop (reading either
         # mid-step would synchronise inside the step being timed).
         weight = spec.per_replica_batch[self.rank] / spec.global_batch if self.multiprocess else 1.0
@@ -338,6 +343,7 @@ class Strategy(ABC):
             "loss_parts": loss_parts,
             "phases": {name: total / max(1, k) for name, total in phases.items()},
             "memory": memory,
+            "minor_faults": minor_faults,
         }
 
     def peak_memory(self, cuda_devices: list[str]) -> dict[str, int]:

@@ -131,3 +131,22 @@ def unpicklable_result(ctx):
 def helper_pid(ctx) -> int:
     """The worker's OS parent: under forkserver, the helper it was forked from."""
     return os.getppid()
+
+
+TOUCH_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB): mapped and unmapped each step
+
+
+class Toucher(nn.Module):
+    """A tiny linear layer whose forward also fills a fresh 64 MiB buffer: glibc maps it, torch
+    writes every page, and freeing it unmaps it, so each step costs >= 64 MiB / 4 KiB minor faults."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 3)
+
+    def forward(self, x):
+        scratch = torch.ones(TOUCH_BYTES // 4)
+        return self.body(x) + 0.0 * scratch[0]
+
+
+TOUCHING = Workload(model=Toucher, batch=batch, loss=loss, name="touching")

@@ -59,10 +59,13 @@ def test_steps_for_round():
 
 
 def test_merge_step_stats_weights_phases_by_steps_and_keeps_peaks():
-    a = StepStats(step_times=[1.0, 1.0], global_batch=8, phases={"compute": 0.5}, peak_memory_bytes={"cpu:rank0": 10})
+    a = StepStats(step_times=[1.0, 1.0], global_batch=8, phases={"compute": 0.5}, peak_memory_bytes={"cpu:rank0": 10},
+                  minor_faults=30)
     b = StepStats(step_times=[2.0], global_batch=8, phases={"compute": 2.0, "communication": 0.3},
-                  peak_memory_bytes={"cpu:rank0": 7, "cpu:rank1": 9}, losses=[0.1])
+                  peak_memory_bytes={"cpu:rank0": 7, "cpu:rank1": 9}, losses=[0.1], minor_faults=4)
     merged = merge_step_stats([a, b])
+    assert merged.minor_faults == 34 and merged.minor_faults_per_step == 34 / 3  # every fault, per step of all rounds
+    assert a.to_dict()["minor_faults_per_step"] == 15.0
     assert merged.step_times == [1.0, 1.0, 2.0]
     assert merged.phases["compute"] == pytest.approx((0.5 * 2 + 2.0) / 3)
     assert merged.phases["communication"] == pytest.approx(0.3 / 3)
