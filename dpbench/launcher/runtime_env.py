@@ -31,7 +31,11 @@ __all__ = ["RUNTIME_DEFAULTS", "RUNTIME_PREFIXES", "RUNTIME_VARIABLES", "patched
 RUNTIME_DEFAULTS: dict[str, str] = {}
 # The variables that decide how OpenMP threads wait; recorded when the user set them.
 RUNTIME_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
+# ... and the C library's malloc (read when a process starts: ``MALLOC_TRIM_THRESHOLD_``,
+# ``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``): how often freed memory goes back to the OS and is
+# faulted in again moves a CPU step by 5-10% (see ``StepStats.minor_faults``), so a user's setting
+# is recorded beside the OpenMP ones.
+RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "MALLOC_", "GLIBC_TUNABLES")
 
 
 def runtime_env_patch(environ: Mapping[str, str]) -> dict[str, str]:
@@ -40,7 +44,7 @@ def runtime_env_patch(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def user_runtime_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The user's own OpenMP / MKL settings (what the workers' runtimes will read)."""
+    """The user's own OpenMP / MKL / malloc settings (what the workers' runtimes will read)."""
     return {k: v for k, v in sorted(environ.items()) if k.startswith(RUNTIME_PREFIXES)}
 
 

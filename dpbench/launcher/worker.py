@@ -135,7 +135,6 @@ def _set_threads(torch: Any, threads: int | None) -> None:
 
 # Environment that changes how collectives and threads behave, reported with the facts.
 _FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_")
-_RUNTIME_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 
 
 def _matmul_precision(torch: Any) -> str:
@@ -183,6 +182,7 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None,
 
 def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     from dpbench.launcher.lifeline import guard_worker
+    from dpbench.launcher.runtime_env import user_runtime_env
 
     # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
     # whole process group must not make ranks die half-way through a collective.
@@ -195,7 +195,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     guard_worker(os.path.dirname(config.store_path) if config.store_path else None)
     # What torch's runtimes were initialised with: a forkserver child inherits the helper's
     # environment, read by libgomp when the helper imported torch (see runtime_env.py).
-    runtime_env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(_RUNTIME_PREFIXES)}
+    runtime_env = user_runtime_env(os.environ)
     os.environ.clear()
     os.environ.update(config.environ)
     send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
