@@ -140,6 +140,35 @@ def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
 
 
 # ---------------------------------------------------------------- two sides
+_RUNTIME_ENV = "harness_settings.user_runtime_env"
+
+
+def _runtime_values(frame: pd.DataFrame) -> dict[str, set[str | None]]:
+    """Per runtime variable (OpenMP/MKL/malloc, as the workers inherited them), the values one side ran
+    with; None where a benchmark ran without it. Empty for runs that did not record them."""
+    envs = [v for v in frame[_RUNTIME_ENV]] if _RUNTIME_ENV in frame else []
+    envs = [v for v in envs if isinstance(v, dict)]
+    names = sorted({k for env in envs for k in env})
+    return {k: {None if env.get(k) is None else str(env[k]) for env in envs} for k in names}
+
+
+def runtime_mismatches(baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
+    """One line per runtime variable the two sides ran with differently (only where both recorded them)."""
+    if _RUNTIME_ENV not in baseline or _RUNTIME_ENV not in candidate:
+        return []
+    b, c = _runtime_values(baseline), _runtime_values(candidate)
+
+    def shown(values: set[str | None]) -> str:
+        return " / ".join("unset" if v is None else v for v in sorted(values, key=lambda v: (v is not None, v or "")))
+
+    out = []
+    for name in sorted(set(b) | set(c)):
+        b_values, c_values = b.get(name, {None}), c.get(name, {None})
+        if b_values != c_values:
+            out.append(f"{name}: baseline {shown(b_values)}, candidate {shown(c_values)}")
+    return out
+
+
 def _side_warnings(baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list[BenchmarkComparison],
                    threshold: float) -> list[str]:
     warnings = [f"machines differ: {m}" for m in machine_mismatches(_machine(baseline), _machine(candidate))]
@@ -147,6 +176,10 @@ def _side_warnings(baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list
     if b_schema != c_schema:
         warnings.append(f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
                         "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)")
+    # The workers' runtimes read these when they start: a setting on one side only (a wait policy, malloc's
+    # trim threshold) moves step times by itself (README: "Harness overhead: where the gap was").
+    warnings += [f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)"
+                 for m in runtime_mismatches(baseline, candidate)]
     b_profiles, c_profiles = set(baseline["profile"].dropna()), set(candidate["profile"].dropna())
     if b_profiles and c_profiles and b_profiles != c_profiles:
         warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")

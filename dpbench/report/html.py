@@ -41,6 +41,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _runtime_env(run: Run) -> str | None:
+    """The OpenMP/MKL/malloc variables the run's workers inherited (``harness_settings.user_runtime_env``):
+    each distinct setting once; "none set" when every benchmark recorded an empty one; None (–) if none recorded."""
+    envs = []
+    for bench in run.benchmarks:
+        extra = bench.get("extra_info") if isinstance(bench, dict) else None
+        settings = extra.get("harness_settings") if isinstance(extra, dict) else None
+        env = settings.get("user_runtime_env") if isinstance(settings, dict) else None
+        if isinstance(env, dict):
+            envs.append(env)
+    if not envs:
+        return None
+    distinct = sorted({json.dumps(env, sort_keys=True) for env in envs})
+    return " | ".join(d if d != "{}" else "none set" for d in distinct)
+
+
 def _provenance(run: Run, short_name: str) -> dict[str, Any]:
     m, c = run.machine_info, run.commit_info
     gpus = m.get("gpus") if isinstance(m.get("gpus"), list) else []
@@ -55,6 +71,7 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
         ("torch", m.get("torch")), ("python", m.get("python_version")),
         ("dpbench", dp.get("version")), ("lock hash", dp.get("lock_hash")), ("profile", dp.get("profile")),
         ("threads per worker", m.get("threads_per_worker")), ("worker start", dp.get("worker_start")),
+        ("worker runtime env", _runtime_env(run)),
     ]
     return {"name": short_name, "fields": [(k, _text(v)) for k, v in fields],
             "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}

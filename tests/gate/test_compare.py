@@ -378,3 +378,28 @@ def test_paired_needs_as_many_runs_a_side():
 def test_bad_alpha_is_named():
     with pytest.raises(ResultsError, match=r"--alpha: expected a probability in \(0, 0.5\], found 1.5"):
         compare_frames(frame(seed=1), frame(seed=2), alpha=1.5)
+
+
+def _with_runtime_env(doc: dict, env: dict | None) -> dict:
+    for bench in doc["benchmarks"]:
+        if env is not None and bench["extra_info"].get("kind") == "training":
+            bench["extra_info"]["harness_settings"] = {"user_runtime_env": dict(env)}
+    return doc
+
+
+def test_runtime_settings_on_one_side_only_are_warned_about():
+    said = ("runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset, candidate 1000000000 (the workers' "
+            "runtimes read it: a change may be that setting)")
+    base = _with_runtime_env(report_synth.make_doc(seed=1), {"OMP_NUM_THREADS": "2"})
+    cand = _with_runtime_env(report_synth.make_doc(seed=2), {"OMP_NUM_THREADS": "2", "MALLOC_TRIM_THRESHOLD_": "1000000000"})
+    assert [w for w in compare_frames(frames(base), frames(cand)).warnings if w.startswith("runtime")] == [said]
+    # The same settings on both sides, or a side that recorded none (older runs): nothing to say.
+    same = _with_runtime_env(report_synth.make_doc(seed=3), {"OMP_NUM_THREADS": "2"})
+    old = _with_runtime_env(report_synth.make_doc(seed=4), None)
+    for a, b in ((base, same), (old, cand)):
+        assert not [w for w in compare_frames(frames(a), frames(b)).warnings if w.startswith("runtime")]
+    # Pooled runs that disagree among themselves show every value a side ran with.
+    mixed = compare_frames(frames(base, cand), frames(same)).warnings
+    assert [w for w in mixed if w.startswith("runtime")] == [
+        "runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset / 1000000000, candidate unset (the "
+        "workers' runtimes read it: a change may be that setting)"]

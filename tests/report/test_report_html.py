@@ -370,3 +370,19 @@ def test_bad_run_leaves_no_output(tmp_path: Path):
     with pytest.raises(ResultsError):
         write_report([tmp_path / "nope.json"], out, results_dir=tmp_path)
     assert not out.exists()
+
+
+def test_provenance_names_the_runtime_settings_the_workers_inherited():
+    from dpbench.report.html import _runtime_env
+    from dpbench.results.load import Run
+
+    def run(*envs):
+        benches = [{"extra_info": {"harness_settings": {"user_runtime_env": env}}} for env in envs]
+        benches.append({"extra_info": {"kind": "collective"}})  # records none: not counted
+        return Run(path=Path("/nowhere/m/0001_x.json"), machine_info={}, commit_info={}, datetime="", version="",
+                   benchmarks=benches)
+
+    assert _runtime_env(run({"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"}, {"OMP_NUM_THREADS": "2"},
+                            {"OMP_NUM_THREADS": "2"})) == '{"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"} | {"OMP_NUM_THREADS": "2"}'
+    assert _runtime_env(run({}, {})) == "none set"
+    assert _runtime_env(run()) is None
