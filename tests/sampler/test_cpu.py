@@ -66,7 +66,10 @@ def test_cpu_backend_frame_shape():
 
 
 def _tree_cpu(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its live descendants (what the sampler watches)."""
+    """User + system CPU seconds of ``pid`` and its live descendants (what the sampler watches),
+    plus what each of them collected from children it reaped: a descendant that exits during the
+    window (a worker an earlier test left finishing) keeps its CPU in the total instead of taking it
+    away (seen in CI: the sampler 146% against a reference that had lost such a process, 100%)."""
     total = 0.0
     root = psutil.Process(pid)
     for proc in [root, *root.children(recursive=True)]:
@@ -74,8 +77,19 @@ def _tree_cpu(pid: int) -> float:
             times = proc.cpu_times()
         except psutil.Error:  # exited between the listing and the read
             continue
-        total += times.user + times.system
+        total += times.user + times.system + times.children_user + times.children_system
     return total
+
+
+def _settle(pid: int, *, quiet_pct: float = 10.0, window: float = 0.3, timeout: float = 10.0) -> None:
+    """Wait (at most ``timeout``) until the tree under ``pid`` uses under ``quiet_pct`` of a core:
+    processes earlier tests left exiting would otherwise spend CPU inside the measured windows."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cpu0, wall0 = _tree_cpu(pid), time.perf_counter()
+        time.sleep(window)
+        if 100 * (_tree_cpu(pid) - cpu0) / (time.perf_counter() - wall0) < quiet_pct:
+            return
 
 
 def test_busy_thread_raises_cpu_utilisation():
@@ -91,6 +105,7 @@ def test_busy_thread_raises_cpu_utilisation():
 
     me = os.getpid()
     process: dict[str, float] = {}
+    _settle(me)
     with ResourceSampler(0.05, pids=[me], backend="cpu") as sampler:
         sampler.mark("idle")
         time.sleep(0.6)
