@@ -219,14 +219,9 @@ def measure_decomposed(workload: str, *, global_batch: int, steps: int, rounds: 
     views = list(DECOMPOSE_VIEWS)
     rng.shuffle(views)
     with contextlib.ExitStack() as stack:
-        calls = {}
-        spec = None
-        for view in views:
-            if view == "launch":
-                run = stack.enter_context(dpbench.launch("single", workload, global_batch=global_batch, seed=seed,
-                                                         lr=lr))
-                spec = run.spec
-                calls[view] = (lambda run: lambda k: run.step(k).step_times)(run)
+        run = stack.enter_context(dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr))
+        spec = run.spec
+        calls = {"launch": lambda k: run.step(k).step_times}
         for view in views:
             if view == "launch":
                 continue
