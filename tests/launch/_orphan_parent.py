@@ -24,8 +24,11 @@ def main(mode: str) -> None:
     reaper().register(staged)
     pool = None if mode == "stage" else WorkerPool(2, timeout=600.0)
     if mode == "alone":
-        reaper().proc.kill()
-        reaper().proc.wait()
+        # One object: a second reaper() call made once this one is dead starts a new reaper, and
+        # waiting on that one never ends (seen: a 300 s hang under a loaded machine).
+        lifeline = reaper()
+        lifeline.proc.kill()
+        lifeline.proc.wait()
         os.rmdir(staged)
         staged = None
     print(json.dumps({"pids": pool.pids if pool else [], "rdzv": pool._tmpdir if pool else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -49,8 +50,12 @@ def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode):
     env = {**os.environ, RUN_ID_ENV: run_id}
     env.pop(LIFELINE_ENV, None)
     proc = subprocess.Popen([sys.executable, str(HERE / "_orphan_parent.py"), mode], env=env,
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60.0)  # a stuck child fails here, not at the timeout
+        if not ready:
+            proc.kill()
+            pytest.fail(f"_orphan_parent.py {mode} printed nothing within 60 s: {proc.communicate()[1][-3000:]}")
         info = json.loads(proc.stdout.readline())
         if mode in ("call", "alone"):
             time.sleep(0.5)  # rank 0 is inside the hanging call
