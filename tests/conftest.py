@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -52,6 +54,56 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = (f"{item.nodeid} took {report.duration:.1f} s but is not marked slow (limit "
                            f"{limit:g} s for the fast tier" + (f", ×{load:.1f} for the machine's load" if load > 1 else "")
                            + "): mark it @pytest.mark.slow or make it faster")
+
+
+# ---- the serial gate ----
+# Under pytest-xdist the workers share the machine's cores all the time. Most tests do not care,
+# but a test that measures time side by side (a straggler's skew, a sampler's CPU share) reads the
+# other worker's load as its own. Such a test is marked ``serial``: it runs while no other test
+# runs, on any worker. A readers-writer lock on two files in the run's shared temp directory: every
+# test holds the gate shared, a serial test exclusive; the turnstile stops new tests from starting
+# while a serial one waits, so it is not starved. flock, not a library: two lock calls per test.
+class _SerialGate:
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._turnstile = open(directory / "dpbench-serial.turnstile", "a")  # noqa: SIM115 (held open)
+        self._gate = open(directory / "dpbench-serial.gate", "a")  # noqa: SIM115
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool):
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+
+def _serial_gate(config: pytest.Config) -> _SerialGate | None:
+    if XDIST_WORKERS <= 1:
+        return None
+    gate = getattr(config, "_dpbench_serial_gate", None)
+    if gate is None:
+        # Each xdist worker's basetemp is <the run's basetemp>/popen-gwN: the parent is shared.
+        shared = config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (pytest's own factory)
+        gate = config._dpbench_serial_gate = _SerialGate(shared)
+    return gate
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    gate = _serial_gate(item.config)
+    if gate is None:
+        yield
+        return
+    with gate.hold(exclusive=item.get_closest_marker("serial") is not None):
+        yield
 
 # ---- report fixtures ----
 import report_synth

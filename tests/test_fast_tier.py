@@ -1,6 +1,7 @@
 """The fast tier's guard (tests/conftest.py): an unmarked test over the limit fails, a slow one passes."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,45 @@ def test_the_limit_stretches_with_the_machines_load(tiered: pytest.Pytester, mon
 @pytest.mark.slow
 def test_the_limit_can_be_switched_off(tiered: pytest.Pytester):
     tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0").assert_outcomes(passed=3)
+
+
+@pytest.mark.slow  # an inner pytest on two xdist workers: ~4 s idle
+def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytest.Pytester, tmp_path: Path):
+    pytester.makeconftest(CONFTEST.read_text().split("# ---- report fixtures ----")[0])
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n    serial: serial\n")
+    log = tmp_path / "spans.jsonl"
+    pytester.makepyfile(test_spans=f'''
+        import json
+        import time
+        import pytest
+
+        def _span(name):
+            start = time.monotonic()
+            time.sleep(0.3)
+            with open({str(log)!r}, "a") as f:
+                f.write(json.dumps([name, start, time.monotonic()]) + "\\n")
+
+        @pytest.mark.parametrize("i", range(8))
+        def test_plain(i):
+            _span(f"plain{{i}}")
+
+        @pytest.mark.serial
+        @pytest.mark.parametrize("i", range(3))
+        def test_serial(i):
+            _span(f"serial{{i}}")
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "2",
+                                           "--dist", "load")
+    result.assert_outcomes(passed=11)
+    spans = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(spans) == 11
+
+    def overlap(a, b):
+        return a[1] < b[2] and b[1] < a[2]
+
+    plain = [s for s in spans if s[0].startswith("plain")]
+    serial = [s for s in spans if s[0].startswith("serial")]
+    # The two workers did run plain tests at once (what the check below would catch) ...
+    assert any(overlap(a, b) for i, a in enumerate(plain) for b in plain[i + 1:])
+    # ... and never beside a serial one.
+    assert [(s[0], o[0]) for s in serial for o in spans if o is not s and overlap(s, o)] == []
