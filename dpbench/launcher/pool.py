@@ -101,6 +101,19 @@ def default_threads(concurrent_workers: int) -> int:
     return max(1, available_cores() // max(1, concurrent_workers))
 
 
+def _helper_gone(within: float = 1.0) -> bool:
+    """Has the forkserver helper died? Its pipes close while it exits, before the kernel lets
+    ``waitid`` see it dead, so a worker's status (read through that pipe: 255 at EOF) can arrive
+    first: wait up to ``within`` s for the death to show (seen under load: a killed helper read as
+    alive). Asked only after a worker's exit code 255."""
+    deadline = time.monotonic() + within
+    while _helper_alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 class WorkerPool:
     """``world_size`` spawned worker processes that run functions on every rank.
 
@@ -378,7 +391,7 @@ class WorkerPool:
                         proc = self._procs[rank]
                         proc.join(0.1)
                         failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}" + (
-                            _HELPER_GONE if proc.exitcode == 255 and not _helper_alive() else "")
+                            _HELPER_GONE if proc.exitcode == 255 and _helper_gone() else "")
                 if failures and first_failure_at is None:
                     first_failure_at = time.monotonic()
         if failures:

@@ -143,3 +143,16 @@ def test_bad_arguments_fail_before_any_process_starts(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         WorkerPool(world_size, **kwargs)
     assert {p.pid for p in stray_children()} == before
+
+
+def test_a_helper_still_exiting_is_waited_for_and_a_live_one_is_not_called_gone(monkeypatch):
+    import dpbench.launcher.pool as pool_module
+
+    answers = iter([True, True, True, False])  # alive while its pipes close, then dead
+    monkeypatch.setattr(pool_module, "_helper_alive", lambda: next(answers))
+    assert pool_module._helper_gone(within=5.0) is True
+    assert next(answers, "used up") == "used up"  # asked until it showed dead, not once
+    monkeypatch.setattr(pool_module, "_helper_alive", lambda: True)
+    started = time.monotonic()
+    assert pool_module._helper_gone(within=0.2) is False
+    assert 0.2 <= time.monotonic() - started < 2.0
