@@ -92,3 +92,27 @@ def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytes
     assert any(overlap(a, b) for i, a in enumerate(plain) for b in plain[i + 1:])
     # ... and never beside a serial one.
     assert [(s[0], o[0]) for s in serial for o in spans if o is not s and overlap(s, o)] == []
+
+
+def test_under_xdist_the_heaviest_files_go_first_and_each_keeps_its_order(monkeypatch):
+    import conftest
+
+    class Item:
+        def __init__(self, path, name, slow=False):
+            self.path, self.name, self._slow = Path(path), name, slow
+
+        def get_closest_marker(self, name):
+            return object() if name == "slow" and self._slow else None
+
+    items = [Item("a.py", "a1"), Item("a.py", "a2"),  # 0.2
+             Item("b.py", "b1", slow=True), Item("b.py", "b2"),  # 5.1
+             Item("c.py", "c1", slow=True), Item("c.py", "c2", slow=True),  # 10
+             Item("d.py", "d1"), Item("d.py", "d2")]  # 0.2, after a: ties keep the collected order
+    monkeypatch.setattr(conftest, "XDIST_WORKERS", 2)
+    reordered = list(items)
+    conftest.pytest_collection_modifyitems(None, reordered)
+    assert [i.name for i in reordered] == ["c1", "c2", "b1", "b2", "a1", "a2", "d1", "d2"]
+    monkeypatch.setattr(conftest, "XDIST_WORKERS", 1)  # one process: as collected
+    same = list(items)
+    conftest.pytest_collection_modifyitems(None, same)
+    assert same == items

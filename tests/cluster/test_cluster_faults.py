@@ -214,6 +214,7 @@ def _one_line(out: str, prefix: str) -> str:
     return lines[0]
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tmp_path):
     """Before this check-in the head noticed such a node only at its join deadline (≥ 30 s)."""
     code, took, out, left = _kill_while_starting(tmp_path, victim=1, ready="slow start: checked in")
@@ -225,6 +226,7 @@ def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tm
     assert not left, [p.cmdline() for p in left]
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_within_seconds(tmp_path):
     code, took, out, left = _kill_while_starting(tmp_path, victim=0, ready="slow start: rank 1 checked in")
     assert code != 0 and took < 10, (code, took, out[-4000:])

@@ -37,6 +37,7 @@ def _lose_node_1_after_goodbye(tmp_path, wait: float = 20.0, **env):
     return cluster, marker, code, time.monotonic() - killed
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_the_other_node_exits_non_zero_within_10_s_naming_itself(tmp_path):
     cluster, marker, code, took = _lose_node_1_after_goodbye(tmp_path)
     codes, left = finish(cluster, marker, timeout=30)

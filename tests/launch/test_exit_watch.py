@@ -19,6 +19,7 @@ def _finished_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_a_torchrun_still_waiting_after_the_grace_is_stopped_with_one_line(capsys):
     agent = subprocess.Popen(["sleep", "60"])
     try:

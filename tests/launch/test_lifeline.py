@@ -43,6 +43,7 @@ def _gone_within(run_id: str, paths: list[str], seconds: float) -> tuple[float, 
         time.sleep(0.05)
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["idle", "call", "stage", "alone"])
 def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode):

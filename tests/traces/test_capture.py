@@ -21,6 +21,7 @@ def _traced(strategy, workload, tmp_path, *, steps=3, **options):
     return result, analyse_case(result.files)
 
 
+@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 @pytest.mark.slow
 def test_a_rank_that_sleeps_before_forward_is_the_straggler_at_every_collective(tmp_path):
     good, seen = 0, []
