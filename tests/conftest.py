@@ -122,7 +122,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = str(item.path)
         weight[path] = weight.get(path, 0.0) + (SLOW_WEIGHT_S if item.get_closest_marker("slow") else FAST_WEIGHT_S)
-    first_seen = {path: i for i, path in reversed(list(enumerate(str(item.path) for item in items)))}
+    first_seen = {path: i for i, path in enumerate(dict.fromkeys(str(item.path) for item in items))}
     items.sort(key=lambda item: (-weight[str(item.path)], first_seen[str(item.path)]))
 
 # ---- report fixtures ----

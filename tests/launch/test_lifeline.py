@@ -46,17 +46,20 @@ def _gone_within(run_id: str, paths: list[str], seconds: float) -> tuple[float, 
 @pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["idle", "call", "stage", "alone"])
-def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode):
+def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode, tmp_path):
     run_id = uuid.uuid4().hex
     env = {**os.environ, RUN_ID_ENV: run_id}
     env.pop(LIFELINE_ENV, None)
-    proc = subprocess.Popen([sys.executable, str(HERE / "_orphan_parent.py"), mode], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = tmp_path / "stderr.txt"  # a file, not a pipe: nobody reads it while the child runs
+    with open(err, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, str(HERE / "_orphan_parent.py"), mode], env=env,
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60.0)  # a stuck child fails here, not at the timeout
         if not ready:
             proc.kill()
-            pytest.fail(f"_orphan_parent.py {mode} printed nothing within 60 s: {proc.communicate()[1][-3000:]}")
+            proc.wait(10)
+            pytest.fail(f"_orphan_parent.py {mode} printed nothing within 60 s: {err.read_text()[-3000:]}")
         info = json.loads(proc.stdout.readline())
         if mode in ("call", "alone"):
             time.sleep(0.5)  # rank 0 is inside the hanging call
