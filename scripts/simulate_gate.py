@@ -7,7 +7,7 @@ Seeded: the same arguments print the same numbers.
 
     scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
     scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today] [--jobs 1000] [--power]
-                             [--alpha 0.05] [--aa-runs N]   # N --aa runs of the baseline for compare
+                             [--alpha 0.01] [--aa-runs N]   # N --aa runs of the baseline for compare
 
 A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
 two or more clean runs of one commit on one machine (``scripts/aa_check`` makes four).
@@ -24,11 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
-from dpbench.gate.noise import CLEAN, TODAY, NoiseModel, draw_case_params, draw_side, fit_noise_model  # noqa: E402
+from dpbench.gate.noise import CLEAN, TODAY, NoiseModel, draw_case_params, draw_side, fit_noise_model, \
+    level_for  # noqa: E402
 from dpbench.gate.verdicts import Verdict  # noqa: E402
 
-THRESHOLD, ALPHA = 0.10, 0.05
+THRESHOLD, ALPHA = DEFAULT_THRESHOLD, DEFAULT_ALPHA  # what `dpbench compare` does by default
 SCENARIOS = {"clean": CLEAN, "uniform": NoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0,
                                                      "source": "clean, every case's between-run offset alike"}),
              "today": TODAY}
@@ -52,7 +54,8 @@ def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: i
     one-trial runs a side, run i of each side sharing the machine's offset (``dpbench ab``)."""
     cases = draw_case_params(model, rng, benchmarks)
     if target_sd is not None:
-        cases[0] = type(cases[0])(trial_sd=target_sd, case_run_sd=cases[0].case_run_sd)
+        cases[0] = type(cases[0])(trial_sd=target_sd, case_run_sd=cases[0].case_run_sd,
+                                  level=level_for(model, target_sd))
     effects = [target_effect / machine] + [1.0] * (benchmarks - 1)
     if paired:
         shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
@@ -87,13 +90,14 @@ def _pct(hits: int, n: int) -> str:
     return f"{hits}/{n} = {hits / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
-def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, **kwargs) -> None:
+def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired_too: bool = True,
+            **kwargs) -> None:
     """``kwargs`` (``alpha``, ``aa_runs``) go to every job; ``--aa`` runs apply to compare only."""
     print(f"model: {json.dumps(model.to_dict())}")
     print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, "
           f"alpha {kwargs.get('alpha', ALPHA)} (Holm), {kwargs.get('aa_runs', 0)} --aa runs for compare; "
           f"95% Clopper-Pearson intervals")
-    for paired in (False, True):
+    for paired in (False, True) if paired_too else (False,):
         kw = {**kwargs, "aa_runs": 0} if paired else kwargs
         what = "paired ab" if paired else "compare"
         sys.stdout.flush()
@@ -146,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=5, help="trials a side (the quick profile's 5)")
     p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
     p.add_argument("--power-jobs", type=int, default=200)
-    p.add_argument("--power-compare-only", action="store_true", help="the power table for compare only")
+    p.add_argument("--power-compare-only", "--compare-only", action="store_true",
+                   help="compare only: no paired-ab lines (the targets and the power table)")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"the gate's --alpha (default {ALPHA})")
     p.add_argument("--aa-runs", type=int, default=0,
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.jobs > 0:
         targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials,
-                alpha=args.alpha, aa_runs=args.aa_runs)
+                alpha=args.alpha, aa_runs=args.aa_runs, paired_too=not args.power_compare_only)
     if args.power:
         power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha,
                     aa_runs=args.aa_runs, paired_too=not args.power_compare_only)

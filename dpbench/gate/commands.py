@@ -30,10 +30,12 @@ _COMPARE_PARSER = dict(
         usage="dpbench compare BASELINE CANDIDATE [options]\n"
               "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
         description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
-                    "a side's trials are pooled over its runs). Regressed = slower than the controls' shift by "
-                    "more than --threshold, and significant after Holm's correction over the distinct cases "
-                    "(against no change with --aa runs, against the threshold without): "
-                    "a one-sided moderated t-test on log trial times that includes the between-run spread "
+                    "a side's trials are pooled over its runs). Regressed = slower than the machine's shift (the "
+                    "other benchmarks' median move, or the controls') by more than --threshold, and significant "
+                    "after Holm's correction over the distinct cases: against no change where the sample spans "
+                    "sessions (--aa runs, --paired, one-trial runs), else against the threshold itself. The test "
+                    "is one-sided on log trial times, its variance each case's own moderated by a log-normal "
+                    "prior over the cases (its centre following the step time), plus the between-run spread "
                     "(estimated from the comparison itself and any --aa runs). Fewer than 2 trials a side, "
                     "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
                     "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.")
@@ -46,8 +48,8 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
                    help="the candidate's runs (several: their trials are pooled)")
     p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
-    p.add_argument("--alpha", default="0.05",
-                   help="family-wise significance level, in (0, 0.5] (default 0.05): the chance that a job "
+    p.add_argument("--alpha", default="0.01",
+                   help="family-wise significance level, in (0, 0.5] (default 0.01): the chance that a job "
                         "with no regression fails")
     p.add_argument("--paired", action="store_true",
                    help="run i of the baseline ran next to run i of the candidate (dpbench ab passes this): "

@@ -9,11 +9,16 @@ a run-wide offset ``R`` (the machine that day), a per-benchmark-per-run offset `
 fresh session of the suite does to this case) and the between-trial spread ``s_b``, which
 differs widely from benchmark to benchmark. What that means for the test:
 
-* ``s_b`` from 3-6 trials is a poor estimate, so it is *moderated* (limma's empirical Bayes,
-  Smyth 2004): each benchmark's variance is shrunk towards the run's typical one, with the
-  prior's weight ``d0`` fitted from how much the benchmarks' variances really differ. Unlike a
-  hard floor this lowers the assumed spread of a steady benchmark as well as raising that of a
-  benchmark that came out too steady by chance.
+* ``s_b`` from 3-6 trials is a poor estimate, so it is *moderated* (empirical Bayes): the
+  benchmarks' true trial sds are log-normal across the family, with a centre that follows each
+  case's level (its mean log time: on the machines measured, slower cases spread less, slope
+  -0.24 to -0.33 in log sd per log time) and a spread fitted by maximum likelihood from all the
+  benchmarks' own estimates (``fit_prior``). Each benchmark's variance is then its posterior
+  given that prior and its own chi-square estimate (``posterior``), and its p-value the normal
+  tail averaged over that posterior (``tail_p``). Unlike a hard floor this lowers the assumed
+  spread of a steady benchmark as well as raising that of one that came out too steady by
+  chance; unlike limma's conjugate prior (inverse chi-square, used here until 2026-12-02), a
+  steady benchmark among noisy ones is not lent most of their spread.
 * Trials of one run share ``U``: trials pooled from one run per side say nothing about it.
   ``tau²`` is estimated from the run itself, from how far the benchmarks' log ratios scatter
   around their median beyond what their trial spread explains (a robust moment estimator:
@@ -29,9 +34,10 @@ differs widely from benchmark to benchmark. What that means for the test:
   slowdown out of an unchanged case.
 * One ``regressed`` among ~70 benchmarks fails the job, so p-values are corrected across the
   distinct cases (Holm: the family-wise error rate is at most ``alpha`` where the variances are
-  right). With ``--aa`` runs (each case's between-run offset measured) the p-value is against
-  *no change* beyond the machine and the threshold is a separate effect-size bar (both must
-  hold, as in pyperf and asv); without them it is against the threshold itself, because one
+  right). Where the sample spans sessions — ``--aa`` runs (each case's between-run offset
+  measured), ``dpbench ab``'s pairs, one-trial runs — the p-value is against *no change* beyond
+  the machine and the threshold is a separate effect-size bar (both must hold, as in pyperf and
+  asv); one run of several trials a side is tested against the threshold itself, because one
   comparison cannot tell which cases a session moves most (``family._null_bounds``).
 
 Three designs, chosen from the data (``Method``):
@@ -48,11 +54,14 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-__all__ = ["BIG_DF", "CHI2_1_MEDIAN", "CONTROL_RUN_SD", "TAU_CUT", "TAU_QUANTILE", "MIN_OTHERS", "MIN_PAIRS",
-           "MIN_TRIALS", "Evidence", "Method", "Pooled", "Prior", "between_run_variance",
-           "evidence", "fit_prior", "holm", "moderate", "trigamma_inverse"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["CHI2_1_MEDIAN", "CONTROL_RUN_SD", "NO_SPREAD", "TAU_CUT", "TAU_QUANTILE", "MIN_OTHERS", "MIN_PAIRS",
+           "MIN_TRIALS", "Evidence", "Method", "Pooled", "Posterior", "Prior", "between_run_variance",
+           "evidence", "fit_prior", "holm", "lognormal_ml", "lognormal_trend_ml", "posterior", "posterior_variance", "tail_p"]
 
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
 MIN_PAIRS = 2  # for paired ab
@@ -68,7 +77,10 @@ CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.ppf(0.5, 1)
 # tenth, where real changes sit, still does not set it). Chosen by scripts/simulate_gate.py.
 TAU_QUANTILE = 0.9
 TAU_CUT = 3.0  # sds: a benchmark further from "no change" than this does not set the spread
-BIG_DF = 1e6  # a prior "known exactly": d0 = ∞ is stored as this, so the t-test is a z-test
+NO_SPREAD = 0.01  # a fitted spread of the benchmarks' log sds below this is none (one variance for all)
+TREND_MIN_CASES = 10  # benchmarks needed before the prior's centre follows their level
+PRIOR_GRID_STEP = 0.01  # log sd: the grid each benchmark's posterior is integrated on
+PRIOR_FIT_STEP = 0.02  # log sd: the grid the gate's prior is fitted on (a likelihood of 8 df is ~0.25 wide)
 
 
 class Method(str, Enum):
@@ -100,10 +112,26 @@ class Pooled:
 
 @dataclass(frozen=True, kw_only=True)
 class Prior:
-    """The run's typical trial variance (log scale) ``s2`` and its weight in degrees of freedom."""
+    """How the benchmarks' between-trial sds (log scale) spread: log-normal with median ``sd`` and
+    ``spread`` the sd of log sd (0: one variance for all). NaN: fewer than three benchmarks with a
+    variance, no prior (each benchmark's own variance, Student's t)."""
 
-    s2: float
-    df: float
+    sd: float  # at the centre level
+    spread: float
+    slope: float = 0.0  # d log sd / d level (level: a benchmark's mean log time)
+    centre: float = 0.0  # the level ``sd`` is at
+
+
+@dataclass(frozen=True, kw_only=True)
+class Posterior:
+    """A benchmark's true variance: grid points and their probabilities."""
+
+    variances: "np.ndarray"
+    weights: "np.ndarray"
+
+    @property
+    def mean(self) -> float:
+        return float(self.weights @ self.variances)
 
 
 @dataclass(kw_only=True)
@@ -116,53 +144,146 @@ class Evidence:
     a: float  # var(diff) = s2 · a + tau² · b
     b: float
     pairs: int = 0
+    level: float = math.nan  # the baseline's mean log time: where the prior's trend is read
 
 
-def trigamma_inverse(x: float) -> float:
-    """y with trigamma(y) = x (Newton's method as in limma's ``trigammaInverse``).
+def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None,
+                 step: float = 0.005) -> tuple[float, float]:
+    """(median, sd of logs) of a log-normal spread ``x`` across benchmarks, by maximum likelihood,
+    from each benchmark's sum of squares ``squares[k] ~ (x_k² + known[k]) · chi²(dfs[k])``.
 
-    scipy has trigamma (``polygamma(1, ·)``) but not its inverse; this is the standard
-    iteration, written here because no maintained package in our stack offers it."""
-    from scipy.special import polygamma
-
-    if x > 1e7:
-        return 1 / math.sqrt(x)
-    if x < 1e-6:
-        return 1 / x
-    y = 0.5 + 1 / x
-    for _ in range(50):
-        tri = float(polygamma(1, y))
-        step = tri * (1 - tri / x) / float(polygamma(2, y))
-        y += step
-        if -step / y < 1e-8:
-            break
-    return y
+    Why not the median and spread of each benchmark's own estimate: with a few runs, a
+    benchmark's estimate is mostly sampling noise (the between-run offset from 4 runs has 3 degrees
+    of freedom, and below the trial noise it is often 0), so the spread of the estimates describes
+    the noise of the estimator, not how much benchmarks differ. Here every benchmark's likelihood is
+    integrated over the log-normal (on a fine grid of log x, spaced ``step``: a benchmark with many
+    degrees of freedom has a likelihood far narrower than any fixed quadrature's nodes), so the noise
+    of each estimate is accounted for, and a benchmark whose offset hides below its trial noise says
+    "small", not "zero". scipy has the pieces (the optimiser, gammaln), not this model."""
+    median_x, spread, _ = lognormal_trend_ml(squares, dfs, None, known=known, step=step)
+    return median_x, spread
 
 
-def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> Prior:
-    """The scaled inverse chi-square prior of per-benchmark variances (limma's ``fitFDist``,
-    method of moments on log variances). Needs three benchmarks with a variance; else none."""
-    from scipy.special import digamma, polygamma
+def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate: Sequence[float] | None, *,
+                       known: Sequence[float] | None = None, step: float = 0.005, span: float = 4.0
+                       ) -> tuple[float, float, float]:
+    """:func:`lognormal_ml` whose log median moves linearly with a covariate ``c_k`` (centred by the
+    caller): ``log x_k ~ N(log median + slope · c_k, spread²)``. → ``(median at c = 0, spread, slope)``;
+    slope 0 without a covariate."""
+    import numpy as np
+    from scipy.optimize import minimize
+    from scipy.special import gammaln
 
-    points = [(v, d) for v, d in zip(variances, dfs) if d > 0 and v > 0 and math.isfinite(v)]
+    ss = np.asarray(squares, dtype=float)
+    d = np.asarray(dfs, dtype=float)
+    add = np.zeros_like(ss) if known is None else np.asarray(known, dtype=float)
+    c = np.zeros_like(ss) if covariate is None else np.asarray(covariate, dtype=float)
+    keep = (d > 0) & np.isfinite(ss) & (ss >= 0) & np.isfinite(add) & np.isfinite(c)
+    ss, d, add, c = ss[keep], d[keep], add[keep], c[keep]
+    if len(ss) < 3:
+        raise ValueError(f"lognormal_ml: expected three or more benchmarks with a sum of squares, found {len(ss)}")
+    ss = np.maximum(ss, 1e-300)
+    rough = np.log(np.sqrt(np.maximum(ss / d - add, 1e-10)))
+    grid = np.arange(float(rough.min()) - span, float(rough.max()) + span, step)  # log x
+    v = np.exp(2 * grid)[None, :] + add[:, None]
+    half = d[:, None] / 2
+    # log density of each benchmark's ss at each grid point: chi²(d) of ss / v, times 1 / v
+    log_f = (half - 1) * np.log(ss[:, None] / v) - ss[:, None] / (2 * v) - half * math.log(2) - gammaln(half) \
+        - np.log(v)
+    top = log_f.max(axis=1, keepdims=True)
+    like = np.exp(log_f - top)
+    trend = covariate is not None
+
+    def negative_log_likelihood(theta: "np.ndarray") -> float:
+        mu, sigma = theta[0], math.exp(theta[1])
+        if not trend:
+            log_prior = -0.5 * ((grid - mu) / sigma) ** 2
+            # Normalised in logs: a centre far off the grid (a component fitted to ~0) would underflow
+            # every point to 0 and make 0/0; the prior's mass then sits at the grid's nearest edge.
+            prior = np.exp(log_prior - log_prior.max())
+            prior /= prior.sum()
+            return -float(np.sum(top[:, 0] + np.log(np.maximum(like @ prior, 1e-300))))
+        log_prior = -0.5 * ((grid[None, :] - (mu + theta[2] * c)[:, None]) / sigma) ** 2
+        prior = np.exp(log_prior - log_prior.max(axis=1, keepdims=True))
+        prior /= prior.sum(axis=1, keepdims=True)
+        return -float(np.sum(top[:, 0] + np.log(np.maximum((like * prior).sum(axis=1), 1e-300))))
+
+    if trend and float(np.ptp(c)) > 0:
+        slope0, mu0 = np.polyfit(c, rough, 1)
+        start = np.array([mu0, math.log(max(float(np.std(rough - slope0 * c)), 0.05)), slope0])
+    else:
+        trend = False
+        start = np.array([float(np.median(rough)), math.log(max(float(np.std(rough)), 0.05))])
+    fit = minimize(negative_log_likelihood, start, method="Nelder-Mead",
+                   options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000})
+    return math.exp(float(fit.x[0])), math.exp(float(fit.x[1])), float(fit.x[2]) if trend else 0.0
+
+
+def fit_prior(variances: Sequence[float], dfs: Sequence[float], levels: Sequence[float] | None = None) -> Prior:
+    """The log-normal spread of the benchmarks' between-trial sds, by maximum likelihood
+    (:func:`lognormal_trend_ml`: each benchmark's variance estimate is its true variance times a
+    chi-square over its degrees of freedom). With ``levels`` (each benchmark's mean log time) and
+    at least :data:`TREND_MIN_CASES` of them, the log sd's centre follows the level linearly: on
+    this VM short steps and small collectives spread far more than long steps (the slope of log sd
+    on log time, -0.15 to -0.39 in 14 quick runs, took the spread across cases from 0.37-0.68 to
+    0.22-0.43). Needs three benchmarks with a variance; else none. A fitted spread under
+    :data:`NO_SPREAD` is none: one variance (on the trend) for all."""
+    points = [(v, d, lv) for v, d, lv in zip(variances, dfs, levels if levels is not None else [0.0] * len(dfs))
+              if d > 0 and v >= 0 and math.isfinite(v) and math.isfinite(lv)]
     if len(points) < 3:
-        return Prior(s2=math.nan, df=0.0)
-    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d in points]
-    mean_e = statistics.fmean(e)
-    excess = statistics.variance(e) - statistics.fmean(float(polygamma(1, d / 2)) for _, d in points)
-    if excess <= 0:  # the variances differ no more than sampling explains: one variance for all
-        return Prior(s2=math.exp(mean_e), df=BIG_DF)
-    d0 = 2 * trigamma_inverse(excess)
-    return Prior(s2=math.exp(mean_e + float(digamma(d0 / 2)) - math.log(d0 / 2)), df=d0)
+        return Prior(sd=math.nan, spread=math.nan)
+    centre = statistics.fmean(lv for _, _, lv in points) if len(points) >= TREND_MIN_CASES and levels else math.nan
+    covariate = [lv - centre for _, _, lv in points] if math.isfinite(centre) else None
+    sd, spread, slope = lognormal_trend_ml([v * d for v, d, _ in points], [d for _, d, _ in points], covariate,
+                                           step=PRIOR_FIT_STEP, span=3.0)
+    centre = centre if math.isfinite(centre) else 0.0
+    if not spread >= NO_SPREAD:  # one variance on the trend: its exact maximum-likelihood estimate
+        scaled = sum(v * d * math.exp(-2 * slope * (lv - centre)) for v, d, lv in points)
+        return Prior(sd=math.sqrt(scaled / sum(d for _, d, _ in points)), spread=0.0, slope=slope, centre=centre)
+    return Prior(sd=sd, spread=spread, slope=slope, centre=centre)
 
 
-def moderate(s2: float, df: float, prior: Prior) -> tuple[float, float]:
-    """``(moderated variance, its degrees of freedom)``: the benchmark's own and the prior's,
-    weighted by their degrees of freedom."""
-    if prior.df <= 0 or math.isnan(prior.s2):
-        return s2, df
-    own = s2 * df if df > 0 else 0.0
-    return (prior.df * prior.s2 + own) / (prior.df + df), prior.df + df
+def posterior(s2: float, df: float, prior: Prior, level: float = math.nan) -> Posterior | None:
+    """A benchmark's true between-trial variance given its own estimate ``s2`` (``df`` degrees of
+    freedom), its ``level`` (mean log time, for the prior's trend) and the family's log-normal prior,
+    on a grid of log sd (within 10 of the prior's spreads of its centre: the prior's density beyond is
+    e^-50 of its peak). None without a prior."""
+    import numpy as np
+
+    if math.isnan(prior.sd):
+        return None
+    centre = math.log(prior.sd) + (prior.slope * (level - prior.centre) if math.isfinite(level) else 0.0)
+    if prior.spread == 0:
+        return Posterior(variances=np.array([math.exp(2 * centre)]), weights=np.array([1.0]))
+    spread = prior.spread
+    x = np.arange(centre - 10 * spread, centre + 10 * spread, min(PRIOR_GRID_STEP, spread / 20))
+    log_w = -0.5 * ((x - centre) / spread) ** 2
+    v = np.exp(2 * x)
+    if df > 0 and math.isfinite(s2):
+        ss = max(s2 * df, 1e-300)  # chi-square(df) likelihood of ss / v, constants dropped
+        log_w = log_w + (df / 2 - 1) * np.log(ss / v) - ss / (2 * v) - np.log(v)
+    w = np.exp(log_w - log_w.max())
+    return Posterior(variances=v, weights=w / w.sum())
+
+
+def posterior_variance(s2: float, df: float, prior: Prior, level: float = math.nan) -> float:
+    """The benchmark's expected true variance (its own estimate where there is no prior)."""
+    post = posterior(s2, df, prior, level)
+    return post.mean if post is not None else s2
+
+
+def tail_p(excess: float, bound: float, a: float, extra: float, post: Posterior, upper: bool) -> float:
+    """One-sided p of ``excess`` against ``bound`` when its variance is ``σ² a + extra``, σ² drawn
+    from ``post``: a mixture of normal tails over the benchmark's posterior variance. Under the
+    model this is exact (the mean log difference is independent of the trials' variance estimate);
+    it replaces limma's moderated t, whose conjugate inverse chi-square prior pools variances
+    additively, so a steady benchmark among noisy ones was lent most of their spread."""
+    import numpy as np
+    from scipy.special import ndtr
+
+    var = post.variances * a + extra
+    z = (excess - bound) / np.sqrt(np.maximum(var, 1e-300))
+    return float(post.weights @ (ndtr(-z) if upper else ndtr(z)))
 
 
 def _tau2_at(points: list[tuple[float, float, float]], quantile: float, target: float) -> float:
@@ -268,11 +389,11 @@ def evidence(base: Pooled, cand: Pooled, method: Method) -> Evidence:
                   for b, c in zip(b_run, c_run)]
         s2 = statistics.variance(ratios) if len(ratios) >= 2 else math.nan
         return Evidence(diff=statistics.fmean(ratios), s2=s2, df=max(0, len(ratios) - 1),
-                        a=1 / len(ratios), b=0.0, pairs=len(ratios))
+                        a=1 / len(ratios), b=0.0, pairs=len(ratios), level=_mean_log(base))
     nb, nc = len(base.times), len(cand.times)
     diff = _mean_log(cand) - _mean_log(base)
     if method == Method.RUNS:
         s2, df = _across((base, cand))
-        return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=0.0)
+        return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=0.0, level=_mean_log(base))
     s2, df = _within((base, cand))
-    return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=_share(base) + _share(cand))
+    return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=_share(base) + _share(cand), level=_mean_log(base))

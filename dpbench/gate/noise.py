@@ -21,10 +21,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from dpbench.gate.judge import Pooled
+from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml
 from dpbench.stats import median, percentile
 
-__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "lognormal_ml"]
+__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "level_for", "lognormal_ml"]
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
 
@@ -40,6 +40,10 @@ class NoiseModel:
     run_sd: float  # run-wide offset
     control_sd: float  # a control trial's own spread
     control_run_sd: float  # the control's run offset beyond the benchmarks' run-wide offset
+    # Benchmarks' levels (mean log time) spread level_sd across cases; a case's log trial sd sits
+    # trial_sd_slope · (its level − the median level) from log trial_sd (short steps are noisier).
+    level_sd: float = 0.0
+    trial_sd_slope: float = 0.0
     jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (what issue 16 saw)
     jumpy_sd: float = 0.0
     source: str = ""
@@ -81,59 +85,6 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
     return out
 
 
-_GRID_STEP = 0.005  # spacing (log sd) of the grid the marginal likelihood is integrated on
-
-
-def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None
-                 ) -> tuple[float, float]:
-    """(median, sd of logs) of a log-normal spread ``x`` across benchmarks, by maximum likelihood,
-    from each benchmark's sum of squares ``squares[k] ~ (x_k² + known[k]) · chi²(dfs[k])``.
-
-    Why not the median and spread of each benchmark's own estimate: with a few runs, a
-    benchmark's estimate is mostly sampling noise (the between-run offset from 4 runs has 3 degrees
-    of freedom, and below the trial noise it is often 0), so the spread of the estimates describes
-    the noise of the estimator, not how much benchmarks differ. Here every benchmark's likelihood is
-    integrated over the log-normal (on a fine grid of log x: a benchmark with many degrees of freedom
-    has a likelihood far narrower than any fixed quadrature's nodes), so the noise of each estimate is
-    accounted for, and a benchmark whose offset hides below its trial noise says "small", not "zero".
-    scipy has the pieces (the optimiser, gammaln), not this model."""
-    import numpy as np
-    from scipy.optimize import minimize
-    from scipy.special import gammaln
-
-    ss = np.asarray(squares, dtype=float)
-    d = np.asarray(dfs, dtype=float)
-    add = np.zeros_like(ss) if known is None else np.asarray(known, dtype=float)
-    keep = (d > 0) & np.isfinite(ss) & (ss >= 0) & np.isfinite(add)
-    ss, d, add = ss[keep], d[keep], add[keep]
-    if len(ss) < 3:
-        raise ValueError(f"lognormal_ml: expected three or more benchmarks with a sum of squares, found {len(ss)}")
-    ss = np.maximum(ss, 1e-300)
-    rough = np.log(np.sqrt(np.maximum(ss / d - add, 1e-10)))
-    grid = np.arange(float(rough.min()) - 4, float(rough.max()) + 4, _GRID_STEP)  # log x
-    v = np.exp(2 * grid)[None, :] + add[:, None]
-    half = d[:, None] / 2
-    # log density of each benchmark's ss at each grid point: chi²(d) of ss / v, times 1 / v
-    log_f = (half - 1) * np.log(ss[:, None] / v) - ss[:, None] / (2 * v) - half * math.log(2) - gammaln(half) \
-        - np.log(v)
-    top = log_f.max(axis=1, keepdims=True)
-    like = np.exp(log_f - top)
-
-    def negative_log_likelihood(theta: "np.ndarray") -> float:
-        mu, sigma = theta[0], math.exp(theta[1])
-        log_prior = -0.5 * ((grid - mu) / sigma) ** 2
-        # Normalised in logs: a centre far off the grid (a component fitted to ~0) would underflow
-        # every point to 0 and make 0/0; the prior's mass then sits at the grid's nearest edge.
-        prior = np.exp(log_prior - log_prior.max())
-        prior /= prior.sum()
-        return -float(np.sum(top[:, 0] + np.log(np.maximum(like @ prior, 1e-300))))
-
-    start = np.array([float(np.median(rough)), math.log(max(float(np.std(rough)), 0.05))])
-    fit = minimize(negative_log_likelihood, start, method="Nelder-Mead",
-                   options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000})
-    return math.exp(float(fit.x[0])), math.exp(float(fit.x[1]))
-
-
 def _within(runs: list[list[float]]) -> float:
     ss = sum(sum((v - statistics.fmean(r)) ** 2 for v in r) for r in runs if len(r) >= 2)
     df = sum(len(r) - 1 for r in runs if len(r) >= 2)
@@ -166,7 +117,11 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
         if controls else [0.0] * runs
     finite = [k for k, w in within.items() if math.isfinite(w)]
     within_df = {k: sum(len(t) - 1 for t, _ in cases[k] if len(t) >= 2) for k in finite}
-    trial_sd, trial_spread = lognormal_ml([within[k] * within_df[k] for k in finite], [within_df[k] for k in finite])
+    levels = {k: statistics.fmean(ms) for k, ms in means.items()}
+    centre = statistics.fmean(levels[k] for k in finite) if finite else 0.0
+    trial_sd, trial_spread, slope = lognormal_trend_ml(
+        [within[k] * within_df[k] for k in finite], [within_df[k] for k in finite],
+        [levels[k] - centre for k in finite] if len(finite) >= TREND_MIN_CASES else None)
     # Each case's run means scatter by tau² + (its trial variance / trials) around the run-wide offsets;
     # runs - 1 degrees of freedom (the offsets, estimated from every case, cost each case little).
     keys = list(resid_squares)
@@ -175,6 +130,7 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
     run_sd = statistics.stdev(offsets) if runs >= 2 else 0.0
     return NoiseModel(
         trial_sd=trial_sd, trial_sd_spread=trial_spread, case_run_sd=case_sd, case_run_sd_spread=case_spread,
+        level_sd=statistics.pstdev(levels.values()) if len(levels) >= 2 else 0.0, trial_sd_slope=slope,
         run_sd=run_sd, control_sd=math.sqrt(median(c_within)) if c_within else 0.0,
         control_run_sd=statistics.stdev([c - o for c, o in zip(c_offsets, offsets)]) if controls and runs >= 2 else 0.0,
         source=source or f"fitted from {runs} runs, {len(cases)} cases",
@@ -190,18 +146,31 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
 class CaseParams:
     trial_sd: float
     case_run_sd: float
+    level: float = 0.0  # the case's log time relative to the median case's
 
 
 def draw_case_params(model: NoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
                      ) -> list[CaseParams]:
-    """Heterogeneous benchmarks: each its own s_b and tau_b (``trial_sd`` fixes s_b for all)."""
+    """Heterogeneous benchmarks: each its own level, s_b (on the model's trend with level) and tau_b
+    (``trial_sd`` fixes s_b for all)."""
     out = []
     for _ in range(count):
-        s = trial_sd if trial_sd is not None else model.trial_sd * math.exp(rng.gauss(0, model.trial_sd_spread))
+        level = rng.gauss(0, model.level_sd) if model.level_sd > 0 else 0.0
+        s = trial_sd if trial_sd is not None else \
+            model.trial_sd * math.exp(model.trial_sd_slope * level + rng.gauss(0, model.trial_sd_spread))
         jumpy = rng.random() < model.jumpy_fraction
         tau = model.jumpy_sd if jumpy else model.case_run_sd * math.exp(rng.gauss(0, model.case_run_sd_spread))
-        out.append(CaseParams(trial_sd=s, case_run_sd=tau))
+        out.append(CaseParams(trial_sd=s, case_run_sd=tau, level=level))
     return out
+
+
+def level_for(model: NoiseModel, trial_sd: float) -> float:
+    """Where a case of this trial sd sits on the model's trend (0 without one), kept within
+    2.5 level sds: a steady case in a simulation is placed where the fitted runs have steady cases."""
+    if not model.trial_sd_slope or not model.level_sd:
+        return 0.0
+    level = math.log(trial_sd / model.trial_sd) / model.trial_sd_slope
+    return max(-2.5 * model.level_sd, min(2.5 * model.level_sd, level))
 
 
 def draw_side(model: NoiseModel, cases: Sequence[CaseParams], rng: random.Random, *, runs: int, trials: int,
@@ -222,7 +191,7 @@ def draw_side(model: NoiseModel, cases: Sequence[CaseParams], rng: random.Random
         times, controls = [], []
         for r in range(runs):
             u = rng.gauss(0, case.case_run_sd)
-            base = -4.6 + offsets[r] + u + effect + machine  # e^-4.6 ≈ 10 ms per step
+            base = -4.6 + case.level + offsets[r] + u + effect + machine  # e^-4.6 ≈ 10 ms per step
             times.append([math.exp(base + rng.gauss(0, case.trial_sd)) for _ in range(trials)])
             controls.append([math.exp(-5.5 + control_offsets[r] + machine + rng.gauss(0, model.control_sd))
                              for _ in range(trials)])

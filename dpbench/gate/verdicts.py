@@ -47,8 +47,8 @@ class Family:
 
     method: str = ""
     size: int = 0  # distinct cases tested (the Holm family)
-    prior_sd: float = math.nan  # the run's typical between-trial spread
-    prior_df: float = math.nan  # how much weight it gets against a benchmark's own (limma's d0)
+    prior_sd: float = math.nan  # the run's typical between-trial spread (the median benchmark's)
+    prior_spread: float = math.nan  # how the benchmarks' trial spreads differ: sd of their log sds
     between_run_sd: float = math.nan  # tau: per-benchmark-per-run offset, from this comparison / --aa
     between_run_sd_aa: float = math.nan  # tau from the --aa runs alone (NaN without them)
     control_shift: float = math.nan  # median over benchmarks of the control ratio

@@ -279,7 +279,7 @@ def test_ab_exit_code_and_output_are_the_compares(ab_run):
     assert ab_json == direct_json
     assert ab_json["paired"] is True and ab_json["family"]["method"] == "paired"
     (bench,) = ab_json["benchmarks"]
-    assert bench["pairs"] == 2 and bench["test"] == "moderated t on paired log ratios"
+    assert bench["pairs"] == 2 and bench["test"] == "moderated test on paired log ratios"
     assert "2 base/head pairs in schedule order" in bench["note"]
 
 

@@ -55,11 +55,11 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     assert main(["compare", str(base), str(cand)]) == 1  # the two-positional form
     out = capsys.readouterr().out
-    assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.05 after Holm): {SLOW}" in out
+    assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.01 after Holm): {SLOW}" in out
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
-    assert len(regressed) == 1 and SLOW in regressed[0] and "moderated t on log trials + between-run" in regressed[0]
-    assert "15 distinct cases tested (trials; Holm: family-wise false-alarm rate ≤ 0.05)" in out
+    assert len(regressed) == 1 and SLOW in regressed[0] and "moderated test on log trials + between-run" in regressed[0]
+    assert "15 distinct cases tested (trials; Holm: family-wise false-alarm rate ≤ 0.01)" in out
     assert "6 vs 6" in regressed[0]
 
 
@@ -190,7 +190,7 @@ def test_runs_of_one_trial_each_are_tested_across_runs_not_rounds():
     base = frames(*(report_synth.make_doc(seed=s, trials=1) for s in range(4)))
     cand = frames(*(report_synth.make_doc(seed=10 + s, trials=1, slowdown={SLOW: 1.4}) for s in range(4)))
     b = by_name(compare_frames(base, cand))[SLOW]
-    assert (b.baseline_trials, b.candidate_trials, b.test) == (4, 4, "moderated t on log trials")
+    assert (b.baseline_trials, b.candidate_trials, b.test) == (4, 4, "moderated test on log trials")
     assert b.verdict == Verdict.REGRESSED
 
 
@@ -297,7 +297,7 @@ def test_output_files(tmp_path: Path):
                               "missing": 0, "new": 0}
     assert [n.rsplit("::", 1)[-1] for n in data["regressions"]] == [SLOW]
     slow = data["benchmarks"][0]
-    assert slow["verdict"] == "regressed" and slow["test"] == "moderated t on log trials + between-run"
+    assert slow["verdict"] == "regressed" and slow["test"] == "moderated test on log trials + between-run"
     assert (slow["baseline_trials"], slow["candidate_trials"]) == (6, 6)
     assert 0 <= slow["p_value"] <= slow["p_adjusted"] < 0.05 and slow["control_ratio"] == pytest.approx(1.0, abs=0.02)
     assert data["family"]["size"] == 15 and data["family"]["method"] == "trials" and data["paired"] is False

@@ -13,8 +13,8 @@ import pytest
 from scipy import special, stats
 
 from dpbench.gate.family import Item, judge_family
-from dpbench.gate.judge import (BIG_DF, Method, Pooled, between_run_variance, evidence, fit_prior, holm, moderate,
-                                trigamma_inverse)
+from dpbench.gate.judge import (Method, Pooled, Prior, between_run_variance, evidence, fit_prior, holm, posterior,
+                                posterior_variance, tail_p)
 from dpbench.gate.noise import CLEAN, NoiseModel, draw_case_params, draw_side, fit_noise_model
 from dpbench.gate.verdicts import Verdict
 
@@ -31,19 +31,76 @@ def test_holm_matches_the_step_down_definition():
     assert holm([0.5, 0.2]) == [0.5, 0.4]  # monotone: never below an earlier adjusted p
 
 
-def test_trigamma_inverse_inverts_scipys_trigamma():
-    for y in (0.3, 1.0, 3.0, 40.0):
-        assert trigamma_inverse(float(special.polygamma(1, y))) == pytest.approx(y, rel=1e-7)
-
-
-def test_prior_of_identical_variances_is_known_exactly_and_moderation_is_the_weighted_mean():
+def test_prior_of_identical_variances_has_no_spread_and_is_their_pooled_variance():
+    """Variances that differ no more than sampling explains: one variance for all, exactly Σ s²·df / Σ df."""
     prior = fit_prior([0.01] * 5, [4] * 5)
-    # limma's fitFDist: variances that differ less than sampling explains → d0 = ∞ and
-    # s0² = exp(mean(log s² − digamma(d/2) + log(d/2))).
-    assert prior.df == BIG_DF
-    assert prior.s2 == pytest.approx(0.01 * math.exp(math.log(2) - float(special.digamma(2))), rel=1e-12)
-    s2, df = moderate(0.04, 4, fit_prior([0.01, 0.02, 0.005, 0.04, 0.03], [4] * 5))
-    assert df > 4 and 0.005 < s2 < 0.04
+    assert prior.spread == 0.0 and prior.slope == 0.0
+    assert prior.sd == pytest.approx(0.1, rel=1e-12)
+    post = posterior(0.04, 4, prior)
+    assert list(post.variances) == [pytest.approx(0.01, rel=1e-12)] and list(post.weights) == [1.0]
+    assert math.isnan(fit_prior([0.01, 0.02], [4, 4]).sd)  # fewer than three: no prior
+    assert posterior(0.04, 4, fit_prior([0.01, 0.02], [4, 4])) is None
+
+
+def _mixture_p(excess: float, a: float, extra: float, s2: float, df: float, prior: Prior) -> float:
+    """The same p by scipy's quadrature over log sd: prior × chi-square likelihood × the normal tail."""
+    from scipy import integrate
+
+    centre, spread = math.log(prior.sd), prior.spread
+
+    def weight(x: float) -> float:
+        v = math.exp(2 * x)
+        return stats.norm.pdf(x, centre, spread) * stats.chi2.pdf(s2 * df / v, df) / v
+
+    norm = integrate.quad(weight, centre - 10 * spread, centre + 10 * spread, limit=200)[0]
+    tail = integrate.quad(lambda x: weight(x) * stats.norm.sf(excess / math.sqrt(math.exp(2 * x) * a + extra)),
+                          centre - 10 * spread, centre + 10 * spread, limit=200)[0]
+    return tail / norm
+
+
+def test_the_p_value_is_the_normal_tail_averaged_over_the_posterior_variance():
+    """A case of own sd 5% (8 df) among cases of median 15% spreading 0.4 (log): the grid's p is the
+    quadrature's; its posterior sd stays near its own (log-normal pooling), not near the family's."""
+    prior = Prior(sd=0.15, spread=0.4)
+    for excess in (0.1, 0.2, 0.3):
+        assert tail_p(excess, 0.0, 0.4, 0.0002, posterior(0.0025, 8, prior), upper=True) == pytest.approx(
+            _mixture_p(excess, 0.4, 0.0002, 0.0025, 8, prior), rel=2e-3)
+    assert tail_p(-0.2, 0.0, 0.4, 0.0, posterior(0.0025, 8, prior), upper=False) == pytest.approx(
+        _mixture_p(0.2, 0.4, 0.0, 0.0025, 8, prior), rel=2e-3)
+    # Pooled in logs: the posterior's typical sd (exp E[log sd], by quadrature) is 7.7%, between its own 5%
+    # and the family's 15%; limma's additive pooling (its prior df for a spread of 0.4: ~4.2) lent this
+    # case (4.2·0.15² + 8·0.05²)/12.2 → sd 9.7%.
+    import numpy as np
+    from scipy import integrate
+
+    post = posterior(0.0025, 8, prior)
+    typical = math.exp(float(post.weights @ (0.5 * np.log(post.variances))))
+
+    def weight(x: float) -> float:
+        return stats.norm.pdf(x, math.log(0.15), 0.4) * stats.chi2.pdf(0.02 / math.exp(2 * x), 8) / math.exp(2 * x)
+
+    lo, hi = math.log(0.15) - 4, math.log(0.15) + 4
+    exact = integrate.quad(lambda x: x * weight(x), lo, hi)[0] / integrate.quad(weight, lo, hi)[0]
+    assert typical == pytest.approx(math.exp(exact), rel=1e-3) and typical < 0.08
+    assert posterior_variance(0.0025, 8, prior) == pytest.approx(float(post.weights @ post.variances), rel=1e-12)
+
+
+def test_the_prior_follows_the_cases_level_and_reads_each_case_on_its_trend():
+    """400 cases whose log sd falls 0.3 per unit of log time (spread 0.2 around it), 8 df each."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    levels = rng.normal(-4.0, 1.5, 400)
+    true_sd = 0.12 * np.exp(-0.3 * (levels + 4.0) + rng.normal(0, 0.2, 400))
+    s2 = true_sd ** 2 * rng.chisquare(8, 400) / 8
+    prior = fit_prior(list(s2), [8] * 400, list(levels))
+    assert prior.slope == pytest.approx(-0.3, abs=0.05) and prior.spread == pytest.approx(0.2, abs=0.06)
+    assert prior.centre == pytest.approx(float(np.mean(levels)), rel=1e-12)
+    # Without levels, the same variances spread more widely (the trend's share counted as spread).
+    assert fit_prior(list(s2), [8] * 400).spread > prior.spread + 0.2
+    # A case's prior centre is read at its level: a long step's prior is quieter than a short one's.
+    quiet, noisy = posterior(math.nan, 0, prior, -1.0), posterior(math.nan, 0, prior, -7.0)
+    assert quiet.mean < noisy.mean
 
 
 def test_between_run_variance_is_zero_when_trial_spread_explains_the_scatter_and_exact_when_it_does_not():
@@ -75,8 +132,7 @@ def _twenty(effects: dict[int, float], spread=(0.95, 1.0, 1.05)) -> list[Item]:
 
 
 def _z(change: float, against: float = 1.0, spread=(0.95, 1.0, 1.05), cases: int = 20) -> float:
-    s2 = statistics.variance([math.log(f) for f in spread])
-    s2 *= 2 / math.exp(float(special.digamma(2)))  # the prior's variance (limma, d0 = ∞; tested above)
+    s2 = statistics.variance([math.log(f) for f in spread])  # the prior's one variance (no spread; tested above)
     # The machine's move is the other cases' median (all 0 here); the median of `cases` log ratios of
     # variance v has variance (pi/2) v / cases, which each case's variance carries too.
     v = s2 * 2 / 3
@@ -89,14 +145,14 @@ def _judge_with_aa(items: list[Item]):
     return judge_family(items, threshold=0.1, alpha=0.05, aa=[dict(base)], aa_base=base)
 
 
-def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_t_against_no_change_corrected_by_holm():
-    """+20%: p = the normal tail of log(1.2) / se (z = 3.75: the other cases' median in the se), times 20 (Holm) = 0.002."""
+def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_test_against_no_change_corrected_by_holm():
+    """+20%: p = the normal tail of log(1.2) / se (z = 4.30: the other cases' median in the se), times 20 (Holm) = 0.0002."""
     judged, family = _judge_with_aa(_twenty({0: 1.2}))
     b = judged[0]
     z = _z(1.2)
-    assert z == pytest.approx(3.753, abs=1e-3)
+    assert z == pytest.approx(4.296, abs=1e-3)
     assert family.between_run_sd == 0.0 and family.between_run_sd_aa == 0.0 and family.size == 20
-    assert family.prior_df == BIG_DF
+    assert family.prior_spread == 0.0
     assert b.verdict == Verdict.REGRESSED and b.ratio == pytest.approx(1.2)
     assert b.p_value == pytest.approx(stats.norm.sf(z), rel=1e-3)
     assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
@@ -106,11 +162,11 @@ def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_t_against_n
 
 
 def test_without_aa_runs_the_test_is_against_the_threshold():
-    """No --aa: the same +20% is tested against +10% (z = 1.79, p = 0.037, 0.73 after Holm): inconclusive;
-    +50% (z = 6.38) is regressed with that p."""
+    """No --aa: the same +20% is tested against +10% (z = 2.05, p = 0.020, 0.40 after Holm): inconclusive;
+    +50% (z = 7.31) is regressed with that p."""
     judged, family = judge_family(_twenty({0: 1.2}), threshold=0.1, alpha=0.05)
     b = judged[0]
-    assert _z(1.2, 1.1) == pytest.approx(1.791, abs=1e-3) and math.isnan(family.between_run_sd_aa)
+    assert _z(1.2, 1.1) == pytest.approx(2.050, abs=1e-3) and math.isnan(family.between_run_sd_aa)
     assert b.verdict == Verdict.INCONCLUSIVE and b.p_value == pytest.approx(stats.norm.sf(_z(1.2, 1.1)), rel=1e-3)
     assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
     assert b.note == (f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%) "
@@ -122,11 +178,11 @@ def test_without_aa_runs_the_test_is_against_the_threshold():
 
 
 def test_significant_but_below_the_threshold_is_unchanged_and_beyond_it_but_not_significant_inconclusive():
-    # +8% with a tight spread: z = 7.9 against no change (significant) but below the 10% bar → unchanged.
+    # +8% with a tight spread: z = 9.1 against no change (significant) but below the 10% bar → unchanged.
     tight = (0.99, 1.0, 1.01)
     judged, _ = _judge_with_aa(_twenty({0: 1.08}, tight))
     assert _z(1.08, spread=tight) > 5 and judged[0].p_adjusted < 1e-5 and judged[0].verdict == Verdict.UNCHANGED
-    # +12% with the wide spread: z = 2.33, p = 0.0098, 0.20 after Holm over 20 → inconclusive, and says so.
+    # +12% with the wide spread: z = 2.67, p = 0.0038, 0.076 after Holm over 20 → inconclusive, and says so.
     judged, _ = _judge_with_aa(_twenty({0: 1.12}))
     b = judged[0]
     assert b.p_value == pytest.approx(stats.norm.sf(_z(1.12)), rel=1e-3) and b.verdict == Verdict.INCONCLUSIVE
@@ -168,14 +224,14 @@ def test_each_case_is_judged_beyond_the_other_cases_median_move_never_its_own():
 
 def test_everything_moving_beyond_the_controls_is_judged_against_the_controls():
     """All 20 cases +40%, controls steady: (log 1.4 - log 1.1) / sd of the common move against the controls
-    (the median's (pi/2) v / 20 plus the controls' own run offset, 2 x CONTROL_RUN_SD²) = 4.06 > 1.645: the
+    (the median's (pi/2) v / 20 plus the controls' own run offset, 2 x CONTROL_RUN_SD²) = 4.08 > 1.645: the
     code moved everything, each case is judged beyond the controls and regressed."""
     from dpbench.gate.judge import CONTROL_RUN_SD
 
     judged, family = judge_family(_twenty({i: 1.4 for i in range(20)}), threshold=0.1, alpha=0.05)
-    v = statistics.variance([math.log(f) for f in (0.95, 1.0, 1.05)]) * 2 / math.exp(float(special.digamma(2))) * 2 / 3
+    v = statistics.variance([math.log(f) for f in (0.95, 1.0, 1.05)]) * 2 / 3
     z = (math.log(1.4) - math.log(1.1)) / math.sqrt(math.pi / 2 * v / 20 + 2 * CONTROL_RUN_SD ** 2)
-    assert z == pytest.approx(4.06, abs=0.01)
+    assert z == pytest.approx(4.08, abs=0.01)
     assert family.shift_basis == "controls" and family.broad_change == pytest.approx(1.4, rel=1e-12)
     assert all(x.verdict == Verdict.REGRESSED and x.excess == pytest.approx(1.4, rel=1e-12) for x in judged)
     assert judged[0].note.startswith("slower by +40.0% beyond the machine (controls moved +0.0%), p = ")

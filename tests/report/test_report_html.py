@@ -118,7 +118,7 @@ def test_comparison_uses_the_gates_verdicts(page: str, two_runs):
     text = html.unescape(page)
     assert "0001_base → 0002_cand" in text
     row = re.search(r"<tr class=\"regressed\">(.*?)</tr>", page, re.S)
-    assert row and "test_throughput[ddp-mlp-w2]" in row.group(1) and "moderated t on log trials" in row.group(1)
+    assert row and "test_throughput[ddp-mlp-w2]" in row.group(1) and "moderated test on log trials" in row.group(1)
     assert "<td>ddp w2</td>" in row.group(1)
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 1" in text
     # machine mismatch (torch 2.13.0 → 2.14.0) is shown on the comparison
