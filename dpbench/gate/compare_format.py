@@ -61,7 +61,8 @@ def family_line(cmp: Comparison) -> str:
     f = cmp.family
     parts = [f"{f.size} distinct cases tested ({f.method}{', paired in schedule order' if cmp.paired else ''}; "
              f"Holm: family-wise false-alarm rate ≤ {cmp.alpha:g})",
-             f"typical trial spread {_pct(f.prior_sd)} (log-normal across cases, sd of logs {f.prior_spread:.2f})"]
+             f"typical trial spread {_pct(f.prior_sd)} (log-normal across cases, sd of logs {f.prior_spread:.2f}"
+             + (f", {f.prior_slope:+.2f} per log of the step time)" if f.prior_slope else ")")]
     if f.method == "trials":
         aa = "" if math.isnan(f.between_run_sd_aa) else f", {_pct(f.between_run_sd_aa)} in the --aa runs"
         parts.append(f"between-run spread {_pct(f.between_run_sd)}{aa}")

@@ -214,6 +214,7 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
     shift, shift_var, basis, broad = _machine_shift(evs, variances, controls, threshold=threshold, alpha=alpha,
                                                     runs=runs)
     public = Family(method=method.value, size=len(evs), prior_spread=prior.spread, prior_sd=math.expm1(prior.sd),
+                    prior_slope=prior.slope,
                     between_run_sd=math.expm1(math.sqrt(tau2)),
                     between_run_sd_aa=math.expm1(math.sqrt(tau2_aa)) if tau2_aa >= 0 else math.nan,
                     control_shift=math.exp(median(controls)) if controls else math.nan,

@@ -49,6 +49,7 @@ class Family:
     size: int = 0  # distinct cases tested (the Holm family)
     prior_sd: float = math.nan  # the run's typical between-trial spread (the median benchmark's)
     prior_spread: float = math.nan  # how the benchmarks' trial spreads differ: sd of their log sds
+    prior_slope: float = 0.0  # how a benchmark's log sd moves per log of its step time (0: no trend fitted)
     between_run_sd: float = math.nan  # tau: per-benchmark-per-run offset, from this comparison / --aa
     between_run_sd_aa: float = math.nan  # tau from the --aa runs alone (NaN without them)
     control_shift: float = math.nan  # median over benchmarks of the control ratio

@@ -53,8 +53,12 @@ def set_trials(doc: dict, name: str, times: list[float], controls: list[float] |
 def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
     cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
-    assert main(["compare", str(base), str(cand)]) == 1  # the two-positional form
+    assert main(["compare", str(base), str(cand), "--json", str(tmp_path / "c.json")]) == 1  # two-positional form
     out = capsys.readouterr().out
+    family = json.loads((tmp_path / "c.json").read_text())["family"]
+    assert family["prior_slope"] != 0.0  # 15 cases: the prior's centre follows their level
+    assert (f"sd of logs {family['prior_spread']:.2f}, {family['prior_slope']:+.2f} per log of the step time)"
+            in out)
     assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.01 after Holm): {SLOW}" in out
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
