@@ -47,11 +47,12 @@ def interval(hits: int, n: int) -> tuple[float, float]:
 
 def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: int, paired: bool,
             target_effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0,
-            aa_runs: int = 0, alpha: float = ALPHA) -> tuple[bool, Verdict]:
+            aa_runs: int = 0, alpha: float = ALPHA, null: str | None = None) -> tuple[bool, Verdict]:
     """One simulated gate run; → (did the job fail, the verdict on case 0, the one that may have changed).
 
     Unpaired: one run of ``trials`` trials a side (``dpbench compare BASE CAND``). Paired: ``trials``
-    one-trial runs a side, run i of each side sharing the machine's offset (``dpbench ab``)."""
+    one-trial runs a side, run i of each side sharing the machine's offset (``dpbench ab``). ``null``:
+    test against "no change" or "threshold" instead of the gate's own rule (None)."""
     cases = draw_case_params(model, rng, benchmarks)
     if target_sd is not None:
         cases[0] = type(cases[0])(trial_sd=target_sd, case_run_sd=cases[0].case_run_sd,
@@ -69,7 +70,7 @@ def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: i
           for _ in range(aa_runs)]
     items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
     judged, _ = judge_family(items, threshold=THRESHOLD, alpha=alpha, paired=paired, aa=aa,
-                             aa_base={f"b{i}": b for i, b in enumerate(base)})
+                             aa_base={f"b{i}": b for i, b in enumerate(base)}, null=null)
     failed = any(b.verdict == Verdict.REGRESSED for b in judged)
     return failed, next(b.verdict for b in judged if b.name == "b0")
 
@@ -96,7 +97,7 @@ def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials:
     print(f"model: {json.dumps(model.to_dict())}")
     print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, "
           f"alpha {kwargs.get('alpha', ALPHA)} (Holm), {kwargs.get('aa_runs', 0)} --aa runs for compare; "
-          f"95% Clopper-Pearson intervals")
+          f"null: {kwargs.get('null') or 'the gate rule'}; 95% Clopper-Pearson intervals")
     for paired in (False, True) if paired_too else (False,):
         kw = {**kwargs, "aa_runs": 0} if paired else kwargs
         what = "paired ab" if paired else "compare"
@@ -116,12 +117,12 @@ def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials:
 
 
 def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA,
-                aa_runs: int = 0, paired_too: bool = True) -> None:
+                aa_runs: int = 0, paired_too: bool = True, null: str | None = None) -> None:
     cvs, trial_counts, effects = (0.02, 0.05, 0.10, 0.20), (3, 5, 10), (1.15, 1.25, 1.5, 2.0)
     for paired in (False, True) if paired_too else (False,):
         aa = 0 if paired else aa_runs
         print(f"\npower ({'paired ab: trials = pairs of one-trial runs' if paired else 'compare: one run a side'}, "
-              f"{aa} --aa runs; "
+              f"{aa} --aa runs; null: {null or 'the gate rule'}; "
               f"share of {jobs} jobs in which one case of the given CV, among {benchmarks}, is flagged)")
         print("| CV | trials | " + " | ".join(f"+{e - 1:.0%}" for e in effects) + " |")
         print("|---|---|" + "---|" * len(effects))
@@ -131,7 +132,7 @@ def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alp
                 for k, e in enumerate(effects):
                     _, c, total = rate(model, jobs=jobs, seed=seed + 100 * k + n, benchmarks=benchmarks, trials=n,
                                        paired=paired, target_effect=e, target_sd=cv, alpha=alpha,
-                                       aa_runs=aa)
+                                       aa_runs=aa, null=null)
                     cells.append(f"{c / total:.0%}")
                 print(f"| {cv:.0%} | {n} | " + " | ".join(cells) + " |")
 
@@ -156,7 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"the gate's --alpha (default {ALPHA})")
     p.add_argument("--aa-runs", type=int, default=0,
                    help="compare targets: also give the gate this many --aa runs of the baseline's commit")
+    p.add_argument("--null", choices=("gate", "no-change", "threshold"), default="gate",
+                   help="what the one-sided tests are against: the gate's own rule (default), or, to weigh the "
+                        "rule it does not use, always no change / always the threshold")
     args = p.parse_args(argv)
+    null = None if args.null == "gate" else args.null.replace("-", " ")
     if args.fit:
         from dpbench.results.frame import runs_frame
         from dpbench.results.load import read_run, resolve_run
@@ -175,10 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.jobs > 0:
         targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials,
-                alpha=args.alpha, aa_runs=args.aa_runs, paired_too=not args.power_compare_only)
+                alpha=args.alpha, aa_runs=args.aa_runs, paired_too=not args.power_compare_only, null=null)
     if args.power:
         power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha,
-                    aa_runs=args.aa_runs, paired_too=not args.power_compare_only)
+                    aa_runs=args.aa_runs, paired_too=not args.power_compare_only, null=null)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

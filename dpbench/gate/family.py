@@ -94,8 +94,14 @@ def _aa_between(prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]])
 
 def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paired: bool = False,
                  aa: Sequence[dict[str, Pooled]] = (), aa_base: dict[str, Pooled] | None = None,
-                 ) -> tuple[list[BenchmarkComparison], Family]:
-    """The verdict on every item; benchmarks sharing a ``case_key`` are tested once."""
+                 null: str | None = None) -> tuple[list[BenchmarkComparison], Family]:
+    """The verdict on every item; benchmarks sharing a ``case_key`` are tested once.
+
+    ``null`` overrides what the tests are against (``"no change"`` or ``"threshold"``; None: the gate's
+    rule, :func:`_null_bounds`) — for ``scripts/simulate_gate.py --null``, which weighs the rule the
+    gate does not use; ``dpbench compare`` never passes it."""
+    if null not in (None, "no change", "threshold"):
+        raise ValueError(f"null must be 'no change' or 'threshold', not {null!r}")
     method = choose_method(items, paired)
     out: dict[str, BenchmarkComparison] = {}
     testable: dict[tuple, Item] = {}  # one representative per case
@@ -128,6 +134,8 @@ def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paire
             evs[item.name] = evidence(item.base, item.cand, method)
     family = _family(method, evs, [testable[k] for k in testable], aa, aa_base or {}, threshold=threshold,
                      alpha=alpha)
+    if null is not None:
+        family.against_no_change = null == "no change"
     _test(out, evs, family, threshold=threshold, alpha=alpha, method=method)
     for first, others in duplicates.items():
         for name in others:

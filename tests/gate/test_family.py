@@ -177,6 +177,19 @@ def test_without_aa_runs_the_test_is_against_the_threshold():
     assert b.verdict == Verdict.REGRESSED and b.p_value == pytest.approx(stats.norm.sf(_z(1.5, 1.1)), rel=1e-3)
 
 
+def test_the_simulations_null_override_swaps_the_two_tests_and_nothing_else():
+    """simulate_gate.py --null: the same +20% against no change without --aa (z = 4.30), and against +10%
+    with --aa (z = 2.05); an unknown null is refused."""
+    b = judge_family(_twenty({0: 1.2}), threshold=0.1, alpha=0.05, null="no change")[0][0]
+    assert b.p_value == pytest.approx(stats.norm.sf(_z(1.2)), rel=1e-3) and b.verdict == Verdict.REGRESSED
+    items = _twenty({0: 1.2})
+    base = {i.name: i.base for i in items}
+    b = judge_family(items, threshold=0.1, alpha=0.05, aa=[dict(base)], aa_base=base, null="threshold")[0][0]
+    assert b.p_value == pytest.approx(stats.norm.sf(_z(1.2, 1.1)), rel=1e-3) and b.verdict == Verdict.INCONCLUSIVE
+    with pytest.raises(ValueError, match="null must be 'no change' or 'threshold', not 'zero'"):
+        judge_family(items, threshold=0.1, alpha=0.05, null="zero")
+
+
 def test_significant_but_below_the_threshold_is_unchanged_and_beyond_it_but_not_significant_inconclusive():
     # +8% with a tight spread: z = 9.1 against no change (significant) but below the 10% bar → unchanged.
     tight = (0.99, 1.0, 1.01)
