@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dpbench.gate.ab import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
 from dpbench.gate.noise import CLEAN, TODAY, NoiseModel, draw_case_params, draw_side, fit_noise_model, \
@@ -92,15 +93,18 @@ def _pct(hits: int, n: int) -> str:
 
 
 def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired_too: bool = True,
-            **kwargs) -> None:
-    """``kwargs`` (``alpha``, ``aa_runs``) go to every job; ``--aa`` runs apply to compare only."""
+            pairs: int = AB_PAIRS, **kwargs) -> None:
+    """``kwargs`` (``alpha``, ``aa_runs``) go to every job; ``--aa`` runs apply to compare only; paired ab
+    has ``pairs`` pairs of one-trial runs (``dpbench ab``'s default)."""
+    side_trials = trials
     print(f"model: {json.dumps(model.to_dict())}")
-    print(f"{benchmarks} benchmarks, {trials} trials a side, threshold {THRESHOLD:.0%}, "
+    print(f"{benchmarks} benchmarks, {trials} trials a side for compare, {pairs} pairs for paired ab, threshold {THRESHOLD:.0%}, "
           f"alpha {kwargs.get('alpha', ALPHA)} (Holm), {kwargs.get('aa_runs', 0)} --aa runs for compare; "
           f"null: {kwargs.get('null') or 'the gate rule'}; 95% Clopper-Pearson intervals")
     for paired in (False, True) if paired_too else (False,):
         kw = {**kwargs, "aa_runs": 0} if paired else kwargs
         what = "paired ab" if paired else "compare"
+        trials = pairs if paired else side_trials
         sys.stdout.flush()
         f, _, n = rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired, **kw)
         print(f"  {what:10} A/A jobs failing:                         {_pct(f, n)}")
@@ -110,7 +114,10 @@ def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials:
             print(f"  {what:10} +25% on one case of CV {cv:.0%} caught:          {_pct(c, n)}")
         _, c, n = rate(model, jobs=jobs, seed=seed + 2, benchmarks=benchmarks, trials=trials, paired=paired,
                        target_effect=1.5, machine=1.12, **kw)
-        print(f"  {what:10} +50% with the control +12% caught:        {_pct(c, n)}")
+        print(f"  {what:10} +50% with the control +12% caught:        {_pct(c, n)}  (the case's CV drawn from the model)")
+        _, c, n = rate(model, jobs=jobs, seed=seed + 4, benchmarks=benchmarks, trials=trials, paired=paired,
+                       target_effect=1.5, machine=1.12, target_sd=0.05, **kw)
+        print(f"  {what:10} +50% with the control +12%, CV 5%, caught: {_pct(c, n)}")
         f, _, n = rate(model, jobs=jobs, seed=seed + 3, benchmarks=benchmarks, trials=trials, paired=paired,
                        machine=1.12, **kw)
         print(f"  {what:10} machine +12%, code unchanged, jobs failing: {_pct(f, n)}")
@@ -148,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                         "between-run offset alike) or today (issue 16's jumpy cases)")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--benchmarks", type=int, default=70)
-    p.add_argument("--trials", type=int, default=5, help="trials a side (the quick profile's 5)")
+    p.add_argument("--trials", type=int, default=5, help="compare: trials a side (the quick profile's 5)")
+    p.add_argument("--pairs", type=int, default=AB_PAIRS,
+                   help=f"paired ab: pairs of one-trial runs (dpbench ab's default {AB_PAIRS})")
     p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
     p.add_argument("--power-jobs", type=int, default=200)
     p.add_argument("--power-compare-only", "--compare-only", action="store_true",
@@ -180,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.jobs > 0:
         targets(model, jobs=args.jobs, seed=args.seed, benchmarks=args.benchmarks, trials=args.trials,
-                alpha=args.alpha, aa_runs=args.aa_runs, paired_too=not args.power_compare_only, null=null)
+                alpha=args.alpha, aa_runs=args.aa_runs, paired_too=not args.power_compare_only, null=null,
+                pairs=args.pairs)
     if args.power:
         power_table(model, jobs=args.power_jobs, seed=args.seed, benchmarks=args.benchmarks, alpha=args.alpha,
                     aa_runs=args.aa_runs, paired_too=not args.power_compare_only, null=null)

@@ -32,11 +32,10 @@ _COMPARE_PARSER = dict(
         description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
                     "a side's trials are pooled over its runs). Regressed = slower than the machine's shift (the "
                     "other benchmarks' median move, or the controls') by more than --threshold, and significant "
-                    "after Holm's correction over the distinct cases: against no change where the sample spans "
-                    "sessions (--aa runs, --paired, one-trial runs), else against the threshold itself. The test "
-                    "is one-sided on log trial times, its variance each case's own moderated by a log-normal "
-                    "prior over the cases (its centre following the step time), plus the between-run spread "
-                    "(estimated from the comparison itself and any --aa runs). Fewer than 2 trials a side, "
+                    "against no change after Holm's correction over the distinct cases. The test is one-sided on "
+                    "log trial times, its variance each case's own moderated by a log-normal prior over the "
+                    "cases (its centre following the step time), plus how far a fresh session moves a case "
+                    "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 trials a side, "
                     "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
                     "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.")
 

@@ -8,10 +8,9 @@ A benchmark *regressed* when the ratio of the medians of its trial times (the he
 times, ``step_time_s``) exceeds the machine's own shift (the other benchmarks' median move, or the
 controls' where the benchmarks as a whole moved beyond them: :mod:`dpbench.gate.family`) by more than
 ``threshold``, **and** is significant after Holm's correction over the distinct cases compared
-(against no change where the sample spans sessions — ``--aa`` runs, ``dpbench ab``'s pairs, one-trial
-runs — else against the threshold): a one-sided test on log trial times whose variance is moderated
-by a log-normal prior over the family (see :mod:`dpbench.gate.judge` for the noise model and
-:mod:`dpbench.gate.family` for the rule). The threshold ignores real
+against no change: a one-sided test on log trial times whose trial variance is moderated by a
+log-normal prior over the family and whose between-run offset is log-normal across cases (see
+:mod:`dpbench.gate.judge` for the noise model and :mod:`dpbench.gate.family` for the rule). The threshold ignores real
 but unimportant changes; the test ignores noise that happens to cross it; the correction keeps
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 

@@ -64,8 +64,10 @@ def family_line(cmp: Comparison) -> str:
              f"typical trial spread {_pct(f.prior_sd)} (log-normal across cases, sd of logs {f.prior_spread:.2f}"
              + (f", {f.prior_slope:+.2f} per log of the step time)" if f.prior_slope else ")")]
     if f.method == "trials":
-        aa = "" if math.isnan(f.between_run_sd_aa) else f", {_pct(f.between_run_sd_aa)} in the --aa runs"
-        parts.append(f"between-run spread {_pct(f.between_run_sd)}{aa}")
+        aa = "" if math.isnan(f.between_run_sd_aa) else \
+            f"; measured by the --aa runs {_pct(f.between_run_sd_aa)} (spread {f.between_run_spread_aa:.2f}), used per case"
+        parts.append(f"between-run offset of the median case {_pct(f.between_run_sd)} (log-normal across cases, "
+                     f"spread {f.between_run_spread:.2f}){aa}")
     parts.append(f"controls moved {fmt_ratio(f.control_shift)}, the median benchmark {fmt_ratio(f.median_shift)}")
     if f.shift_basis == "controls" and math.isfinite(f.broad_change):
         parts.append(f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "

@@ -10,13 +10,16 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from dpbench.gate.judge import (CONTROL_RUN_SD, MIN_OTHERS, MIN_PAIRS, MIN_TRIALS, Evidence, Method, Pooled,
-                                between_run_variance, evidence, fit_prior, holm, posterior, posterior_variance, tail_p)
+from dpbench.gate.judge import (BETWEEN_MIN_SD, BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX, CONTROL_RUN_SD, MIN_OTHERS, MIN_PAIRS, MIN_TRIALS, Evidence, Method, Pooled, Posterior,
+                                Prior, between_distribution, evidence, fit_between, fit_prior, holm, lognormal_ml,
+                                posterior, posterior_variance, tail_p)
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
 
 __all__ = ["Item", "choose_method", "judge_family"]
+
+BETWEEN_GRID_STEP = 0.05  # log sd: the grid of each case's between-run posterior from --aa runs
 
 
 @dataclass(kw_only=True)
@@ -76,20 +79,47 @@ def _t_p(excess: float, bound: float, se: float, df: float, upper: bool) -> floa
     return float(stdtr(df, -t) if upper else stdtr(df, t))
 
 
-def _aa_between(prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]]) -> tuple[float, dict[str, float]]:
-    """tau² from baseline vs each --aa run (robust, over benchmarks), and each benchmark's own."""
-    pooled, own = [], {}
-    for other in aa:
-        names = [n for n in base if n in other and len(base[n].times) >= 1 and len(other[n].times) >= 1]
-        evs = {n: evidence(base[n], other[n], Method.TRIALS) for n in names}
-        within = {n: posterior_variance(e.s2, e.df, prior, e.level) * e.a for n, e in evs.items()}
-        within = {n: (v if math.isfinite(v) else 0.0) for n, v in within.items()}
-        centre = median([e.diff for e in evs.values()])
-        pooled.append(between_run_variance([e.diff - centre for e in evs.values()], list(within.values()),
-                                           [e.b for e in evs.values()]))
-        for n, e in evs.items():
-            own.setdefault(n, []).append(max(0.0, (e.diff - centre) ** 2 - within[n]) / e.b)
-    return (max(pooled) if pooled else math.nan), {n: statistics.fmean(v) for n, v in own.items()}
+def _aa_between(prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]]
+                ) -> tuple[Prior, dict[str, Posterior]]:
+    """Each case's between-run variance measured by the baseline's own sessions (its runs and the
+    ``--aa`` runs, all of one commit): per case, the scatter of its run means (each run's common move,
+    the median over cases, taken out) beyond what its trials explain; across cases a log-normal
+    (:func:`lognormal_ml`), and each case's posterior given its own scatter. → (the log-normal, the
+    posteriors); no prior (NaN) with fewer than two sessions or three cases."""
+    import numpy as np
+
+    names = [n for n in base if all(n in other for other in aa)]
+    per_case: dict[str, list[list[float]]] = {}
+    for n in names:
+        runs = [r for r in base[n].runs] + [r for other in aa for r in other[n].runs]
+        if len(runs) >= 2 and all(len(r) >= 1 and min(r) > 0 for r in runs):
+            per_case[n] = [[math.log(t) for t in r] for r in runs]
+    sizes = {len(v) for v in per_case.values()}
+    if len(per_case) < 3 or len(sizes) != 1:
+        return Prior(sd=math.nan, spread=math.nan), {}
+    names = list(per_case)
+    means = np.array([[statistics.fmean(r) for r in per_case[n]] for n in names])  # cases × sessions
+    means -= np.median(means - means[:, :1], axis=0)[None, :]  # each session's common move
+    dev = means - means.mean(axis=1, keepdims=True)
+    sessions_n = means.shape[1]
+    ss, known = [], []
+    for k, n in enumerate(names):
+        runs = per_case[n]
+        df_w = sum(len(r) - 1 for r in runs)
+        s2_w = sum(sum((x - statistics.fmean(r)) ** 2 for x in r) for r in runs) / df_w if df_w > 0 else math.nan
+        level = statistics.fmean(x for r in runs for x in r)
+        v = posterior_variance(s2_w, df_w, prior, level) if df_w > 0 else math.nan
+        ss.append(float(np.sum(dev[k] ** 2)))
+        known.append(v * statistics.fmean(1 / len(r) for r in runs) if math.isfinite(v) else 0.0)
+    df = sessions_n - 1
+    # Bounded as the comparison's own fit is (judge.fit_between): a few degrees of freedom per case tell the
+    # typical offset far better than how unequal the cases are.
+    sd, spread = lognormal_ml(ss, [df] * len(ss), known, step=0.02,
+                              spread_bounds=(BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX))
+    fitted = Prior(sd=max(sd, BETWEEN_MIN_SD), spread=spread)
+    # A coarser grid than the trial spread's: these posteriors are wide (a few degrees of freedom each).
+    return fitted, {n: posterior(ss[k] / df, df, fitted, known=known[k], step=BETWEEN_GRID_STEP)
+                    for k, n in enumerate(names)}
 
 
 def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paired: bool = False,
@@ -150,12 +180,11 @@ def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paire
 class _FamilyState:
     public: Family
     prior: object
-    tau2: float
-    own_tau2: dict[str, float]
+    between: dict[str, Posterior]  # per case (trials method): its between-run variance τ², as a distribution
     shift: dict[str, float]  # per case: the log shift of the machine it is judged beyond (see _machine_shift)
     shift_var: float  # that estimate's variance, added to every case's
     # Test against no change (True) or against the threshold (False): see _null_bounds.
-    against_no_change: bool = False
+    against_no_change: bool = True
 
 
 def _median_var(variances: Sequence[float]) -> float:
@@ -205,17 +234,21 @@ def _machine_shift(evs: dict[str, Evidence], variances: dict[str, float], contro
 def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_base, *, threshold: float,
             alpha: float) -> _FamilyState:
     prior = fit_prior([e.s2 for e in evs.values()], [e.df for e in evs.values()], [e.level for e in evs.values()])
-    tau2, tau2_aa, own = 0.0, math.nan, {}
+    own = Prior(sd=0.0, spread=0.0)  # the comparison's own fit of the between-run offsets
+    aa_fit = Prior(sd=math.nan, spread=math.nan)
+    between: dict[str, Posterior] = {}
     if method == Method.TRIALS and evs:
         within = [posterior_variance(e.s2, e.df, prior, e.level) * e.a for e in evs.values()]
         within = [v if math.isfinite(v) else 0.0 for v in within]
         centre = median([e.diff for e in evs.values()])
-        tau2 = between_run_variance([e.diff - centre for e in evs.values()], within, [e.b for e in evs.values()])
+        own = fit_between([e.diff - centre for e in evs.values()], within, [e.b for e in evs.values()])
+        shared = between_distribution(own)
+        between = {n: shared for n in evs}
         if aa:
-            tau2_aa, own = _aa_between(prior, aa_base, aa)
-            tau2 = max(tau2, tau2_aa)
-    variances = {n: posterior_variance(e.s2, e.df, prior, e.level) * e.a + max(tau2, own.get(n, 0.0)) * e.b
-                 for n, e in evs.items()}
+            aa_fit, measured = _aa_between(prior, aa_base, aa)
+            between.update({n: post for n, post in measured.items() if n in evs and post is not None})
+    variances = {n: posterior_variance(e.s2, e.df, prior, e.level) * e.a
+                 + (between[n].mean * e.b if n in between else 0.0) for n, e in evs.items()}
     tested = {i.name for i in items if i.name in evs}
     controls = [c for c in (_control_log_ratio(i) for i in items if i.name in tested) if not math.isnan(c)]
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
@@ -223,27 +256,24 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
                                                     runs=runs)
     public = Family(method=method.value, size=len(evs), prior_spread=prior.spread, prior_sd=math.expm1(prior.sd),
                     prior_slope=prior.slope,
-                    between_run_sd=math.expm1(math.sqrt(tau2)),
-                    between_run_sd_aa=math.expm1(math.sqrt(tau2_aa)) if tau2_aa >= 0 else math.nan,
+                    between_run_sd=math.expm1(own.sd), between_run_spread=own.spread,
+                    between_run_sd_aa=math.expm1(aa_fit.sd), between_run_spread_aa=aa_fit.spread,
                     control_shift=math.exp(median(controls)) if controls else math.nan,
                     median_shift=math.exp(median([e.diff for e in evs.values()])) if evs else math.nan,
                     shift_basis=basis, broad_change=math.exp(broad) if math.isfinite(broad) else math.nan)
-    return _FamilyState(public=public, prior=prior, tau2=tau2, own_tau2=own, shift=shift,
-                        shift_var=shift_var if math.isfinite(shift_var) else 0.0,
-                        against_no_change=method != Method.TRIALS or math.isfinite(tau2_aa))
+    return _FamilyState(public=public, prior=prior, between=between, shift=shift,
+                        shift_var=shift_var if math.isfinite(shift_var) else 0.0)
 
 
 def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
     """The log change the one-sided tests are against: (slower, faster).
 
-    Against no change (the threshold then a separate effect-size bar, as in pyperf and asv) wherever
-    the sample's spread covers how much a fresh session moves each case: ``dpbench ab``'s pairs and
-    one-trial runs (every sample its own session) and ``--aa`` runs (each case's own move measured).
-    One run of several trials a side cannot tell which cases a session moves more than the rest: there
-    the test is against the threshold itself. simulate_gate.py, 1,000 A/A jobs of 70 cases at alpha
-    0.01 (README): the no-change test without --aa fails 17.7% of them where sessions move cases by
-    different amounts (3% offsets spreading 0.5 in log across cases) — the threshold null keeps that
-    under 1% at the price of power."""
+    Against no change (the threshold then a separate effect-size bar, as in pyperf and asv): the test's
+    variance carries how far a fresh session moves each case (``dpbench ab``'s pairs and one-trial runs
+    span sessions; one run of several trials a side carries the between-run offset fitted from the
+    comparison, log-normal across cases with at least BETWEEN_SPREAD_FLOOR of spread, or measured per
+    case by ``--aa`` runs). Against the threshold only where ``judge_family(null="threshold")`` asks —
+    the rule the gate used until 2026-12-03 (simulate_gate.py --null threshold weighs it)."""
     if fam.against_no_change:
         return 0.0, 0.0
     return math.log1p(threshold), math.log1p(-threshold) if threshold < 1 else -math.inf
@@ -254,16 +284,16 @@ def _test(out: dict[str, BenchmarkComparison], evs: dict[str, Evidence], fam: _F
     up_bound, down_bound = _null_bounds(fam, threshold)
     p_up, p_down = {}, {}
     for name, e in evs.items():
-        tau2 = max(fam.tau2, fam.own_tau2.get(name, 0.0))
-        extra = tau2 * e.b + fam.shift_var
+        between = fam.between.get(name)
+        extra = fam.shift_var
         up, down = max(fam.shift[name], 0.0), min(fam.shift[name], 0.0)
         post = posterior(e.s2, e.df, fam.prior, e.level)
         if post is not None:
-            p_up[name] = tail_p(e.diff - up, up_bound, e.a, extra, post, upper=True)
-            p_down[name] = tail_p(e.diff - down, down_bound, e.a, extra, post, upper=False)
+            p_up[name] = tail_p(e.diff - up, up_bound, e.a, extra, post, upper=True, between=between, b=e.b)
+            p_down[name] = tail_p(e.diff - down, down_bound, e.a, extra, post, upper=False, between=between, b=e.b)
         else:  # fewer than three benchmarks with a spread: the case's own variance, Student's t
             within = e.s2 * e.a if math.isfinite(e.s2) else math.nan
-            var = within + extra
+            var = within + extra + (between.mean * e.b if between is not None else 0.0)
             if not (var > 0 and e.df > 0):
                 out[name].verdict = Verdict.INCONCLUSIVE
                 out[name].note = f"no trial spread to test against: needs ≥ {MIN_TRIALS} trials a side"

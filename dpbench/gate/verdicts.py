@@ -50,8 +50,11 @@ class Family:
     prior_sd: float = math.nan  # the run's typical between-trial spread (the median benchmark's)
     prior_spread: float = math.nan  # how the benchmarks' trial spreads differ: sd of their log sds
     prior_slope: float = 0.0  # how a benchmark's log sd moves per log of its step time (0: no trend fitted)
-    between_run_sd: float = math.nan  # tau: per-benchmark-per-run offset, from this comparison / --aa
-    between_run_sd_aa: float = math.nan  # tau from the --aa runs alone (NaN without them)
+    # How far a fresh session moves a case (the per-benchmark-per-run offset τ), log-normal across cases:
+    between_run_sd: float = math.nan  # the median case's, fitted from this comparison's scatter
+    between_run_spread: float = math.nan  # sd of log τ across cases assumed (at least BETWEEN_SPREAD_FLOOR)
+    between_run_sd_aa: float = math.nan  # the median case's, measured by the baseline and --aa runs (NaN without)
+    between_run_spread_aa: float = math.nan  # and its spread across cases there
     control_shift: float = math.nan  # median over benchmarks of the control ratio
     median_shift: float = math.nan  # median over benchmarks of the step-time ratio
     # What each case is judged beyond: "benchmarks" (the median of the other cases' ratios), "controls"
