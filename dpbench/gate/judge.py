@@ -82,6 +82,7 @@ CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.ppf(0.5, 1)
 # tenth, where real changes sit, still does not set it). Chosen by scripts/simulate_gate.py.
 TAU_QUANTILE = 0.9
 TAU_CUT = 3.0  # sds: a benchmark further from "no change" than this does not set the spread
+MAX_SPREAD = 3.0  # log sd: the widest log-normal fitted (a factor 20 per sd between cases; measured 0.2-0.7)
 NO_SPREAD = 0.01  # a fitted spread of the benchmarks' log sds below this is none (one variance for all)
 TREND_MIN_CASES = 10  # benchmarks needed before the prior's centre follows their level
 PRIOR_GRID_STEP = 0.01  # log sd: the grid each benchmark's posterior is integrated on
@@ -212,8 +213,14 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
     like = np.exp(log_f - top)
     trend = covariate is not None
 
+    # The search stays where the answer means something: a median on the grid, a spread between 1e-6
+    # and MAX_SPREAD (three wildly different variances otherwise send Nelder-Mead's median to
+    # infinity, the likelihood being flat once the spread is huge).
+    lo_mu, hi_mu = float(grid[0]), float(grid[-1])
+    lo_sigma, hi_sigma = math.log(1e-6), math.log(max(MAX_SPREAD, 2 * step))
+
     def negative_log_likelihood(theta: "np.ndarray") -> float:
-        mu, sigma = theta[0], math.exp(theta[1])
+        mu, sigma = min(max(theta[0], lo_mu), hi_mu), math.exp(min(max(theta[1], lo_sigma), hi_sigma))
         if not trend:
             log_prior = -0.5 * ((grid - mu) / sigma) ** 2
             # Normalised in logs: a centre far off the grid (a component fitted to ~0) would underflow
@@ -232,9 +239,12 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
     else:
         trend = False
         start = np.array([float(np.median(rough)), math.log(max(float(np.std(rough)), 0.05))])
+    start[0] = min(max(start[0], lo_mu), hi_mu)
+    start[1] = min(start[1], hi_sigma - 0.5)  # inside the bounds: the likelihood is flat beyond them
     fit = minimize(negative_log_likelihood, start, method="Nelder-Mead",
                    options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000})
-    spread = math.exp(float(fit.x[1]))
+    mu_fit = min(max(float(fit.x[0]), lo_mu), hi_mu)
+    spread = math.exp(min(max(float(fit.x[1]), lo_sigma), hi_sigma))
     if spread_bounds is not None and not spread_bounds[0] <= spread <= spread_bounds[1] and not trend:
         # Constrained maximum likelihood: the spread at its bound, the median refitted for it.
         from scipy.optimize import minimize_scalar
@@ -245,7 +255,7 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
                                bounds=(float(grid[0]), float(grid[-1])), method="bounded",
                                options={"xatol": 1e-5})
         return math.exp(float(best.x)), spread, 0.0
-    return math.exp(float(fit.x[0])), spread, float(fit.x[2]) if trend else 0.0
+    return math.exp(mu_fit), spread, float(fit.x[2]) if trend else 0.0
 
 
 def fit_prior(variances: Sequence[float], dfs: Sequence[float], levels: Sequence[float] | None = None) -> Prior:

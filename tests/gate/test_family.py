@@ -429,11 +429,13 @@ def test_simulated_machine_slowdown_alone_fails_no_job_and_a_real_one_beyond_it_
 
 @pytest.mark.slow
 def test_with_aa_runs_a_25pc_slowdown_of_a_steady_case_is_caught_far_more_often_and_aa_jobs_still_pass():
-    """The two nulls side by side (README: compare, 1,000 jobs of 70 cases): with 3 --aa runs the test is
-    against no change; without, against +10%. 20 seeded jobs of 30 cases, a +25% slowdown at CV 2%."""
+    """Without --aa one comparison fits the between-run offset's median but must allow for cases that a
+    session moves unequally (spread ≥ 0.7); 3 --aa runs measure each case's. On the uniform model (3%
+    for every case), 20 seeded jobs of 30 cases, a +25% slowdown at CV 2%: caught in 9 with them, 2
+    without (seed 6); A/A with them fails none of 20."""
     without = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02)[1]
     with_aa = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02,
                     aa_runs=3)[1]
-    assert with_aa >= 14 and with_aa >= without + 6
+    assert with_aa >= 7 and with_aa >= without + 5
     failed, _ = _jobs(UNIFORM, jobs=20, seed=5, benchmarks=30, trials=5, paired=False, aa_runs=3)
     assert failed <= 1  # the full simulation's A/A rate with --aa is ~0.3-1.3%: 2 of 20 would be p < 0.03
