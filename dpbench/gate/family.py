@@ -10,9 +10,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from dpbench.gate.judge import (BETWEEN_MIN_SD, BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX, CONTROL_RUN_SD, MIN_OTHERS, MIN_PAIRS, MIN_TRIALS, Evidence, Method, Pooled, Posterior,
-                                Prior, between_distribution, evidence, fit_between, fit_prior, holm, lognormal_ml,
-                                posterior, posterior_variance, tail_p)
+from dpbench.gate.judge import (BETWEEN_MIN_SD, BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX, CONTROL_RUN_SD,
+                                MIN_OTHERS, MIN_PAIRS, MIN_TRIALS, Evidence, Method, Pooled, Posterior, Prior,
+                                between_distribution, evidence, fit_between, fit_prior, holm, lognormal_ml,
+                                posterior, posterior_variance, tail_p, within_run_variance)
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
@@ -106,9 +107,8 @@ def _aa_between(prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Po
     for k, n in enumerate(names):
         runs = per_case[n]
         df_w = sum(len(r) - 1 for r in runs)
-        s2_w = sum(sum((x - statistics.fmean(r)) ** 2 for x in r) for r in runs) / df_w if df_w > 0 else math.nan
         level = statistics.fmean(x for r in runs for x in r)
-        v = posterior_variance(s2_w, df_w, prior, level) if df_w > 0 else math.nan
+        v = posterior_variance(within_run_variance(runs), df_w, prior, level) if df_w > 0 else math.nan
         ss.append(float(np.sum(dev[k] ** 2)))
         known.append(v * statistics.fmean(1 / len(r) for r in runs) if math.isfinite(v) else 0.0)
     df = sessions_n - 1
@@ -179,7 +179,7 @@ def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paire
 @dataclass(kw_only=True)
 class _FamilyState:
     public: Family
-    prior: object
+    posts: dict[str, Posterior | None]  # per case: its trial variance's posterior (None: no prior)
     between: dict[str, Posterior]  # per case (trials method): its between-run variance τ², as a distribution
     shift: dict[str, float]  # per case: the log shift of the machine it is judged beyond (see _machine_shift)
     shift_var: float  # that estimate's variance, added to every case's
@@ -237,9 +237,11 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
     own = Prior(sd=0.0, spread=0.0)  # the comparison's own fit of the between-run offsets
     aa_fit = Prior(sd=math.nan, spread=math.nan)
     between: dict[str, Posterior] = {}
+    posts = {n: posterior(e.s2, e.df, prior, e.level) for n, e in evs.items()}  # None: no prior
+    # Each case's expected trial variance of its log difference (its own estimate where there is no prior).
+    trial_var = {n: (posts[n].mean if posts[n] is not None else e.s2) * e.a for n, e in evs.items()}
     if method == Method.TRIALS and evs:
-        within = [posterior_variance(e.s2, e.df, prior, e.level) * e.a for e in evs.values()]
-        within = [v if math.isfinite(v) else 0.0 for v in within]
+        within = [v if math.isfinite(v) else 0.0 for v in trial_var.values()]
         centre = median([e.diff for e in evs.values()])
         own = fit_between([e.diff - centre for e in evs.values()], within, [e.b for e in evs.values()])
         shared = between_distribution(own)
@@ -247,8 +249,7 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
         if aa:
             aa_fit, measured = _aa_between(prior, aa_base, aa)
             between.update({n: post for n, post in measured.items() if n in evs and post is not None})
-    variances = {n: posterior_variance(e.s2, e.df, prior, e.level) * e.a
-                 + (between[n].mean * e.b if n in between else 0.0) for n, e in evs.items()}
+    variances = {n: trial_var[n] + (between[n].mean * e.b if n in between else 0.0) for n, e in evs.items()}
     tested = {i.name for i in items if i.name in evs}
     controls = [c for c in (_control_log_ratio(i) for i in items if i.name in tested) if not math.isnan(c)]
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
@@ -261,7 +262,7 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
                     control_shift=math.exp(median(controls)) if controls else math.nan,
                     median_shift=math.exp(median([e.diff for e in evs.values()])) if evs else math.nan,
                     shift_basis=basis, broad_change=math.exp(broad) if math.isfinite(broad) else math.nan)
-    return _FamilyState(public=public, prior=prior, between=between, shift=shift,
+    return _FamilyState(public=public, posts=posts, between=between, shift=shift,
                         shift_var=shift_var if math.isfinite(shift_var) else 0.0)
 
 
@@ -287,7 +288,7 @@ def _test(out: dict[str, BenchmarkComparison], evs: dict[str, Evidence], fam: _F
         between = fam.between.get(name)
         extra = fam.shift_var
         up, down = max(fam.shift[name], 0.0), min(fam.shift[name], 0.0)
-        post = posterior(e.s2, e.df, fam.prior, e.level)
+        post = fam.posts[name]
         if post is not None:
             p_up[name] = tail_p(e.diff - up, up_bound, e.a, extra, post, upper=True, between=between, b=e.b)
             p_down[name] = tail_p(e.diff - down, down_bound, e.a, extra, post, upper=False, between=between, b=e.b)

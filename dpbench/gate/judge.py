@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BETWEEN_SPREAD_FLOOR", "CHI2_1_MEDIAN", "CONTROL_RUN_SD", "NO_SPREAD", "TAU_CUT", "TAU_QUANTILE", "MIN_OTHERS", "MIN_PAIRS",
            "MIN_TRIALS", "Evidence", "Method", "Pooled", "Posterior", "Prior", "between_run_variance",
-           "between_distribution", "evidence", "fit_between", "fit_prior", "holm", "lognormal_ml", "lognormal_trend_ml", "posterior", "posterior_variance", "tail_p"]
+           "between_distribution", "evidence", "fit_between", "fit_prior", "holm", "lognormal_ml", "lognormal_trend_ml", "posterior", "posterior_variance", "tail_p", "within_run_variance"]
 
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
 MIN_PAIRS = 2  # for paired ab
@@ -163,6 +163,14 @@ class Evidence:
     b: float
     pairs: int = 0
     level: float = math.nan  # the baseline's mean log time: where the prior's trend is read
+
+
+def within_run_variance(runs: Sequence[Sequence[float]]) -> float:
+    """The pooled variance of values around their own run's mean (runs of one value add nothing);
+    NaN without a degree of freedom."""
+    ss = sum(sum((v - statistics.fmean(r)) ** 2 for v in r) for r in runs if len(r) >= 2)
+    df = sum(len(r) - 1 for r in runs if len(r) >= 2)
+    return ss / df if df else math.nan
 
 
 def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None,

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml
+from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml, within_run_variance
 from dpbench.stats import median, percentile
 
 __all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "level_for", "lognormal_ml"]
@@ -85,12 +85,6 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
     return out
 
 
-def _within(runs: list[list[float]]) -> float:
-    ss = sum(sum((v - statistics.fmean(r)) ** 2 for v in r) for r in runs if len(r) >= 2)
-    df = sum(len(r) - 1 for r in runs if len(r) >= 2)
-    return ss / df if df else math.nan
-
-
 def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
     """Estimate every parameter from ≥ 2 runs of one commit (frames of :func:`runs_frame`, a run each
     or together). Cases need ≥ 2 trials a run for the within-run spread."""
@@ -99,7 +93,7 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
         raise ValueError("fit_noise_model: expected two or more runs holding the same cases, found none")
     runs = min(len(v) for v in cases.values())
     cases = {k: v[:runs] for k, v in cases.items()}
-    within = {k: _within([t for t, _ in v]) for k, v in cases.items()}
+    within = {k: within_run_variance([t for t, _ in v]) for k, v in cases.items()}
     means = {k: [statistics.fmean(t) for t, _ in v] for k, v in cases.items()}
     centred = {k: [m - statistics.fmean(ms) for m in ms] for k, ms in means.items()}
     offsets = [statistics.median(c[r] for c in centred.values()) for r in range(runs)]  # R_r
@@ -112,7 +106,7 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
         resid_squares[k], trial_part[k] = sum(r * r for r in resid), own * n_inv
     controls = {k: [statistics.fmean(cl) for _, cl in v if cl] for k, v in cases.items()}
     controls = {k: v for k, v in controls.items() if len(v) == runs}
-    c_within = [w for w in (_within([cl for _, cl in cases[k]]) for k in controls) if math.isfinite(w)]
+    c_within = [w for w in (within_run_variance([cl for _, cl in cases[k]]) for k in controls) if math.isfinite(w)]
     c_offsets = [statistics.median(v[r] - statistics.fmean(v) for v in controls.values()) for r in range(runs)] \
         if controls else [0.0] * runs
     finite = [k for k, w in within.items() if math.isfinite(w)]
