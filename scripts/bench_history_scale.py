@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Time `dpbench history` over a synthetic history: COMMITS commits x BENCHMARKS benchmarks
-(one run per commit, 5 trials each, from dpbench.gate.history_noise), ordered by date (the
+(one run per commit, 5 trials each, from dpbench.history.simulation), ordered by date (the
 commits are not in any repository). Prints load+analysis time, render time (wall and CPU: on
 a shared machine the CPU time is the one to trust) and page size.
 
@@ -15,8 +15,8 @@ import random
 import time
 from pathlib import Path
 
-from dpbench.gate.history import load_history, run_files
-from dpbench.gate.history_noise import synthetic_run
+from dpbench.history.series import load_history, run_files
+from dpbench.history.simulation import synthetic_run
 from dpbench.report.history_page import render_history_page
 
 

@@ -4,7 +4,7 @@ fail when torch cannot use CUDA.
 
     .venv/bin/python scripts/gpu_inventory.py [--require-cuda]
 
-The facts come from :func:`dpbench.launcher.machine.machine_facts` (the same ones saved runs
+The facts come from :func:`dpbench.workers.machine.machine_facts` (the same ones saved runs
 carry): NVML for the GPUs and the driver, the torch build for CUDA/NCCL. No CUDA context is
 created: ``torch.cuda.is_available()`` asks the driver only. Exit codes: 0 fine, 1 CUDA
 required but unavailable (the reason is printed on one line), so a GPU job fails at its start
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from dpbench.launcher.machine import machine_facts
+    from dpbench.workers.machine import machine_facts
 
     facts = machine_facts()
     available = torch.cuda.is_available()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Detection rates of `dpbench history`'s change points on synthetic series (seeded).
 
-Series are drawn from dpbench.gate.history_noise (NOISE: trial CV, run offset, trials per
+Series are drawn from dpbench.history.simulation (NOISE: trial CV, run offset, trials per
 commit: swap it there when the gate-calibration issue fits the real noise model, and rerun).
 Prints one Markdown table row per scenario (README "History"):
 
@@ -20,8 +20,8 @@ import argparse
 import random
 import time
 
-from dpbench.gate.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, find_changes
-from dpbench.gate.history_noise import NOISE, creep_levels, draw_series, step_levels
+from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, find_changes
+from dpbench.history.simulation import NOISE, creep_levels, draw_series, step_levels
 
 
 def stationary(rng: random.Random, commits: int, alpha: float) -> dict[str, float]:

@@ -2,7 +2,7 @@
 """Simulate the regression gate from a noise model: false alarms of A/A jobs, power of A/B jobs.
 
 Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (what
-``dpbench compare`` and ``dpbench ab`` call), with sides drawn by ``dpbench.gate.noise``.
+``dpbench compare`` and ``dpbench ab`` call), with sides drawn by ``dpbench.gate.simulation``.
 Seeded: the same arguments print the same numbers.
 
     scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dpbench.gate.ab import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
-from dpbench.gate.noise import CLEAN, TODAY, NoiseModel, draw_case_params, draw_side, fit_noise_model, \
+from dpbench.gate.simulation import CLEAN, TODAY, TrialNoiseModel, draw_case_params, draw_side, fit_noise_model, \
     level_for  # noqa: E402
 from dpbench.gate.verdicts import Verdict  # noqa: E402
 
 THRESHOLD, ALPHA = DEFAULT_THRESHOLD, DEFAULT_ALPHA  # what `dpbench compare` does by default
-SCENARIOS = {"clean": CLEAN, "uniform": NoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0,
+SCENARIOS = {"clean": CLEAN, "uniform": TrialNoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0,
                                                      "source": "clean, every case's between-run offset alike"}),
              "today": TODAY}
 
@@ -46,7 +46,7 @@ def interval(hits: int, n: int) -> tuple[float, float]:
     return lo, hi
 
 
-def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: int, paired: bool,
+def one_job(model: TrialNoiseModel, rng: random.Random, *, benchmarks: int, trials: int, paired: bool,
             target_effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0,
             aa_runs: int = 0, alpha: float = ALPHA, null: str | None = None) -> tuple[bool, Verdict]:
     """One simulated gate run; → (did the job fail, the verdict on case 0, the one that may have changed).
@@ -76,7 +76,7 @@ def one_job(model: NoiseModel, rng: random.Random, *, benchmarks: int, trials: i
     return failed, next(b.verdict for b in judged if b.name == "b0")
 
 
-def rate(model: NoiseModel, *, jobs: int, seed: int, **kwargs) -> tuple[int, int, int]:
+def rate(model: TrialNoiseModel, *, jobs: int, seed: int, **kwargs) -> tuple[int, int, int]:
     """(jobs that failed, jobs where case 0 was REGRESSED, jobs) over ``jobs`` seeded jobs."""
     rng = random.Random(seed)
     failed = caught = 0
@@ -92,7 +92,7 @@ def _pct(hits: int, n: int) -> str:
     return f"{hits}/{n} = {hits / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
-def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired_too: bool = True,
+def targets(model: TrialNoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired_too: bool = True,
             pairs: int = AB_PAIRS, **kwargs) -> None:
     """``kwargs`` (``alpha``, ``aa_runs``) go to every job; ``--aa`` runs apply to compare only; paired ab
     has ``pairs`` pairs of one-trial runs (``dpbench ab``'s default)."""
@@ -123,7 +123,7 @@ def targets(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials:
         print(f"  {what:10} machine +12%, code unchanged, jobs failing: {_pct(f, n)}")
 
 
-def power_table(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA,
+def power_table(model: TrialNoiseModel, *, jobs: int, seed: int, benchmarks: int, alpha: float = ALPHA,
                 aa_runs: int = 0, paired_too: bool = True, null: str | None = None) -> None:
     cvs, trial_counts, effects = (0.02, 0.05, 0.10, 0.20), (3, 5, 10), (1.15, 1.25, 1.5, 2.0)
     for paired in (False, True) if paired_too else (False,):
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.save_model).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
         return 0
     if args.model:
-        model = NoiseModel(**json.loads(Path(args.model).read_text()))
+        model = TrialNoiseModel(**json.loads(Path(args.model).read_text()))
     else:
         model = SCENARIOS[args.scenario]
     started = time.perf_counter()

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/soak_faults.py --runs 100 --seed 1 [--kinds sigint,sigkill,...]
     .venv/bin/python scripts/soak_faults.py --runs 20 --kinds node-kill      # two torchrun "nodes"
 
-The suite is ``tests/faults/soak_suite.py`` beside a copy of ``suites/conftest.py`` (three cases:
+The suite is ``tests/faults/soak_suite.py``, run with ``--dpbench`` (the measuring plugin; three cases:
 ddp ×2, single, allreduce ×2; ``--trials`` fresh-process trials, quick profile). Faults (``--kinds``):
 
   sigint, sigterm, sigkill   the signal to the pytest process
@@ -54,7 +54,7 @@ SESSION_END = re.compile(r"\b\d+ (passed|failed|errors?)\b.* in [\d.]+s\b")
 
 
 def _runs_dpbench(pid: int) -> bool:
-    """Does this torchrun have a worker running ``dpbench.launcher.cluster`` (its own command line,
+    """Does this torchrun have a worker running ``dpbench.cluster`` (its own command line,
     which names the module too, aside)?"""
     try:
         children = psutil.Process(pid).children(recursive=True)
@@ -62,7 +62,7 @@ def _runs_dpbench(pid: int) -> bool:
         return False
     for child in children:
         try:
-            if "dpbench.launcher.cluster" in " ".join(child.cmdline()):
+            if "dpbench.cluster" in " ".join(child.cmdline()):
                 return True
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
@@ -98,7 +98,6 @@ class Soak:
         self.work = Path(tempfile.mkdtemp(prefix="dpbench-soak-", dir=args.dir))
         self.suite = self.work / "suite"
         self.suite.mkdir()
-        shutil.copy(ROOT / "suites" / "conftest.py", self.suite / "conftest.py")
         shutil.copy(ROOT / "tests" / "faults" / "soak_suite.py", self.suite / "test_soak.py")
         self.storage = self.work / "results"
         self.tmp = self.work / "tmp"
@@ -118,7 +117,7 @@ class Soak:
     def pytest_cmd(self, name: str, *extra: str) -> list[str]:
         # -p no:hypothesispytest: the test extra's hypothesis plugin imports all of hypothesis in
         # every session's summary (seconds on a loaded machine); the suites never use it.
-        return [sys.executable, "-m", "pytest", str(self.suite), "-q", "-p", "no:cacheprovider",
+        return [sys.executable, "-m", "pytest", str(self.suite), "-q", "--dpbench", "-p", "no:cacheprovider",
                 "-p", "no:hypothesispytest", f"--benchmark-storage=file://{self.storage}",
                 f"--benchmark-save={name}", *extra]
 

@@ -16,7 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "dpbench"
 
 # Lowest first. A package may import only those before it (and the root helpers in FOUNDATION).
-LAYERS = ["parallel", "workloads", "strategies", "sampler", "launcher", "traces", "measure", "results", "gate", "report"]
+LAYERS = [
+    "parallel", "workloads", "strategies", "sampler", "workers", "launcher", "cluster", "traces", "measure", "results",
+    "history", "gate", "report",
+]
 FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.
 ROOT_FILES = {"__init__.py", "cli.py", "schema.py", "demo.py", "stats.py", "_lazy.py", "_atomic.py"}
@@ -175,3 +178,57 @@ def test_the_package_root_holds_only_the_public_face():
 def test_every_package_says_what_it_owns_and_may_import(package: str):
     doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
     assert doc and "May import" in doc, f"dpbench/{package}/__init__.py needs a docstring with 'May import: …'"
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``from dpbench.<a>… import _name`` (or a ``_private`` module) in a module of another package.
+
+    The root's own helpers (``dpbench._lazy``, ``dpbench._atomic``: the FOUNDATION) are shared by
+    every package by design; a package's private names are its own."""
+    known = _modules(root)
+    found = []
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                dotted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = (node.module or "") if not node.level else _relative_base(module, path, node)
+                dotted = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in dotted:
+                owner = target
+                while owner and owner not in known:
+                    owner = owner.rpartition(".")[0]
+                if not owner.startswith("dpbench.") or owner in FOUNDATION or package_of(owner) == package_of(module):
+                    continue
+                if any(part.startswith("_") and part != "__init__" for part in target.split(".")[1:]):
+                    found.append(f"{module} imports {target}")
+    return sorted(set(found))
+
+
+def _relative_base(module: str, path: Path, node: ast.ImportFrom) -> str:
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    package = package[: len(package) - node.level + 1]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def test_the_private_import_finder_finds_them(tmp_path: Path):
+    pkg = tmp_path / "dpbench"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "_hidden.py").write_text("X = 1\n")
+    (pkg / "a" / "shown.py").write_text("_Y = 1\nZ = 2\n")
+    (pkg / "a" / "inside.py").write_text("from dpbench.a._hidden import X\nfrom dpbench.a.shown import _Y\n")
+    (pkg / "b" / "user.py").write_text(
+        "from dpbench.a._hidden import X\ndef f():\n    from dpbench.a.shown import _Y, Z\n")
+    assert private_imports(pkg) == ["dpbench.b.user imports dpbench.a._hidden.X",
+                                    "dpbench.b.user imports dpbench.a.shown._Y"]
+
+
+def test_no_package_imports_another_packages_private_name():
+    found = private_imports()
+    assert not found, "private names imported across packages: " + "; ".join(found)

@@ -102,7 +102,7 @@ def test_suites_save_the_documented_run(tmp_path):
         # One estimator: pytest-benchmark's median is the headline step time, to the last digit.
         assert bench["stats"]["median"] == info["step_time_s"]
         assert "step_time_p50" not in info and info["harness_settings"]["added_runtime_env"] == {}
-        # A fresh forkserver helper before each trial pass (dpbench.launcher.forkserver.fresh_forkserver).
+        # A fresh forkserver helper before each trial pass (dpbench.workers.forkserver.fresh_forkserver).
         assert info["harness_settings"]["worker_start"] == run["machine_info"]["dpbench"]["worker_start"] == (
             "forkserver, a fresh helper each trial pass")
         for timeline in info["trials"]["timelines"]:
@@ -156,7 +156,6 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     marker = uuid.uuid4().hex
     suite = tmp_path / "suite_fault"
     suite.mkdir()
-    (suite / "conftest.py").write_text((ROOT / "suites" / "conftest.py").read_text())
     (suite / "test_fault.py").write_text(textwrap.dedent('''
         import pytest
         from torch import nn
@@ -179,7 +178,7 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
             info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="fault")
             assert info["samples_per_s"] > 0
     '''))
-    proc = _pytest([str(suite), "-q", f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
+    proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert "1 failed, 1 passed" in out, out[-4000:]
@@ -321,7 +320,7 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
 
 
 _EARLY_HOOKS = {
-    # While the suites' conftest imports torch (the first import of torch in this pytest): noted,
+    # While the measuring plugin imports torch (the first import of torch in this pytest): noted,
     # acted on once the imports are done (unwinding through torch's import aborted Python).
     "torch-import": """
         import sys
@@ -335,17 +334,17 @@ _EARLY_HOOKS = {
 
         sys.meta_path.insert(0, _Finder())
     """,
-    # The suites' conftest is registered once imported, before any pytest_configure.
+    # The measuring session is registered once imported, before any pytest_configure.
     "import": """
         def pytest_plugin_registered(plugin, manager):
-            if getattr(plugin, "__file__", "").endswith(os.path.join("suites", "conftest.py")):
+            if getattr(plugin, "__name__", "") == "dpbench.measure.plugin.session":
                 os.kill(os.getpid(), SIG)
     """,
     # In the suites' own pytest_configure (before pytest's terminal is set up, which configures
     # after it): exit 2 with no line at all for a SIGINT, -15 for a SIGTERM (found by the soak).
     "suites-configure": """
         def pytest_plugin_registered(plugin, manager):
-            if getattr(plugin, "__file__", "").endswith(os.path.join("suites", "conftest.py")):
+            if getattr(plugin, "__name__", "") == "dpbench.measure.plugin.session":
                 original = plugin.resolve_profile
 
                 def resolve_profile(*args, **kwargs):
@@ -371,7 +370,7 @@ _EARLY_HOOKS = {
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                             (signal.SIGINT, 2, "interrupted")], ids=["sigterm", "sigint"])
 def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code, why, moment):
-    """The suites' conftest imports torch and dpbench for seconds, then pytest configures the
+    """The measuring plugin imports torch and dpbench for seconds, then pytest configures the
     session: a SIGTERM or SIGINT in either ends the run with dpbench's one line and the exit status
     of an interrupted run, not a bare -15, pytest's KeyboardInterrupt traceback or exit 2 for a
     SIGTERM (found by scripts/soak_faults.py)."""

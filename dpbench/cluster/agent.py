@@ -1,9 +1,9 @@
 """The agent side of a cluster run: one per torchrun rank, it starts that rank's fresh workers.
 
-Under ``python -m dpbench.launcher.cluster`` every torchrun rank is an *agent*. When a case on the
-head (global rank 0) needs ``W`` ranks, the head's :class:`dpbench.launcher.remote.RemotePool`
+Under ``python -m dpbench.cluster`` every torchrun rank is an *agent*. When a case on the
+head (global rank 0) needs ``W`` ranks, the head's :class:`dpbench.cluster.remote.RemotePool`
 asks agents 0..W-1 to start one worker each — the very worker of a local pool
-(:func:`dpbench.launcher.worker._worker_main`, forked from this agent's forkserver, so the
+(:func:`dpbench.workers.worker.worker_main`, forked from this agent's forkserver, so the
 agent never touches CUDA and every pool is fresh processes). The workers form the pool's
 process group through a fresh prefix of the store torchrun set up (``MASTER_ADDR`` /
 ``MASTER_PORT``). The agent relays: calls from the head go down the worker's pipe as bytes,
@@ -35,11 +35,11 @@ from functools import partial
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from dpbench.launcher.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
-from dpbench.launcher.lifeline import helper_environ, reaper
-from dpbench.launcher.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD
-from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
-from dpbench.launcher.worker import _worker_main, _WorkerConfig
+from dpbench.workers.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.lifeline import helper_environ, reaper
+from dpbench.workers.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD
+from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
+from dpbench.workers.worker import worker_main, WorkerConfig
 
 __all__ = ["WorkerOrder", "serve", "pool_store"]
 
@@ -107,10 +107,10 @@ def _plan(order: WorkerOrder) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
                   "affinity_reason": plan.reason}
 
 
-def _worker_config(order: WorkerOrder) -> _WorkerConfig:
+def _worker_config(order: WorkerOrder) -> WorkerConfig:
     """How this node starts the worker of one pool rank (its CPU block is added by _start)."""
     prefix = f"dpbench/pool/{order.pool_id}/"
-    return _WorkerConfig(
+    return WorkerConfig(
         world_size=order.world_size, device_type=order.device_type, backend=order.backend,
         store_path="", timeout=order.timeout, threads=order.threads, cpus=None,
         environ=_worker_environ(order),
@@ -125,7 +125,7 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
         if path not in sys.path:
             sys.path.append(path)
     # Markers and the reaper before the first worker: should this agent be killed, its
-    # workers leave by themselves (launcher/lifeline.py), and the reaper makes sure of it.
+    # workers leave by themselves (workers/lifeline.py), and the reaper makes sure of it.
     reaper().register(mp.util.get_temp_dir())
     ctx = mp.get_context(_START_METHOD)
     if _START_METHOD == "forkserver":
@@ -134,7 +134,7 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     cpus, plan = _plan(order)
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     with patched_environ({**runtime_env_patch(os.environ), **helper_environ()}):
-        proc = ctx.Process(target=_worker_main, args=(order.rank, child_conn, replace(config, cpus=cpus)),
+        proc = ctx.Process(target=worker_main, args=(order.rank, child_conn, replace(config, cpus=cpus)),
                            name=f"dpbench-rank{order.rank}", daemon=True)
         proc.start()
     child_conn.close()  # the child's end lives in the child only, so EOF is seen

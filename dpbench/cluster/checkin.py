@@ -1,6 +1,6 @@
 """The agents' check-in: a node that dies while its dpbench still starts is noticed in seconds.
 
-Between torchrun starting its workers and an agent's hello (:mod:`dpbench.launcher.cluster`) lie
+Between torchrun starting its workers and an agent's hello (:mod:`dpbench.cluster`) lie
 seconds in which neither end can watch the other through the session's links: an agent learns the
 head's address from torchrun's store, which needs torch imported (2–4 s on an idle machine, tens of
 seconds on a loaded node), and the head needs its own import before it can publish that address.
@@ -24,7 +24,7 @@ Python's GIL can delay. A hung but connected peer is left to the join deadline. 
 link fails the start with one line naming the rank, its node and host; on an agent a lost head makes
 it exit 1 at once with one line (it has started no workers yet: there is nothing to stop). Once
 every agent has joined, the head sends "joined" on each link and closes it: the session's heartbeats
-(:mod:`dpbench.launcher.liveness`) take over.
+(:mod:`dpbench.cluster.liveness`) take over.
 
 An agent that cannot reach the check-in port keeps trying until it joins; if meanwhile torchrun's
 store port on node 0 refuses connections too (the store is hosted by node 0's torchrun, up since the

@@ -4,7 +4,7 @@ When every worker of a node exits 0, that node's torchrun waits in its *exit bar
 other node's torchrun arrives, for ``exit_barrier_timeout`` (300 s; torchrun's command line cannot
 change it). A node that dies after the head's goodbye — after the session ended cleanly, before
 its torchrun reached the barrier — never arrives, and nothing of dpbench is alive any more to
-notice: the heartbeats (:mod:`dpbench.launcher.liveness`) ended with the workers.
+notice: the heartbeats (:mod:`dpbench.cluster.liveness`) ended with the workers.
 
 So the last worker of each node (local rank 0, when it exits 0) leaves this small process
 behind (:func:`start`). It waits for that worker to exit, then gives the node's torchrun
@@ -75,7 +75,7 @@ def start(where: str) -> subprocess.Popen | None:
 
     ``where``: how the line names this node ("node 1, host a3, ranks 8-15"). → the watch's
     process, or None when this process does not run under torchrun or the watch is off."""
-    from dpbench.launcher.lifeline import LIFELINE_ENV  # here, in the worker: the watch itself runs without dpbench
+    from dpbench.workers.lifeline import LIFELINE_ENV  # here, in the worker: the watch itself runs without dpbench
 
     seconds = grace()
     agent = torchrun_parent()
@@ -122,7 +122,7 @@ def watch(worker: int, agent: int, grace: float, where: str) -> int:
     _wait_gone(worker, None)
     if _wait_gone(agent, grace):
         return 0
-    print(f"dpbench.launcher.cluster ({where}): torchrun (pid {agent}) still waits in its exit barrier "
+    print(f"dpbench.cluster ({where}): torchrun (pid {agent}) still waits in its exit barrier "
           f"{grace:g} s after this node's session ended: another node stopped before torchrun's exit "
           f"barrier (lost after its goodbye); stopping torchrun so that this node exits now", file=sys.stderr,
           flush=True)

@@ -1,4 +1,4 @@
-"""Heartbeats between the head and every agent of a cluster session (``dpbench.launcher.cluster``).
+"""Heartbeats between the head and every agent of a cluster session (``dpbench.cluster``).
 
 Each agent opens a second authenticated connection to the head, used for nothing but
 liveness, watched by a thread at each end (never by the code that runs cases, so a node is
@@ -29,7 +29,7 @@ BEAT_SECONDS = 1.0
 # Six missed beats: a loaded node's beats can be late by a second or two, never by six.
 LOST_AFTER_SECONDS = 6.0
 WATCH_TAG = "watch"  # the first message on a liveness connection: ("watch", rank, None)
-_EOF_WHY = "its connection closed (the node, or its dpbench.launcher.cluster agent, died)"
+_EOF_WHY = "its connection closed (the node, or its dpbench.cluster agent, died)"
 
 
 def _beat(conn: Connection) -> bool:

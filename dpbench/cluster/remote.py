@@ -1,9 +1,9 @@
-"""RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.launcher.cluster`` session.
+"""RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.cluster`` session.
 
 Same interface as :class:`dpbench.launcher.WorkerPool` (``run``, ``close``, ``pids``,
 ``closed``, ``backend``, ``threads_per_worker``, ``world_size``, ``worker_facts``,
 ``affinity_plan``) plus ``nodes``, ``ranks_per_node`` and ``hosts``. Rank r of a pool is
-started by the agent of torchrun rank r (see :mod:`dpbench.launcher.agent`): a pool of W
+started by the agent of torchrun rank r (see :mod:`dpbench.cluster.agent`): a pool of W
 ranks uses torchrun ranks 0..W-1, so it fills node 0 first, then node 1, and so on.
 
 Failure handling mirrors WorkerPool's, with the node named: a rank that raises or dies →
@@ -12,8 +12,8 @@ process was killed, its node went away) → WorkerError too; no word from a rank
 ``timeout`` seconds → :class:`WorkerTimeoutError`. After any of these the pool is closed and
 every agent of the pool has stopped its worker.
 
-:func:`make_pool` is how the launcher picks: the remote pool for process-group pools while a
-cluster session is active in this process, the local WorkerPool otherwise.
+While a cluster session runs (:func:`heading`), :class:`ClusterPools` is the launcher's pool
+provider (:mod:`dpbench.workers.provider`): process-group pools are remote, the rest local.
 """
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator
 
-from dpbench.launcher.agent import WorkerOrder
-from dpbench.launcher.pool import (_FAILURE_GRACE_SECONDS, _MIN_START_SECONDS, WorkerError, WorkerPool,
-                                   WorkerTimeoutError, _pick_backend, available_cores, default_threads)
+from dpbench.cluster.agent import WorkerOrder
+from dpbench.workers.provider import current_provider, providing
+from dpbench.workers.base import (FAILURE_GRACE_SECONDS, MIN_START_SECONDS, WorkerError, WorkerTimeoutError,
+                                  available_cores, default_threads, pick_backend)
 
-__all__ = ["AgentLink", "RemotePool", "active_session", "heading", "make_pool", "placement_for", "pool_layout"]
+__all__ = ["AgentLink", "ClusterPools", "RemotePool", "active_session", "heading"]
 
 # How long close() waits for every agent to confirm its worker is gone (the agent's own
 # polite + terminate + kill sequence takes at most ~7 s).
@@ -71,34 +72,13 @@ class AgentLink:
             self.alive, self.lost = False, why
 
 
-# ---------------------------------------------------------------- the session this process heads
-# The cluster runner (dpbench.launcher.cluster) registers its session here while pytest runs, so
-# the launcher finds it without importing the runner (which imports this module).
-_ACTIVE: list[Any] = []
-
-
-def active_session() -> Any:
-    """The cluster session this process heads (None outside ``python -m dpbench.launcher.cluster`` on rank 0)."""
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
-@contextlib.contextmanager
-def heading(session: Any) -> Iterator[None]:
-    """Make ``session`` the active one for the duration of the block."""
-    _ACTIVE.append(session)
-    try:
-        yield
-    finally:
-        _ACTIVE.remove(session)
-
-
 def _session(session: Any) -> Any:
     if session is not None:
         return session
     found = active_session()
     if found is None:
-        raise RuntimeError("RemotePool needs a dpbench.launcher.cluster session in this process: start the run with "
-                           "`torchrun ... -m dpbench.launcher.cluster [pytest arguments]`")
+        raise RuntimeError("RemotePool needs a dpbench.cluster session in this process: start the run with "
+                           "`torchrun ... -m dpbench.cluster [pytest arguments]`")
     return found
 
 
@@ -122,7 +102,7 @@ class RemotePool:
                                                or not isinstance(threads_per_worker, int) or threads_per_worker < 1):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if session.open_pool is not None and not session.open_pool.closed:
-            raise RuntimeError("a dpbench.launcher.cluster session runs one multi-process pool at a time; close the other first")
+            raise RuntimeError("a dpbench.cluster session runs one multi-process pool at a time; close the other first")
         self._session = session
         self._links: list[AgentLink] = [session.links[r] for r in range(world_size)]
         self.world_size = world_size
@@ -171,7 +151,7 @@ class RemotePool:
 
     def _backend(self, backend: str | None, counts: dict[int, int]) -> str:
         if backend is not None or self.device == "cpu":
-            return _pick_backend(self.device, self.world_size, backend)
+            return pick_backend(self.device, self.world_size, backend)
         gpus = {link.node: int(link.facts.get("cuda_device_count") or 0) for link in self._links}
         # NCCL cannot run two ranks on one GPU; gloo can (as on one host, node by node).
         return "nccl" if all(counts[node] <= gpus[node] for node in counts) else "gloo"
@@ -199,7 +179,7 @@ class RemotePool:
             self._raise_failures(lost)
         for link, order in zip(self._links, self._orders()):
             link.send("start", self.pool_id, order)
-        self._facts = self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
+        self._facts = self._collect("ready", timeout=max(self.timeout, MIN_START_SECONDS))
 
     def close(self) -> None:
         """Ask every agent to stop its worker (politely) and wait until they did; idempotent."""
@@ -234,6 +214,10 @@ class RemotePool:
     def pids(self) -> list[int]:
         """Worker pids on this (the head's) node: the ones a resource sampler here can watch."""
         return [started["pid"] for rank, started in sorted(self._started.items()) if self.on_head_node(rank)]
+
+    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
+        """The nodes this pool's ranks run on (``world_size`` is a local pool's concern: ignored)."""
+        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node, "hosts": self.hosts}
 
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
@@ -282,7 +266,7 @@ class RemotePool:
         try:
             return pickle.loads(link.conn.recv_bytes())
         except (EOFError, OSError) as exc:
-            link.mark_lost(f"its dpbench.launcher.cluster agent (pid {link.pid}) went away "
+            link.mark_lost(f"its dpbench.cluster agent (pid {link.pid}) went away "
                            f"({type(exc).__name__}: the process was killed or its node is unreachable)")
             return None
 
@@ -322,9 +306,9 @@ class RemotePool:
         while len(results) < self.world_size:
             now = time.monotonic()
             if first_failure_at is not None:
-                if now - first_failure_at >= _FAILURE_GRACE_SECONDS:
+                if now - first_failure_at >= FAILURE_GRACE_SECONDS:
                     break
-                wait_for = first_failure_at + _FAILURE_GRACE_SECONDS - now
+                wait_for = first_failure_at + FAILURE_GRACE_SECONDS - now
             else:
                 pending = [r for r in range(self.world_size) if r not in results]
                 silent = [r for r in pending if now - last_heard[r] >= timeout]
@@ -363,49 +347,55 @@ class RemotePool:
             rank=silent[0], failures={r: f"silent for {timeout:g} s" for r in silent})
 
 
-# ---------------------------------------------------------------- how the launcher picks
-def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> WorkerPool | RemotePool:
-    """The pool for ``world_size`` ranks: across the torchrun ranks when a dpbench.launcher.cluster session
-    is active here and the ranks form a process group, else local worker processes."""
-    session = active_session()
-    if session is not None and process_group:
-        return RemotePool(world_size, session=session, **kwargs)
-    return WorkerPool(world_size, process_group=process_group, **kwargs)
+# ---------------------------------------------------------------- the launcher's pools under a session
+class ClusterPools:
+    """The pool provider a cluster session installs (:mod:`dpbench.workers.provider`): process-group
+    pools span the torchrun ranks, each strategy's placement spread over the nodes."""
+
+    def __init__(self, session: Any):
+        self.session = session
+
+    def make_pool(self, world_size: int, **kwargs: Any) -> "RemotePool":
+        return RemotePool(world_size, session=self.session, **kwargs)
+
+    def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
+        """The strategy's own rule applied to the busiest node's ranks (its GPU count decides nccl
+        or gloo); the devices are each rank's on its own node."""
+        from dpbench.strategies.base import StrategyUnavailable
+
+        session = self.session
+
+        try:
+            placement = strategy_cls.placement(world_size=world_size, device=device, options=options)
+        except StrategyUnavailable:  # e.g. more ranks than one node's GPUs: judged per node below
+            placement = None
+        if placement is not None and placement.backend is None:
+            return placement  # in-process strategies run on the head's node, as on one host
+        if world_size > session.world_size:
+            raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
+                             f"(WORLD_SIZE={session.world_size})")
+        links = [session.links[r] for r in range(world_size)]
+        counts: dict[int, int] = {}
+        for link in links:
+            counts[link.node] = counts.get(link.node, 0) + 1
+        per_node = strategy_cls.placement(world_size=max(counts.values()), device=device, options=options)
+        if device == "cuda":
+            # As the worker picks it (workers/worker.py): rank % that node's GPU count.
+            devices = tuple(f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links))
+        else:
+            devices = ("cpu",) * world_size
+        return replace(per_node, processes=world_size, devices=devices, concurrent_replicas=max(counts.values()))
 
 
-def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
-    """``strategy_cls.placement(...)``, with a multi-process strategy's ranks spread over the nodes
-    of an active cluster session: the strategy's own rule is applied to the busiest node's ranks
-    (its GPU count decides nccl or gloo), the devices are each rank's on its own node."""
-    session = active_session()
-    if session is None:
-        return strategy_cls.placement(world_size=world_size, device=device, options=options)
-    from dpbench.strategies.base import StrategyUnavailable
-
-    try:
-        placement = strategy_cls.placement(world_size=world_size, device=device, options=options)
-    except StrategyUnavailable:  # e.g. more ranks than one node's GPUs: judged per node below
-        placement = None
-    if placement is not None and placement.backend is None:
-        return placement  # in-process strategies run on the head's node, as on one host
-    if world_size > session.world_size:
-        raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
-                         f"(WORLD_SIZE={session.world_size})")
-    links = [session.links[r] for r in range(world_size)]
-    counts: dict[int, int] = {}
-    for link in links:
-        counts[link.node] = counts.get(link.node, 0) + 1
-    per_node = strategy_cls.placement(world_size=max(counts.values()), device=device, options=options)
-    if device == "cuda":
-        # As the worker picks it (launcher/worker.py): rank % that node's GPU count.
-        devices = tuple(f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links))
-    else:
-        devices = ("cpu",) * world_size
-    return replace(per_node, processes=world_size, devices=devices, concurrent_replicas=max(counts.values()))
+def active_session() -> Any:
+    """The cluster session this process heads (None outside ``python -m dpbench.cluster`` on rank 0)."""
+    provider = current_provider()
+    return provider.session if isinstance(provider, ClusterPools) else None
 
 
-def pool_layout(pool: Any, *, world_size: int | None = None) -> dict[str, Any]:
-    """``nodes``, ``ranks_per_node`` and ``hosts`` of a pool (a local pool: 1 node, all ranks)."""
-    if isinstance(pool, RemotePool):
-        return {"nodes": pool.nodes, "ranks_per_node": pool.ranks_per_node, "hosts": pool.hosts}
-    return {"nodes": 1, "ranks_per_node": world_size or pool.world_size, "hosts": [socket.gethostname()]}
+@contextlib.contextmanager
+def heading(session: Any) -> Iterator[None]:
+    """Make ``session`` the active one for the duration of the block: the launcher's process-group
+    pools run on its torchrun ranks."""
+    with providing(ClusterPools(session)):
+        yield

@@ -1,8 +1,11 @@
 """gate: the CI verdicts on saved runs — ``dpbench compare`` (is the candidate slower than the
 baseline, judged across fresh-process trials, with the control in view), its text/Markdown/JSON
 output, and ``dpbench ab`` (base and head measured alternately in one job, in worktrees).
+:mod:`~dpbench.gate.simulation` holds the noise model the gate is calibrated against, for the
+scripts and tests that simulate it; nothing at run time imports it.
 
-May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpbench.schema``.
+May import: ``dpbench.results`` (reading saved runs), ``dpbench.history`` (the accepted levels
+``compare --history`` judges against), ``dpbench.stats``, ``dpbench.schema``.
 Never torch (``ab`` runs the suites of each revision in subprocesses) and never the report,
 which sits above the gate and shows its verdicts. Names load lazily: pandas only when used.
 """

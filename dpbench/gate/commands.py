@@ -98,10 +98,9 @@ def _accepted_levels(args: argparse.Namespace):
         if args.accepted is not None:
             raise ResultsError("--accepted: only with --history (the accepted changes are found in a history)")
         return None
-    from functools import partial
-
-    from dpbench.gate.history import accepted_levels, load_history, run_files
-    from dpbench.gate.history_accepted import ACCEPTED_FILE, read_accepted
+    from dpbench.gate.judge import Pooled
+    from dpbench.history.series import accepted_levels, load_history, run_files
+    from dpbench.history.accepted import ACCEPTED_FILE, read_accepted
 
     if args.accepted is not None and not Path(args.accepted).is_file():
         raise ResultsError(f"--accepted: {args.accepted} is not a file")
@@ -109,7 +108,13 @@ def _accepted_levels(args: argparse.Namespace):
     history = load_history(run_files(args.history, args.results), accepted=accepted)
     for path, error in history.skipped:
         print(f"warning: --history: skipped {path}: {error}", file=sys.stderr)
-    return partial(accepted_levels, history)
+
+    def levels(baseline):
+        found, said = accepted_levels(history, baseline)
+        return {name: (Pooled(unit=level.unit, runs=level.runs, control_runs=level.control_runs,
+                              case_key=level.case_key), note) for name, (level, note) in found.items()}, said
+
+    return levels
 
 
 def run_compare(args: argparse.Namespace) -> int:

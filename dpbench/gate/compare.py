@@ -15,7 +15,7 @@ but unimportant changes; the test ignores noise that happens to cross it; the co
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 
 The choices were made by simulating the gate (``scripts/simulate_gate.py``) from a noise
-model fitted to real runs (:mod:`dpbench.gate.noise`); the README has the tables.
+model fitted to real runs (:mod:`dpbench.gate.simulation`); the README has the tables.
 """
 from __future__ import annotations
 
@@ -28,12 +28,11 @@ import pandas as pd
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, Verdict
-from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, read_run, resolve_run
+from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, read_run, resolve_run
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
 
 __all__ = [
-    "MACHINE_FIELDS",
     "BenchmarkComparison",
     "Comparison",
     "Family",
@@ -49,8 +48,6 @@ __all__ = [
 
 DEFAULT_THRESHOLD = 0.10
 DEFAULT_ALPHA = 0.01  # the share of jobs with no regression that may fail: simulated 0.7-1.0% (README)
-# Fields of the machine that change benchmark numbers on their own (machine.* columns).
-MACHINE_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "cpu")
 
 
 def parse_threshold(text: str) -> float:
@@ -213,7 +210,7 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
     of the candidate (``dpbench ab``); the test takes the log ratios of those pairs.
     ``baseline_levels``: per benchmark (full name), a baseline to judge against instead of the
     baseline runs' own trials, and the note its verdict carries (``--history``: the level after
-    an accepted change, :func:`dpbench.gate.history.accepted_levels`).
+    an accepted change, :func:`dpbench.history.series.accepted_levels`, as ``Pooled`` sides).
     """
     check_alpha(alpha)
     if not 0 < threshold < 1:
@@ -283,8 +280,8 @@ def compare_runs(baseline: str | os.PathLike | Sequence[str | os.PathLike],
                  ) -> Comparison:
     """Resolve and load each side's runs (files, directories → their newest run, or ids) and
     compare them; ``aa`` optionally names more runs of the baseline's code. ``baseline_levels``
-    maps the baseline's frame to replacement baselines and warnings (``--history``; passed in, so
-    the gate does not import the history that imports it)."""
+    maps the baseline's frame to replacement baselines and warnings (``--history``: built by
+    the gate's command from :func:`dpbench.history.series.accepted_levels`)."""
     base, base_name = _side(baseline, "baseline", results_dir)
     cand, cand_name = _side(candidate, "candidate", results_dir)
     references = [_side(spec, "--aa run", results_dir)[0] for spec in aa or []]

@@ -1,6 +1,6 @@
 """The gate's statistics: one family of benchmarks, judged together.
 
-The noise model behind it (fitted from real runs by :mod:`dpbench.gate.noise`, checked by
+The noise model behind it (fitted from real runs by :mod:`dpbench.gate.simulation`, checked by
 ``scripts/simulate_gate.py``): on a log scale a trial of benchmark *b* in run *r* is
 
     log y = mu_b + R_r + U_br + e_brt,   e ~ N(0, s_b²),  U ~ N(0, tau²),

@@ -12,6 +12,8 @@ trial is ``log c = nu_b + R_r + D_r + e_c``: it sees the run-wide offset, plus i
 one machine (``scripts/simulate_gate.py --fit RUN ...``); :func:`draw_side` draws one side of a
 comparison as the gate's :class:`~dpbench.gate.judge.Pooled`, so a simulation goes through
 the real :func:`dpbench.gate.family.judge_family`.
+
+Used by ``scripts/`` and the tests only: no runtime module imports it.
 """
 from __future__ import annotations
 
@@ -24,13 +26,13 @@ from typing import Any, Sequence
 from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml, within_run_variance
 from dpbench.stats import median, percentile
 
-__all__ = ["CLEAN", "NoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "level_for", "lognormal_ml"]
+__all__ = ["CLEAN", "TrialNoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "level_for", "lognormal_ml"]
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
 
 
 @dataclass(frozen=True, kw_only=True)
-class NoiseModel:
+class TrialNoiseModel:
     """Parameters as log-scale sds (≈ relative spreads). ``*_spread``: sd of log(sd) across benchmarks."""
 
     trial_sd: float  # median over benchmarks of the within-run between-trial log-sd
@@ -60,10 +62,10 @@ class NoiseModel:
 
 # Provisional parameters until fitted on an idle machine: the within-run spread of issue 16's clean
 # quick runs (median trial log-sd 5.8%, CV p90 ~2.5× the median), a per-run offset of 3% per case.
-CLEAN = NoiseModel(trial_sd=0.058, trial_sd_spread=0.7, case_run_sd=0.03, case_run_sd_spread=0.5, run_sd=0.02,
+CLEAN = TrialNoiseModel(trial_sd=0.058, trial_sd_spread=0.7, case_run_sd=0.03, case_run_sd_spread=0.5, run_sd=0.02,
                    control_sd=0.02, control_run_sd=0.01, source="provisional (issue 16's clean quick runs)")
 # What issue 16 measured before the harness fix: 5 of ~70 cases jump 1.4-2× between sessions.
-TODAY = NoiseModel(**{**CLEAN.to_dict(), "jumpy_fraction": 5 / 70, "jumpy_sd": 0.3,
+TODAY = TrialNoiseModel(**{**CLEAN.to_dict(), "jumpy_fraction": 5 / 70, "jumpy_sd": 0.3,
                       "source": "issue 16 before the harness fix: 5 of 70 cases jump by up to 2×"})
 
 
@@ -85,7 +87,7 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
     return out
 
 
-def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
+def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> TrialNoiseModel:
     """Estimate every parameter from ≥ 2 runs of one commit (frames of :func:`runs_frame`, a run each
     or together). Cases need ≥ 2 trials a run for the within-run spread."""
     cases = {k: v for k, v in _per_run_logs(frames).items() if len(v) >= 2}
@@ -122,7 +124,7 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> NoiseModel:
     case_sd, case_spread = lognormal_ml([resid_squares[k] for k in keys], [runs - 1] * len(keys),
                                         [trial_part[k] for k in keys])
     run_sd = statistics.stdev(offsets) if runs >= 2 else 0.0
-    return NoiseModel(
+    return TrialNoiseModel(
         trial_sd=trial_sd, trial_sd_spread=trial_spread, case_run_sd=case_sd, case_run_sd_spread=case_spread,
         level_sd=statistics.pstdev(levels.values()) if len(levels) >= 2 else 0.0, trial_sd_slope=slope,
         run_sd=run_sd, control_sd=math.sqrt(median(c_within)) if c_within else 0.0,
@@ -143,7 +145,7 @@ class CaseParams:
     level: float = 0.0  # the case's log time relative to the median case's
 
 
-def draw_case_params(model: NoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
+def draw_case_params(model: TrialNoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
                      ) -> list[CaseParams]:
     """Heterogeneous benchmarks: each its own level, s_b (on the model's trend with level) and tau_b
     (``trial_sd`` fixes s_b for all)."""
@@ -158,7 +160,7 @@ def draw_case_params(model: NoiseModel, rng: random.Random, count: int, trial_sd
     return out
 
 
-def level_for(model: NoiseModel, trial_sd: float) -> float:
+def level_for(model: TrialNoiseModel, trial_sd: float) -> float:
     """Where a case of this trial sd sits on the model's trend (0 without one), kept within
     2.5 level sds: a steady case in a simulation is placed where the fitted runs have steady cases."""
     if not model.trial_sd_slope or not model.level_sd:
@@ -167,7 +169,7 @@ def level_for(model: NoiseModel, trial_sd: float) -> float:
     return max(-2.5 * model.level_sd, min(2.5 * model.level_sd, level))
 
 
-def draw_side(model: NoiseModel, cases: Sequence[CaseParams], rng: random.Random, *, runs: int, trials: int,
+def draw_side(model: TrialNoiseModel, cases: Sequence[CaseParams], rng: random.Random, *, runs: int, trials: int,
               effects: Sequence[float] | None = None, control_effect: float = 1.0,
               shared_offsets: Sequence[float] | None = None) -> list[Pooled]:
     """One side: ``runs`` sessions of ``trials`` trials of every case, as the gate pools them.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpbench.gate.history import History, Series, SeriesChange
+from dpbench.history.series import History, Series, SeriesChange
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import or_none
 

@@ -4,7 +4,7 @@ Saved runs (schema 1 and 2, every run file under the given directories) become o
 per machine and benchmark: one point per commit (the trials of all runs of that commit pooled),
 in git order (``git rev-list --topo-order HEAD``) when every commit is known to the repository
 history is run in, otherwise by date. Change points come from
-:mod:`dpbench.gate.changepoints`; accepted changes (:mod:`dpbench.gate.history_accepted`) are
+:mod:`dpbench.history.changepoints`; accepted changes (:mod:`dpbench.history.accepted`) are
 shown but never flagged. A run file that cannot be read is named and skipped, never fatal;
 nothing is written under ``results/``.
 """
@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from dpbench.gate.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
-from dpbench.gate.compare import MACHINE_FIELDS
-from dpbench.gate.history_accepted import Accepted
-from dpbench.gate.history_git import commit_order, descendants
-from dpbench.gate.judge import Pooled
-from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
+from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
+from dpbench.history.accepted import Accepted
+from dpbench.history.git import commit_order, descendants
+from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, Run, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median
 
-__all__ = ["History", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history",
+__all__ = ["History", "Level", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history",
            "load_history", "run_files"]
 
 
@@ -297,6 +295,21 @@ def _newest_accepted(series: Series, position: dict[str, int]) -> SeriesChange |
     return max(accepted, key=lambda c: position[c.commit_range[1]], default=None)
 
 
+@dataclass(kw_only=True)
+class Level:
+    """A benchmark's level after an accepted change, as a side to judge against: its trials and
+    controls commit by commit (each commit one run). The gate turns it into its own ``Pooled``."""
+
+    unit: str
+    runs: list[list[float]]
+    control_runs: list[list[float]] = field(default_factory=list)
+    case_key: str | None = None
+
+    @property
+    def times(self) -> list[float]:
+        return [t for run in self.runs for t in run]
+
+
 def accepted_baseline(history: History, benchmark: str, machine: str | None = None) -> list[float] | None:
     """The trial times of ``benchmark``'s level after its newest accepted change (up to its next
     change or the end of the series), or None without one (``dpbench compare --history`` uses
@@ -308,7 +321,7 @@ def accepted_baseline(history: History, benchmark: str, machine: str | None = No
     return list(newest.change.after.trials) if newest else None
 
 
-def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Pooled, str]], list[str]]:
+def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Level, str]], list[str]]:
     """The baselines ``dpbench compare --history`` judges against, and what it says once.
 
     ``baseline`` is the baseline side's frame (:func:`dpbench.results.frame.runs_frame`). For each
@@ -330,7 +343,7 @@ def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Po
                     f"{len(history.commits)} commits: accepted levels not used"]
     newest_base = max(position[c] for c in commits)
     series = {(s.machine, s.key): s for s in history.series}
-    out: dict[str, tuple[Pooled, str]] = {}
+    out: dict[str, tuple[Level, str]] = {}
     for row in baseline.drop_duplicates("fullname", keep="last").to_dict("records"):
         s = series.get((_machine_of(row), _series_key(row)))
         found = _newest_accepted(s, position) if s is not None else None
@@ -338,7 +351,7 @@ def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Po
             continue
         after = s.points[found.change.after.start:found.change.after.stop]
         key = row.get("case_key")
-        side = Pooled(unit=str(row["unit"]), runs=[list(p.trials) for p in after],
+        side = Level(unit=str(row["unit"]), runs=[list(p.trials) for p in after],
                       control_runs=[list(p.controls) for p in after], case_key=key if isinstance(key, str) else None)
         out[str(row["fullname"])] = (side, (
             f"baseline: the accepted level from {found.commit[:10]} on ({found.accepted.reason}): "

@@ -3,8 +3,10 @@
 A trial time is ``true level × run offset × trial noise``, both lognormal: every run (a commit's
 job) shifts all of its trials by one offset (the machine that day, the build), and each fresh
 process adds its own noise on top. The parameters are placeholders until the gate-calibration
-issue (16) fits them on real runs: swap :data:`NOISE` (or pass another :class:`NoiseModel`) and
+issue (16) fits them on real runs: swap :data:`NOISE` (or pass another :class:`SeriesNoiseModel`) and
 rerun ``scripts/sim_history.py`` to re-check the detection rates and ``DEFAULT_ALPHA``.
+
+Used by ``scripts/`` and the tests only: no runtime module imports it.
 """
 from __future__ import annotations
 
@@ -14,11 +16,11 @@ from typing import Sequence
 
 from dpbench.stats import coefficient_of_variation, log_t_interval
 
-__all__ = ["NOISE", "NoiseModel", "creep_levels", "draw_series", "step_levels", "synthetic_run"]
+__all__ = ["NOISE", "SeriesNoiseModel", "creep_levels", "draw_series", "step_levels", "synthetic_run"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class NoiseModel:
+class SeriesNoiseModel:
     trial_cv: float = 0.05  # within a run, from fresh process to fresh process (log sd)
     # One offset per run, shared by its trials (log sd): the fitted model of 2026-12-02 (issue 16,
     # scripts/aa_check, a fresh forkserver helper each trial pass) puts a case's run offset at 1.8%
@@ -27,10 +29,10 @@ class NoiseModel:
     trials: int = 5  # trials per commit
 
 
-NOISE = NoiseModel()
+NOISE = SeriesNoiseModel()
 
 
-def draw_series(levels: Sequence[float], rng: random.Random, noise: NoiseModel = NOISE) -> list[list[float]]:
+def draw_series(levels: Sequence[float], rng: random.Random, noise: SeriesNoiseModel = NOISE) -> list[list[float]]:
     """One point per level (seconds), each ``noise.trials`` trial times drawn from the model."""
     out = []
     for level in levels:
@@ -50,7 +52,7 @@ def creep_levels(n: int, at: Sequence[int], factor: float, base: float = 0.01) -
 
 
 def synthetic_run(*, commit: str | None, date: str, levels: dict[str, float], rng: random.Random,
-                  noise: NoiseModel = NOISE, machine: dict | None = None, control_s: float = 0.004) -> dict:
+                  noise: SeriesNoiseModel = NOISE, machine: dict | None = None, control_s: float = 0.004) -> dict:
     """A minimal schema-2 pytest-benchmark document: one training benchmark per entry of
     ``levels`` (pytest name -> true seconds per step), trials drawn from ``noise``, a steady
     control (1% noise). For the history tests and ``scripts/bench_history_scale.py``."""

@@ -1,12 +1,13 @@
-"""launcher: starting and driving worker processes — :func:`launch` for training runs (a
-:class:`Run` whose ``step(k)`` returns :class:`~dpbench.launcher.step_stats.StepStats`),
-:class:`WorkerPool` for any per-rank function, the CPU pinning plan, the control computation,
-the machine facts every run records, and the torchrun cluster runner
-(:mod:`~dpbench.launcher.cluster`, whose pools are :class:`RemotePool`).
+"""launcher: the API a script or a suite calls — :func:`launch` starts a strategy training a
+workload in worker processes and returns a :class:`Run` whose ``step(k)`` gives
+:class:`~dpbench.launcher.step_stats.StepStats`; plus the control computation and the opt-in
+traces. It picks its pool through the workers' seam (:func:`dpbench.workers.provider.make_pool`),
+never by importing the cluster runner.
 
-May import: strategies, workloads, ``dpbench.schema`` and ``dpbench.stats``. Never the measuring
-engine, the gate or the report; it never knows which strategy it runs beyond the strategy's
-interface. ``dpbench.launch`` (the top-level name) is :func:`dpbench.launcher.launch`.
+May import: workers, strategies, workloads, ``dpbench.schema`` and ``dpbench.stats``. Never the
+cluster runner, the measuring engine, the gate or the report; it never knows which strategy it
+runs beyond the strategy's interface. ``dpbench.launch`` (the top-level name) is
+:func:`dpbench.launcher.launch`.
 """
 from dpbench._lazy import lazy_attributes
 
@@ -14,7 +15,6 @@ __all__ = [
     "launch",
     "Run",
     "WorkerPool",
-    "RemotePool",
     "make_pool",
     "WorkerContext",
     "WorkerError",
@@ -23,19 +23,18 @@ __all__ = [
     "default_threads",
 ]
 
-# Loaded on first use (PEP 562): ``python -m dpbench.launcher.cluster`` imports this package first,
-# and its start-up check-in (launcher/checkin.py) should not wait for the pools' imports.
+# Loaded on first use (PEP 562): importing the package costs nothing until a name is used. The
+# pool names are the workers' (dpbench.workers), re-exported here for the launcher's callers.
 _LAZY = {
     "launch": "dpbench.launcher.run",
     "Run": "dpbench.launcher.run",
-    "WorkerPool": "dpbench.launcher.pool",
-    "WorkerContext": "dpbench.launcher.pool",
-    "WorkerError": "dpbench.launcher.pool",
-    "WorkerTimeoutError": "dpbench.launcher.pool",
-    "available_cores": "dpbench.launcher.pool",
-    "default_threads": "dpbench.launcher.pool",
-    "RemotePool": "dpbench.launcher.remote",  # dpbench.launcher.cluster's pools
-    "make_pool": "dpbench.launcher.remote",
+    "WorkerPool": "dpbench.workers.pool",
+    "WorkerContext": "dpbench.workers.worker",
+    "WorkerError": "dpbench.workers.base",
+    "WorkerTimeoutError": "dpbench.workers.base",
+    "available_cores": "dpbench.workers.base",
+    "default_threads": "dpbench.workers.base",
+    "make_pool": "dpbench.workers.provider",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.launcher", _LAZY, __all__, globals())

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from dpbench.launcher.pool import WorkerPool, default_threads
-from dpbench.launcher.remote import make_pool, placement_for, pool_layout  # dpbench.launcher.cluster
+from dpbench.workers.base import default_threads
+from dpbench.workers.pool import WorkerPool
+from dpbench.workers.provider import make_pool, placement_for, pool_layout
 from dpbench.launcher.step_stats import StepStats
 
 __all__ = ["launch", "Run"]
@@ -35,7 +36,7 @@ def launch(
     strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
     arguments are checked before any process starts.
     """
-    from dpbench.workloads._main_module import refuse_unguarded_launch
+    from dpbench.workloads.main_module import refuse_unguarded_launch
 
     # First: in a script without the main guard every worker would run this call again.
     refuse_unguarded_launch()
@@ -69,7 +70,7 @@ def launch(
     resolved = strategy_cls.resolve_options(
         dict(options), device=device, world_size=world_size, global_batch=global_batch
     )
-    # dpbench.launcher.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
+    # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
@@ -99,7 +100,7 @@ class Run:
         self.workload = workload
         self._placement = placement
         self._pool: WorkerPool | None = None
-        # dpbench.launcher.cluster: the remote pool when a cluster session is active and the ranks form a group.
+        # dpbench.cluster: the remote pool when a cluster session is active and the ranks form a group.
         self._pool = make_pool(
             placement.processes,
             device=spec.device_type,
@@ -133,7 +134,7 @@ class Run:
             "workers": list(getattr(self._pool, "worker_facts", None) or []),
             "affinity": getattr(self._pool, "affinity_plan", None),
         }
-        # dpbench.launcher.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
+        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
         # cluster, "devices" keeps this host's, the ones a sampler here can watch.
         self.info.update(pool_layout(self._pool, world_size=spec.world_size))
         if hasattr(self._pool, "on_head_node"):
@@ -166,7 +167,7 @@ class Run:
         for rank, r in enumerate(per_rank):
             for label, peak in r["memory"].items():
                 # Ranks sharing one GPU each hold their own allocations on it; another node's
-                # cuda:0 is another GPU (dpbench.launcher.cluster), so it keeps its host's name.
+                # cuda:0 is another GPU (dpbench.cluster), so it keeps its host's name.
                 label = self._memory_label(rank, label)
                 memory[label] = memory.get(label, 0) + peak
         return StepStats(
@@ -233,7 +234,7 @@ class Run:
         """
         import os
 
-        from dpbench.strategies._profiling import combine
+        from dpbench.strategies.profiling import combine
 
         placement = self._placement
         # Python threads per worker measuring the CPU peak at once: DataParallel's replicas.
@@ -313,7 +314,7 @@ def _evaluate_worker(ctx: Any, split: Any) -> dict[str, Any] | None:
 
 
 def _case_metrics_worker(ctx: Any, matmul_parallel: int) -> dict[str, Any]:
-    from dpbench.strategies._profiling import rank_metrics
+    from dpbench.strategies.profiling import rank_metrics
 
     return rank_metrics(ctx.state["trainer"], matmul_parallel=matmul_parallel, heartbeat=ctx.heartbeat)
 

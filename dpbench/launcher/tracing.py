@@ -61,6 +61,6 @@ def trace_run(run: Any, pool: Any, k: int, path: Any, *, warmup: int) -> TraceRe
 
 
 def _trace_worker(ctx: Any, directory: str, k: int, warmup: int) -> dict[str, Any]:
-    from dpbench.strategies._tracing import trace_steps
+    from dpbench.strategies.tracing import trace_steps
 
     return trace_steps(ctx.state["trainer"], directory=directory, active=k, warmup=warmup, heartbeat=ctx.heartbeat)

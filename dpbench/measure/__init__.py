@@ -5,12 +5,14 @@ Owns: :mod:`~dpbench.measure.cases` (a training or collective case and how one t
 :mod:`~dpbench.measure.trials` (the interleaved session and the worker clock pytest-benchmark
 reads), :mod:`~dpbench.measure.profiles` (``quick``/``full`` and ``DPBENCH_*`` settings),
 :mod:`~dpbench.measure.extra_info` (schema 2 results), :mod:`~dpbench.measure.collectives` (the
-collective micro-benchmark's worker side) and :mod:`~dpbench.measure.derive` (MFU, tokens/s and
-exposed communication from a step time).
+collective micro-benchmark's worker side), :mod:`~dpbench.measure.derive` (MFU, tokens/s and
+exposed communication from a step time) and :mod:`~dpbench.measure.plugin` (the pytest plugin
+that runs the suites: measuring, saving, signals).
 
-May import: the launcher, the sampler, strategies, workloads, ``dpbench.schema`` and
-``dpbench.stats``. Never pytest (the suites' conftest drives it) and never the gate or the report.
-Nothing here imports torch at module level.
+May import: the launcher, the cluster runner (its session's world), the workers, the sampler,
+strategies, workloads, traces, ``dpbench.schema`` and ``dpbench.stats``. Only the plugin imports
+pytest; never the gate or the report. Nothing outside the plugin's session imports torch at
+module level.
 """
 from __future__ import annotations
 

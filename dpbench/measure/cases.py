@@ -167,11 +167,10 @@ class CollectiveCase:
                       timeline: TimelinePath | None, first: bool) -> TrialResult:
         from dpbench.measure.collectives import collective_worker, summarize
         from dpbench.launcher.control import control_worker
-        from dpbench.launcher import make_pool
-        from dpbench.launcher.remote import pool_layout
+        from dpbench.workers.provider import make_pool, pool_layout
 
         iters = steps_per_round or profile.comm_iters
-        # dpbench.launcher.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
+        # dpbench.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
         with make_pool(self.world_size, device=profile.device, timeout=120.0) as pool:
             pool.run(collective_worker, self.collective, self.size_bytes, iters)  # untimed warm-up round
             with _sampled(pool.pids, [], profile) as sampler:

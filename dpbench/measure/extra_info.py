@@ -1,7 +1,7 @@
 """From measured trials to results: the documented ``extra_info`` (schema 2) of each benchmark,
 published into pytest-benchmark.
 
-The suites (``suites/``) are thin pytest modules over this. Their conftest measures every
+The suites (``suites/``) are thin pytest modules over this. The measuring plugin measures every
 selected case in interleaved fresh-process trials first (:class:`dpbench.measure.trials.TrialSession`);
 each test then publishes its case's trials into pytest-benchmark and ``extra_info``
 (schema 2). Nothing here imports pytest: a strategy that cannot run here raises
@@ -102,7 +102,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "requested_options": dict(case.options),  # what the case asked for: the short label
         "workload": run_info["workload"],
         "world_size": run_info["world_size"],
-        # dpbench.launcher.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
+        # dpbench.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
         "nodes": run_info.get("nodes", 1),
         "ranks_per_node": run_info.get("ranks_per_node", run_info["world_size"]),
         "device_type": run_info["device_type"],
@@ -164,7 +164,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
         "size_source": case.source,
         "dtype": "float32",
         "world_size": pool["world_size"],
-        "nodes": pool.get("nodes", 1),  # dpbench.launcher.cluster
+        "nodes": pool.get("nodes", 1),  # dpbench.cluster
         "ranks_per_node": pool.get("ranks_per_node", pool["world_size"]),
         "device_type": profile.device,
         "backend": pool.get("backend"),
@@ -184,7 +184,7 @@ def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = Non
     """What dpbench itself set for this case's workers, beside what the user's environment had.
 
     Everything else is the user's: the OpenMP/MKL variables are inherited unchanged
-    (``launcher/runtime_env.py``); ``user_runtime_env`` is what rank 0's runtime was started with."""
+    (``workers/runtime_env.py``); ``user_runtime_env`` is what rank 0's runtime was started with."""
     workers = run_info.get("workers") or []
     affinity = run_info.get("affinity") or {}
     threads = run_info.get("threads_per_worker")
@@ -197,7 +197,7 @@ def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = Non
         "parent_cores": affinity.get("parent_cores"),  # where the parent and sampler were moved
         "added_runtime_env": {},  # nothing: no OMP_WAIT_POLICY or other default of dpbench's
         "user_runtime_env": dict(first.get("runtime_env") or {}),
-        # How the workers were started: dpbench.launcher.forkserver.worker_start (None: not said, e.g. launch() alone).
+        # How the workers were started: dpbench.workers.forkserver.worker_start (None: not said, e.g. launch() alone).
         "worker_start": worker_start,
     }
 
@@ -219,7 +219,7 @@ def publish(benchmark: Any, result: CaseResult) -> None:
     if stats is not None and stats.median != statistics.median(values):
         raise RuntimeError(
             "pytest-benchmark did not read the worker clock: the test needs "
-            "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (suites/conftest.py adds it)")
+            "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (the measuring plugin adds it)")
 
 
 def measure_training(benchmark: Any, case: TrainingCase, *, session: TrialSession, profile: ProfileConfig,

@@ -87,9 +87,9 @@ def resolve_profile(
     """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
 
     ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
-    override the profile's choices. ``cluster`` (a :class:`dpbench.launcher.cluster.ClusterInfo`; default:
-    the active ``dpbench.launcher.cluster`` session's): world sizes are bounded by the torchrun world —
-    see :func:`dpbench.launcher.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
+    override the profile's choices. ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default:
+    the active ``dpbench.cluster`` session's): world sizes are bounded by the torchrun world —
+    see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
     """
     from dpbench.measure.collectives import default_sizes
 
@@ -146,9 +146,9 @@ def resolve_profile(
             bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
         )
     world_sizes = tuple(range(1, max(max_world, 1) + 1))
-    cluster = _cluster_info(cluster)  # dpbench.launcher.cluster
+    cluster = _cluster_info(cluster)  # dpbench.cluster
     if cluster is not None:
-        from dpbench.launcher.cluster import cluster_world_sizes
+        from dpbench.cluster.node import cluster_world_sizes
 
         world_sizes = cluster_world_sizes(max(max_world, 1), cluster)
     if env.get("DPBENCH_TRIALS"):
@@ -170,10 +170,10 @@ def resolve_profile(
 
 
 def _cluster_info(cluster: Any) -> Any:
-    """``cluster`` itself, else the active dpbench.launcher.cluster session's info (None: one host)."""
+    """``cluster`` itself, else the active dpbench.cluster session's info (None: one host)."""
     if cluster is not None:
         return cluster
-    from dpbench.launcher.cluster import active_session
+    from dpbench.cluster.remote import active_session
 
     session = active_session()
     return session.info if session is not None else None

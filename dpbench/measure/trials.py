@@ -10,7 +10,7 @@ every case, … so that a slow minute spreads over all cases instead of sinking 
 asv habit). Everything downstream (report, gate) reasons across trials.
 
 Nothing here imports pytest or torch: a case only has to provide ``key``, ``label`` and
-``measure_trial(...)``; the suites' conftest drives a :class:`TrialSession` and publishes each
+``measure_trial(...)``; the measuring plugin drives a :class:`TrialSession` and publishes each
 case's trials into pytest-benchmark through :func:`worker_clock`.
 """
 from __future__ import annotations
@@ -121,7 +121,7 @@ class TrialSession:
     ``unavailable``: exception types that mean "cannot run here" (turned into a skip reason).
     ``progress(text)``: where one line per trial goes (the terminal).
     ``between_passes()``: called before each trial pass, with no workers running (the suites restart
-    the forkserver helper there: :func:`dpbench.launcher.forkserver.fresh_forkserver` says why);
+    the forkserver helper there: :func:`dpbench.workers.forkserver.fresh_forkserver` says why);
     ``worker_start``: how workers start, in words, recorded on every case's result.
     """
 

@@ -11,7 +11,7 @@ from torch import nn
 from dpbench.schema import Phase
 
 from ._devices import DeviceLike, check_module_device, parse_device, parse_devices
-from ._timing import Mark, cuda_indices, mark, span_seconds
+from .timing import Mark, cuda_indices, mark, span_seconds
 from .parallel_apply import ReplicaThreads, parallel_apply
 from .replicate import replicate
 from .scatter_gather import _check_chunk_sizes, _normalize_layout, gather, scatter_kwargs
@@ -191,7 +191,7 @@ class DataParallel(nn.Module, Generic[T]):
 
 
 class _PhaseClock:
-    """Marks phase boundaries without stalling the host (CUDA events on GPUs, see ``_timing``)."""
+    """Marks phase boundaries without stalling the host (CUDA events on GPUs, see ``timing``)."""
 
     def __init__(self, devices: Sequence[torch.device], output_device: torch.device):
         self.indices = cuda_indices(list(devices) + [output_device])

@@ -1,4 +1,4 @@
-"""Render a :class:`dpbench.gate.history.History` into one self-contained HTML page.
+"""Render a :class:`dpbench.history.series.History` into one self-contained HTML page.
 
 Plots are inline SVG written here (coordinates computed in Python, drawn by the template) rather
 than matplotlib PNGs: 70 benchmarks x 500 commits must render in seconds (a matplotlib figure
@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import jinja2
 
-from dpbench.gate.history import History, Series, SeriesChange
+from dpbench.history.series import History, Series, SeriesChange
 from dpbench.results.units import fmt_ratio
 from dpbench.schema import __version__
 

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 from dpbench.schema import READABLE_SCHEMAS
 
 __all__ = [
+    "MACHINE_FIELDS",
     "DPBENCH_MARKERS",
     "RUNS_HELP",
     "add_results_dir",
@@ -30,6 +31,10 @@ __all__ = [
     "resolve_runs",
     "saved_runs",
 ]
+
+# Fields of the machine that change benchmark numbers on their own (the frame's machine.* columns):
+# the gate warns when they differ between sides, the history marks where they moved.
+MACHINE_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "cpu")
 
 DEFAULT_RESULTS_DIR = Path("results")
 

@@ -19,13 +19,13 @@ class PhaseTimer:
     """Accumulates seconds per phase; ``with timer(Phase.X): ...`` marks one span."""
 
     def __init__(self, cuda_devices: list[Any]):
-        from dpbench.parallel._timing import cuda_indices
+        from dpbench.parallel.timing import cuda_indices
 
         self._cuda_devices = list(cuda_devices)
         self._indices = cuda_indices(cuda_devices) if cuda_devices else ()
         self._pending: list[tuple[str, Any, Any]] = []
         self._totals: dict[str, float] = {}
-        # While a trace is recorded (strategies/_tracing.py) each phase is also a
+        # While a trace is recorded (strategies/tracing.py) each phase is also a
         # record_function label "dpbench:<phase>"; off otherwise, so timed steps carry no
         # profiler call at all.
         self.labels = False
@@ -42,7 +42,7 @@ class PhaseTimer:
 
     @contextmanager
     def __call__(self, phase: Any) -> Iterator[None]:
-        from dpbench.parallel._timing import mark
+        from dpbench.parallel.timing import mark
 
         label = None
         if self.labels:
@@ -59,7 +59,7 @@ class PhaseTimer:
                 label.__exit__(None, None, None)
 
     def add_span(self, phase: Any, start: Any, end: Any) -> None:
-        """A span between two marks of :mod:`dpbench.parallel._timing` (read later on CUDA)."""
+        """A span between two marks of :mod:`dpbench.parallel.timing` (read later on CUDA)."""
         self._pending.append((getattr(phase, "value", phase), start, end))
 
     def add_spans(self, spans: Iterable[tuple[str, Any, Any]]) -> None:
@@ -72,7 +72,7 @@ class PhaseTimer:
 
     def resolve(self) -> dict[str, float]:
         """Seconds per phase since the last :meth:`clear` (waits for CUDA events: call after timing)."""
-        from dpbench.parallel._timing import span_seconds
+        from dpbench.parallel.timing import span_seconds
 
         for phase, start, end in self._pending:
             self.add(phase, span_seconds(start, end))

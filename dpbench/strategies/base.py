@@ -144,7 +144,7 @@ class Strategy(ABC):
     # True when every rank is its own process that receives only its slice of the batch.
     multiprocess: ClassVar[bool] = False
     # Why a profiler trace of this strategy would not mean what it says (None: traceable);
-    # see strategies/_tracing.py.
+    # see strategies/tracing.py.
     trace_unavailable: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -372,7 +372,7 @@ class Strategy(ABC):
         sizes = self.spec.per_replica_batch
         return sizes[self.rank] * self.spec.world_size / self.spec.global_batch
 
-    # -- case metrics (untimed; see dpbench.strategies._profiling) -------------------------
+    # -- case metrics (untimed; see dpbench.strategies.profiling) -------------------------
     def memory_tensors(self) -> dict[str, list[Any]]:
         """The tensors this worker holds: parameters, gradients and optimizer state."""
         params = [p for p in self.module().parameters()]
@@ -395,7 +395,7 @@ class Strategy(ABC):
         return self.spec.options["precision"]
 
     def collective_plan(self) -> list[Any] | None:
-        """The collectives one step issues (:class:`dpbench.strategies._profiling.Collective`); None = unknown."""
+        """The collectives one step issues (:class:`dpbench.strategies.profiling.Collective`); None = unknown."""
         return None
 
 

@@ -196,7 +196,7 @@ class DDP(Strategy):
         return list(twin.parameters())  # every rank steps every parameter
 
     def collective_plan(self) -> list[Any] | None:
-        from dpbench.strategies._profiling import ddp_collectives
+        from dpbench.strategies.profiling import ddp_collectives
 
         hook = self.spec.options["comm_hook"]
         if hook == "powersgd":

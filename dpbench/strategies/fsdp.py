@@ -208,7 +208,7 @@ class FSDP(Strategy):
 
     def collective_plan(self) -> list[Any]:
         """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in backward."""
-        from dpbench.strategies._profiling import Collective
+        from dpbench.strategies.profiling import Collective
 
         world = self.spec.world_size
         dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])

@@ -133,7 +133,7 @@ class Zero(Strategy):
     def collective_plan(self) -> list[Any]:
         import torch.distributed as dist
 
-        from dpbench.strategies._profiling import Collective, ddp_collectives
+        from dpbench.strategies.profiling import Collective, ddp_collectives
 
         params = list(self.ddp.module.parameters())
         local = [(params[i].numel(), str(params[i].dtype).replace("torch.", "")) for i in self._local_indices()]

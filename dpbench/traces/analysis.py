@@ -46,7 +46,7 @@ __all__ = ["AGREEMENT_TOLERANCE", "ALIGN_LABEL", "COMM_LABEL", "LABEL_PREFIX", "
 # Our own record_function labels (strategies/_timing.py writes "dpbench:<phase>").
 LABEL_PREFIX = "dpbench:"
 COMM_LABEL = LABEL_PREFIX + "communication"
-# The barrier capture issues once recording has started (strategies/_tracing.py): not part of a step.
+# The barrier capture issues once recording has started (strategies/tracing.py): not part of a step.
 ALIGN_LABEL = LABEL_PREFIX + "align"
 # Collective ops as torch's profiler names them on the host (gloo's worker-thread ops
 # "gloo:all_reduce", the dispatcher's "c10d::allreduce_", "record_param_comms", nccl:*).

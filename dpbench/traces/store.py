@@ -1,7 +1,7 @@
 """Where a session's trace files live until the run is saved: a staging directory, then
 ``results/<machine-id>/traces/<run-id>/<case>/rank<r>.json.gz``, published in one rename.
 
-The same habit as the sampler's timelines (suites/conftest.py): nothing appears under
+The same habit as the sampler's timelines (dpbench/measure/plugin/storage.py): nothing appears under
 ``results/`` unless the run itself is saved, and a published directory is complete or absent.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The forkserver helper that every local worker is forked from: the start method, what the helper
 preloads, whether it is alive, and :func:`fresh_forkserver`, which the suites call before each trial
-pass (its docstring says what was measured). :class:`~dpbench.launcher.pool.WorkerPool` registers
+pass (its docstring says what was measured). :class:`~dpbench.workers.pool.WorkerPool` registers
 itself here (:func:`track_pool`) so that the helper is never restarted under a live pool.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["PRELOAD", "START_METHOD", "fresh_forkserver", "helper_alive", "track
 # a forkserver child starts in ~0.1 s. Where there is no forkserver, spawn is used.
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 PRELOAD = ["torch", "torch.distributed", "torch.optim", "torch._dynamo", "torch.nn.parallel",
-           "dpbench.launcher.worker", "dpbench.launcher.lifeline"]
+           "dpbench.workers.worker", "dpbench.workers.lifeline"]
 
 _OPEN_POOLS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 

@@ -19,7 +19,7 @@ then kills; it is idempotent.
 
 Whatever kills the parent (SIGINT, SIGTERM, SIGKILL, a crash), nothing it started outlives it,
 through what the OS gives rather than this module's ``finally`` blocks (see
-:mod:`dpbench.launcher.lifeline`): every worker watches a pipe whose write end only the parent
+:mod:`dpbench.workers.lifeline`): every worker watches a pipe whose write end only the parent
 holds and leaves (removing its rendezvous directory) at its EOF; every forkserver child dies
 with the helper through ``PR_SET_PDEATHSIG`` (so a killed helper makes its workers' deaths
 real, not just reported); the helper leaves once the parent and its workers are gone; and a
@@ -41,12 +41,17 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from dpbench.launcher.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD, helper_alive as _helper_alive, \
+from dpbench.workers.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD, helper_alive as _helper_alive, \
     track_pool
-from dpbench.launcher.lifeline import helper_environ, reaper
-from dpbench.launcher.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
-from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch
-from dpbench.launcher.worker import WorkerContext, _worker_main, _WorkerConfig
+from dpbench.workers.lifeline import helper_environ, reaper
+from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
+from dpbench.workers.base import (FAILURE_GRACE_SECONDS, MIN_START_SECONDS, WorkerError, WorkerTimeoutError,
+                                  available_cores, default_threads, pick_backend, require_cuda)
+from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
+
+# After a polite "close", how long a worker gets to tear down its process group and exit.
+_CLOSE_GRACE_SECONDS = 5.0
 
 __all__ = [
     "WorkerPool",
@@ -56,50 +61,6 @@ __all__ = [
     "available_cores",
     "default_threads",
 ]
-
-# Spawning imports torch in every child; on a busy machine that alone can take many
-# seconds, so start-up gets at least this long regardless of the (per-call) ``timeout``.
-_MIN_START_SECONDS = 60.0
-# After a polite "close", how long a worker gets to tear down its process group and exit.
-_CLOSE_GRACE_SECONDS = 5.0
-# After the first failure, how long to listen for other ranks' failures so the error
-# reports every rank that went wrong, not just the fastest to complain.
-_FAILURE_GRACE_SECONDS = 0.5
-
-
-class WorkerError(RuntimeError):
-    """A worker rank raised, died or stopped answering.
-
-    ``rank`` is the first failing rank, ``failures`` maps every failing rank to its
-    traceback (or a description of how it died).
-    """
-
-    def __init__(self, message: str, *, rank: int, failures: dict[int, str]):
-        super().__init__(message)
-        self.rank = rank
-        self.failures = failures
-
-    @property
-    def worker_traceback(self) -> str:
-        return self.failures.get(self.rank, "")
-
-
-class WorkerTimeoutError(WorkerError, TimeoutError):
-    """No message from one or more ranks within the timeout."""
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (affinity-aware where the OS exposes it)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not every platform has sched_getaffinity
-        return max(1, os.cpu_count() or 1)
-
-
-def default_threads(concurrent_workers: int) -> int:
-    """Intra-op threads per worker so that workers × threads ≤ cores (at least 1)."""
-    return max(1, available_cores() // max(1, concurrent_workers))
-
 
 def _helper_gone(within: float = 1.0) -> bool:
     """Has the forkserver helper died? Its pipes close while it exits, before the kernel lets
@@ -129,9 +90,9 @@ class WorkerPool:
     sampler started afterwards) onto the cores left over, until the pool closes; "off"
     leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
     ``cores_per_worker``: the size of each rank's block (None: an equal share of the
-    cores); see :func:`dpbench.launcher.affinity.plan_affinity`. The decision is in
+    cores); see :func:`dpbench.workers.affinity.plan_affinity`. The decision is in
     ``affinity_plan`` and what each worker really runs with in ``worker_facts``. OpenMP and
-    MKL run with the user's own environment, nothing added (see ``launcher/runtime_env.py``).
+    MKL run with the user's own environment, nothing added (see ``workers/runtime_env.py``).
     The parent waits for results blocked in ``multiprocessing.connection.wait`` (no polling),
     and workers send heartbeats at most once a second, so the parent stays asleep while steps run.
     """
@@ -164,10 +125,10 @@ class WorkerPool:
             raise ValueError(f"cores_per_worker must be None or an int >= 1, got {cores_per_worker!r}")
         mode, off_reason = resolve_mode(affinity, os.environ)
         if device == "cuda":
-            _require_cuda()
+            require_cuda()
         self.world_size = world_size
         self.device = device
-        self.backend = _pick_backend(device, world_size, backend) if process_group else None
+        self.backend = pick_backend(device, world_size, backend) if process_group else None
         self.timeout = float(timeout)
         self.threads_per_worker = (
             threads_per_worker if threads_per_worker is not None else default_threads(world_size)
@@ -205,7 +166,7 @@ class WorkerPool:
         self._tmpdir = tempfile.mkdtemp(prefix="dpbench-rdzv-")
         lifeline.register(self._tmpdir)
         runtime_patch = runtime_env_patch(os.environ)
-        config = _WorkerConfig(
+        config = WorkerConfig(
             world_size=self.world_size,
             device_type=self.device,
             backend=self.backend,
@@ -217,24 +178,24 @@ class WorkerPool:
         )
         try:
             # The forkserver helper (started by the first worker of the process) inherits
-            # this environment; see launcher/runtime_env.py for why it must be there.
+            # this environment; see workers/runtime_env.py for why it must be there.
             with patched_environ({**runtime_patch, **helper_environ()}):
                 self._spawn(ctx, config)
             # Only once the processes exist: the forkserver helper starts with the first
             # pool's first worker and lives on; started on the spare cores, it would hand
             # them to every later unpinned worker.
             self._move_parent()
-            self._facts = self._collect("ready", timeout=max(self.timeout, _MIN_START_SECONDS))
+            self._facts = self._collect("ready", timeout=max(self.timeout, MIN_START_SECONDS))
         except BaseException:
             self._shutdown(graceful=False)
             raise
 
-    def _spawn(self, ctx: Any, config: _WorkerConfig) -> None:
+    def _spawn(self, ctx: Any, config: WorkerConfig) -> None:
         rank_cores = self._plan.rank_cores
         for rank in range(self.world_size):
             parent_conn, child_conn = ctx.Pipe(duplex=True)
             proc = ctx.Process(
-                target=_worker_main,
+                target=worker_main,
                 args=(rank, child_conn, replace(config, cpus=rank_cores[rank] if rank_cores else None)),
                 name=f"dpbench-rank{rank}",
                 daemon=True,  # dies with the parent even if close() is never reached
@@ -313,10 +274,17 @@ class WorkerPool:
         out["parent_note"] = self._parent_note
         return out
 
+    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
+        """One node holds every rank (``world_size``: an in-process strategy's replicas, when it
+        runs more than the pool's processes)."""
+        import socket
+
+        return {"nodes": 1, "ranks_per_node": world_size or self.world_size, "hosts": [socket.gethostname()]}
+
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
         """Per rank, what the worker reported when it started (JSON-safe; the keys are
-        documented in :func:`dpbench.launcher.worker.worker_facts`)."""
+        documented in :func:`dpbench.workers.worker.worker_facts`)."""
         return [dict(f, env=dict(f["env"]), runtime_env=dict(f["runtime_env"])) for f in self._facts]
 
     def _move_parent(self) -> None:
@@ -362,9 +330,9 @@ class WorkerPool:
         while len(results) < self.world_size:
             now = time.monotonic()
             if first_failure_at is not None:
-                if now - first_failure_at >= _FAILURE_GRACE_SECONDS:
+                if now - first_failure_at >= FAILURE_GRACE_SECONDS:
                     break
-                wait_for = first_failure_at + _FAILURE_GRACE_SECONDS - now
+                wait_for = first_failure_at + FAILURE_GRACE_SECONDS - now
             else:
                 pending = [r for r in range(self.world_size) if r not in results]
                 silent = [r for r in pending if now - last_heard[r] >= timeout]
@@ -453,27 +421,3 @@ def _start_process(proc: Any, rank: int) -> None:
     except (EOFError, ConnectionError, FileNotFoundError) as exc:
         raise RuntimeError(f"could not start worker rank {rank}: the forkserver helper died twice while "
                            f"starting it ({type(first).__name__}, then {type(exc).__name__}: {exc})") from exc
-
-
-def _require_cuda() -> None:
-    import torch
-
-    # torch.cuda.is_available() queries the driver without creating a CUDA context, so
-    # the parent stays free of CUDA state.
-    if not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was requested but torch.cuda.is_available() is False")
-
-
-def _pick_backend(device: str, world_size: int, backend: str | None) -> str:
-    if backend is not None:
-        if backend not in ("gloo", "nccl"):
-            raise ValueError(f"backend must be None, 'gloo' or 'nccl', got {backend!r}")
-        if backend == "nccl" and device != "cuda":
-            raise ValueError("backend='nccl' needs device='cuda'")
-        return backend
-    if device == "cuda":
-        import torch
-
-        # NCCL cannot run two ranks on one GPU; gloo can.
-        return "nccl" if world_size <= torch.cuda.device_count() else "gloo"
-    return "gloo"

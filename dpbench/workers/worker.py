@@ -59,25 +59,25 @@ class WorkerContext:
 
 
 @dataclass(frozen=True)
-class _WorkerConfig:
+class WorkerConfig:
     world_size: int
     device_type: str
     backend: str | None
     store_path: str
     timeout: float
     threads: int | None
-    # The cores this rank is pinned to (None: left as inherited); see launcher/affinity.py.
+    # The cores this rank is pinned to (None: left as inherited); see workers/affinity.py.
     cpus: tuple[int, ...] | None
     # The forkserver helper keeps the environment of the moment it started; workers get
     # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
     environ: dict[str, str]
-    # dpbench.launcher.cluster hook: ranks on several hosts meet through this picklable callable's
+    # dpbench.cluster hook: ranks on several hosts meet through this picklable callable's
     # torch.distributed Store (None: the FileStore at store_path), and the socket interfaces
     # must not default to loopback there (loopback=False).
     store_factory: Callable[[], Any] | None = None
     loopback: bool = True
     # This rank's index among the pool's ranks on its node (torchrun's LOCAL_RANK, set by
-    # dpbench.launcher.agent); None on one host, where it is the rank itself.
+    # dpbench.cluster.agent); None on one host, where it is the rank itself.
     local_rank: int | None = None
 
 
@@ -86,7 +86,7 @@ def _worker_device(rank: int, device_type: str, local_rank: int | None = None):
 
     if device_type == "cuda":
         # The local index, not the global rank: on node 1 of a cluster rank 5 may be the
-        # node's second rank, and its CPU block (launcher/affinity.py) follows that index too.
+        # node's second rank, and its CPU block (workers/affinity.py) follows that index too.
         local = rank if local_rank is None else local_rank
         index = local % torch.cuda.device_count()
         torch.cuda.set_device(index)
@@ -180,9 +180,9 @@ def worker_facts(rank: int, device_type: str, affinity_error: str | None,
     return facts
 
 
-def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
-    from dpbench.launcher.lifeline import guard_worker
-    from dpbench.launcher.runtime_env import user_runtime_env
+def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
+    from dpbench.workers.lifeline import guard_worker
+    from dpbench.workers.runtime_env import user_runtime_env
 
     # The parent owns Ctrl-C: it stops the workers itself, so a terminal SIGINT sent to the
     # whole process group must not make ranks die half-way through a collective.
@@ -191,7 +191,7 @@ def _worker_main(rank: int, conn: Connection, config: _WorkerConfig) -> None:
     # MKL, gloo, NCCL) inherits the affinity of the thread that creates it.
     affinity_error = _pin(config.cpus)
     # Then (its watch thread pinned too): this worker dies with the forkserver helper and leaves
-    # when its parent does, however that one ends (see launcher/lifeline.py).
+    # when its parent does, however that one ends (see workers/lifeline.py).
     guard_worker(os.path.dirname(config.store_path) if config.store_path else None)
     # What torch's runtimes were initialised with: a forkserver child inherits the helper's
     # environment, read by libgomp when the helper imported torch (see runtime_env.py).

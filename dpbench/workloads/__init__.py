@@ -7,7 +7,7 @@ The registered defaults are sized for a small CPU; build other sizes with the fa
 whose names spell out the sizes that differ from the defaults (``mlp-hidden2048-layers4``) and
 whose ``params`` record every size.
 
-May import: torch and ``dpbench.schema`` (``_main_module`` checks that a launching script's
+May import: torch and ``dpbench.schema`` (``main_module`` checks that a launching script's
 factories are importable by the workers). Never strategies, the launcher or anything above.
 """
 from __future__ import annotations

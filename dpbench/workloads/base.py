@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpbench.workloads._main_module import GUARD, definition_is_guarded, main_is_reimported
+from dpbench.workloads.main_module import GUARD, definition_is_guarded, main_is_reimported
 from dpbench.workloads._validate import check_parts, function_name, json_params, main_references, tensor_rows
 
 __all__ = ["Workload", "ModelFactory", "BatchFactory", "LossFn", "check_picklable", "check_first_batch"]
@@ -67,7 +67,7 @@ def check_picklable(workload: Workload) -> None:
     """Raise ``TypeError`` naming the part of ``workload`` that cannot reach the worker processes.
 
     A part must pickle, and every function or class of ``__main__`` it refers to must be one
-    the workers define when they import the main module (see :mod:`dpbench.workloads._main_module`).
+    the workers define when they import the main module (see :mod:`dpbench.workloads.main_module`).
     """
     for attr in ("model", "batch", "loss"):
         try:

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from dpbench.launcher import exit_watch
+from dpbench.cluster import exit_watch
 
 role, flag = sys.argv[1], sys.argv[2]
 if role == "finish":

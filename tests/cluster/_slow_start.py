@@ -1,4 +1,4 @@
-"""A stand-in for ``dpbench.launcher.cluster`` whose start is slow, for the start-up check-in tests.
+"""A stand-in for ``dpbench.cluster`` whose start is slow, for the start-up check-in tests.
 
 Run by torchrun in place of the real module on one node: it opens the real start-up check-in
 (as the cluster runner's main() does, before torch is imported) and then sleeps, as a node importing
@@ -10,11 +10,12 @@ import os
 import sys
 import time
 
-from dpbench.launcher import cluster
-from dpbench.launcher.checkin import port_setting
+from dpbench.cluster.checkin import port_setting
+from dpbench.cluster.node import ClusterInfo
+from dpbench.cluster.runner import _start_checkin
 
-info = cluster.ClusterInfo.from_environ(os.environ)
-checkin = cluster._start_checkin(info, port_setting(os.environ), f"rank {info.rank}, node {info.node_rank}")
+info = ClusterInfo.from_environ(os.environ)
+checkin = _start_checkin(info, port_setting(os.environ), f"rank {info.rank}, node {info.node_rank}")
 if checkin is None:
     sys.exit("slow start: no check-in")
 deadline = time.monotonic() + 120

@@ -66,7 +66,7 @@ class Cluster:
     def head(self) -> Node | None:
         """The node whose output carries the head's session summary (rank 0 runs there)."""
         for node in self.nodes:
-            if "dpbench.launcher.cluster: " in node.output() and "node(s), world" in node.output():
+            if "dpbench.cluster: " in node.output() and "node(s), world" in node.output():
                 return node
         return None
 
@@ -91,14 +91,14 @@ def start(tmp_path: Path, args: list[str], *, env: dict[str, str], nodes: int = 
           rdzv_conf: str = "join_timeout=60", modules: list[list[str] | None] | None = None,
           only: int | None = None, node_env: list[dict[str, str]] | None = None) -> Cluster:
     """Start ``nodes`` agents of ``--nnodes={nodes} --nproc-per-node={nproc}`` running
-    ``-m dpbench.launcher.cluster ARGS`` (``modules[i]`` replaces node i's program and arguments;
+    ``-m dpbench.cluster ARGS`` (``modules[i]`` replaces node i's program and arguments;
     ``only``: start just the first ``only`` of them, the others never join; ``node_env[i]``: more
     environment for node i, e.g. its own TMPDIR, as a separate host has its own disk)."""
     port, run_id = free_port(), uuid.uuid4().hex[:8]
     cluster = Cluster()
     for index in range(nodes if only is None else only):
         program = (modules[index] if modules and index < len(modules) and modules[index] is not None
-                   else ["-m", "dpbench.launcher.cluster", *args])
+                   else ["-m", "dpbench.cluster", *args])
         # The first node hosts the rendezvous store, as the head node's agent would.
         conf = f"{rdzv_conf},is_host={1 if index == 0 else 0}"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={nproc}",

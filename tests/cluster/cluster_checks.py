@@ -1,5 +1,5 @@
-"""Checks that run *inside* a dpbench.launcher.cluster session (the head's pytest), started by
-test_cluster_runs.py through two torchrun agents: ``-m dpbench.launcher.cluster tests/cluster/cluster_checks.py``.
+"""Checks that run *inside* a dpbench.cluster session (the head's pytest), started by
+test_cluster_runs.py through two torchrun agents: ``-m dpbench.cluster tests/cluster/cluster_checks.py``.
 
 Not collected on its own (the name does not start with ``test_``): outside a cluster session
 there is no torchrun world to check. Module-level workload functions, so the workers on
@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import dpbench
-from dpbench.launcher.cluster import active_session
-from dpbench.launcher import RemotePool, WorkerError, make_pool
+from dpbench.cluster.remote import RemotePool, active_session
+from dpbench.launcher import WorkerError, make_pool
 
 # Run inside a torchrun cluster by test_cluster_runs.py (multi-process by nature): outside the fast
 # tier, so tests/conftest.py's time guard leaves them alone.
@@ -68,7 +68,7 @@ def _train(strategy: str, world_size: int, **options):
 @pytest.fixture(scope="module")
 def world():
     session = active_session()
-    assert session is not None, "run through python -m dpbench.launcher.cluster under torchrun"
+    assert session is not None, "run through python -m dpbench.cluster under torchrun"
     return session.world_size
 
 

@@ -1,4 +1,4 @@
-"""The start-up check-in (dpbench/launcher/checkin.py) on loopback sockets: the handshake, a lost
+"""The start-up check-in (dpbench/cluster/checkin.py) on loopback sockets: the handshake, a lost
 agent and a lost head named at once, the head's final word, strangers and wrong keys refused, the
 store probe, and the port's derivation and setting. No torch: the check-in runs before its import."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from dpbench.launcher import checkin
-from dpbench.launcher.checkin import CheckinClient, CheckinServer, checkin_key, checkin_port, port_setting
+from dpbench.cluster import checkin
+from dpbench.cluster.checkin import CheckinClient, CheckinServer, checkin_key, checkin_port, port_setting
 
 KEY = checkin_key("job7", 0, 29400)
 
@@ -147,7 +147,7 @@ def test_the_loss_and_an_interrupt_never_interleave_their_last_lines():
     import sys
 
     # A slow stderr keeps leave() inside its print while the main thread comes to say its line.
-    probe = ("import sys, threading, time; from dpbench.launcher import checkin\n"
+    probe = ("import sys, threading, time; from dpbench.cluster import checkin\n"
              "class Slow:\n"
              "    def write(self, s): time.sleep(0.2); return sys.__stderr__.write(s)\n"
              "    def flush(self): sys.__stderr__.flush()\n"
@@ -249,7 +249,8 @@ def test_while_the_store_answers_an_agent_waits_for_the_head_and_handover_ends_i
 
 
 def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsys):
-    from dpbench.launcher.cluster import ClusterInfo, _start_checkin
+    from dpbench.cluster.node import ClusterInfo
+    from dpbench.cluster.runner import _start_checkin
 
     taken = socket.socket()
     taken.bind(("0.0.0.0", 0))
@@ -263,21 +264,21 @@ def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsy
         taken.close()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
-        f"dpbench.launcher.cluster (rank 0, node 0, host a1): no start-up check-in (port {port}: ")
+        f"dpbench.cluster (rank 0, node 0, host a1): no start-up check-in (port {port}: ")
     assert err[0].endswith("DPBENCH_CHECKIN_PORT picks another): a node that dies while the run starts is noticed at "
                            "the join deadline")
     assert _start_checkin(info, 0, "w") is None  # 0: off
 
 
 def test_the_cluster_runner_reaches_its_check_in_without_torch_or_the_pools():
-    """``python -m dpbench.launcher.cluster`` imports the package and the module before main() starts
+    """``python -m dpbench.cluster`` imports the package and the module before main() starts
     the check-in: neither may pull in torch or the launcher's pools (each costs the start-up window
     in which a dying node goes unnoticed)."""
     import subprocess
     import sys
 
-    probe = ("import sys, dpbench.launcher.cluster; "
-             "print(sorted(m for m in ('torch', 'dpbench.launcher.pool', 'dpbench.launcher.remote', "
+    probe = ("import sys, dpbench.cluster, dpbench.cluster.runner, dpbench.cluster.node; "
+             "print(sorted(m for m in ('torch', 'dpbench.workers.pool', 'dpbench.cluster.remote', "
              "'dpbench.launcher.run') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

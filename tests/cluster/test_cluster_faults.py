@@ -1,5 +1,5 @@
 """Faults across two torchrun "nodes" on 127.0.0.1: a node that never joins, a rank killed in the
-middle of a case (its worker, or its dpbench.launcher.cluster agent), Ctrl-C on the head node, and world
+middle of a case (its worker, or its dpbench.cluster agent), Ctrl-C on the head node, and world
 sizes the torchrun world cannot hold. In every case every agent exits non-zero, nothing hangs,
 and no process is left on any node (psutil, by an environment marker)."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_a_node_whose_dpbench_never_connects_fails_the_head_in_one_line(tmp_path
         cluster.stop()
     out = cluster.nodes[0].output()
     assert codes[0] != 0, out[-4000:]
-    lines = [line for line in out.splitlines() if line.startswith("dpbench.launcher.cluster (rank 0")]
+    lines = [line for line in out.splitlines() if line.startswith("dpbench.cluster (rank 0")]
     assert len(lines) == 1 and "rank(s) 1 never connected to the head" in lines[0], out[-4000:]
     assert "within 5 s" in lines[0]
     left = leftovers(marker, grace=15)
@@ -75,7 +75,7 @@ from torch import nn
 import dpbench
 from dpbench.measure import TrainingCase, measure_training
 
-VICTIM = "{victim}"  # "worker": rank 1's worker kills itself; "agent": it kills its dpbench.launcher.cluster agent
+VICTIM = "{victim}"  # "worker": rank 1's worker kills itself; "agent": it kills its dpbench.cluster agent
 
 
 class KillOnRank1(nn.Sequential):
@@ -111,11 +111,10 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
     marker = uuid.uuid4().hex
     suite = tmp_path / "suite_kill"
     suite.mkdir()
-    (suite / "conftest.py").write_text((ROOT / "suites" / "conftest.py").read_text())
     (suite / "test_kill.py").write_text(textwrap.dedent(_KILL_SUITE.format(victim=victim)))
     storage = tmp_path / "results"
     started = time.monotonic()
-    cluster = start(tmp_path, [str(suite), "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+    cluster = start(tmp_path, [str(suite), "-q", "--dpbench", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
                                f"--benchmark-storage=file://{storage}",
                                "--benchmark-save=killed"], env=cluster_env(marker))
     codes, left = finish(cluster, marker, timeout=150)
@@ -222,7 +221,7 @@ def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tm
     assert re.fullmatch(
         r"dpbench\.launcher\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
         r"it started: its check-in link closed \(the process or its node died\)",
-        _one_line(out, "dpbench.launcher.cluster (rank 0")), out[-4000:]
+        _one_line(out, "dpbench.cluster (rank 0")), out[-4000:]
     assert not left, [p.cmdline() for p in left]
 
 
@@ -233,5 +232,5 @@ def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_withi
     assert re.fullmatch(
         r"dpbench\.launcher\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
         r"check-in link closed \(the process or its node died\); this rank had started no workers",
-        _one_line(out, "dpbench.launcher.cluster (rank 1")), out[-4000:]
+        _one_line(out, "dpbench.cluster (rank 1")), out[-4000:]
     assert not left, [p.cmdline() for p in left]

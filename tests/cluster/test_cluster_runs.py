@@ -1,5 +1,5 @@
 """The suites across two "nodes": two torchrun agents on 127.0.0.1 with a c10d rendezvous, each
-its own ``python -m torch.distributed.run`` process, running ``-m dpbench.launcher.cluster``.
+its own ``python -m torch.distributed.run`` process, running ``-m dpbench.cluster``.
 
 Saved run (nodes, ranks per node, machine_info.cluster, busbw across nodes) and its report; the
 equivalence of ddp / allreduce across nodes with ``single``; and no process left on any node.

@@ -1,4 +1,4 @@
-"""dpbench.launcher.cluster without torchrun: the entry point's bad input, the world sizes a cluster
+"""dpbench.cluster without torchrun: the entry point's bad input, the world sizes a cluster
 sweeps, the profile's bounds, machine_info["cluster"], and RemotePool driving real workers
 through agents that run as threads here (each "node" an agent, a real TCPStore as torchrun's)."""
 from __future__ import annotations
@@ -15,10 +15,14 @@ import pytest
 
 import _pool_helpers as helpers
 from _torchrun import ROOT
-from dpbench.launcher.cluster import ClusterError, ClusterInfo, HeadSession, cluster_facts, cluster_world_sizes, main
-from dpbench.launcher import RemotePool, WorkerError, WorkerPool, WorkerTimeoutError, make_pool
-from dpbench.launcher.agent import serve
-from dpbench.launcher.remote import AgentLink, placement_for, pool_layout
+from dpbench.cluster.head import HeadSession, cluster_facts
+from dpbench.cluster.node import ClusterError, ClusterInfo, cluster_world_sizes
+from dpbench.cluster.runner import main
+from dpbench.cluster.remote import RemotePool
+from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, make_pool
+from dpbench.cluster.agent import serve
+from dpbench.cluster.remote import AgentLink
+from dpbench.workers.provider import placement_for, pool_layout
 from dpbench.measure import resolve_profile
 
 TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
@@ -33,12 +37,12 @@ def _info(world=4, per_node=2, nodes=2, **kw) -> ClusterInfo:
 
 def test_outside_torchrun_it_says_how_to_start_in_one_line_and_exits_2():
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
-    proc = subprocess.run([sys.executable, "-m", "dpbench.launcher.cluster", "suites/"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "dpbench.cluster", "suites/"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "torchrun --nnodes=N --nproc-per-node=P --rdzv-backend=c10d" in proc.stderr
-    assert "-m dpbench.launcher.cluster" in proc.stderr and "RANK" in proc.stderr
+    assert "-m dpbench.cluster" in proc.stderr and "RANK" in proc.stderr
 
 
 def test_a_bad_join_timeout_is_one_line_and_exit_2(monkeypatch, capsys):
@@ -106,7 +110,7 @@ def test_without_a_session_the_launcher_stays_on_this_host():
     ddp = get_strategy("ddp")
     assert placement_for(ddp, world_size=2, device="cpu", options={}) == ddp.placement(world_size=2, device="cpu",
                                                                                          options={})
-    with pytest.raises(RuntimeError, match="torchrun .* -m dpbench.launcher.cluster"):
+    with pytest.raises(RuntimeError, match="torchrun .* -m dpbench.cluster"):
         RemotePool(2)
     with make_pool(1, timeout=60.0) as pool:
         assert isinstance(pool, WorkerPool)
@@ -143,7 +147,7 @@ def session(monkeypatch):
 
 def _workers() -> list[psutil.Process]:
     """Live children of this process other than Python's forkserver and resource-tracker helpers and
-    the launcher's reaper (launcher/lifeline.py)."""
+    the launcher's reaper (workers/lifeline.py)."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
@@ -211,7 +215,7 @@ def test_a_silent_rank_times_out_naming_its_node_and_nothing_is_left(session):
 @pytest.mark.slow  # 3-5 s on a slow day: past the fast tier's unmarked limit
 def test_a_lost_agent_fails_its_rank_now_and_in_later_pools(session):
     session.links[3].conn.close()  # as when the agent's process or node is gone
-    session.links[3].mark_lost("its dpbench.launcher.cluster agent (pid 103) went away (test)")
+    session.links[3].mark_lost("its dpbench.cluster agent (pid 103) went away (test)")
     with pytest.raises(WorkerError, match=r"(?s)worker rank 3 \(node 1, host host1\) failed.*went away \(test\)"):
         RemotePool(4, session=session, timeout=30.0)
     assert not _workers()
@@ -220,7 +224,7 @@ def test_a_lost_agent_fails_its_rank_now_and_in_later_pools(session):
 
 
 def test_the_head_waits_for_its_agents_a_multiple_of_its_own_start_up(monkeypatch):
-    from dpbench.launcher import cluster
+    from dpbench.cluster import head as cluster
 
     assert cluster.head_join_timeout(12.5) == 12.5  # --dpbench-join-timeout wins
     for started, expected in ((2.0, 30.0), (10.0, 40.0), (100.0, 300.0)):
@@ -233,7 +237,7 @@ def test_the_head_waits_for_its_agents_a_multiple_of_its_own_start_up(monkeypatc
 def test_an_agent_lost_while_the_others_join_is_named_at_once():
     from multiprocessing.connection import Pipe
 
-    from dpbench.launcher.cluster import _check_joined
+    from dpbench.cluster.head import _check_joined
 
     head_end, agent_end = Pipe()
     agent_end.send_bytes(b"a beat")

@@ -45,7 +45,7 @@ def test_the_other_node_exits_non_zero_within_10_s_naming_itself(tmp_path):
     print(f"node 0 exited {code} {took:.1f} s after node 1 was killed")
     assert code not in (0, None), out[-3000:]
     assert took <= 10.0, (took, out[-3000:])
-    assert "dpbench.launcher.cluster (node 0, host test, rank 0): torchrun (pid " in out, out[-3000:]
+    assert "dpbench.cluster (node 0, host test, rank 0): torchrun (pid " in out, out[-3000:]
     assert "still waits in its exit barrier 6 s after this node's session ended" in out
     assert not left, [p.cmdline() for p in left]
 

@@ -15,10 +15,10 @@ from scipy import special, stats
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import (Method, Pooled, Prior, between_run_variance, evidence, fit_prior, holm, posterior,
                                 posterior_variance, tail_p)
-from dpbench.gate.noise import CLEAN, NoiseModel, draw_case_params, draw_side, fit_noise_model
+from dpbench.gate.simulation import CLEAN, TrialNoiseModel, draw_case_params, draw_side, fit_noise_model
 from dpbench.gate.verdicts import Verdict
 
-UNIFORM = NoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0})
+UNIFORM = TrialNoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0})
 
 
 def pooled(times: list[float], *, key: str, controls: float = 0.004) -> Pooled:
@@ -331,7 +331,7 @@ def test_the_fit_recovers_the_model_it_was_drawn_from():
     of the within-run trial sd and of the per-case-per-run offset, and the controls' sd, are the drawn ones."""
     import pandas as pd
 
-    model = NoiseModel(trial_sd=0.05, trial_sd_spread=0.5, case_run_sd=0.04, case_run_sd_spread=0.5, run_sd=0.03,
+    model = TrialNoiseModel(trial_sd=0.05, trial_sd_spread=0.5, case_run_sd=0.04, case_run_sd_spread=0.5, run_sd=0.03,
                        control_sd=0.01, control_run_sd=0.0)
     rng = random.Random(3)
     cases = draw_case_params(model, rng, 200)
@@ -353,7 +353,7 @@ def test_lognormal_ml_is_the_log_normal_fit_when_each_estimate_is_exact_and_sees
     benchmark (4 runs) it still recovers the spread that the benchmarks' own estimates overstate."""
     import numpy as np
 
-    from dpbench.gate.noise import lognormal_ml
+    from dpbench.gate.simulation import lognormal_ml
 
     sds = [0.02, 0.03, 0.05, 0.08, 0.04, 0.06]
     logs = [math.log(x) for x in sds]
@@ -380,7 +380,7 @@ def test_lognormal_ml_of_a_component_that_is_not_there_is_tiny_and_warns_of_noth
 
     import numpy as np
 
-    from dpbench.gate.noise import lognormal_ml
+    from dpbench.gate.simulation import lognormal_ml
 
     rng = np.random.default_rng(7)
     trial_part = np.full(300, 0.05 ** 2)
@@ -392,7 +392,7 @@ def test_lognormal_ml_of_a_component_that_is_not_there_is_tiny_and_warns_of_noth
 
 
 # ---------------------------------------------------------------- rates, against the simulation
-def _jobs(model: NoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired: bool,
+def _jobs(model: TrialNoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired: bool,
           effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0, aa_runs: int = 0
           ) -> tuple[int, int]:
     import importlib.util

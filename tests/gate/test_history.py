@@ -11,10 +11,10 @@ import pytest
 import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 
 from dpbench.cli import main
-from dpbench.gate.history import accepted_baseline, load_history, run_files
-from dpbench.gate.history_accepted import read_accepted
-from dpbench.gate.history_format import history_json, history_markdown
-from dpbench.gate.history_noise import synthetic_run
+from dpbench.history.series import accepted_baseline, load_history, run_files
+from dpbench.history.accepted import read_accepted
+from dpbench.history.format import history_json, history_markdown
+from dpbench.history.simulation import synthetic_run
 
 SLOW = "test_throughput[ddp-lenet-w2]"
 STEADY = "test_throughput[ddp-mlp-w2]"
@@ -210,7 +210,7 @@ def _candidate(tmp_path: Path) -> Path:
 
 
 def test_accepted_levels_replace_only_a_baseline_older_than_the_accepted_change(repo, tmp_path):
-    from dpbench.gate.history import accepted_levels
+    from dpbench.history.series import accepted_levels
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dpbench.gate.history import load_history, run_files
-from dpbench.gate.history_noise import synthetic_run
+from dpbench.history.series import load_history, run_files
+from dpbench.history.simulation import synthetic_run
 from dpbench.report.history_page import render_history_page
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)

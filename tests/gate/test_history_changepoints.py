@@ -7,8 +7,8 @@ import random
 import pytest
 import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 
-from dpbench.gate.changepoints import MIN_POINTS, find_changes
-from dpbench.gate.history_noise import NoiseModel, creep_levels, draw_series, step_levels
+from dpbench.history.changepoints import MIN_POINTS, find_changes
+from dpbench.history.simulation import SeriesNoiseModel, creep_levels, draw_series, step_levels
 
 
 def test_a_clean_step_is_found_at_its_commit_with_its_ratio():
@@ -81,7 +81,7 @@ def _rate(scenario, n: int, seed: int) -> float:
 @pytest.mark.slow
 def test_detection_rates_on_the_noise_model():
     """40 series per scenario (the script runs 1000): loose bounds around the README's table."""
-    noise = NoiseModel()
+    noise = SeriesNoiseModel()
 
     def stationary(rng):
         return len(find_changes(draw_series([0.01] * 50, rng, noise)).changes)

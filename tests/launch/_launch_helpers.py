@@ -107,7 +107,7 @@ def assert_gone(pids: list[int]) -> None:
 
 def stray_children() -> list[psutil.Process]:
     """Children of this process other than Python's forkserver helper and the launcher's reaper
-    (launcher/lifeline.py), which live until it exits."""
+    (workers/lifeline.py), which live until it exits."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:

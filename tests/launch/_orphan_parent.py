@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _launch_helpers import sleep_on  # noqa: E402
 from dpbench.launcher import WorkerPool  # noqa: E402
-from dpbench.launcher.lifeline import reaper  # noqa: E402
+from dpbench.workers.lifeline import reaper  # noqa: E402
 
 
 def main(mode: str) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpbench.launcher.affinity import plan_affinity, resolve_mode
+from dpbench.workers.affinity import plan_affinity, resolve_mode
 
 
 def plan(cores, world_size, threads, **kwargs):

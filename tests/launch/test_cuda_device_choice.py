@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dpbench.launcher.worker import _worker_device
+from dpbench.workers.worker import _worker_device
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_a_cluster_rank_takes_the_gpu_of_its_local_rank_not_of_its_global_rank(f
 
 
 def test_the_agent_hands_the_worker_its_local_rank():
-    from dpbench.launcher.agent import WorkerOrder, _worker_config
+    from dpbench.cluster.agent import WorkerOrder, _worker_config
 
     order = WorkerOrder(pool_id="p", rank=3, world_size=4, device_type="cuda", backend="nccl", timeout=5.0,
                         threads=1, affinity="off", cores_per_worker=None, local_index=1, local_count=2,
@@ -76,7 +76,7 @@ def test_another_nodes_cuda_0_is_not_added_to_this_nodes_cuda_0():
 def test_worker_facts_survive_mixed_tf32_apis():
     """torch 2.13's legacy getter raises once the new per-backend API was used too; a worker
     reporting its facts must not die of it (it would on its first GPU run with such a script)."""
-    from dpbench.launcher.worker import worker_facts
+    from dpbench.workers.worker import worker_facts
 
     before = torch.backends.cuda.matmul.fp32_precision
     try:

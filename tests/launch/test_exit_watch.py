@@ -1,4 +1,4 @@
-"""dpbench.launcher.exit_watch on this machine: a stand-in torchrun that does not leave is stopped
+"""dpbench.cluster.exit_watch on this machine: a stand-in torchrun that does not leave is stopped
 after the grace with one line; one that leaves in time is left alone; the grace's bad values;
 torchrun recognised as the parent only when it is one."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dpbench.launcher import exit_watch
+from dpbench.cluster import exit_watch
 
 
 def _finished_pid() -> int:
@@ -31,7 +31,7 @@ def test_a_torchrun_still_waiting_after_the_grace_is_stopped_with_one_line(capsy
         agent.kill()
     assert 0.5 <= took < 0.5 + exit_watch.KILL_AFTER_SECONDS + 1.0
     err = capsys.readouterr().err
-    assert err == (f"dpbench.launcher.cluster (node 3, host h, rank 3): torchrun (pid {agent.pid}) still waits in "
+    assert err == (f"dpbench.cluster (node 3, host h, rank 3): torchrun (pid {agent.pid}) still waits in "
                    "its exit barrier 0.5 s after this node's session ended: another node stopped before torchrun's "
                    "exit barrier (lost after its goodbye); stopping torchrun so that this node exits now\n")
 
@@ -71,7 +71,7 @@ def test_the_grace_default_and_off(monkeypatch):
 
 
 def test_torchrun_is_recognised_as_the_parent_only_when_it_is_one(tmp_path):
-    child = "from dpbench.launcher.exit_watch import torchrun_parent; import os; print(torchrun_parent(), os.getppid())"
+    child = "from dpbench.cluster.exit_watch import torchrun_parent; import os; print(torchrun_parent(), os.getppid())"
     fake = tmp_path / "torchrun"  # what a torchrun console script's command line looks like
     fake.write_text(textwrap.dedent(f"""\
         import subprocess, sys

@@ -1,5 +1,5 @@
 """fresh_forkserver: the suites restart multiprocessing's forkserver helper before each trial pass,
-so that no session-wide luck of one helper is shared by every worker (launcher/forkserver.py)."""
+so that no session-wide luck of one helper is shared by every worker (workers/forkserver.py)."""
 from __future__ import annotations
 
 import psutil
@@ -7,8 +7,8 @@ import pytest
 
 from _launch_helpers import helper_pid, recall, remember
 from dpbench.launcher import WorkerPool
-from dpbench.launcher import forkserver as forkserver_module
-from dpbench.launcher.forkserver import fresh_forkserver, worker_start
+from dpbench.workers import forkserver as forkserver_module
+from dpbench.workers.forkserver import fresh_forkserver, worker_start
 
 pytestmark = pytest.mark.skipif(forkserver_module.START_METHOD != "forkserver", reason="needs the forkserver start method")
 

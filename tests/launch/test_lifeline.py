@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from dpbench.launcher import WorkerPool
-from dpbench.launcher.lifeline import LIFELINE_ENV, RUN_ID_ENV, marked_pids
+from dpbench.workers.lifeline import LIFELINE_ENV, RUN_ID_ENV, marked_pids
 
 HERE = Path(__file__).resolve().parent
 

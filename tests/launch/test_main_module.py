@@ -102,7 +102,7 @@ def test_unguarded_script_run_with_dash_m_is_refused(tmp_path):
 @pytest.mark.slow
 def test_code_that_the_workers_do_not_reimport_may_launch_unguarded(tmp_path):
     # `python -c` has no main file: the workers do not run it again, so no guard is needed.
-    code = "from dpbench.workloads._main_module import refuse_unguarded_launch\nrefuse_unguarded_launch()\nprint('allowed')"
+    code = "from dpbench.workloads.main_module import refuse_unguarded_launch\nrefuse_unguarded_launch()\nprint('allowed')"
     proc = _run_script(tmp_path, "", args=["-c", code])
     assert proc.returncode == 0 and proc.stdout.strip() == "allowed", proc.stderr[-3000:]
 
@@ -217,7 +217,7 @@ def test_factory_from_a_main_that_the_workers_do_not_import_is_refused(tmp_path)
 @pytest.mark.parametrize("guard", ['__name__ == "__main__"', "'__main__' == __name__",
                                    '__name__ == "__main__" and True'])
 def test_guard_spellings_are_recognised(tmp_path, guard):
-    from dpbench.workloads._main_module import line_is_guarded
+    from dpbench.workloads.main_module import line_is_guarded
 
     script = tmp_path / "g.py"
     script.write_text(f"import os\nif {guard}:\n    x = 1\n    for i in range(2):\n        y = i\ny = 2\n")

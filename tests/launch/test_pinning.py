@@ -9,7 +9,7 @@ import pytest
 
 from _launch_helpers import fail_on, stray_children
 from dpbench.launcher import WorkerError, WorkerPool
-from dpbench.launcher.affinity import pinning_supported
+from dpbench.workers.affinity import pinning_supported
 from dpbench.sampler import ResourceSampler
 
 pytestmark = pytest.mark.skipif(

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from dpbench.launcher.runtime_env import patched_environ, runtime_env_patch, user_runtime_env
+from dpbench.workers.runtime_env import patched_environ, runtime_env_patch, user_runtime_env
 
 # A fresh process: the forkserver helper (and so libgomp's one reading of the environment)
 # starts with its first WorkerPool. OMP_DISPLAY_ENV makes libgomp print what it read.

@@ -146,7 +146,7 @@ def test_bad_arguments_fail_before_any_process_starts(kwargs, message):
 
 
 def test_a_helper_still_exiting_is_waited_for_and_a_live_one_is_not_called_gone(monkeypatch):
-    import dpbench.launcher.pool as pool_module
+    import dpbench.workers.pool as pool_module
 
     answers = iter([True, True, True, False])  # alive while its pipes close, then dead
     monkeypatch.setattr(pool_module, "_helper_alive", lambda: next(answers))

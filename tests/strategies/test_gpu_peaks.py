@@ -9,7 +9,7 @@ from torch import nn
 
 from dpbench.strategies._metrics import (PEAK_TFLOPS, count_step_flops, count_step_flops_by_kind, fp32_math,
                                          math_mode, peak_flops, table_entry, table_peak_flops)
-from dpbench.strategies._profiling import combine
+from dpbench.strategies.profiling import combine
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def test_worker_keys_gpus_by_uuid_else_host_and_device(monkeypatch):
     import socket
     from types import SimpleNamespace
 
-    from dpbench.strategies._profiling import gpu_keys
+    from dpbench.strategies.profiling import gpu_keys
 
     uuids = {"cuda:0": "9f1c", "cuda:1": None}  # None: a torch without .uuid
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(uuid=uuids[d]))

@@ -1,0 +1,25 @@
+"""history: a benchmark as a series over commits — saved runs ordered by git
+(:mod:`~dpbench.history.git`), each series' change points confirmed by a test between its
+segments (:mod:`~dpbench.history.changepoints`), the changes a team accepted
+(:mod:`~dpbench.history.accepted`), and ``dpbench history``'s JSON and Markdown
+(:mod:`~dpbench.history.format`). :mod:`~dpbench.history.simulation` draws synthetic series for
+the scripts and tests that check the detection rates; nothing at run time imports it.
+
+May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpbench.schema``.
+Never torch, the gate (which reads accepted levels from here for ``compare --history``) or the
+report (which renders ``dpbench history``'s page).
+"""
+from __future__ import annotations
+
+from dpbench._lazy import lazy_attributes
+
+__all__ = ["History", "Series", "build_history", "load_history"]
+
+_LAZY = {
+    "History": "dpbench.history.series",
+    "Series": "dpbench.history.series",
+    "build_history": "dpbench.history.series",
+    "load_history": "dpbench.history.series",
+}
+
+__getattr__, __dir__ = lazy_attributes("dpbench.history", _LAZY, __all__, globals())

@@ -1,0 +1,86 @@
+"""The measuring plugin: how pytest runs dpbench's suites (registered as the ``dpbench`` pytest
+plugin through the ``pytest11`` entry point, so an installed package has it without a conftest).
+
+This module is what every pytest session in an environment with dpbench loads; it stays light
+and measures nothing unless the session runs dpbench's suites — a path in the suites directory
+(``pytest suites/`` in a checkout), ``pytest --pyargs dpbench.suites`` (an installed package) —
+or is asked to with ``--dpbench`` (a suite of your own). Then it registers
+:mod:`~dpbench.measure.plugin.session` (the hooks and fixtures: the interleaved trials, the
+machine info, saving), split by concern as pytest-benchmark's plugin is:
+:mod:`~dpbench.measure.plugin.storage` (where runs and timelines go, nothing half-saved),
+:mod:`~dpbench.measure.plugin.signals` (SIGINT/SIGTERM from start-up to the last line) and
+:mod:`~dpbench.measure.plugin.terminal` (what it prints). ``-p no:dpbench`` turns it off.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+__all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
+
+SUITES_PACKAGE = "dpbench.suites"
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("dpbench", "dpbench: data-parallel training benchmarks")
+    group.addoption("--dpbench", action="store_true", default=False, dest="dpbench_measure",
+                    help="measure this session's cases with dpbench's plugin (fresh-process trials, saved runs); "
+                         "on by itself for dpbench's own suites (paths under its suites directory, "
+                         "--pyargs dpbench.suites)")
+    group.addoption("--dpbench-trials", metavar="N", default=None,
+                    help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)")
+    group.addoption("--dpbench-trace", action="store_true", default=False,
+                    help="profile a few steps of every case after its first trial's timed rounds: per-rank "
+                         "traces in results/<machine>/traces/<run-id>/ (env DPBENCH_TRACE=1)")
+
+
+def suites_dir() -> Path | None:
+    """Where the suites live: ``suites/`` of a checkout, ``dpbench/suites`` of an installed package."""
+    try:
+        spec = importlib.util.find_spec(SUITES_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def measures(paths: Sequence[str], *, asked: bool, invocation_dir: Path, suites: Path | None) -> bool:
+    """Does this session measure? ``paths``: pytest's positional arguments (files, directories,
+    node ids, or module names with --pyargs); none means the invocation directory."""
+    if asked:
+        return True
+    if suites is None:
+        return False
+    for arg in paths or ["."]:
+        if arg == SUITES_PACKAGE or arg.startswith(SUITES_PACKAGE + "."):
+            return True
+        where = (invocation_dir / arg.split("::")[0]).resolve()
+        if where == suites or suites in where.parents:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: list[str]) -> None:
+    """Before any conftest: register the measuring session when this session measures."""
+    known = early_config.known_args_namespace
+    paths = list(getattr(known, "file_or_dir", None) or [])
+    if not measures(paths, asked=bool(getattr(known, "dpbench_measure", False)),
+                    invocation_dir=Path(early_config.invocation_params.dir), suites=suites_dir()):
+        return
+    from dpbench.measure.plugin import signals
+
+    # The cluster runner's head runs this pytest session inside its own signal handling: it has
+    # installed its pools' provider (dpbench.workers.provider) before starting pytest.
+    provider = sys.modules.get("dpbench.workers.provider")
+    signals.begin_start_up(someone_else_handles=provider is not None and provider.current_provider() is not None)
+    from dpbench.measure.plugin import session  # torch and dpbench: seconds, while a signal is only noted
+
+    signals.end_start_up_imports()
+    if not early_config.pluginmanager.is_registered(session):
+        early_config.pluginmanager.register(session, "dpbench-session")
