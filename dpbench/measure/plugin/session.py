@@ -18,7 +18,7 @@ from pytest_benchmark.utils import get_machine_id
 
 from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_clock
 from dpbench.measure.convergence import resolve_convergence
-from dpbench.measure.plugin import signals, storage
+from dpbench.measure.plugin import signals, storage, suites_dir
 from dpbench.measure.plugin.terminal import say, table_note
 from dpbench.workers.machine import machine_facts
 
@@ -92,6 +92,7 @@ def _case_of(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    config._dpbench_files = {item.nodeid: item.path for item in items}  # the saved names: storage.suite_fullnames
     for item in items:
         if "benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads the workers' clock, never the parent's (see dpbench.measure.trials).
@@ -146,7 +147,9 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    """Called just before pytest-benchmark writes the run: publish the timelines beside it."""
+    """Called just before pytest-benchmark writes the run: the suites' names made the same wherever
+    they ran, the timelines published beside it."""
+    storage.suite_fullnames(output_json.get("benchmarks", []), files=config._dpbench_files, suites=suites_dir())
     if not (config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None)):
         return
     if signals.INTERRUPTED["yes"]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from dpbench.workers.lifeline import reaper
 
-__all__ = ["RUN_GLOB", "TimelineStore", "guard_save", "settle", "storage_dir", "use_results_storage"]
+__all__ = ["RUN_GLOB", "TimelineStore", "guard_save", "settle", "storage_dir", "suite_fullnames", "use_results_storage"]
 
 TIMELINES = "timelines"
 RUN_GLOB = "*/[0-9][0-9][0-9][0-9]_*.json"
@@ -121,3 +121,18 @@ def settle(config: Any, storage: Path | None, before: set[Path], *, interrupted:
                 removed.append(path.name)
         reaper().release(str(storage))  # the save is settled: nothing left for the reaper
     return removed
+
+
+def suite_fullnames(benchmarks: list[dict[str, Any]], *, files: dict[str, Path], suites: Path | None) -> None:
+    """Name every suite benchmark ``suites/<file>::<test>`` however pytest was pointed at the
+    suites (``pytest suites/`` in a checkout, ``--pyargs dpbench.suites`` from a wheel, another
+    rootdir): runs are matched by that name (``dpbench compare``), so the same suite must save the
+    same name wherever it ran. ``files``: each collected node id's file. Other benchmarks keep
+    pytest's node id."""
+    if suites is None:
+        return
+    for bench in benchmarks:
+        name = str(bench.get("fullname", ""))
+        where = files.get(name)
+        if where is not None and suites in Path(where).resolve().parents:
+            bench["fullname"] = f"suites/{Path(where).resolve().relative_to(suites).as_posix()}::{name.partition('::')[2]}"
