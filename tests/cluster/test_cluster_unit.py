@@ -45,6 +45,17 @@ def test_outside_torchrun_it_says_how_to_start_in_one_line_and_exits_2():
     assert "-m dpbench.cluster" in proc.stderr and "RANK" in proc.stderr
 
 
+def test_the_old_module_name_still_runs_the_cluster_runner_and_says_it_is_deprecated():
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    proc = subprocess.run([sys.executable, "-m", "dpbench.launcher.cluster", "suites/"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    first, usage = proc.stderr.strip().splitlines()
+    assert first == ("dpbench: `-m dpbench.launcher.cluster` is deprecated and will be removed in the next release; "
+                     "use `-m dpbench.cluster`")
+    assert usage.startswith("dpbench.cluster runs under torchrun") and "RANK" in usage
+
+
 def test_a_bad_join_timeout_is_one_line_and_exit_2(monkeypatch, capsys):
     for name, value in TORCHRUN_ENV.items():
         monkeypatch.setenv(name, value)
