@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpbench.measure.plugin import measures, suites_dir
+from dpbench.measure.plugin.selection import measures, suites_dir
 from dpbench.measure.plugin.storage import suite_fullnames
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,16 +13,15 @@ machine info, saving), split by concern as pytest-benchmark's plugin is:
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
-__all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
+from dpbench.measure.plugin.selection import SUITES_PACKAGE, measures, suites_dir
 
-SUITES_PACKAGE = "dpbench.suites"
+__all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -36,33 +35,6 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption("--dpbench-trace", action="store_true", default=False,
                     help="profile a few steps of every case after its first trial's timed rounds: per-rank "
                          "traces in results/<machine>/traces/<run-id>/ (env DPBENCH_TRACE=1)")
-
-
-def suites_dir() -> Path | None:
-    """Where the suites live: ``suites/`` of a checkout, ``dpbench/suites`` of an installed package."""
-    try:
-        spec = importlib.util.find_spec(SUITES_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
-
-
-def measures(paths: Sequence[str], *, asked: bool, invocation_dir: Path, suites: Path | None) -> bool:
-    """Does this session measure? ``paths``: pytest's positional arguments (files, directories,
-    node ids, or module names with --pyargs); none means the invocation directory."""
-    if asked:
-        return True
-    if suites is None:
-        return False
-    for arg in paths or ["."]:
-        if arg == SUITES_PACKAGE or arg.startswith(SUITES_PACKAGE + "."):
-            return True
-        where = (invocation_dir / arg.split("::")[0]).resolve()
-        if where == suites or suites in where.parents:
-            return True
-    return False
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,7 +18,8 @@ from pytest_benchmark.utils import get_machine_id
 
 from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_clock
 from dpbench.measure.convergence import resolve_convergence
-from dpbench.measure.plugin import signals, storage, suites_dir
+from dpbench.measure.plugin import signals, storage
+from dpbench.measure.plugin.selection import suites_dir
 from dpbench.measure.plugin.terminal import say, table_note
 from dpbench.workers.machine import machine_facts
 

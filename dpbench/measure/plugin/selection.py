@@ -1,0 +1,38 @@
+"""Which pytest sessions the measuring plugin measures: those that run dpbench's suites, or that
+ask for it (``--dpbench``). Light on purpose: every pytest session asks."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
+
+SUITES_PACKAGE = "dpbench.suites"
+
+
+def suites_dir() -> Path | None:
+    """Where the suites live: ``suites/`` of a checkout, ``dpbench/suites`` of an installed package."""
+    try:
+        spec = importlib.util.find_spec(SUITES_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def measures(paths: Sequence[str], *, asked: bool, invocation_dir: Path, suites: Path | None) -> bool:
+    """Does this session measure? ``paths``: pytest's positional arguments (files, directories,
+    node ids, or module names with --pyargs); none means the invocation directory."""
+    if asked:
+        return True
+    if suites is None:
+        return False
+    for arg in paths or ["."]:
+        if arg == SUITES_PACKAGE or arg.startswith(SUITES_PACKAGE + "."):
+            return True
+        where = (invocation_dir / arg.split("::")[0]).resolve()
+        if where == suites or suites in where.parents:
+            return True
+    return False
