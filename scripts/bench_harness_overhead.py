@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How much does dpbench's harness add to a training step?
 
-The headline (issue 16): ``dpbench.launch("single", ...)`` against the same bare loop (forward,
+The headline: ``dpbench.launch("single", ...)`` against the same bare loop (forward,
 loss, backward, SGD step) run *in this calling process*, as a user's own ``python train.py``
 would run it: default environment, torch's default thread count, nothing pinned. Short rounds
 alternate between the two so machine noise hits both alike; each round pair gives a ratio of
@@ -12,9 +12,8 @@ effect). Target: <= 1.03 on an idle machine. ``--all`` adds the older two views:
 own, and both loops inside one worker.
 
 One script is one draw of two processes' luck (the calling process and the harness's worker), and
-that luck moves the ratio by more than its rounds' interval says: measured 2026-12-02, five fresh
-sessions of 200-300 rounds gave 1.06-1.18 with intervals of ±2% each, while both loops inside one
-worker gave 0.987. ``--sessions N`` therefore runs the measurement in N fresh Python processes, one
+that luck moves the ratio by more than its rounds' interval says (measurements:
+docs/calibration.md#harness-overhead). ``--sessions N`` therefore runs the measurement in N fresh Python processes, one
 after another, and judges the session ratios (the unit of repetition) with the same
 ``paired_ratio``: the geometric mean across sessions and its 95% log-t interval.
 
@@ -51,14 +50,14 @@ def bare_steps(ctx, global_batch: int, seed: int, k: int) -> list[float]:
 
     The same loop as dpbench's trainers, in the same order: ``zero_grad`` first (the textbook
     ``optimizer.zero_grad(); loss = ...; loss.backward(); optimizer.step()``; zeroing at the end of
-    the step frees the gradients at the same point). Until 2026-12-02 this loop zeroed between the
-    forward and the backward, and that alone made it ~7% faster here than the trainer's step: with
+    the step frees the gradients at the same point). Zeroing between the forward and the backward
+    instead makes a loop faster than the trainer's step for a reason outside the harness: with
     the gradients freed before the forward, the activations land in their memory, the backward's new
     gradients need fresh memory at the heap's top, and glibc's malloc trims and re-faults it every
-    step (minor page faults per step: 660-1,030 against 36-590, measured in separate workers on the
-    same trainer state; with ``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_`` fixed both loops
-    took 0-1 faults and the same time). That is a property of the user's loop and the C library, not
-    of the harness, so the reference now runs the trainer's order (``--decompose`` shows the parts).
+    step (with ``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_`` fixed both orders take the same
+    time; measurements: docs/calibration.md#page-faults). That is a property of the user's loop and
+    the C library, not of the harness, so the reference runs the trainer's order (``--decompose``
+    shows the parts).
     """
     s = ctx.state
     times = []

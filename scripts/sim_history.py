@@ -2,7 +2,7 @@
 """Detection rates of `dpbench history`'s change points on synthetic series (seeded).
 
 Series are drawn from dpbench.history.simulation (NOISE: trial CV, run offset, trials per
-commit: swap it there when the gate-calibration issue fits the real noise model, and rerun).
+commit: swap it there when a new fit of the real noise model changes it, and rerun).
 Prints one Markdown table row per scenario (README "History"):
 
 - stationary: confirmed changes per 100 series (target <= 1);

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", metavar="FILE", help="simulate from this fitted model (JSON from --save-model)")
     p.add_argument("--scenario", choices=tuple(SCENARIOS), default="clean",
                    help="built-in model when no --model: clean (provisional), uniform (clean with every case's "
-                        "between-run offset alike) or today (issue 16's jumpy cases)")
+                        "between-run offset alike) or today (a few cases jumping between sessions)")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--benchmarks", type=int, default=70)
     p.add_argument("--trials", type=int, default=5, help="compare: trials a side (the quick profile's 5)")

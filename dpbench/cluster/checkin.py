@@ -4,7 +4,7 @@ Between torchrun starting its workers and an agent's hello (:mod:`dpbench.cluste
 seconds in which neither end can watch the other through the session's links: an agent learns the
 head's address from torchrun's store, which needs torch imported (2–4 s on an idle machine, tens of
 seconds on a loaded node), and the head needs its own import before it can publish that address.
-A node killed then used to be noticed only at the head's join deadline (≥ 30 s).
+Without a link of their own, a node killed then would be noticed only at the head's join deadline (≥ 30 s).
 
 So both ends open a *check-in link* first, with the standard library alone, before either imports
 torch. The head listens on a port both ends derive from torchrun's rendezvous id, restart count and

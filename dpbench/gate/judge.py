@@ -11,13 +11,13 @@ differs widely from benchmark to benchmark. What that means for the test:
 
 * ``s_b`` from 3-6 trials is a poor estimate, so it is *moderated* (empirical Bayes): the
   benchmarks' true trial sds are log-normal across the family, with a centre that follows each
-  case's level (its mean log time: on the machines measured, slower cases spread less, slope
-  -0.24 to -0.33 in log sd per log time) and a spread fitted by maximum likelihood from all the
+  case's level (its mean log time: slower cases spread less; measurements:
+  docs/calibration.md#trial-spread-across-cases) and a spread fitted by maximum likelihood from all the
   benchmarks' own estimates (``fit_prior``). Each benchmark's variance is then its posterior
   given that prior and its own chi-square estimate (``posterior``), and its p-value the normal
   tail averaged over that posterior (``tail_p``). Unlike a hard floor this lowers the assumed
   spread of a steady benchmark as well as raising that of one that came out too steady by
-  chance; unlike limma's conjugate prior (inverse chi-square, used here until 2026-12-02), a
+  chance; unlike limma's conjugate prior (inverse chi-square; docs/calibration.md#gate-rule-history), a
   steady benchmark among noisy ones is not lent most of their spread.
 * Trials of one run share ``U``: trials pooled from one run per side say nothing about it, and
   cases differ in how far a session moves them. ``tau_b`` is log-normal across cases: its median
@@ -25,7 +25,7 @@ differs widely from benchmark to benchmark. What that means for the test:
   median beyond what their trial spread explains (the cases within 3 sd of no change, screened
   by a robust quantile match, so real changes do not widen it); its spread, which one residual
   per case can hardly show, is held at no less than :data:`BETWEEN_SPREAD_FLOOR` (the worst
-  measured here) — each case's test then averages over that log-normal (``fit_between``,
+  measured, rounded up) — each case's test then averages over that log-normal (``fit_between``,
   ``between_distribution``, ``tail_p``). ``--aa`` runs measure each case's own offsets: their
   log-normal across cases is fitted from the baseline's sessions, and each case's test uses its
   own posterior (``family._aa_between``).
@@ -40,10 +40,10 @@ differs widely from benchmark to benchmark. What that means for the test:
 * One ``regressed`` among ~70 benchmarks fails the job, so p-values are corrected across the
   distinct cases (Holm: the family-wise error rate is at most ``alpha`` where the variances are
   right). The p-value is against *no change* beyond the machine, and the threshold is a
-  separate effect-size bar (both must hold, as in pyperf and asv). Until 2026-12-03 one run of
-  several trials a side was tested against the threshold instead; the heavy-tailed between-run
-  term made that unnecessary and quadrupled the power on this VM's fitted model
-  (``scripts/simulate_gate.py --null threshold`` weighs it; README).
+  separate effect-size bar (both must hold, as in pyperf and asv). Testing one run of several
+  trials a side against the threshold instead is unnecessary with the heavy-tailed between-run
+  term, and loses power (``scripts/simulate_gate.py --null threshold`` weighs it; measurements:
+  docs/calibration.md#gate-rule-history).
 
 Three designs, chosen from the data (``Method``):
 
@@ -73,8 +73,8 @@ __all__ = ["BETWEEN_SPREAD_FLOOR", "CHI2_1_MEDIAN", "CONTROL_RUN_SD", "NO_SPREAD
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
 MIN_PAIRS = 2  # for paired ab
 # The controls' own run offset beyond the benchmarks' run-wide one (log sd): how far the controls' move
-# may stray from the machine's. Fitted by scripts/aa_check on this 2-core VM: 3.0% (2026-12-01), 4.1%
-# (2026-12-02); the larger is used. It decides when the benchmarks as a whole moved beyond the controls.
+# may stray from the machine's. Fitted by scripts/aa_check; the largest fit is used (measurements:
+# docs/calibration.md#control-run-offset). It decides when the benchmarks as a whole moved beyond the controls.
 CONTROL_RUN_SD = 0.041
 MIN_OTHERS = 4  # other cases needed for their median to estimate the machine's move (else: the controls)
 CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.ppf(0.5, 1)
@@ -90,9 +90,8 @@ PRIOR_GRID_STEP = 0.01  # log sd: the grid each benchmark's posterior is integra
 PRIOR_FIT_STEP = 0.02  # log sd: the grid the gate's prior is fitted on (a likelihood of 8 df is ~0.25 wide)
 # How unequally a fresh session may move the cases (sd of the log of each case's between-run sd) that one
 # comparison cannot rule out: its own residuals fit the typical case's offset, barely their spread. The
-# worst measured on this VM was 0.64 (2026-12-02 morning, one helper per session: median 4.0%, p90 9.1%);
-# rounded up. Chosen by scripts/simulate_gate.py (README): at 0.5 the provisional "clean" model (spread
-# 0.5) failed 1.7% of 300 A/A jobs, at 0.7 none.
+# worst measured, rounded up; chosen by scripts/simulate_gate.py against the provisional "clean" model's
+# A/A jobs (measurements: docs/calibration.md#between-run-spread-floor).
 BETWEEN_SPREAD_FLOOR = 0.7
 # The fit's bounds where a few cases dominate it (an --aa run with one case that jumped: the likelihood
 # then prefers "all at ~0, spread without end"): at most this spread, at least this median offset.
@@ -178,10 +177,10 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float], levels: Sequence
     """The log-normal spread of the benchmarks' between-trial sds, by maximum likelihood
     (:func:`lognormal_trend_ml`: each benchmark's variance estimate is its true variance times a
     chi-square over its degrees of freedom). With ``levels`` (each benchmark's mean log time) and
-    at least :data:`TREND_MIN_CASES` of them, the log sd's centre follows the level linearly: on
-    this VM short steps and small collectives spread far more than long steps (the slope of log sd
-    on log time, -0.15 to -0.39 in 14 quick runs, took the spread across cases from 0.37-0.68 to
-    0.22-0.43). Needs three benchmarks with a variance; else none. A fitted spread under
+    at least :data:`TREND_MIN_CASES` of them, the log sd's centre follows the level linearly: short
+    steps and small collectives spread far more than long steps, and the trend explains much of the
+    spread across cases (measurements: docs/calibration.md#trial-spread-across-cases). Needs three
+    benchmarks with a variance; else none. A fitted spread under
     :data:`NO_SPREAD` is none: one variance (on the trend) for all."""
     points = [(v, d, lv) for v, d, lv in zip(variances, dfs, levels if levels is not None else [0.0] * len(dfs))
               if d > 0 and v >= 0 and math.isfinite(v) and math.isfinite(lv)]

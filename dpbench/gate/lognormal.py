@@ -11,7 +11,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_SPREAD", "lognormal_ml", "lognormal_trend_ml"]
 
-MAX_SPREAD = 3.0  # log sd: the widest log-normal fitted (a factor 20 per sd between cases; measured 0.2-0.7)
+# log sd: the widest log-normal fitted (a factor 20 per sd between cases), well above the spreads measured
+# (docs/calibration.md#trial-spread-across-cases).
+MAX_SPREAD = 3.0
 
 
 def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None,

@@ -46,7 +46,7 @@ class TrialNoiseModel:
     # trial_sd_slope · (its level − the median level) from log trial_sd (short steps are noisier).
     level_sd: float = 0.0
     trial_sd_slope: float = 0.0
-    jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (what issue 16 saw)
+    jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (see TODAY below)
     jumpy_sd: float = 0.0
     source: str = ""
     fitted: dict[str, Any] = field(default_factory=dict)  # per-benchmark estimates behind a fit
@@ -60,13 +60,14 @@ class TrialNoiseModel:
                 "case_run_sd_p90": self.case_run_sd * math.exp(_Z90 * self.case_run_sd_spread)}
 
 
-# Provisional parameters until fitted on an idle machine: the within-run spread of issue 16's clean
-# quick runs (median trial log-sd 5.8%, CV p90 ~2.5× the median), a per-run offset of 3% per case.
+# Provisional parameters, not fitted on an idle machine: a median trial log-sd of 5.8% (CV p90 ~2.5× the
+# median), a per-run offset of 3% per case (measurements: docs/calibration.md#gate-noise-models).
 CLEAN = TrialNoiseModel(trial_sd=0.058, trial_sd_spread=0.7, case_run_sd=0.03, case_run_sd_spread=0.5, run_sd=0.02,
-                   control_sd=0.02, control_run_sd=0.01, source="provisional (issue 16's clean quick runs)")
-# What issue 16 measured before the harness fix: 5 of ~70 cases jump 1.4-2× between sessions.
+                   control_sd=0.02, control_run_sd=0.01, source="provisional (clean quick runs, not fitted on an idle machine)")
+# CLEAN plus a few cases (5 of 70) whose session offset is jumpy_sd: a harness or machine that moves some
+# cases far between sessions (measurements: docs/calibration.md#gate-noise-models).
 TODAY = TrialNoiseModel(**{**CLEAN.to_dict(), "jumpy_fraction": 5 / 70, "jumpy_sd": 0.3,
-                      "source": "issue 16 before the harness fix: 5 of 70 cases jump by up to 2×"})
+                      "source": "before the harness fix: 5 of 70 cases jump by up to 2×"})
 
 
 # ---------------------------------------------------------------- fitting

@@ -188,8 +188,8 @@ def _candidates(means: Sequence[float], scatter: float) -> list[int]:
     as indices of the first points of new segments).
 
     Written here rather than taken from ``ruptures``: its PELT and Binseg compute every
-    segment's cost with ``numpy.var`` (no cumulative sums), 0.2 s per 50-point series on this
-    machine and far too slow at 500 points x 70 benchmarks, and importing it took ~9 s. With
+    segment's cost with ``numpy.var`` (no cumulative sums), far too slow at 500 points x 70
+    benchmarks, and is slow to import (measurements: docs/calibration.md#change-point-search). With
     cumulative sums one split search is one vectorised pass."""
     import numpy as np
 

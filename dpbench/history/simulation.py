@@ -2,8 +2,8 @@
 
 A trial time is ``true level × run offset × trial noise``, both lognormal: every run (a commit's
 job) shifts all of its trials by one offset (the machine that day, the build), and each fresh
-process adds its own noise on top. The parameters are placeholders until the gate-calibration
-issue (16) fits them on real runs: swap :data:`NOISE` (or pass another :class:`SeriesNoiseModel`) and
+process adds its own noise on top. When a fit on real runs (``scripts/aa_check``) changes the model,
+swap :data:`NOISE` (or pass another :class:`SeriesNoiseModel`) and
 rerun ``scripts/sim_history.py`` to re-check the detection rates and ``DEFAULT_ALPHA``.
 
 Used by ``scripts/`` and the tests only: no runtime module imports it.
@@ -22,9 +22,9 @@ __all__ = ["NOISE", "SeriesNoiseModel", "creep_levels", "draw_series", "step_lev
 @dataclass(frozen=True, kw_only=True)
 class SeriesNoiseModel:
     trial_cv: float = 0.05  # within a run, from fresh process to fresh process (log sd)
-    # One offset per run, shared by its trials (log sd): the fitted model of 2026-12-02 (issue 16,
-    # scripts/aa_check, a fresh forkserver helper each trial pass) puts a case's run offset at 1.8%
-    # (run-wide 1.8%, per case 0); its trial sd is 14.8% at the median, but the targets are set at 5%.
+    # One offset per run, shared by its trials (log sd): the run offset of the noise model fitted by
+    # scripts/aa_check with a fresh forkserver helper each trial pass; trial_cv is the detection
+    # targets' 5%, not that model's trial sd (measurements: docs/calibration.md#history-noise-model).
     run_offset_cv: float = 0.018
     trials: int = 5  # trials per commit
 

@@ -22,9 +22,10 @@ class StepStats:
     ``minor_faults``: minor page faults over the ``k`` steps, summed over ranks (whole worker
     processes, read before the first step and after the last, outside the clocks). Memory that
     the C library returns to the OS and the next step touches again costs one per page: glibc's
-    heap trimming, whose share depends on the allocation order and on the process, made the same
-    ``single`` step 5-10% slower in some worker processes than in others (issue 16), so a trial
-    that is slower than its siblings with many more faults per step is the allocator, not the code.
+    heap trimming, whose share depends on the allocation order and on the process, can make the same
+    ``single`` step slower in some worker processes than in others (measurements:
+    docs/calibration.md#page-faults), so a trial that is slower than its siblings with many more
+    faults per step is the allocator, not the code.
     """
 
     step_times: list[float]

@@ -41,7 +41,7 @@ def _sampled(pids: list[int], devices: list[str], profile: Any):
     from dpbench.sampler.gpus import unique_devices
 
     # Without a spare core the sampler samples less often, so it does not take slices from the
-    # workers' threads (issue 16); its summary records the interval it used and why.
+    # workers' threads; its summary records the interval it used and why.
     return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=unique_devices(devices) or None,
                            shared_core_interval=SHARED_CORE_MIN_INTERVAL)
 

@@ -115,7 +115,7 @@ def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: Prof
         "samples_per_s": batch / step_time,
         "samples_per_s_ci95": [batch / ci[1], batch / ci[0]] if ci else None,
         # A tail, not a centre: the 95th percentile of every step of every trial. The centre is
-        # step_time_s alone (the pooled-step median, step_time_p50, is gone: one estimator, issue 16).
+        # step_time_s alone (one estimator: no pooled-step median).
         "step_time_p95": percentile(merged.step_times, 95),
         "phases": merged.phases,
         "peak_memory_bytes": merged.peak_memory_bytes,

@@ -17,8 +17,8 @@ __all__ = ["ProfileConfig", "parse_trials", "resolve_profile", "strategy_cases"]
 
 @dataclass(kw_only=True, frozen=True)
 class ProfileConfig:
-    """How big a suite run is. ``quick``: CPU-sized, aimed at ≤ 5 minutes on 2 cores (282-391 s measured
-    on the 2-core development VM). ``full``: GPU runners."""
+    """How big a suite run is. ``quick``: CPU-sized, aimed at ≤ 5 minutes on 2 cores (measurements:
+    docs/calibration.md#quick-profile-duration). ``full``: GPU runners."""
 
     name: Profile
     device: str

@@ -79,8 +79,8 @@ class ThreadState:
 
     def enter(self, stack: ExitStack) -> None:
         # A thread that torch did not start does not pick up torch.set_num_threads: its BLAS
-        # calls use the library default (all cores). Replicas then oversubscribe the CPU and
-        # were measured 10-20x slower here; so apply the caller's count, once per thread.
+        # calls use the library default (all cores). Replicas then oversubscribe the CPU and run
+        # many times slower (docs/calibration.md#replica-threads); so apply the caller's count, once per thread.
         if getattr(_applied, "num_threads", None) != self.num_threads:
             torch.set_num_threads(self.num_threads)
             _applied.num_threads = self.num_threads

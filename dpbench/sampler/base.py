@@ -34,7 +34,7 @@ MAX_CONSECUTIVE_FAILURES = 25
 # The suites' sampler (``shared_core_interval=SHARED_CORE_MIN_INTERVAL``), when its thread has no core
 # of its own (every core it may use is one a watched process may use too), samples at most this often: each sample wakes a thread on a core the benchmark's threads are
 # using, and on CPU each one (procfs reads for every watched process) takes a slice from them. With a
-# spare core (WorkerPool moves the parent there) the requested interval stands. See issue 16.
+# spare core (WorkerPool moves the parent there) the requested interval stands.
 SHARED_CORE_MIN_INTERVAL = 0.25
 
 

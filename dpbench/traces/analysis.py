@@ -55,11 +55,10 @@ _COMM_NAME = re.compile(r"gloo|nccl|c10d::|record_param_comms|all_?reduce|all_?g
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Where the two-pass estimate (step − compute-only) and the trace's exposed communication may
-# differ, as a fraction of the step, before the report calls them in disagreement. Measured on
-# this 2-core machine (4 fresh trials each, mlp w2): the trace's share moved by sd 0.014 (ddp),
-# 0.065 (allreduce), 0.012 (fsdp) between trials; for fsdp, where the two-pass figure is stable,
-# trace − two-pass had sd 0.07, so 2 sd ≈ 0.14, rounded up. (ddp's two-pass share swung from
-# 0.002 to 0.37 over the same trials: no tolerance covers that, and the report says so.)
+# differ, as a fraction of the step, before the report calls them in disagreement: 2 sd of
+# trace − two-pass between fresh trials where the two-pass figure is stable, rounded up. A case whose
+# two-pass figure itself swings between trials is beyond any tolerance, and the report says so
+# (measurements: docs/calibration.md#trace-agreement-tolerance).
 AGREEMENT_TOLERANCE = 0.15
 
 

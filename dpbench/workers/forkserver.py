@@ -1,6 +1,6 @@
 """The forkserver helper that every local worker is forked from: the start method, what the helper
 preloads, whether it is alive, and :func:`fresh_forkserver`, which the suites call before each trial
-pass (its docstring says what was measured). :class:`~dpbench.workers.pool.WorkerPool` registers
+pass (its docstring says why). :class:`~dpbench.workers.pool.WorkerPool` registers
 itself here (:func:`track_pool`) so that the helper is never restarted under a live pool.
 """
 from __future__ import annotations
@@ -67,10 +67,10 @@ def fresh_forkserver() -> bool:
     one was running and was stopped.
 
     Why: every worker is forked from the helper, and inherits its luck — where its imports put
-    torch's code and heap, which the workers' hot loops then share. Measured on the 2-core VM
-    (``single``/mlp, 7 sessions × 5 trials each way): one helper per session left an 11%
-    between-session offset beyond the trial spread (one-way ANOVA p = 0.003), a fresh helper per
-    trial none (p = 0.78). With a fresh helper before each trial pass, the helper's luck becomes
+    torch's code and heap, which the workers' hot loops then share. One helper per session moves
+    every case of the session together, beyond the trial spread; a fresh helper per trial does not
+    (measurements: docs/calibration.md#fresh-forkserver-helper). With a fresh helper before each
+    trial pass, the helper's luck becomes
     trial-to-trial spread that a case's trials average over, instead of a level that moves the whole
     session — pyperf's habit of fresh processes, carried to the process the workers come from.
 

@@ -65,8 +65,8 @@ __all__ = [
 def _helper_gone(within: float = 1.0) -> bool:
     """Has the forkserver helper died? Its pipes close while it exits, before the kernel lets
     ``waitid`` see it dead, so a worker's status (read through that pipe: 255 at EOF) can arrive
-    first: wait up to ``within`` s for the death to show (seen under load: a killed helper read as
-    alive). Asked only after a worker's exit code 255."""
+    first: wait up to ``within`` s for the death to show (under load a killed helper can still read as
+    alive: docs/calibration.md#forkserver-helper-death). Asked only after a worker's exit code 255."""
     deadline = time.monotonic() + within
     while _helper_alive():
         if time.monotonic() >= deadline:

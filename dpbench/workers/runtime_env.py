@@ -6,16 +6,14 @@ again. The helper starts with the parent's environment at that moment, so whatev
 exported (``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=…``, ``KMP_BLOCKTIME``, ``MKL_*``) is what
 the workers' OpenMP runs with, exactly as in the user's own ``python train.py``.
 
-Until issue 16 the pool exported ``OMP_WAIT_POLICY=PASSIVE`` for the helper unless the user had
-set a wait variable. That made the harness measure something a plain training script would
-not do: on the idle 2-core development machine ``single``/mlp through ``dpbench.launch`` was
-1.46× slower than the same loop in the calling process (0.96 with PASSIVE exported for both),
-and only the cases whose OpenMP team spans several threads (``single`` and the other
-two-thread cases, not one-thread-per-rank ``ddp`` w2) paid for it, biasing every "× single".
-What made spinning threads lose in the harness was the harness itself (a heartbeat to the
-parent after every step, a sampler waking 20 times a second on the workers' cores); those are
-quiet now (``WorkerContext.heartbeat`` is rate-limited, the suites' sampler samples less often
-without a spare core), and the default is the runtime's own. What the workers really ran with
+The pool exports no ``OMP_WAIT_POLICY=PASSIVE`` (nor any other wait setting) for the helper: that
+would make the harness measure something a plain training script would not do, and only the cases
+whose OpenMP team spans several threads (``single`` and the other two-thread cases, not
+one-thread-per-rank ``ddp`` w2) would pay for it, biasing every "× single" (measurements:
+docs/calibration.md#openmp-wait-policy). What makes spinning threads lose in a harness is the
+harness itself (a heartbeat to the parent after every step, a sampler waking 20 times a second on
+the workers' cores); those are kept quiet (``WorkerContext.heartbeat`` is rate-limited, the suites'
+sampler samples less often without a spare core), and the default is the runtime's own. What the workers really ran with
 is in each worker's facts (``runtime_env``) and so in every benchmark's ``extra_info``.
 """
 from __future__ import annotations
@@ -27,7 +25,7 @@ from typing import Iterator, Mapping
 __all__ = ["RUNTIME_DEFAULTS", "RUNTIME_PREFIXES", "RUNTIME_VARIABLES", "patched_environ", "runtime_env_patch",
            "user_runtime_env"]
 
-# Nothing: a setting a user's script would not have is never a silent default (issue 16).
+# Nothing: a setting a user's script would not have is never a silent default.
 RUNTIME_DEFAULTS: dict[str, str] = {}
 # The variables that decide how OpenMP threads wait; recorded when the user set them.
 RUNTIME_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")

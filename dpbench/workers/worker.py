@@ -32,9 +32,9 @@ class WorkerContext:
     there); ``at_close(fn)`` registers a clean-up run when the worker shuts down.
     ``heartbeat()`` tells the parent this rank is still making progress, which restarts
     its timeout — call it between units of work in long functions. It sends at most one
-    message per ``HEARTBEAT_EVERY_S``: a message per training step woke the parent once a step,
-    on the cores the step's threads were using (issue 16: part of why ``single`` ran 1.4× slower
-    in the harness than in a plain script).
+    message per ``HEARTBEAT_EVERY_S``: a message per training step would wake the parent once a
+    step, on the cores the step's threads are using, and slow the step (measurements:
+    docs/calibration.md#harness-overhead).
     """
 
     rank: int

@@ -1,4 +1,4 @@
-"""The workers' OpenMP runtime runs with the user's environment: dpbench adds no wait policy (issue 16)."""
+"""The workers' OpenMP runtime runs with the user's environment: dpbench adds no wait policy."""
 from __future__ import annotations
 
 import json

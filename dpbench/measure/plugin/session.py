@@ -61,7 +61,7 @@ def pytest_configure(config):
     from dpbench.workers.forkserver import fresh_forkserver, worker_start
 
     # A fresh forkserver helper before each trial pass: the helper's luck is then trial-to-trial
-    # spread, not a level that moves the whole session (fresh_forkserver says what was measured).
+    # spread, not a level that moves the whole session (fresh_forkserver says why).
     # Under torchrun each node's agent forks its ranks from its own helper, kept for the session:
     # only this process's is restarted, so the runs say one helper per session there.
     clustered = active_session() is not None
