@@ -2,6 +2,10 @@
 
 The top-level names are loaded lazily so that ``import dpbench.report`` (which never
 needs torch) stays light.
+
+PYTEST_DONT_REWRITE: dpbench is a pytest plugin (its measuring plugin), which pytest would
+rewrite for asserts; dpbench has none, and the cluster runner imports dpbench before it starts
+pytest, which pytest would warn about.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ ddp ×2, single, allreduce ×2; ``--trials`` fresh-process trials, quick profile
                              file or the timelines' write raises OSError(ENOSPC) half-way)
   node-kill                  under torchrun, two nodes on loopback: SIGKILL of one node's whole
                              process tree (its torchrun, agent and workers)
+  agent-kill                 the same, SIGKILL of one node's torchrun alone (an OOM kill of the
+                             agent): its rank must stop too, every process of that node gone
+                             within 10 s, and the other node out within 10 s
 
 Each run gets its own ``DPBENCH_RUN_ID`` and ``TMPDIR``. After each: processes still carrying the
 run id 5 s after the run ended (psutil), anything left in its TMPDIR (rendezvous dirs, staged
@@ -46,7 +49,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 LOCAL_KINDS = ("sigint", "sigterm", "sigkill", "sigint-group", "kill-worker", "kill-helper", "enospc")
-KINDS = LOCAL_KINDS + ("node-kill",)
+NODE_KINDS = ("node-kill", "agent-kill")
+KINDS = LOCAL_KINDS + NODE_KINDS
 RUN_ID_ENV = "DPBENCH_RUN_ID"
 LEFT_AFTER_S = 5.0
 HANG_S = 300.0
@@ -261,7 +265,7 @@ class Soak:
         return f"OTHER ({code}): {last[:80]}"
 
     # -- torchrun ---------------------------------------------------------------
-    def run_nodes(self, index: int) -> dict:
+    def run_nodes(self, index: int, kind: str = "node-kill") -> dict:
         from _torchrun import cluster_env, start
 
         run_id = f"soak-{uuid.uuid4().hex[:10]}"
@@ -297,7 +301,7 @@ class Soak:
             root = psutil.Process(cluster.nodes[victim].proc.pid)
             tree = [root] + root.children(recursive=True)
             killed_at = time.monotonic()
-            for proc in tree:
+            for proc in tree if kind == "node-kill" else tree[:1]:  # agent-kill: torchrun alone
                 try:
                     proc.kill()
                 except psutil.NoSuchProcess:
@@ -308,21 +312,24 @@ class Soak:
                 gap = time.monotonic() - killed_at
             except subprocess.TimeoutExpired:
                 pass
+            # Its orphaned rank and workers must go too (node-kill: they were killed).
+            _, victim_left = psutil.wait_procs(tree[1:], timeout=max(0.0, 10.0 - (time.monotonic() - killed_at)))
         else:
             note = "finished before the fault"
         codes = cluster.wait(HANG_S)
         cluster.stop()
         other_code = codes[1 - victim]
         output = cluster.nodes[1 - victim].output()
-        row = self.check("node-kill", run_id, other_code if other_code is not None else "hang", output, note,
+        row = self.check(kind, run_id, other_code if other_code is not None else "hang", output, note,
                          time.monotonic() - started)
+        row["victim_left"] = [] if note else [p.pid for p in victim_left if p.is_running()]
         # A kill after the session ended: the run is complete; the other node must still leave
         # within 10 s (torchrun's exit barrier would keep it 300 s), with whatever status it has.
         within = gap is not None and gap <= 10.0 and (other_code not in (0, None) or after_session)
         row["outcome"] = (f"finished first ({other_code})" if note else
                           ("after the session: " if after_session else "")
                           + (f"node {1 - victim} exited {other_code} in {gap:.1f} s" if gap is not None else "HANG"))
-        row["node_ok"] = bool(note) or within
+        row["node_ok"] = bool(note) or (within and not row["victim_left"])
         row["gap"] = gap
         row["torchrun_start"] = in_torchrun_start
         if in_torchrun_start:
@@ -344,14 +351,15 @@ class Soak:
         t0 = time.monotonic()
         for index in range(1, self.args.runs + 1):
             kind = self.rng.choice(self.args.kinds)
-            row = self.run_nodes(index) if kind == "node-kill" else self.run_local(index, kind)
+            row = self.run_nodes(index, kind) if kind in NODE_KINDS else self.run_local(index, kind)
             self.rows.append(row)
             print(f"[{index}/{self.args.runs}] {kind:12s} → {row['outcome']}  ({row['took']} s)"
                   + (f"  LEFT {row['left']}" if row["left"] else "") + (f"  DIRS {row['dirs']}" if row["dirs"] else "")
                   + (f"  PARTIAL {row['partial']}" if row["partial"] else "")
                   + (f"  HALF {row['half']}" if row["half"] else "")
                   + (f"  KEPT-COMPLETE {row['late']}" if row.get("late") else "") + (f"  CHANGED {row['changed']}" if row["changed"] else "")
-                  + (f"  (the killed node's own temp kept {row['victim_dirs']})" if row.get("victim_dirs") else ""),
+                  + (f"  (the killed node's own temp kept {row['victim_dirs']})" if row.get("victim_dirs") else "")
+                  + (f"  VICTIM-LEFT {row['victim_left']}" if row.get("victim_left") else ""),
                   flush=True)
             if not row.get("node_ok", True):  # say where it stuck: the end of each node's output
                 print(row.get("tails", ""), flush=True)
@@ -393,8 +401,10 @@ class Soak:
             "earlier run files changed": sum(len(r["changed"]) for r in self.rows),
             "hangs": sum(r["code"] == "hang" for r in self.rows),
             "unexplained outcomes": sum(r["outcome"].startswith("OTHER") for r in self.rows),
-            "node kills not noticed within 10 s (dpbench running on both nodes)":
+            "node/agent kills not noticed within 10 s (dpbench running on both nodes)":
                 sum(not r.get("node_ok", True) and not r.get("torchrun_start") for r in self.rows),
+            "processes of a node whose torchrun was killed still alive 10 s after":
+                sum(len(r.get("victim_left", [])) for r in self.rows),
         }
         print()
         for name, value in totals.items():
@@ -409,7 +419,7 @@ class Soak:
                   f"{sum(not r['node_ok'] for r in early)} of them not noticed within 10 s")
         gaps = sorted(r["gap"] for r in self.rows if r.get("gap") is not None)
         if gaps:
-            print(f"node kill → other node's exit: {len(gaps)} tries, {gaps[0]:.1f}–{gaps[-1]:.1f} s "
+            print(f"node or agent kill → other node's exit: {len(gaps)} tries, {gaps[0]:.1f}–{gaps[-1]:.1f} s "
                   f"(median {gaps[len(gaps) // 2]:.1f} s)")
         if not self.args.keep:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -423,7 +433,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=100, help="runs, one fault each (default 100)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--kinds", default=",".join(LOCAL_KINDS),
-                   help=f"comma-separated faults to draw from (default: all but node-kill); any of {', '.join(KINDS)}")
+                   help=f"comma-separated faults to draw from (default: all but node-kill and agent-kill); any of {', '.join(KINDS)}")
     p.add_argument("--trials", type=int, default=2, help="DPBENCH_TRIALS of each run (default 2)")
     p.add_argument("--window", default="2,30", help="the fault lands uniformly in [A, B] s after the start (default 2,30)")
     p.add_argument("--dir", default=None, help="where the soak's work directory goes (default: the system temp dir)")

@@ -19,7 +19,7 @@ from multiprocessing.connection import Client, Listener
 from typing import Any
 
 from dpbench.cluster import checkin as _checkin
-from dpbench.cluster.liveness import WATCH_TAG
+from dpbench.cluster.liveness import LEAVING_TAG, WATCH_TAG
 from dpbench.cluster.node import (DEFAULT_JOIN_TIMEOUT, JOIN_OPTION, JOIN_SKEW_FACTOR, JOIN_SKEW_MIN, ClusterError,
                                   ClusterInfo, hello_facts, leave_now, open_store, watch_exit_barrier)
 from dpbench.cluster.remote import active_session
@@ -202,12 +202,14 @@ def _check_joined(links: dict[int, Any], watches: dict[int, Any],
     if lost:
         raise ClusterError(lost[0])
     for rank, conn in watches.items():  # the heartbeat connections: reading them takes nothing from a call
+        link = links.get(rank)
+        where = f"node {link.node} (host {link.host}, rank {rank})" if link is not None else f"rank {rank}"
         try:
             while conn.poll(0):
-                conn.recv_bytes()  # a beat (cluster/liveness.py); the head's watch reads the ones after it starts
+                message = pickle.loads(conn.recv_bytes())  # a beat (cluster/liveness.py), or why it leaves
+                if isinstance(message, tuple) and len(message) == 2 and message[0] == LEAVING_TAG:
+                    raise ClusterError(f"{where} stopped while the agents joined: {message[1]}")
         except (EOFError, OSError):
-            link = links.get(rank)
-            where = f"node {link.node} (host {link.host}, rank {rank})" if link is not None else f"rank {rank}"
             raise ClusterError(f"{where} was lost while the agents joined: its connection to the head closed "
                                f"(the process or its node died)") from None
 

@@ -7,7 +7,9 @@ watched wherever the run is — in a call, between cases, during a trial's set-u
 * both ends send a beat every :data:`BEAT_SECONDS`;
 * the connection closing (the process died, its node rebooted) is noticed at once;
 * no beat for :data:`LOST_AFTER_SECONDS` (the node hangs, its network is down — no FIN ever
-  comes) is noticed then.
+  comes) is noticed then;
+* an agent that stops on its own (its torchrun agent died: :mod:`dpbench.cluster.parent_watch`)
+  says why first (``("leaving", why)``), so the head names the cause, not just a closed connection.
 
 On the head a lost node marks every rank of that node lost and calls ``on_lost`` once with one
 line naming the node, its host and its ranks (the cluster runner then interrupts the session:
@@ -23,12 +25,13 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-__all__ = ["AgentWatch", "BEAT_SECONDS", "HeadWatch", "LOST_AFTER_SECONDS", "WATCH_TAG"]
+__all__ = ["AgentWatch", "BEAT_SECONDS", "HeadWatch", "LEAVING_TAG", "LOST_AFTER_SECONDS", "WATCH_TAG"]
 
 BEAT_SECONDS = 1.0
 # Six missed beats: a loaded node's beats can be late by a second or two, never by six.
 LOST_AFTER_SECONDS = 6.0
 WATCH_TAG = "watch"  # the first message on a liveness connection: ("watch", rank, None)
+LEAVING_TAG = "leaving"  # an agent's last message when it stops on its own: ("leaving", why)
 _EOF_WHY = "its connection closed (the node, or its dpbench.cluster agent, died)"
 
 
@@ -40,14 +43,17 @@ def _beat(conn: Connection) -> bool:
         return False
 
 
-def _drain(conn: Connection) -> bool:
-    """Read what is there; False once the connection is closed."""
+def _drain(conn: Connection) -> tuple[bool, str | None]:
+    """Read what is there → (still open, why the other end said it is leaving, if it did)."""
+    said = None
     try:
         while conn.poll():
-            conn.recv_bytes()
-        return True
+            message = pickle.loads(conn.recv_bytes())
+            if isinstance(message, tuple) and len(message) == 2 and message[0] == LEAVING_TAG:
+                said = str(message[1])
+        return True, said
     except (EOFError, OSError):
-        return False
+        return False, said
 
 
 class HeadWatch(threading.Thread):
@@ -91,7 +97,10 @@ class HeadWatch(threading.Thread):
             by_conn = {conn: rank for rank, conn in self.conns.items()}
             for conn in wait(list(by_conn), timeout=0.25) if by_conn else ():
                 rank = by_conn[conn]
-                if _drain(conn):
+                alive, said = _drain(conn)
+                if said is not None:
+                    self._lose(rank, said)
+                elif alive:
                     self.heard[rank] = time.monotonic()
                 elif rank in self.leaving:
                     self.conns.pop(rank, None)
@@ -119,18 +128,30 @@ class AgentWatch(threading.Thread):
         super().__init__(name="dpbench-agent-liveness", daemon=True)
         self.conn, self.on_lost = conn, on_lost
         self.lost: str | None = None
+        self._leaving: str | None = None
         self._halt = threading.Event()
+
+    def say_leaving(self, why: str) -> None:
+        """Tell the head, before this agent stops on its own, why (sent by this thread: a beat and
+        this message must never interleave on the connection)."""
+        self._leaving = why
 
     def run(self) -> None:
         heard = next_beat = time.monotonic()
         while not self._halt.is_set():
             now = time.monotonic()
+            if self._leaving is not None:
+                try:
+                    self.conn.send_bytes(pickle.dumps((LEAVING_TAG, self._leaving)))
+                except (OSError, ValueError):
+                    pass  # the head is gone too: nobody to tell
+                return
             if now >= next_beat:
                 if not _beat(self.conn):
                     return self._lose(_EOF_WHY.replace("agent", "head"))
                 next_beat = now + BEAT_SECONDS
-            if wait([self.conn], timeout=0.25):
-                if not _drain(self.conn):
+            if wait([self.conn], timeout=0.1):
+                if not _drain(self.conn)[0]:
                     return self._lose("its connection closed (the head's node, or its pytest session, died)")
                 heard = time.monotonic()
             elif time.monotonic() - heard > LOST_AFTER_SECONDS:

@@ -45,18 +45,51 @@ import signal
 import socket
 import sys
 import threading
+import time
 from multiprocessing.connection import Client
 from typing import Any
 
 from dpbench.cluster import checkin as _checkin
+from dpbench.cluster.parent_watch import ParentWatch
 from dpbench.cluster.node import (DEFAULT_JOIN_TIMEOUT, JOIN_OPTION, ClusterError, ClusterInfo, first_line,
                                   hello_facts, leave_now, open_store, watch_exit_barrier)
 
-__all__ = ["main", "run_agent"]
+__all__ = ["ORPHAN_GRACE_SECONDS", "Orphan", "main", "run_agent"]
+
+
+# How long an orphaned rank (its torchrun agent died) gets to stop the polite way — its session
+# interrupted, its workers stopped — before it leaves at once (the lifeline and the reaper then
+# stop its workers and remove what it staged): its main thread may be inside a C++ wait.
+ORPHAN_GRACE_SECONDS = 5.0
+
+
+class Orphan:
+    """What a rank does when :class:`~dpbench.cluster.parent_watch.ParentWatch` finds its torchrun
+    agent gone: say so in one line, tell the head why (an agent, once joined), interrupt the work,
+    and leave within :data:`ORPHAN_GRACE_SECONDS` whatever the main thread is doing."""
+
+    def __init__(self, where: str, *, grace: float = ORPHAN_GRACE_SECONDS):
+        self.where, self.grace = where, grace
+        self.pid: int | None = None
+        self.tell_head: Any = None  # AgentWatch.say_leaving, once this agent has joined
+
+    @property
+    def why(self) -> str:
+        return f"torchrun's agent (pid {self.pid}) on that node died; its rank stopped"
+
+    def __call__(self, pid: int) -> None:  # the watch's thread
+        self.pid = pid
+        print(f"dpbench.cluster ({self.where}): torchrun's agent (pid {pid}) died: stopping this rank; "
+              f"nothing was saved", file=sys.stderr, flush=True)
+        if self.tell_head is not None:
+            self.tell_head(self.why)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(self.grace)
+        leave_now(1)
 
 
 def run_agent(info: ClusterInfo, *, join_timeout: float | None,
-              checkin: _checkin.CheckinClient | None = None) -> int:
+              checkin: _checkin.CheckinClient | None = None, orphan: Orphan | None = None) -> int:
     from dpbench.cluster.agent import serve
 
     join_timeout = DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout
@@ -87,14 +120,20 @@ def run_agent(info: ClusterInfo, *, join_timeout: float | None,
     signal.signal(signal.SIGINT, signal.default_int_handler)
     watch = AgentWatch(beat, lambda why: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
     watch.start()
+    if orphan is not None:
+        orphan.tell_head = watch.say_leaving
     try:
         status = serve(conn)
     except KeyboardInterrupt:
-        if watch.lost is None:
+        if watch.lost is None and (orphan is None or orphan.pid is None):
             raise
         status = 1
     finally:
-        watch.stop()
+        if orphan is None or orphan.pid is None:
+            watch.stop()
+    if orphan is not None and orphan.pid is not None:
+        time.sleep(0.3)  # the watch's thread sends why to the head (every 0.1 s); its workers are stopped
+        leave_now(1)
     if watch.lost is not None:
         where = f"rank {info.rank}, node {info.node_rank}, host {socket.gethostname()}"
         print(f"dpbench.cluster ({where}): lost the head (rank 0): {watch.lost}; this rank's workers "
@@ -178,18 +217,25 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
         return 2
+    orphan = Orphan(where)
+    ParentWatch(orphan).start()  # before the start-up's waits: an orphan stops wherever it is
     checkin = _start_checkin(info, checkin_port, where)  # before torch is imported: see cluster/checkin.py
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if info.rank == 0:
             from dpbench.cluster.head import run_head  # the pools' imports: after the check-in started
 
-            return run_head(info, pytest_args, join_timeout=join_timeout, checkin=checkin)
-        return run_agent(info, join_timeout=join_timeout, checkin=checkin)
+            status = run_head(info, pytest_args, join_timeout=join_timeout, checkin=checkin)
+            return 1 if orphan.pid is not None else status
+        return run_agent(info, join_timeout=join_timeout, checkin=checkin, orphan=orphan)
     except ClusterError as exc:
+        if orphan.pid is not None:
+            leave_now(1)  # its agent's death is the cause, said already
         print(f"dpbench.cluster ({where}): {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        if orphan.pid is not None:
+            leave_now(1)
         if isinstance(checkin, _checkin.CheckinClient):
             checkin.settle(1.0)  # a SIGTERM from torchrun because the head died: the loss is what to say
         _checkin.last_word(f"dpbench.cluster ({where}): interrupted")

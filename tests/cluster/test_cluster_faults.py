@@ -219,7 +219,7 @@ def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tm
     code, took, out, left = _kill_while_starting(tmp_path, victim=1, ready="slow start: checked in")
     assert code != 0 and took < 10, (code, took, out[-4000:])
     assert re.fullmatch(
-        r"dpbench\.launcher\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
+        r"dpbench\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
         r"it started: its check-in link closed \(the process or its node died\)",
         _one_line(out, "dpbench.cluster (rank 0")), out[-4000:]
     assert not left, [p.cmdline() for p in left]
@@ -230,7 +230,46 @@ def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_withi
     code, took, out, left = _kill_while_starting(tmp_path, victim=0, ready="slow start: rank 1 checked in")
     assert code != 0 and took < 10, (code, took, out[-4000:])
     assert re.fullmatch(
-        r"dpbench\.launcher\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
+        r"dpbench\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
         r"check-in link closed \(the process or its node died\); this rank had started no workers",
         _one_line(out, "dpbench.cluster (rank 1")), out[-4000:]
+    assert not left, [p.cmdline() for p in left]
+
+
+def test_a_node_whose_torchrun_agent_dies_alone_stops_the_run_in_seconds(tmp_path):
+    """SIGKILL of node 1's torchrun only (an OOM kill of the agent): its rank, now an orphan, stops
+    and says why; the head names node 1 and the agent's death and exits non-zero within 10 s; every
+    process of node 1 is gone within 10 s; nothing is saved."""
+    import psutil
+
+    marker = uuid.uuid4().hex
+    storage = tmp_path / "results"
+    cluster = start(tmp_path, ["suites/test_throughput.py", "-q", "-p", "no:cacheprovider", "-k", "ddp and mlp",
+                               f"--benchmark-storage=file://{storage}", "--benchmark-save=orphan"],
+                    env=cluster_env(marker, DPBENCH_TRIALS="5"))
+    try:
+        deadline = time.monotonic() + 120
+        while "trial 1/" not in cluster.nodes[0].output() and time.monotonic() < deadline:
+            assert all(n.proc.poll() is None for n in cluster.nodes), cluster.output()[-4000:]
+            time.sleep(0.1)
+        assert "trial 1/" in cluster.nodes[0].output(), cluster.output()[-4000:]
+        agent = psutil.Process(cluster.nodes[1].proc.pid)
+        node1 = agent.children(recursive=True)
+        assert node1, "node 1's torchrun has no rank"
+        agent.kill()  # torchrun alone: its ranks live on as orphans unless they watch it
+        killed = time.monotonic()
+        code = cluster.nodes[0].proc.wait(30)
+        took = time.monotonic() - killed
+        gone, alive = psutil.wait_procs(node1, timeout=max(0.1, 10 - (time.monotonic() - killed)))
+    finally:
+        codes, left = finish(cluster, marker, timeout=30)
+    out = cluster.output()
+    assert code not in (0, None) and took <= 10, (code, took, out[-6000:])
+    assert not alive, [p.pid for p in alive]
+    assert re.search(r"node 1 \(host [^,]+, rank 1\) lost: torchrun's agent \(pid \d+\) on that node died", out), \
+        out[-6000:]
+    assert re.search(r"rank 1, node 1, host [^)]+\): torchrun's agent \(pid \d+\) died: stopping this rank; "
+                     r"nothing was saved", out), out[-6000:]
+    assert "TCPStore" not in out and "connectFullMesh" not in out, out[-6000:]  # not a store's timeout
+    assert not list(storage.rglob("*.json"))  # nothing half-measured was saved
     assert not left, [p.cmdline() for p in left]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -251,7 +252,7 @@ def test_an_agent_lost_while_the_others_join_is_named_at_once():
     from dpbench.cluster.head import _check_joined
 
     head_end, agent_end = Pipe()
-    agent_end.send_bytes(b"a beat")
+    agent_end.send_bytes(pickle.dumps(("beat", 0.0)))
     link = AgentLink(rank=3, node=1, host="b12", pid=1, conn=Pipe()[0], facts={})
     _check_joined({3: link}, {3: head_end})  # alive: the beat is read, nothing raised
     assert not head_end.poll(0)
