@@ -48,16 +48,18 @@ class Broadcast(Function):
     tensor's own device gets the tensor itself back, which autograd turns into a view: it
     shares storage with the original (torch's guarantee for replica 0) and costs no copy.
     Backward sums the gradients of all copies onto each tensor's device, which is how every
-    replica's gradient ends up in the original parameter's ``.grad``.
+    replica's gradient ends up in the original parameter's ``.grad``; a tensor that requires
+    grad but that no replica used gets zeros, as under torch's Broadcast.
     """
 
     @staticmethod
     def forward(ctx, devices: Sequence[torch.device], *tensors: torch.Tensor):  # type: ignore[override]
         # Replicas that do not use a parameter produce no gradient for it: skip them in
-        # backward instead of materialising zeros per replica.
+        # backward instead of materialising zeros per replica (backward adds one zero tensor
+        # per input only where no replica produced a gradient at all).
         ctx.set_materialize_grads(False)
         ctx.num_tensors = len(tensors)
-        ctx.source_devices = [t.device for t in tensors]
+        ctx.sources = [(t.shape, t.dtype, t.device) for t in tensors]
         coalesced = _coalesced_cuda_copies(devices, tensors)
         outputs = []
         for device in devices:
@@ -82,7 +84,7 @@ class Broadcast(Function):
     def backward(ctx, *grads: torch.Tensor | None):  # type: ignore[override]
         n = ctx.num_tensors
         summed: list[torch.Tensor | None] = []
-        for i, device in enumerate(ctx.source_devices):
+        for i, (shape, dtype, device) in enumerate(ctx.sources):
             total = None
             # Plain differentiable ops (to, +) keep double backward working.
             for g in grads[i::n]:
@@ -90,5 +92,10 @@ class Broadcast(Function):
                     continue
                 g = g.to(device)
                 total = g if total is None else total + g
+            if total is None and ctx.needs_input_grad[i + 1]:
+                # torch's Broadcast reduces materialised zeros, so a parameter no replica used
+                # still gets a zero .grad (not None): weight decay and momentum then apply to
+                # it, and optimizers step the same parameters as under torch.nn.DataParallel.
+                total = torch.zeros(shape, dtype=dtype, device=device)
             summed.append(total)
         return (None, *summed)

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import torch
@@ -102,13 +103,26 @@ def _first_tensor(obj: Any) -> torch.Tensor | None:
     return None
 
 
+def _module_device(module: nn.Module) -> torch.device:
+    """Where a replica runs when neither ``devices`` nor its inputs say: the device of its first
+    tensor; for a module without any, the current CUDA device (torch's choice), or the CPU."""
+    for m in module.modules():
+        # A replica holds its parameters as plain attributes (module.parameters() is empty).
+        for t in chain(m._parameters.values(), m._buffers.values(), vars(m).values()):
+            if isinstance(t, torch.Tensor):
+                return t.device
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def _make_task(i, module, args, kwargs, device, stream, state: ThreadState) -> Callable[[], Any]:
     caller = threading.get_ident()
 
     def task() -> Any:
         try:
             with ExitStack() as stack:
-                if device is not None and device.type == "cuda":
+                if device.type == "cuda":
                     # Current device and stream are per thread: use the caller's stream so the
                     # replica's kernels are ordered after the scatter copies queued on it.
                     stack.enter_context(torch.cuda.device(device))
@@ -117,7 +131,7 @@ def _make_task(i, module, args, kwargs, device, stream, state: ThreadState) -> C
                     state.enter(stack)
                 return module(*args, **kwargs)
         except Exception:
-            return _CapturedError(f"in replica {i} on device {device if device is not None else 'unknown'}")
+            return _CapturedError(f"in replica {i} on device {device}")
 
     return task
 
@@ -214,7 +228,8 @@ def parallel_apply(
     """Call ``modules[i](*inputs[i], **kwargs_tup[i])`` concurrently and return the outputs in order.
 
     An input that is not a list/tuple is passed as the single argument. ``devices`` (default:
-    the device of each input's first tensor) sets the CUDA device and stream per replica.
+    the device of each input's first tensor, else the module's) sets the CUDA device and
+    stream per replica, and names the device in errors.
     ``threads`` reuses persistent worker threads; without it, temporary threads are used for
     this call. A failing replica is re-raised here as the same exception type with
     "Caught <Type> in replica <i> on device <d>." and the original traceback.
@@ -238,10 +253,10 @@ def parallel_apply(
     for i, (module, args, kwargs, device) in enumerate(zip(modules, inputs, kwargs_tup, devices)):
         if device is None:
             found = _first_tensor(args)
-            dev = found.device if found is not None else None
+            dev = found.device if found is not None else _module_device(module)
         else:
             dev = parse_device(device, argument=f"devices[{i}]")
-        stream = torch.cuda.current_stream(dev) if dev is not None and dev.type == "cuda" else None
+        stream = torch.cuda.current_stream(dev) if dev.type == "cuda" else None
         if not isinstance(args, (list, tuple)):
             args = (args,)  # a lone tensor is one argument, never unpacked along its batch
         tasks.append(_make_task(i, module, args, kwargs, dev, stream, state))

@@ -44,7 +44,13 @@ def _check_replicable(network: nn.Module) -> None:
             )
         for pname, p in module.named_parameters(recurse=False):
             if isinstance(p, nn.parameter.UninitializedParameter):
-                raise ValueError(f"network: parameter {name + '.' if name else ''}{pname} is uninitialized (a lazy module); run one forward before replicating")
+                # RuntimeError and the opening sentence are torch's (LazyModuleMixin), so code
+                # that handles torch's DataParallel error handles this one too.
+                raise RuntimeError(
+                    "Modules with uninitialized parameters can't be used with `DataParallel`. "
+                    f"network: parameter {name + '.' if name else ''}{pname} is uninitialized (a lazy module); "
+                    "run a dummy forward pass to initialize it before replicating"
+                )
 
 
 def replicate(network: T, devices: Sequence[DeviceLike], detach: bool = False) -> list[T]:

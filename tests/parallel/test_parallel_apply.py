@@ -174,3 +174,28 @@ def test_close_from_another_thread_during_a_call_does_not_hang():
     assert not caller.is_alive(), "parallel_apply hung after a concurrent close()"
     assert len(results) == 1 and len(results[0]) == 3
     pool.close()
+
+
+class FailsWithoutInputs(nn.Module):
+    """Holds one tensor on ``device`` (a parameter or a buffer) and fails in forward."""
+
+    def __init__(self, device: str, *, as_buffer: bool = False):
+        super().__init__()
+        t = torch.zeros(1, device=device)
+        if as_buffer:
+            self.register_buffer("state", t)
+        else:
+            self.weight = nn.Parameter(t)
+
+    def forward(self, *args):
+        return {}["wonderful"]
+
+
+@pytest.mark.parametrize("as_buffer", [False, True], ids=["parameter", "buffer"])
+def test_replica_without_tensor_inputs_is_named_by_its_module_device(as_buffer):
+    # meta is a device no fallback would pick: the name can only come from the module's tensor
+    for first in ("meta", "cpu"):  # the first failing replica is the one re-raised
+        second = "cpu" if first == "meta" else "meta"
+        mods = (FailsWithoutInputs(first, as_buffer=as_buffer), FailsWithoutInputs(second, as_buffer=as_buffer))
+        with pytest.raises(KeyError, match=rf"Caught KeyError in replica 0 on device {first}\.\nOriginal Traceback"):
+            parallel_apply(mods, (None, None))

@@ -89,7 +89,9 @@ def test_empty_devices_and_unreplicable_modules():
     assert replicate(mlp(), []) == []
     with pytest.raises(TypeError, match="network: cannot replicate ScriptModule"):
         replicate(torch.jit.script(nn.Linear(2, 2)), ["cpu", "cpu"])
-    with pytest.raises(ValueError, match=r"network: parameter weight is uninitialized"):
+    # RuntimeError, as torch raises for a lazy module; the message also names the parameter.
+    with pytest.raises(RuntimeError, match=r"uninitialized parameters can't be used with `DataParallel`\. "
+                                           r"network: parameter weight is uninitialized"):
         replicate(nn.LazyLinear(2), ["cpu", "cpu"])
     with pytest.raises(ValueError, match=r"devices\[0\]: expected an int CUDA index"):
         replicate(mlp(), ["tpu"])
