@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from dpbench.gate.ab import register_ab
 from dpbench.gate.commands import register_compare
@@ -16,18 +17,17 @@ from dpbench.report.commands import register_report
 from dpbench.report.history_command import register_history
 from dpbench.schema import __version__
 
+if TYPE_CHECKING:
+    from dpbench.strategies import OptionDoc
+
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 def _list(args: argparse.Namespace) -> int:
     # Imported here: listing needs torch, the rest of the CLI does not.
-    from dpbench.strategies import get_strategy, list_strategies
     from dpbench.workloads import get_workload, list_workloads
 
-    print("strategies:")
-    for name in list_strategies():
-        defaults = get_strategy(name).option_defaults
-        options = ", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "no options"
-        print(f"  {name:<10} {options}")
+    print("strategies (option=default  what it does):")
+    _print_strategies()
     print("workloads:")
     for name in list_workloads():
         workload = get_workload(name)
@@ -35,8 +35,29 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_strategies() -> None:
+    """The options every strategy shares once, then each strategy's own, as its options dataclass declares them."""
+    from dpbench.strategies import CommonOptions, describe_options, get_strategy, list_strategies
+
+    shared = describe_options(CommonOptions)
+    shared_names = {option.name for option in shared}
+    print("  every strategy")
+    _print_options(shared)
+    for name in list_strategies():
+        print(f"  {name}")
+        options = describe_options(get_strategy(name).options_type)
+        _print_options([option for option in options if option.name not in shared_names])
+
+
+def _print_options(options: list[OptionDoc]) -> None:
+    for option in options:
+        print(f"    {f'{option.name}={option.default!r}':<30} {option.doc}".rstrip())
+    if not options:
+        print("    (no options of its own)")
+
+
 def register_list(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("list", help="list the strategies (with option defaults) and workloads")
+    parser = subparsers.add_parser("list", help="list the strategies (with their options) and workloads")
     parser.set_defaults(handler=_list)
 
 

@@ -169,7 +169,21 @@ def test_list_names_every_strategy_and_workload(capsys):
     import dpbench
 
     assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    for name in dpbench.list_strategies() + dpbench.list_workloads():
-        assert f"  {name} " in out, name
-    assert "mode='bucketed'" in out  # option defaults are shown
+    lines = capsys.readouterr().out.splitlines()
+    for name in dpbench.list_strategies():
+        assert f"  {name}" in lines, name
+    for name in dpbench.list_workloads():
+        assert any(line.startswith(f"  {name} ") for line in lines), name
+
+
+def test_list_shows_each_option_with_its_default_and_doc(capsys):
+    from dpbench.strategies import describe_options, get_strategy
+
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    strategy_lines = lines[lines.index("  allreduce") + 1:]
+    mode = next(o for o in describe_options(get_strategy("allreduce").options_type) if o.name == "mode")
+    assert mode.doc  # read from the field's docstring
+    assert strategy_lines[0].split() == ["mode='bucketed'", *mode.doc.split()]
+    assert any(line.split()[0] == "optimizer='sgd'" for line in lines)  # the shared options, once
+    assert lines[lines.index("  manual") + 1] == "    (no options of its own)"

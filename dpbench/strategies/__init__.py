@@ -8,6 +8,7 @@ the measuring engine or anything above: a strategy does not know how its process
 """
 from __future__ import annotations
 
+from dpbench.strategies._options import CommonOptions, OptionDoc, describe_options
 from dpbench.strategies.base import Placement, RunSpec, Strategy
 from dpbench.strategies.errors import StrategyUnavailable
 
@@ -16,6 +17,9 @@ __all__ = [
     "StrategyUnavailable",
     "Placement",
     "RunSpec",
+    "CommonOptions",
+    "OptionDoc",
+    "describe_options",
     "get_strategy",
     "list_strategies",
 ]

@@ -1,56 +1,122 @@
-"""Options every strategy shares (optimizer, precision) and the ``compile`` option, checked in the parent.
+"""Strategy options as frozen, keyword-only dataclasses, checked in the parent.
+
+Each strategy declares one options class (``DDPOptions`` in ``ddp.py``, ...) that extends
+:class:`CommonOptions` (``optimizer``, ``precision``: every strategy) or :class:`CompileOptions`
+(those plus ``compile``). Every field carries an attribute docstring (the string literal on the
+line after it): :func:`describe_options` reads them back for ``dpbench list`` and the README test.
 
 Checked before any process starts, so a bad value is one clear line and a configuration this
 machine cannot run is a :class:`StrategyUnavailable` (a skip with its reason in the suites).
 """
+
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import numbers
 import os
 import shutil
-from typing import Any
+import textwrap
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from dpbench.strategies.errors import StrategyUnavailable
 
 __all__ = [
     "OPTIMIZERS",
     "PRECISIONS",
-    "COMMON_OPTION_DEFAULTS",
-    "check_common_options",
-    "check_bool",
+    "SHARED_OPTIONS",
+    "CommonOptions",
+    "CompileOptions",
+    "OptionDoc",
+    "describe_options",
+    "field_docs",
     "check_compiler",
+    "is_positive_number",
+    "is_int_in",
 ]
 
 OPTIMIZERS = ("sgd", "adamw")
 PRECISIONS = ("fp32", "bf16", "fp16")
-# Merged into every strategy's option_defaults (recorded in results with the rest).
-COMMON_OPTION_DEFAULTS: dict[str, Any] = {"optimizer": "sgd", "precision": "fp32"}
+# The options strategies share, in the order they follow each strategy's own options in a resolved
+# dict. Saved results record that dict key by key, so this order is part of the results format.
+SHARED_OPTIONS = ("compile", "optimizer", "precision")
 # torch.compile's CPU backend (inductor) builds C++ with $CXX or g++; Triton (CUDA) builds its
 # launcher with a C compiler.
 _C_COMPILERS = ("cc", "gcc", "clang")
 
 
-def check_bool(strategy: str, options: dict[str, Any], key: str) -> None:
-    if not isinstance(options[key], bool):
-        raise ValueError(f"{strategy} option {key} must be True or False, got {options[key]!r}")
+def is_positive_number(value: Any) -> bool:
+    """A real number above 0 (``True`` is an int to Python, not a number here)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and value > 0
 
 
-def check_common_options(strategy: str, options: dict[str, Any], *, device: str) -> None:
-    """``optimizer`` and ``precision`` (every strategy) and ``compile`` (where the strategy has it)."""
-    optimizer = options["optimizer"]
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"{strategy} option optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    precision = options["precision"]
-    if precision not in PRECISIONS:
-        raise ValueError(f"{strategy} option precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "fp16" and device != "cuda":
-        raise StrategyUnavailable(
-            f"{strategy} option precision='fp16' needs device='cuda': fp16 training needs loss scaling "
-            f"(a GradScaler) and fast fp16 kernels, which dpbench uses on CUDA only; use precision='bf16' on CPU"
-        )
-    if "compile" in options:
-        check_bool(strategy, options, "compile")
-        if options["compile"]:
-            check_compiler(strategy, device=device)
+def is_int_in(value: Any, low: int, high: float = float("inf")) -> bool:
+    """An int (not a bool) between ``low`` and ``high``, both included."""
+    return not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommonOptions:
+    """The options every strategy takes. Values are stored as given; :meth:`check` refuses bad ones."""
+
+    # The strategy these options belong to: the first word of every error message.
+    strategy: ClassVar[str] = "strategy"
+
+    optimizer: str = "sgd"
+    """``"sgd"`` (plain SGD, no momentum) or ``"adamw"`` (torch's defaults apart from ``lr``)."""
+
+    precision: str = "fp32"
+    """``"fp32"``, ``"bf16"`` (autocast, CPU and CUDA) or ``"fp16"`` (autocast + GradScaler, CUDA only)."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        """Refuse a bad value (``ValueError``) or one this machine cannot run (:class:`StrategyUnavailable`).
+
+        Subclasses check the shared options first (``super().check(...)``), then their own.
+        """
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"{self.strategy} option optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"{self.strategy} option precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
+        if self.precision == "fp16" and device != "cuda":
+            raise StrategyUnavailable(
+                f"{self.strategy} option precision='fp16' needs device='cuda': fp16 training needs loss scaling "
+                f"(a GradScaler) and fast fp16 kernels, which dpbench uses on CUDA only; use precision='bf16' on CPU"
+            )
+
+    def require_bool(self, *names: str) -> None:
+        """Refuse anything but ``True`` or ``False`` (``1`` or ``"no"`` would otherwise pass as truthy)."""
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.strategy} option {name} must be True or False, got {value!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plain dict the launcher, the workers and saved results use: own options first, then
+        :data:`SHARED_OPTIONS`; values as given (``25`` stays an int, a list stays a list)."""
+        names = [field.name for field in dataclasses.fields(self)]
+        ordered = [name for name in names if name not in SHARED_OPTIONS]
+        ordered += [name for name in SHARED_OPTIONS if name in names]
+        return {name: getattr(self, name) for name in ordered}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileOptions(CommonOptions):
+    """The common options plus ``compile``, for the strategies that can ``torch.compile`` their model."""
+
+    compile: bool = False
+    """``torch.compile`` the model, in set-up outside every timed step (its time: ``compile_time_s``)."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        self.require_bool("compile")
+        if self.compile:
+            check_compiler(self.strategy, device=device)
 
 
 def check_compiler(strategy: str, *, device: str) -> None:
@@ -67,3 +133,59 @@ def check_compiler(strategy: str, *, device: str) -> None:
             f"{strategy} option compile=True on CPU needs the C++ compiler torch.compile's inductor calls "
             f"(CXX or g++: {cxx!r}), which is not on PATH"
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionDoc:
+    """One option as ``dpbench list`` shows it."""
+
+    name: str
+    """The option's name, as a keyword of ``dpbench.launch`` and a key of the resolved dict."""
+
+    default: Any
+    """Its value when the run does not set it."""
+
+    doc: str
+    """The first line of the field's docstring as plain text ("" when the source cannot be read)."""
+
+
+def describe_options(options_type: type[CommonOptions]) -> list[OptionDoc]:
+    """Every option of ``options_type`` in the resolved dict's order, with its default and one-line doc."""
+    docs = field_docs(options_type)
+    return [
+        OptionDoc(name=name, default=default, doc=_plain(docs.get(name, "").split("\n")[0]))
+        for name, default in options_type().as_dict().items()
+    ]
+
+
+def _plain(rst: str) -> str:
+    """A terminal has no use for reStructuredText's inline-literal quotes."""
+    return rst.replace("``", "")
+
+
+def field_docs(options_type: type) -> dict[str, str]:
+    """Each dataclass field's attribute docstring (the string literal on the line after it).
+
+    Python drops that literal when it runs the class body, so it is read back from the source with
+    ``ast``: the text lives once, where editors show it, instead of a second copy in
+    ``field(metadata=...)`` that could drift from it. A class whose source cannot be read gives none.
+    """
+    fields = {field.name for field in dataclasses.fields(options_type)}
+    docs: dict[str, str] = {}
+    for klass in reversed(options_type.__mro__):  # a subclass's doc wins over its base's
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0].body
+        for node, following in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id in fields
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
+    return docs

@@ -1,16 +1,37 @@
 """``allreduce``: gradient synchronisation written by hand with torch.distributed collectives (no DDP)."""
 from __future__ import annotations
 
-import numbers
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CommonOptions, is_positive_number
 from dpbench.strategies.base import Placement, Strategy, call_model, to_device
 from dpbench.strategies.ddp import DDP
 
-__all__ = ["AllReduce", "MODES"]
+__all__ = ["AllReduce", "AllReduceOptions", "MODES"]
 
 MODES = ("per-param", "bucketed", "overlap")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllReduceOptions(CommonOptions):
+    """``allreduce``'s options: when gradients are summed, and in what pieces."""
+
+    strategy = StrategyName.ALLREDUCE.value
+
+    mode: str = "bucketed"
+    """``"per-param"``, ``"bucketed"`` (one allreduce per bucket after backward) or ``"overlap"`` (during it)."""
+
+    bucket_cap_mb: float = 25.0
+    """Largest bucket in MB (``"bucketed"`` and ``"overlap"``)."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        if self.mode not in MODES:
+            raise ValueError(f"allreduce option mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not is_positive_number(self.bucket_cap_mb):
+            raise ValueError(f"allreduce option bucket_cap_mb must be a positive number, got {self.bucket_cap_mb!r}")
 
 
 class AllReduce(Strategy):
@@ -19,8 +40,8 @@ class AllReduce(Strategy):
     Each rank weights its local mean loss by ``n_local / N``, so the *sum* over ranks of the
     gradients is the global-batch mean gradient and no division is needed afterwards.
 
-    ``mode``: ``"per-param"`` — one blocking all_reduce per gradient after backward;
-    ``"bucketed"`` — gradients packed into flat buckets of at most ``bucket_cap_mb`` MB
+    Options: :class:`AllReduceOptions`. ``mode``: ``"per-param"`` — one blocking all_reduce per
+    gradient after backward; ``"bucketed"`` — gradients packed into flat buckets of at most ``bucket_cap_mb`` MB
     (parameters in reverse registration order, roughly the order backward produces them)
     and one all_reduce per bucket after backward; ``"overlap"`` — the same buckets, each
     launched asynchronously from ``register_post_accumulate_grad_hook`` as soon as its last
@@ -36,16 +57,7 @@ class AllReduce(Strategy):
 
     name = StrategyName.ALLREDUCE.value
     multiprocess = True
-    option_defaults = {"mode": "bucketed", "bucket_cap_mb": 25.0}
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        if options["mode"] not in MODES:
-            raise ValueError(f"allreduce option mode must be one of {', '.join(MODES)}, got {options['mode']!r}")
-        cap = options["bucket_cap_mb"]
-        if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or cap <= 0:
-            raise ValueError(f"allreduce option bucket_cap_mb must be a positive number, got {cap!r}")
+    options_type = AllReduceOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

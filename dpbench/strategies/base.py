@@ -22,9 +22,10 @@ import resource
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
-from dpbench.strategies._options import COMMON_OPTION_DEFAULTS, check_common_options
+from dpbench.strategies._options import CommonOptions
 from dpbench.strategies._precision import Precision
 from dpbench.strategies._timing import PhaseTimer
 from dpbench.strategies.errors import StrategyUnavailable
@@ -129,34 +130,39 @@ def call_model(model: Any, inputs: Any) -> Any:
     return model(inputs)
 
 
+class _OptionDefaults:
+    """``Strategy.option_defaults``: derived from ``options_type`` whenever it is read, so the two
+    cannot disagree; a read-only mapping, since a default is changed in the dataclass."""
+
+    def __get__(self, instance: Any, owner: type[Strategy]) -> MappingProxyType[str, Any]:
+        return MappingProxyType(owner.options_type().as_dict())
+
+
 class Strategy(ABC):
     """One data-parallel strategy. Subclasses live one per file in ``dpbench.strategies``.
 
-    Every strategy also takes the common options ``optimizer`` (``"sgd"``, plain SGD without
-    momentum, or ``"adamw"``, torch's defaults apart from ``lr``) and ``precision``
-    (``"fp32"``, ``"bf16"`` autocast, ``"fp16"`` autocast + GradScaler on CUDA): they are merged
-    into each subclass's ``option_defaults``.
+    Each declares its options as a frozen dataclass (``options_type``, extending
+    :class:`~dpbench.strategies._options.CommonOptions`: every strategy also takes ``optimizer``
+    and ``precision``); the parent checks them, the workers read the resolved plain dict.
     """
 
     name: ClassVar[str]
-    # Known options and their defaults; anything else is rejected before a process starts.
-    option_defaults: ClassVar[dict[str, Any]] = {}
+    # Known options, their defaults, docs and checks; anything else is rejected before a process starts.
+    options_type: ClassVar[type[CommonOptions]] = CommonOptions
+    # options_type's defaults, in the resolved dict's order (read-only, computed on each access).
+    option_defaults = _OptionDefaults()
     # True when every rank is its own process that receives only its slice of the batch.
     multiprocess: ClassVar[bool] = False
     # Why a profiler trace of this strategy would not mean what it says (None: traceable);
     # see strategies/tracing.py.
     trace_unavailable: ClassVar[str | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("option_defaults", cls.option_defaults)
-        cls.option_defaults = {**own, **{k: v for k, v in COMMON_OPTION_DEFAULTS.items() if k not in own}}
-
     # -- parent side -----------------------------------------------------------------
     @classmethod
     def resolve_options(cls, options: dict[str, Any], *, device: str, world_size: int,
                         global_batch: int) -> dict[str, Any]:
-        """Defaults merged with ``options``; unknown names and bad values raise ``ValueError``."""
+        """Defaults merged with ``options``, as a plain dict in ``option_defaults``' order; unknown
+        names and bad values raise ``ValueError``, what this machine cannot run :class:`StrategyUnavailable`."""
         unknown = sorted(set(options) - set(cls.option_defaults))
         if unknown:
             known = ", ".join(sorted(cls.option_defaults)) or "(none)"
@@ -164,15 +170,9 @@ class Strategy(ABC):
                 f"Unknown option(s) {', '.join(map(repr, unknown))} for strategy {cls.name!r}. "
                 f"Known options: {known}"
             )
-        resolved = {**cls.option_defaults, **options}
-        check_common_options(cls.name, resolved, device=device)
-        cls.check_options(resolved, device=device, world_size=world_size, global_batch=global_batch)
-        return resolved
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        """Validate option values; raise ``ValueError`` or :class:`StrategyUnavailable`."""
+        resolved = cls.options_type(**options)
+        resolved.check(device=device, world_size=world_size, global_batch=global_batch)
+        return resolved.as_dict()
 
     @classmethod
     @abstractmethod

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import contextlib
-import numbers
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CompileOptions, is_int_in, is_positive_number
 from dpbench.strategies.base import (
     Placement,
     Strategy,
@@ -15,29 +16,105 @@ from dpbench.strategies.base import (
     take_slice,
 )
 
-__all__ = ["DDP", "COMM_HOOKS"]
+__all__ = ["DDP", "DDPOptions", "COMM_HOOKS"]
 
 COMM_HOOKS = ("fp16", "bf16", "powersgd")
 _BOOL_OPTIONS = ("gradient_as_bucket_view", "static_graph", "find_unused_parameters",
                  "broadcast_buffers", "sync_batchnorm")
 
 
+@dataclass(frozen=True, kw_only=True)
+class DDPOptions(CompileOptions):
+    """``ddp``'s options: passed to ``DistributedDataParallel`` unchanged unless the field says otherwise.
+
+    ``compile`` wraps the DDP module in ``torch.compile`` (DDPOptimizer splits the graph at bucket
+    boundaries).
+    """
+
+    strategy = StrategyName.DDP.value
+
+    bucket_cap_mb: float | None = None
+    """Gradient bucket size in MB (None: DDP's default, 25)."""
+
+    gradient_as_bucket_view: bool = False
+    """Gradients are views into the allreduce buckets (no copy between them)."""
+
+    static_graph: bool = False
+    """Tell DDP the graph is the same every step (not with ``accumulation_steps`` > 1)."""
+
+    find_unused_parameters: bool = False
+    """Walk the autograd graph every step for parameters that got no gradient."""
+
+    broadcast_buffers: bool = True
+    """Broadcast rank 0's buffers (BatchNorm running statistics) at every forward."""
+
+    sync_batchnorm: bool = False
+    """CUDA only: convert BatchNorm layers to ``nn.SyncBatchNorm`` (statistics over the global batch)."""
+
+    comm_hook: str | None = None
+    """Gradient compression: ``"fp16"``, ``"bf16"`` (CUDA) or ``"powersgd"`` (nccl only); None: plain allreduce.
+
+    ``"fp16"`` and ``"bf16"`` are torch's ``default_hooks`` compression hooks (bf16 needs NCCL 2.10+;
+    fp16 also runs on gloo); ``"powersgd"`` is rank-1 PowerSGD after 2 plain steps, lossy by design
+    (on gloo its collectives can pair up out of order across ranks).
+    """
+
+    accumulation_steps: int = 1
+    """Micro-batches per rank slice, all but the last under ``no_sync()`` (not with ``static_graph``)."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        self._check_values(world_size=world_size, global_batch=global_batch)
+        self._check_runnable(device=device, world_size=world_size)
+
+    def _check_values(self, *, world_size: int, global_batch: int) -> None:
+        cap = self.bucket_cap_mb
+        if cap is not None and not is_positive_number(cap):
+            raise ValueError(f"ddp option bucket_cap_mb must be None or a positive number, got {cap!r}")
+        self.require_bool(*_BOOL_OPTIONS)
+        hook = self.comm_hook
+        if hook is not None and hook not in COMM_HOOKS:
+            raise ValueError(f"ddp option comm_hook must be None or one of {', '.join(COMM_HOOKS)}, got {hook!r}")
+        smallest = global_batch // world_size
+        if not is_int_in(self.accumulation_steps, 1, smallest):
+            raise ValueError(
+                f"ddp option accumulation_steps must be an int between 1 and the smallest per-rank "
+                f"batch ({smallest}), got {self.accumulation_steps!r}"
+            )
+
+    def _check_runnable(self, *, device: str, world_size: int) -> None:
+        hook = self.comm_hook
+        if hook == "bf16" and device != "cuda":
+            # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none.
+            raise StrategyUnavailable(
+                "ddp option comm_hook='bf16' needs device='cuda' (torch requires NCCL 2.10+ for it)"
+            )
+        if hook == "powersgd" and (device != "cuda" or world_size > _cuda_count()):
+            # On gloo, once a model has several buckets, the PowerSGD hook's collectives (issued
+            # from future callbacks) can pair up out of order across ranks: an error or a hang.
+            raise StrategyUnavailable(
+                "ddp option comm_hook='powersgd' needs the nccl backend (device='cuda', one GPU per rank): "
+                "on gloo torch's PowerSGD hook can issue its collectives in different orders on "
+                "different ranks and hang or fail"
+            )
+        if self.static_graph and self.accumulation_steps > 1:
+            # Known torch bug: the first no_sync() backward trips an internal assert in the
+            # reducer, and once past it gradients silently stop being all-reduced
+            # (pytorch/pytorch#143580).
+            raise StrategyUnavailable(
+                "ddp options static_graph=True and accumulation_steps>1 cannot be combined: torch DDP's "
+                "static graph mode breaks under no_sync() (pytorch/pytorch#143580)"
+            )
+        if self.sync_batchnorm and device != "cuda":
+            raise StrategyUnavailable(
+                "ddp option sync_batchnorm needs device='cuda': torch's SyncBatchNorm rejects CPU input"
+            )
+
+
 class DDP(Strategy):
     """DistributedDataParallel: gloo on CPU, nccl on CUDA (gloo when ranks share a GPU).
 
-    Options (passed to DDP unchanged unless noted): ``bucket_cap_mb`` (None = DDP's 25),
-    ``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``,
-    ``broadcast_buffers``; ``sync_batchnorm`` converts BatchNorm layers with
-    ``nn.SyncBatchNorm.convert_sync_batchnorm`` (CUDA only: torch rejects CPU input);
-    ``comm_hook`` in ``"fp16"``/``"bf16"`` (compress gradients before the allreduce, from
-    ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks``; bf16 needs CUDA + NCCL,
-    fp16 also runs on gloo/CPU) or ``"powersgd"`` (nccl only: on gloo its collectives can pair up out of order)
-    (rank-1 PowerSGD after 2 plain steps, lossy by design); ``accumulation_steps`` splits
-    each rank's slice into that many micro-batches, all but the last under ``no_sync()``
-    (not together with ``static_graph``: torch bug pytorch/pytorch#143580); ``compile``
-    wraps the DDP module in ``torch.compile`` (DDPOptimizer splits the graph at bucket
-    boundaries; compiled outside every timed region, time in ``compile_time_s``); plus the
-    common ``optimizer`` and ``precision``.
+    Options: :class:`DDPOptions`.
 
     BatchNorm: each rank normalises with the statistics of its own slice; with
     ``broadcast_buffers=True`` (default) rank 0's running statistics are broadcast to all
@@ -48,59 +125,7 @@ class DDP(Strategy):
 
     name = StrategyName.DDP.value
     multiprocess = True
-    option_defaults = {
-        "bucket_cap_mb": None,
-        "gradient_as_bucket_view": False,
-        "static_graph": False,
-        "find_unused_parameters": False,
-        "broadcast_buffers": True,
-        "sync_batchnorm": False,
-        "comm_hook": None,
-        "accumulation_steps": 1,
-        "compile": False,
-    }
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        cap = options["bucket_cap_mb"]
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Real) or cap <= 0):
-            raise ValueError(f"ddp option bucket_cap_mb must be None or a positive number, got {cap!r}")
-        for key in _BOOL_OPTIONS:
-            if not isinstance(options[key], bool):
-                raise ValueError(f"ddp option {key} must be True or False, got {options[key]!r}")
-        hook = options["comm_hook"]
-        if hook is not None and hook not in COMM_HOOKS:
-            raise ValueError(f"ddp option comm_hook must be None or one of {', '.join(COMM_HOOKS)}, got {hook!r}")
-        steps = options["accumulation_steps"]
-        smallest = global_batch // world_size
-        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= smallest:
-            raise ValueError(
-                f"ddp option accumulation_steps must be an int between 1 and the smallest per-rank "
-                f"batch ({smallest}), got {steps!r}"
-            )
-        if hook == "bf16" and device != "cuda":
-            # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none.
-            raise StrategyUnavailable("ddp option comm_hook='bf16' needs device='cuda' (torch requires NCCL 2.10+ for it)")
-        if hook == "powersgd" and (device != "cuda" or world_size > _cuda_count()):
-            # Seen here with torch 2.13 on gloo: once a model has several buckets, the PowerSGD
-            # hook's collectives (issued from future callbacks) pair up out of order across ranks:
-            # "Received data size doesn't match expected size", or a hang.
-            raise StrategyUnavailable(
-                "ddp option comm_hook='powersgd' needs the nccl backend (device='cuda', one GPU per rank): "
-                "on gloo torch's PowerSGD hook can issue its collectives in different orders on "
-                "different ranks and hang or fail"
-            )
-        if options["static_graph"] and steps > 1:
-            # Known torch bug: the first no_sync() backward trips an internal assert in the
-            # reducer, and once past it gradients silently stop being all-reduced
-            # (pytorch/pytorch#143580, fix pending in pytorch/pytorch#187732).
-            raise StrategyUnavailable(
-                "ddp options static_graph=True and accumulation_steps>1 cannot be combined: torch DDP's "
-                "static graph mode breaks under no_sync() (pytorch/pytorch#143580)"
-            )
-        if options["sync_batchnorm"] and device != "cuda":
-            raise StrategyUnavailable("ddp option sync_batchnorm needs device='cuda': torch's SyncBatchNorm rejects CPU input")
+    options_type = DDPOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

@@ -2,14 +2,43 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CommonOptions, is_int_in
 from dpbench.strategies.base import Placement, Strategy, call_model, split_sizes, to_device
 
-__all__ = ["DP"]
+__all__ = ["DP", "DPOptions"]
 
 _DP_PHASES = (Phase.SCATTER, Phase.REPLICATE, Phase.APPLY, Phase.GATHER)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DPOptions(CommonOptions):
+    """``dp``'s options: how the batch is split and how replicas share GPUs."""
+
+    strategy = StrategyName.DP.value
+
+    chunk_sizes: list[int] | tuple[int, ...] | None = None
+    """Samples per replica, summing to ``global_batch`` (None: the split every strategy uses)."""
+
+    replicas_per_device: int | None = None
+    """CUDA: replicas sharing one GPU (None: as few as fit, ceil(world_size / GPUs)); ignored on CPU."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        sizes = self.chunk_sizes
+        if sizes is not None:
+            ok = isinstance(sizes, (list, tuple)) and all(is_int_in(size, 1) for size in sizes)
+            if not ok or len(sizes) != world_size or sum(sizes) != global_batch:
+                raise ValueError(
+                    f"dp option chunk_sizes must be {world_size} positive ints summing to global_batch="
+                    f"{global_batch}, got {sizes!r}"
+                )
+        per_device = self.replicas_per_device
+        if per_device is not None and not is_int_in(per_device, 1):
+            raise ValueError(f"dp option replicas_per_device must be None or an int >= 1, got {per_device!r}")
 
 
 class DP(Strategy):
@@ -20,10 +49,7 @@ class DP(Strategy):
     is per process; every replica thread gets its own intra-op team). On CUDA, replica r
     goes to ``cuda:(r // replicas_per_device)``.
 
-    Options: ``chunk_sizes`` (samples per replica, summing to ``global_batch``; default the
-    common split every strategy uses), ``replicas_per_device`` (CUDA: replicas sharing one
-    GPU; default: as few as fit, ceil(world_size / GPUs); ignored on CPU where every replica
-    shares the one CPU device).
+    Options: :class:`DPOptions`.
 
     The loss is computed once on the gathered output, so the gradient is the global-batch
     mean gradient with no weighting. BatchNorm: each replica normalises with its own
@@ -38,24 +64,7 @@ class DP(Strategy):
     # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
     trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
                          "attribute to ranks")
-    option_defaults = {"chunk_sizes": None, "replicas_per_device": None}
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        sizes = options["chunk_sizes"]
-        if sizes is not None:
-            ok = isinstance(sizes, (list, tuple)) and all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes)
-            if not ok or len(sizes) != world_size or sum(sizes) != global_batch:
-                raise ValueError(
-                    f"dp option chunk_sizes must be {world_size} positive ints summing to global_batch="
-                    f"{global_batch}, got {sizes!r}"
-                )
-        per_device = options["replicas_per_device"]
-        if per_device is not None and (isinstance(per_device, bool) or not isinstance(per_device, int)
-                                       or per_device < 1):
-            raise ValueError(f"dp option replicas_per_device must be None or an int >= 1, got {per_device!r}")
+    options_type = DPOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
-from dpbench.strategies._options import check_bool
+from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
 
-__all__ = ["FSDP", "SHARD_UNITS", "MP_DTYPES"]
+__all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "parse_mixed_precision"]
 
 SHARD_UNITS = ("layer", "model")
 MP_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -31,6 +32,51 @@ def parse_mixed_precision(value: Any) -> tuple[str, str | None] | None:
     return parts[0], (parts[1] if len(parts) == 2 else None)
 
 
+@dataclass(frozen=True, kw_only=True)
+class FSDPOptions(CompileOptions):
+    """``fsdp``'s options: what is sharded together, when it is gathered, in which dtypes and where it lives.
+
+    ``compile`` wraps the sharded model in ``torch.compile``.
+    """
+
+    strategy = StrategyName.FSDP.value
+
+    reshard_after_forward: bool = True
+    """Free gathered parameters after forward and gather again in backward (ZeRO-3-like); False: ZeRO-2-like.
+
+    The root unit never reshards after forward, as FSDP2 decides.
+    """
+
+    shard: str = "layer"
+    """``fully_shard`` units: ``"layer"`` (each top-level child with parameters, then the root) or ``"model"``."""
+
+    mixed_precision: str | None = None
+    """None, or ``"PARAM"`` / ``"PARAM/REDUCE"`` dtypes for FSDP's ``MixedPrecisionPolicy`` (``"bf16/fp32"``).
+
+    Each dtype is bf16, fp16 or fp32; fp16 needs CUDA (see :func:`parse_mixed_precision`).
+    """
+
+    cpu_offload: bool = False
+    """CUDA only: ``CPUOffloadPolicy``, shards and the optimizer step in host memory."""
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        self.require_bool("reshard_after_forward", "cpu_offload")
+        if self.shard not in SHARD_UNITS:
+            raise ValueError(f"fsdp option shard must be one of {', '.join(SHARD_UNITS)}, got {self.shard!r}")
+        dtypes = parse_mixed_precision(self.mixed_precision)
+        if dtypes is not None and "fp16" in dtypes and device != "cuda":
+            raise StrategyUnavailable(
+                "fsdp option mixed_precision with fp16 needs device='cuda': dpbench treats fp16 as CUDA-only "
+                "(no loss scaling or fast fp16 kernels on CPU); use 'bf16' on CPU"
+            )
+        if self.cpu_offload and device != "cuda":
+            raise StrategyUnavailable(
+                "fsdp option cpu_offload=True needs device='cuda': it moves GPU shards and the optimizer step "
+                "to host memory, and on CPU everything already is there"
+            )
+
+
 class FSDP(Strategy):
     """Fully sharded data parallel with FSDP2's ``fully_shard`` (gloo on CPU, nccl on CUDA).
 
@@ -38,15 +84,7 @@ class FSDP(Strategy):
     each unit's parameters, backward reduce-scatters its gradients, and each rank's optimizer
     steps only its shards, so parameters, gradients and optimizer state all take ~1/W per rank.
 
-    Options: ``reshard_after_forward`` (True: free the gathered parameters after forward and
-    gather again in backward, ZeRO-3-like; False: keep them to backward, ZeRO-2-like; the root
-    unit never reshards after forward, as FSDP2 decides), ``shard`` (``"layer"``: each top-level
-    child with parameters is its own ``fully_shard`` unit, then the root; ``"model"``: one unit),
-    ``mixed_precision`` (None, or ``"PARAM"`` / ``"PARAM/REDUCE"`` dtypes for FSDP's
-    ``MixedPrecisionPolicy``: ``"bf16"``, ``"bf16/fp32"``; fp16 needs CUDA), ``cpu_offload``
-    (``CPUOffloadPolicy``: shards and optimizer on the host; CUDA only), ``compile``
-    (``torch.compile`` of the sharded model, outside every timed region), plus the common
-    ``optimizer`` and ``precision``. ``run.parameters()`` gathers full tensors
+    Options: :class:`FSDPOptions`. ``run.parameters()`` gathers full tensors
     (``DTensor.full_tensor()``, a collective every rank joins).
 
     Loss weighting is DDP's: FSDP averages gradients over ranks. BatchNorm: buffers are not
@@ -57,32 +95,7 @@ class FSDP(Strategy):
 
     name = StrategyName.FSDP.value
     multiprocess = True
-    option_defaults = {
-        "reshard_after_forward": True,
-        "shard": "layer",
-        "mixed_precision": None,
-        "cpu_offload": False,
-        "compile": False,
-    }
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        for key in ("reshard_after_forward", "cpu_offload"):
-            check_bool("fsdp", options, key)
-        if options["shard"] not in SHARD_UNITS:
-            raise ValueError(f"fsdp option shard must be one of {', '.join(SHARD_UNITS)}, got {options['shard']!r}")
-        dtypes = parse_mixed_precision(options["mixed_precision"])
-        if dtypes is not None and "fp16" in dtypes and device != "cuda":
-            raise StrategyUnavailable(
-                "fsdp option mixed_precision with fp16 needs device='cuda': dpbench treats fp16 as CUDA-only "
-                "(no loss scaling or fast fp16 kernels on CPU); use 'bf16' on CPU"
-            )
-        if options["cpu_offload"] and device != "cuda":
-            raise StrategyUnavailable(
-                "fsdp option cpu_offload=True needs device='cuda': it moves GPU shards and the optimizer step "
-                "to host memory, and on CPU everything already is there"
-            )
+    options_type = FSDPOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

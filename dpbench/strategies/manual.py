@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
-from dpbench.schema import Phase, StrategyName
 from dpbench.parallel import scatter
+from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CommonOptions
 from dpbench.strategies.base import Placement, Strategy, call_model
 
-__all__ = ["Manual"]
+__all__ = ["Manual", "ManualOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManualOptions(CommonOptions):
+    """``manual`` takes only ``optimizer`` and ``precision``: the d2l trainer has no knobs of its own."""
+
+    strategy = StrategyName.MANUAL.value
 
 
 class Manual(Strategy):
@@ -26,9 +35,11 @@ class Manual(Strategy):
     running statistics; the trained model is replica 0.
     Phases: compute (forward + backward of all replicas), communication (the reduce to
     device 0 and the copy back), optimizer.
+    Options: :class:`ManualOptions`.
     """
 
     name = StrategyName.MANUAL.value
+    options_type = ManualOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

@@ -1,26 +1,34 @@
 """``single``: the plain module on one device — the baseline every other strategy is compared with."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, call_model, to_device
 
-__all__ = ["Single"]
+__all__ = ["Single", "SingleOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SingleOptions(CompileOptions):
+    """``single`` takes only the shared options: ``compile``, ``optimizer`` and ``precision``."""
+
+    strategy = StrategyName.SINGLE.value
 
 
 class Single(Strategy):
     """One replica on one device (``cpu`` or ``cuda:0``), in one worker process.
 
     ``world_size`` must be 1: a baseline of several replicas would not be a baseline.
-    Options: ``compile`` (``torch.compile`` the model; compiled outside every timed region,
-    its time reported as ``compile_time_s``), plus the common ``optimizer`` and ``precision``.
+    Options: :class:`SingleOptions`.
     BatchNorm: statistics over the whole global batch (the reference semantics).
     Phases: forward (incl. loss), backward, optimizer.
     """
 
     name = StrategyName.SINGLE.value
-    option_defaults = {"compile": False}
+    options_type = SingleOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

@@ -2,12 +2,35 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
+from dpbench.strategies._options import CommonOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
 
-__all__ = ["TorchDP"]
+__all__ = ["TorchDP", "TorchDPOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchDPOptions(CommonOptions):
+    """``torch-dp`` takes only ``optimizer`` and ``precision``: torch's DataParallel has no other knob used here."""
+
+    strategy = StrategyName.TORCH_DP.value
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        if self.precision == "bf16" and world_size >= 2:
+            # torch.nn.parallel.parallel_apply (torch 2.13) re-enters autocast in each replica
+            # thread as autocast(device, enabled=...) without the dtype, and the autocast dtype
+            # is thread-local: the replicas would compute in CUDA's default, float16, with no
+            # loss scaling, under a "bf16" label. One replica runs in the calling thread (fine).
+            raise StrategyUnavailable(
+                "torch-dp with precision='bf16' and world_size >= 2 would compute in float16: "
+                "torch.nn.DataParallel's replica threads re-enter autocast without its dtype "
+                "(torch.nn.parallel.parallel_apply); use dp (dpbench's DataParallel carries the dtype) "
+                "or precision='fp16'/'fp32'"
+            )
 
 
 class TorchDP(Strategy):
@@ -20,6 +43,7 @@ class TorchDP(Strategy):
     split. BatchNorm: per-replica slice statistics; running statistics are replica 0's
     (torch's documented guarantee). Phases: forward (scatter + replicate + apply + gather +
     loss, which torch does not expose separately), backward, optimizer.
+    Options: :class:`TorchDPOptions`.
     """
 
     name = StrategyName.TORCH_DP.value
@@ -27,21 +51,7 @@ class TorchDP(Strategy):
     # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
     trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
                          "attribute to ranks")
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        if options["precision"] == "bf16" and world_size >= 2:
-            # torch.nn.parallel.parallel_apply (torch 2.13) re-enters autocast in each replica
-            # thread as autocast(device, enabled=...) without the dtype, and the autocast dtype
-            # is thread-local: the replicas would compute in CUDA's default, float16, with no
-            # loss scaling, under a "bf16" label. One replica runs in the calling thread (fine).
-            raise StrategyUnavailable(
-                "torch-dp with precision='bf16' and world_size >= 2 would compute in float16: "
-                "torch.nn.DataParallel's replica threads re-enter autocast without its dtype "
-                "(torch.nn.parallel.parallel_apply); use dp (dpbench's DataParallel carries the dtype) "
-                "or precision='fp16'/'fp32'"
-            )
+    options_type = TorchDPOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:

@@ -1,20 +1,66 @@
 """``zero``: DDP with ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1: optimizer state sharded)."""
 from __future__ import annotations
 
-import numbers
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
-from dpbench.strategies._options import check_bool
-from dpbench.strategies.base import (Placement, Strategy, StrategyUnavailable, call_model, optimizer_class,
-                                     optimizer_state_tensors, to_device)
+from dpbench.strategies._options import CommonOptions, is_positive_number
+from dpbench.strategies.base import (
+    Placement,
+    Strategy,
+    StrategyUnavailable,
+    call_model,
+    optimizer_class,
+    optimizer_state_tensors,
+    to_device,
+)
 from dpbench.strategies.ddp import DDP
 
-__all__ = ["Zero"]
+__all__ = ["Zero", "ZeroOptions"]
 
 # hook_with_zero_step needs DDP's buckets, which are final after this many iterations
 # (torch's documented warning: 2 without static_graph); those iterations do not update.
 _OVERLAP_WARMUP_ITERATIONS = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroOptions(CommonOptions):
+    """``zero``'s options: DDP's bucket size, and whether the optimizer steps inside DDP's hook."""
+
+    strategy = StrategyName.ZERO.value
+
+    bucket_cap_mb: float | None = None
+    """DDP's gradient bucket size in MB (None: DDP's default, 25)."""
+
+    overlap_with_ddp: bool = False
+    """Step the optimizer inside DDP's communication hook, bucket by bucket (nccl, one GPU per rank).
+
+    torch supports it on NCCL only; the two warm-up iterations torch needs before it updates run
+    untimed in set-up and change nothing. Not with ``precision="fp16"``: the step inside the hook
+    cannot be unscaled.
+    """
+
+    def check(self, *, device: str, world_size: int, global_batch: int) -> None:
+        super().check(device=device, world_size=world_size, global_batch=global_batch)
+        cap = self.bucket_cap_mb
+        if cap is not None and not is_positive_number(cap):
+            raise ValueError(f"zero option bucket_cap_mb must be None or a positive number, got {cap!r}")
+        self.require_bool("overlap_with_ddp")
+        if self.overlap_with_ddp:
+            self._check_overlap_runnable(device=device, world_size=world_size)
+
+    def _check_overlap_runnable(self, *, device: str, world_size: int) -> None:
+        if device != "cuda" or world_size > _cuda_count():
+            raise StrategyUnavailable(
+                "zero option overlap_with_ddp=True needs the nccl backend (device='cuda', one GPU per rank): "
+                "torch's hook_with_zero_step raises on any other backend"
+            )
+        if self.precision == "fp16":
+            raise StrategyUnavailable(
+                "zero option overlap_with_ddp=True cannot run with precision='fp16': the optimizer steps inside "
+                "DDP's communication hook, where a GradScaler cannot unscale the gradients first"
+            )
 
 
 class Zero(Strategy):
@@ -24,39 +70,15 @@ class Zero(Strategy):
     optimizer state of its partition (ZeRO greedily assigns whole parameters to ranks, so
     "about 1/W" each); after its local step each rank broadcasts its updated parameters.
 
-    Options: ``bucket_cap_mb`` (DDP's; None = 25), ``overlap_with_ddp`` (the optimizer step
-    runs inside DDP's communication hook, bucket by bucket, overlapping backward; torch supports
-    it on NCCL only, so it needs one GPU per rank; the two warm-up iterations torch needs before
-    it updates run untimed in setup and change nothing), plus the common ``optimizer`` and
-    ``precision`` (fp16 not with ``overlap_with_ddp``: the step inside the hook cannot be
-    unscaled). Loss weighting and BatchNorm semantics are DDP's (``broadcast_buffers`` on).
+    Options: :class:`ZeroOptions`. Loss weighting and BatchNorm semantics are DDP's
+    (``broadcast_buffers`` on).
     Phases: forward, backward (incl. the all-reduce, and the step with ``overlap_with_ddp``),
     optimizer (local step + parameter broadcasts).
     """
 
     name = StrategyName.ZERO.value
     multiprocess = True
-    option_defaults = {"bucket_cap_mb": None, "overlap_with_ddp": False}
-
-    @classmethod
-    def check_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                      global_batch: int) -> None:
-        cap = options["bucket_cap_mb"]
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Real) or cap <= 0):
-            raise ValueError(f"zero option bucket_cap_mb must be None or a positive number, got {cap!r}")
-        check_bool("zero", options, "overlap_with_ddp")
-        if not options["overlap_with_ddp"]:
-            return
-        if device != "cuda" or world_size > _cuda_count():
-            raise StrategyUnavailable(
-                "zero option overlap_with_ddp=True needs the nccl backend (device='cuda', one GPU per rank): "
-                "torch's hook_with_zero_step raises on any other backend"
-            )
-        if options["precision"] == "fp16":
-            raise StrategyUnavailable(
-                "zero option overlap_with_ddp=True cannot run with precision='fp16': the optimizer steps inside "
-                "DDP's communication hook, where a GradScaler cannot unscale the gradients first"
-            )
+    options_type = ZeroOptions
 
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
