@@ -7,6 +7,7 @@ PYTEST_DONT_REWRITE: dpbench is a pytest plugin (its measuring plugin), which py
 rewrite for asserts; dpbench has none, and the cluster runner imports dpbench before it starts
 pytest, which pytest would warn about.
 """
+
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
@@ -30,4 +31,4 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_attributes('dpbench', _LAZY, __all__, globals())
+__getattr__, __dir__ = lazy_attributes("dpbench", _LAZY, __all__, globals())

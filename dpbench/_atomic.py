@@ -1,4 +1,5 @@
 """Write output files atomically: a reader (or a CI upload) never sees half a file."""
+
 from __future__ import annotations
 
 import errno

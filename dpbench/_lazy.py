@@ -3,6 +3,7 @@
 Keeps ``import dpbench`` and ``import dpbench.report`` light: torch and pandas load only when
 a name that needs them is used.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -11,8 +12,9 @@ from typing import Any, Callable
 __all__ = ["lazy_attributes"]
 
 
-def lazy_attributes(package: str, table: dict[str, str], public: list[str],
-                    namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_attributes(
+    package: str, table: dict[str, str], public: list[str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package`` that import ``table[name]`` on demand."""
 
     def __getattr__(name: str) -> Any:

@@ -4,6 +4,7 @@ Subcommands register themselves: each entry of ``SUBCOMMANDS`` is a function tha
 parser to argparse's subparsers and sets ``handler`` (``Namespace -> int``, the exit code)
 as its default. To add a subcommand, write such a function and append it here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from dpbench.strategies import OptionDoc
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
 
 def _list(args: argparse.Namespace) -> int:
     # Imported here: listing needs torch, the rest of the CLI does not.
@@ -61,8 +63,13 @@ def register_list(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_list)
 
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [register_report, register_compare, register_list,
-                                                                        register_ab, register_history]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    register_report,
+    register_compare,
+    register_list,
+    register_ab,
+    register_history,
+]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.
 EXIT_INPUT, EXIT_INTERNAL = 2, 3
@@ -103,8 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.traceback:
             raise
-        print(f"{prog}: internal error: {type(e).__name__}: {e} (rerun with --traceback and report it)",
-              file=sys.stderr)
+        print(
+            f"{prog}: internal error: {type(e).__name__}: {e} (rerun with --traceback and report it)", file=sys.stderr
+        )
         return EXIT_INTERNAL
 
 

@@ -3,6 +3,7 @@ under the plain module, from the same weights and batches, and show they agree.
 
 Run with ``python -m dpbench.demo [--steps N] [--batch N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     opt_plain = torch.optim.SGD(plain.parameters(), lr=0.1)
     opt_dp = torch.optim.SGD(wrapped.parameters(), lr=0.1)
 
-    print(f"Training a {sum(p.numel() for p in plain.parameters())}-parameter MLP for {args.steps} SGD steps, "
-          f"global batch {args.batch}: plain module vs dpbench DataParallel(device_ids=['cpu', 'cpu'])")
+    print(
+        f"Training a {sum(p.numel() for p in plain.parameters())}-parameter MLP for {args.steps} SGD steps, "
+        f"global batch {args.batch}: plain module vs dpbench DataParallel(device_ids=['cpu', 'cpu'])"
+    )
     print(f"{'step':>4}  {'loss (plain)':>14}  {'loss (DataParallel)':>20}  {'difference':>11}")
     with DataParallel(wrapped, device_ids=["cpu", "cpu"], record_phases=True) as dp:
         for step in range(args.steps):

@@ -4,11 +4,21 @@ Torch-free on purpose: the report imports this without pulling in torch.
 Bump ``SCHEMA_VERSION`` whenever a field below changes meaning; the report refuses
 versions it does not know with a clear message.
 """
+
 from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["__version__", "SCHEMA_VERSION", "READABLE_SCHEMAS", "Kind", "StrategyName", "Phase", "EXTRA_INFO_FIELDS", "Profile"]
+__all__ = [
+    "__version__",
+    "SCHEMA_VERSION",
+    "READABLE_SCHEMAS",
+    "Kind",
+    "StrategyName",
+    "Phase",
+    "EXTRA_INFO_FIELDS",
+    "Profile",
+]
 
 # dpbench's own version, recorded in every run's machine_info (here, below everything that records it).
 __version__ = "0.1.0"

@@ -5,6 +5,7 @@ Trial times are judged on a log scale: a machine that is 10% slower multiplies e
 1.1, so intervals and tests on logs are multiplicative and read the same for seconds per step
 and for samples per second.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,16 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["PairedRatio", "coefficient_of_variation", "log_t_interval", "median", "or_none", "paired_ratio",
-           "percentile", "positive"]
+__all__ = [
+    "PairedRatio",
+    "coefficient_of_variation",
+    "log_t_interval",
+    "median",
+    "or_none",
+    "paired_ratio",
+    "percentile",
+    "positive",
+]
 
 
 def positive(values: Sequence[float] | None) -> list[float]:
@@ -89,12 +98,22 @@ class PairedRatio:
 
     def inverse(self) -> "PairedRatio":
         """``denominator / numerator``: the same pairs, each ratio inverted."""
-        return PairedRatio(ratio=1 / self.ratio, lo=1 / self.hi, hi=1 / self.lo, pairs=self.pairs,
-                           ratios=tuple(1 / r for r in self.ratios))
+        return PairedRatio(
+            ratio=1 / self.ratio,
+            lo=1 / self.hi,
+            hi=1 / self.lo,
+            pairs=self.pairs,
+            ratios=tuple(1 / r for r in self.ratios),
+        )
 
     def scaled(self, factor: float) -> "PairedRatio":
-        return PairedRatio(ratio=self.ratio * factor, lo=self.lo * factor, hi=self.hi * factor, pairs=self.pairs,
-                           ratios=tuple(r * factor for r in self.ratios))
+        return PairedRatio(
+            ratio=self.ratio * factor,
+            lo=self.lo * factor,
+            hi=self.hi * factor,
+            pairs=self.pairs,
+            ratios=tuple(r * factor for r in self.ratios),
+        )
 
     @property
     def significant(self) -> bool:
@@ -106,8 +125,13 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Pa
     """Trial i of one case against trial i of another: interleaved trials ran close in time, so
     pairing cancels what the machine did between passes. Extra trials on one side are unpaired
     and left out."""
-    ratios = positive([a / b for a, b in zip(numerator, denominator)
-                       if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0])
+    ratios = positive(
+        [
+            a / b
+            for a, b in zip(numerator, denominator)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0
+        ]
+    )
     if not ratios:
         return PairedRatio(ratio=math.nan, lo=math.nan, hi=math.nan, pairs=0)
     centre = math.exp(statistics.fmean(math.log(r) for r in ratios))

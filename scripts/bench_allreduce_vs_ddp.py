@@ -8,6 +8,7 @@ each one relative to DDP. Target: ``overlap`` within 10 % of DDP.
 
     .venv/bin/python scripts/bench_allreduce_vs_ddp.py [--workload mlp] [--world-size 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     try:
         for strategy, options in CONFIGS:
-            runs.append(dpbench.launch(strategy, args.workload, **common, bucket_cap_mb=args.bucket_cap_mb,
-                                       **options))
+            runs.append(dpbench.launch(strategy, args.workload, **common, bucket_cap_mb=args.bucket_cap_mb, **options))
         for run in runs:
             run.step(2)  # warm-up, untimed (DDP rebuilds its buckets after the first step)
         times: list[list[float]] = [[] for _ in runs]
@@ -65,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             run.close()
 
     info = runs[0].info
-    print(f"workload {args.workload}, world size {args.world_size}, {info['backend']} on {args.device}, "
-          f"global batch {args.global_batch}, {info['threads_per_worker']} thread(s)/rank, "
-          f"{args.rounds} rounds x {args.steps} steps, load average {os.getloadavg()[0]:.1f} on {available_cores()} cores")
+    print(
+        f"workload {args.workload}, world size {args.world_size}, {info['backend']} on {args.device}, "
+        f"global batch {args.global_batch}, {info['threads_per_worker']} thread(s)/rank, "
+        f"{args.rounds} rounds x {args.steps} steps, load average {os.getloadavg()[0]:.1f} on {available_cores()} cores"
+    )
     ddp_median = statistics.median(times[0])
     print(f"{'strategy':<22}{'median ms':>11}{'p95 ms':>9}{'samples/s':>11}{'comm ms':>9}{'vs ddp':>9}")
     for (strategy, options), t, c in zip(CONFIGS, times, comm):
@@ -75,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         p95 = statistics.quantiles(t, n=20)[-1]
         comm_ms = statistics.median(c) * 1e3
         comm_text = "-" if comm_ms != comm_ms else f"{comm_ms:.2f}"
-        print(f"{label(strategy, options):<22}{median * 1e3:>11.2f}{p95 * 1e3:>9.2f}"
-              f"{args.global_batch / median:>11.0f}{comm_text:>9}{(median / ddp_median - 1) * 100:>+8.1f}%")
+        print(
+            f"{label(strategy, options):<22}{median * 1e3:>11.2f}{p95 * 1e3:>9.2f}"
+            f"{args.global_batch / median:>11.0f}{comm_text:>9}{(median / ddp_median - 1) * 100:>+8.1f}%"
+        )
     return 0
 
 

@@ -15,6 +15,7 @@ rounds. Cases:
 
 Run: ``.venv/bin/python scripts/bench_dp_overhead.py [--device cpu|cuda] [--rounds N] [--iters N] [--json PATH]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,9 @@ def time_block(fn: Callable[[], None], iters: int, device: torch.device) -> floa
     return (time.perf_counter() - start) / iters
 
 
-def interleaved(variants: dict[str, Callable[[], None]], rounds: int, iters: int, device: torch.device) -> dict[str, list[float]]:
+def interleaved(
+    variants: dict[str, Callable[[], None]], rounds: int, iters: int, device: torch.device
+) -> dict[str, list[float]]:
     for fn in variants.values():  # warm-up: allocator, thread start-up, kernel selection
         for _ in range(3):
             fn()
@@ -78,6 +81,7 @@ def interleaved(variants: dict[str, Callable[[], None]], rounds: int, iters: int
 def forward_fn(model: nn.Module, x: torch.Tensor) -> Callable[[], None]:
     def run() -> None:
         model(x)
+
     return run
 
 
@@ -85,6 +89,7 @@ def step_fn(model: nn.Module, x: torch.Tensor) -> Callable[[], None]:
     def run() -> None:
         model.zero_grad(set_to_none=True)
         model(x).sum().backward()
+
     return run
 
 
@@ -94,11 +99,16 @@ def summarize(case: str, per_round: dict[str, list[float]], baseline: str) -> li
     for name, times in per_round.items():
         paired = [t - b for t, b in zip(times, base)]  # same round, same machine state
         med = statistics.median(times)
-        rows.append({
-            "case": case, "variant": name, "median_ms": med * 1e3, "min_ms": min(times) * 1e3,
-            "vs_baseline_pct": (med / statistics.median(base) - 1) * 100,
-            "paired_overhead_us": statistics.median(paired) * 1e6,
-        })
+        rows.append(
+            {
+                "case": case,
+                "variant": name,
+                "median_ms": med * 1e3,
+                "min_ms": min(times) * 1e3,
+                "vs_baseline_pct": (med / statistics.median(base) - 1) * 100,
+                "paired_overhead_us": statistics.median(paired) * 1e6,
+            }
+        )
     return rows
 
 
@@ -148,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         rows += summarize("fwd+bwd small", interleaved(small_steps, args.rounds, args.iters * 5, device), "plain")
 
     with DataParallel(model, same) as dp2, DataParallel(model, [device]) as dp1:
-
         steps = {"plain": step_fn(model, x), "dpbench DP x2 (same device)": step_fn(dp2, x)}
         if device.type == "cuda":
             steps["dpbench DP x1"] = step_fn(dp1, x)
@@ -164,18 +173,29 @@ def main(argv: list[str] | None = None) -> int:
                 with DataParallel(model, ids) as dpn:
                     # per-GPU batch stays args.batch so every device has the same work as above
                     xn = torch.randn(args.batch * len(ids), args.width, device=device)
-                    multi = {f"dpbench DP x{len(ids)} GPUs": step_fn(dpn, xn), f"torch DP x{len(ids)} GPUs": step_fn(nn.DataParallel(model, device_ids=ids), xn)}
-                    rows += summarize("fwd+bwd multi-GPU", interleaved(multi, args.rounds, args.iters, device), f"torch DP x{len(ids)} GPUs")
+                    multi = {
+                        f"dpbench DP x{len(ids)} GPUs": step_fn(dpn, xn),
+                        f"torch DP x{len(ids)} GPUs": step_fn(nn.DataParallel(model, device_ids=ids), xn),
+                    }
+                    rows += summarize(
+                        "fwd+bwd multi-GPU",
+                        interleaved(multi, args.rounds, args.iters, device),
+                        f"torch DP x{len(ids)} GPUs",
+                    )
         rows += summarize("fwd+bwd", interleaved(steps, args.rounds, args.iters, device), "plain")
 
-    print(f"device={device} threads={torch.get_num_threads()} model={args.depth}x Linear({args.width}) batch={args.batch} "
-          f"rounds={args.rounds} iters={args.iters} torch={torch.__version__}")
+    print(
+        f"device={device} threads={torch.get_num_threads()} model={args.depth}x Linear({args.width}) batch={args.batch} "
+        f"rounds={args.rounds} iters={args.iters} torch={torch.__version__}"
+    )
     # "vs base %": ratio of medians; "paired +us": median over rounds of (variant - baseline) in the
     # same round; "min ms": best round, the least disturbed by other load on the machine.
     print(f"{'case':<18} {'variant':<30} {'median ms':>10} {'min ms':>9} {'vs base %':>10} {'paired +us':>11}")
     for r in rows:
-        print(f"{r['case']:<18} {r['variant']:<30} {r['median_ms']:>10.3f} {r['min_ms']:>9.3f} "
-              f"{r['vs_baseline_pct']:>+10.2f} {r['paired_overhead_us']:>+11.1f}")
+        print(
+            f"{r['case']:<18} {r['variant']:<30} {r['median_ms']:>10.3f} {r['min_ms']:>9.3f} "
+            f"{r['vs_baseline_pct']:>+10.2f} {r['paired_overhead_us']:>+11.1f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"device": str(device), "rows": rows}, indent=2))
     return 0

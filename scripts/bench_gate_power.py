@@ -6,6 +6,7 @@ A thin front to ``scripts/simulate_gate.py`` (the one simulation of the gate, th
 
     .venv/bin/python scripts/bench_gate_power.py [--model model.json | --scenario uniform] [--power-jobs 200]
 """
+
 from __future__ import annotations
 
 import sys

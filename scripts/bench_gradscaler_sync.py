@@ -16,6 +16,7 @@ Prints the median step time of each variant, the paired ratio with scaler / with
 machine without it, ``--device cpu`` checks that the script works (CPU has no async device, so
 the ratio there says nothing about the sync).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,18 @@ from dpbench.stats import paired_ratio  # noqa: E402
 __all__ = ["make_step", "measure", "main"]
 
 
-def make_step(model: Any, optimizer: Any, scaler: Any, loss_fn: Callable, inputs: Any, target: Any, *,
-              device_type: str, host_sync: bool, blocked: list[float]) -> Callable[[], None]:
+def make_step(
+    model: Any,
+    optimizer: Any,
+    scaler: Any,
+    loss_fn: Callable,
+    inputs: Any,
+    target: Any,
+    *,
+    device_type: str,
+    host_sync: bool,
+    blocked: list[float],
+) -> Callable[[], None]:
     """One fp16 step; ``host_sync=False`` drops the found-inf read (unscale_ + step instead)."""
     import torch
 
@@ -67,8 +78,9 @@ def _timed(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> fl
     return statistics.median(times)
 
 
-def measure(*, workload: str = "mlp", batch: int = 256, rounds: int = 8, steps: int = 30,
-            device: str = "cuda") -> dict[str, Any]:
+def measure(
+    *, workload: str = "mlp", batch: int = 256, rounds: int = 8, steps: int = 30, device: str = "cuda"
+) -> dict[str, Any]:
     import torch
 
     from dpbench.workloads import get_workload
@@ -86,8 +98,17 @@ def measure(*, workload: str = "mlp", batch: int = 256, rounds: int = 8, steps: 
         model = spec.model().to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         scaler = torch.amp.GradScaler(device.split(":")[0])
-        variants[host_sync] = make_step(model, optimizer, scaler, spec.loss, inputs, target,
-                                        device_type=device.split(":")[0], host_sync=host_sync, blocked=blocked)
+        variants[host_sync] = make_step(
+            model,
+            optimizer,
+            scaler,
+            spec.loss,
+            inputs,
+            target,
+            device_type=device.split(":")[0],
+            host_sync=host_sync,
+            blocked=blocked,
+        )
         for _ in range(3):
             variants[host_sync]()  # warm-up: allocator, cuBLAS handles, kernel choice
     sync()
@@ -98,10 +119,18 @@ def measure(*, workload: str = "mlp", batch: int = 256, rounds: int = 8, steps: 
         for host_sync in order:
             (with_sync if host_sync else without).append(_timed(variants[host_sync], steps, sync))
     ratio = paired_ratio(with_sync, without)
-    return {"workload": workload, "batch": batch, "device": device, "rounds": rounds, "steps": steps,
-            "with_sync_s": statistics.median(with_sync), "without_sync_s": statistics.median(without),
-            "ratio": ratio.ratio, "ratio_ci95": [ratio.lo, ratio.hi],
-            "blocked_in_scaler_step_s": statistics.median(blocked) if blocked else None}
+    return {
+        "workload": workload,
+        "batch": batch,
+        "device": device,
+        "rounds": rounds,
+        "steps": steps,
+        "with_sync_s": statistics.median(with_sync),
+        "without_sync_s": statistics.median(without),
+        "ratio": ratio.ratio,
+        "ratio_ci95": [ratio.lo, ratio.hi],
+        "blocked_in_scaler_step_s": statistics.median(blocked) if blocked else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,10 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     out = measure(workload=args.workload, batch=args.batch, rounds=args.rounds, steps=args.steps, device=args.device)
     lo, hi = out["ratio_ci95"]
     blocked = out["blocked_in_scaler_step_s"]
-    print(f"gradscaler sync ({out['workload']}, batch {out['batch']}, {out['device']}, {out['rounds']} rounds x "
-          f"{out['steps']} steps): with {out['with_sync_s'] * 1e3:.3f} ms, without {out['without_sync_s'] * 1e3:.3f} ms "
-          f"per step; ratio {out['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; host blocked in scaler.step "
-          f"{'n/a' if blocked is None else f'{blocked * 1e3:.3f} ms'}")
+    print(
+        f"gradscaler sync ({out['workload']}, batch {out['batch']}, {out['device']}, {out['rounds']} rounds x "
+        f"{out['steps']} steps): with {out['with_sync_s'] * 1e3:.3f} ms, without {out['without_sync_s'] * 1e3:.3f} ms "
+        f"per step; ratio {out['ratio']:.4f} [{lo:.4f}, {hi:.4f}]; host blocked in scaler.step "
+        f"{'n/a' if blocked is None else f'{blocked * 1e3:.3f} ms'}"
+    )
     return 0
 
 

@@ -19,6 +19,7 @@ after another, and judges the session ratios (the unit of repetition) with the s
 
     .venv/bin/python scripts/bench_harness_overhead.py [--workload mlp] [--rounds 40] [--all] [--sessions N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,7 +87,7 @@ def same_process_setup(ctx, spec, workload_name: str, seed: int, lr: float) -> N
 
 def same_process_round(ctx, global_batch: int, seed: int, k: int, harness_first: bool) -> dict[str, list[float]]:
     got = {}
-    for which in (("h", "b") if harness_first else ("b", "h")):
+    for which in ("h", "b") if harness_first else ("b", "h"):
         if which == "h":
             got["h"] = ctx.state["trainer"].run_steps(k, heartbeat=ctx.heartbeat)["times"]
         else:
@@ -94,12 +95,14 @@ def same_process_round(ctx, global_batch: int, seed: int, k: int, harness_first:
     return got
 
 
-def measure_same_process(workload: str, *, global_batch: int, steps: int, rounds: int, threads: int,
-                         seed: int = 0, lr: float = 0.05) -> tuple[float, float, list[float], float]:
+def measure_same_process(
+    workload: str, *, global_batch: int, steps: int, rounds: int, threads: int, seed: int = 0, lr: float = 0.05
+) -> tuple[float, float, list[float], float]:
     """Harness step loop vs bare loop in ONE worker process (no process-to-process spread), plus
     the per-call cost of ``run.step(k)`` (parent round trip) measured through dpbench.launch."""
-    with dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr,
-                        threads_per_worker=threads) as run:
+    with dpbench.launch(
+        "single", workload, global_batch=global_batch, seed=seed, lr=lr, threads_per_worker=threads
+    ) as run:
         spec = run.spec
         run.step(2)
         call_overheads = []
@@ -119,12 +122,16 @@ def measure_same_process(workload: str, *, global_batch: int, steps: int, rounds
     return statistics.median(harness), statistics.median(bare), ratios, statistics.median(call_overheads)
 
 
-def measure(workload: str, *, global_batch: int, steps: int, rounds: int, threads: int, seed: int = 0,
-            lr: float = 0.05) -> tuple[float, float, list[float]]:
+def measure(
+    workload: str, *, global_batch: int, steps: int, rounds: int, threads: int, seed: int = 0, lr: float = 0.05
+) -> tuple[float, float, list[float]]:
     harness, bare, ratios = [], [], []
-    with dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr,
-                        threads_per_worker=threads) as run, \
-            WorkerPool(1, process_group=False, threads_per_worker=threads) as pool:
+    with (
+        dpbench.launch(
+            "single", workload, global_batch=global_batch, seed=seed, lr=lr, threads_per_worker=threads
+        ) as run,
+        WorkerPool(1, process_group=False, threads_per_worker=threads) as pool,
+    ):
         pool.run(bare_setup, workload, seed, lr)
         run.step(2)  # warm-up, untimed: allocator and first-call costs
         pool.run(bare_steps, global_batch, seed, 2)
@@ -143,8 +150,9 @@ def measure(workload: str, *, global_batch: int, steps: int, rounds: int, thread
     return statistics.median(harness), statistics.median(bare), ratios
 
 
-def measure_calling_process(workload: str, *, global_batch: int, steps: int, rounds: int, seed: int = 0,
-                            lr: float = 0.05) -> tuple[float, float, list[float], dict]:
+def measure_calling_process(
+    workload: str, *, global_batch: int, steps: int, rounds: int, seed: int = 0, lr: float = 0.05
+) -> tuple[float, float, list[float], dict]:
     """launch("single") with its default threads vs the bare loop in this process, interleaved."""
     import torch
 
@@ -155,17 +163,18 @@ def measure_calling_process(workload: str, *, global_batch: int, steps: int, rou
     bare_setup(here, workload, seed, lr)
     harness, bare, ratios = [], [], []
     with dpbench.launch("single", workload, global_batch=global_batch, seed=seed, lr=lr) as run:
-        facts = {"harness_threads": run.run_info.get("threads_per_worker") if hasattr(run, "run_info") else None,
-                 "calling_process_threads": torch.get_num_threads(),
-                 "omp_env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_", "KMP_", "MKL_"))}}
+        facts = {
+            "harness_threads": run.run_info.get("threads_per_worker") if hasattr(run, "run_info") else None,
+            "calling_process_threads": torch.get_num_threads(),
+            "omp_env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_", "KMP_", "MKL_"))},
+        }
         run.step(2)  # warm-up, untimed
         bare_steps(here, global_batch, seed, 2)
         for r in range(rounds):
             order = ("h", "b") if r % 2 == 0 else ("b", "h")
             got = {}
             for which in order:
-                got[which] = run.step(steps).step_times if which == "h" else bare_steps(here, global_batch, seed,
-                                                                                        steps)
+                got[which] = run.step(steps).step_times if which == "h" else bare_steps(here, global_batch, seed, steps)
             harness += got["h"]
             bare += got["b"]
             ratios.append(statistics.median(got["h"]) / statistics.median(got["b"]))
@@ -201,8 +210,9 @@ def run_steps_loop(ctx, k: int) -> list[float]:
 DECOMPOSE_VIEWS = ("bare", "train_step", "run_steps", "launch")
 
 
-def measure_decomposed(workload: str, *, global_batch: int, steps: int, rounds: int, session: int,
-                       seed: int = 0, lr: float = 0.05) -> dict[str, list[float]]:
+def measure_decomposed(
+    workload: str, *, global_batch: int, steps: int, rounds: int, session: int, seed: int = 0, lr: float = 0.05
+) -> dict[str, list[float]]:
     """Where launch('single')'s gap to the bare loop sits. Four processes, each with the same trainer
     state built the same way, run: the bare loop on the trainer's model and optimizer; the trainer's
     ``train_step`` in that loop; ``run_steps``; and ``launch('single')`` itself (``run.step``: pipes,
@@ -226,9 +236,11 @@ def measure_decomposed(workload: str, *, global_batch: int, steps: int, rounds: 
                 continue
             pool = stack.enter_context(WorkerPool(1, process_group=False, threads_per_worker=spec.threads_per_worker))
             pool.run(decompose_setup, spec, workload)
-            fn = {"bare": lambda p, k: p.run(bare_steps, global_batch, seed, k)[0],
-                  "train_step": lambda p, k: p.run(train_step_loop, global_batch, seed, k)[0],
-                  "run_steps": lambda p, k: p.run(run_steps_loop, k)[0]}[view]
+            fn = {
+                "bare": lambda p, k: p.run(bare_steps, global_batch, seed, k)[0],
+                "train_step": lambda p, k: p.run(train_step_loop, global_batch, seed, k)[0],
+                "run_steps": lambda p, k: p.run(run_steps_loop, k)[0],
+            }[view]
             calls[view] = (lambda p, fn: lambda k: fn(p, k))(pool, fn)
         for call in calls.values():
             call(2)  # warm-up, untimed
@@ -249,12 +261,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--threads", type=int, default=available_cores(), help="torch threads (--all views only)")
     parser.add_argument("--all", action="store_true", help="also the two-worker and one-worker views")
-    parser.add_argument("--decompose", action="store_true",
-                        help="instead of the headline: bare loop vs train_step vs run_steps vs launch, each in its "
-                             "own worker (use with --sessions)")
+    parser.add_argument(
+        "--decompose",
+        action="store_true",
+        help="instead of the headline: bare loop vs train_step vs run_steps vs launch, each in its "
+        "own worker (use with --sessions)",
+    )
     parser.add_argument("--session-seed", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--sessions", type=int, default=1,
-                        help="fresh Python processes to measure in, one after another (the verdict is across them)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=1,
+        help="fresh Python processes to measure in, one after another (the verdict is across them)",
+    )
     args = parser.parse_args(argv)
     if args.sessions < 1:
         parser.error(f"--sessions must be >= 1, got {args.sessions}")
@@ -262,48 +281,66 @@ def main(argv: list[str] | None = None) -> int:
         return across_sessions(args)
     if args.decompose:
         return decompose(args)
-    print(f"launch('single') / bare loop in the calling process; global batch {args.global_batch}, "
-          f"{args.rounds} interleaved rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"launch('single') / bare loop in the calling process; global batch {args.global_batch}, "
+        f"{args.rounds} interleaved rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'workload':<14}{'harness ms':>12}{'bare ms':>10}{'ratio':>8}{'95% interval':>18}{'pairs IQR':>18}")
     for name in args.workload:
-        harness, bare, ratios, facts = measure_calling_process(name, global_batch=args.global_batch, steps=args.steps,
-                                                               rounds=args.rounds)
+        harness, bare, ratios, facts = measure_calling_process(
+            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds
+        )
         q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else (ratios[0],) * 3
         pr = paired_ratio(ratios, [1.0] * len(ratios))
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
-              f"{f'[{q1:.3f}, {q3:.3f}]':>18}"
-              f"   (calling process: {facts['calling_process_threads']} threads; OpenMP env {facts['omp_env'] or '{}'})")
+        print(
+            f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
+            f"{f'[{q1:.3f}, {q3:.3f}]':>18}"
+            f"   (calling process: {facts['calling_process_threads']} threads; OpenMP env {facts['omp_env'] or '{}'})"
+        )
         print(f"SESSION-RATIO {name} {pr.ratio!r}", flush=True)  # read by --sessions
         if not args.all:
             continue
-        harness, bare, ratios = measure(name, global_batch=args.global_batch, steps=args.steps,
-                                        rounds=args.rounds, threads=args.threads)
+        harness, bare, ratios = measure(
+            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, threads=args.threads
+        )
         q1, _, q3 = statistics.quantiles(ratios, n=4)
         pr = paired_ratio(ratios, [1.0] * len(ratios))
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
-              f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (bare loop in a worker of its own)")
+        print(
+            f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
+            f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (bare loop in a worker of its own)"
+        )
         harness, bare, ratios, per_call = measure_same_process(
-            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, threads=args.threads)
+            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, threads=args.threads
+        )
         q1, _, q3 = statistics.quantiles(ratios, n=4)
         pr = paired_ratio(ratios, [1.0] * len(ratios))
-        print(f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
-              f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (both in one worker)")
-        print(f"{'':<14}run.step({args.steps}) round trip beyond the steps: {per_call * 1e3:.2f} ms per call "
-              f"= {per_call / args.steps / bare * 100:.1f}% of a step at k={args.steps}")
+        print(
+            f"{name:<14}{harness * 1e3:>12.2f}{bare * 1e3:>10.2f}{pr.ratio:>8.3f}{f'[{pr.lo:.3f}, {pr.hi:.3f}]':>18}"
+            f"{f'[{q1:.3f}, {q3:.3f}]':>18}   (both in one worker)"
+        )
+        print(
+            f"{'':<14}run.step({args.steps}) round trip beyond the steps: {per_call * 1e3:.2f} ms per call "
+            f"= {per_call / args.steps / bare * 100:.1f}% of a step at k={args.steps}"
+        )
     print(f"load average at the end {os.getloadavg()[0]:.1f} (on {available_cores()} cores)")
     return 0
 
 
 def decompose(args: argparse.Namespace) -> int:
-    print(f"each view / the bare loop, every view in its own worker on the same trainer state; "
-          f"{args.rounds} shuffled rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"each view / the bare loop, every view in its own worker on the same trainer state; "
+        f"{args.rounds} shuffled rounds x {args.steps} steps; load average {os.getloadavg()[0]:.1f}"
+    )
     for name in args.workload:
-        medians = measure_decomposed(name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds,
-                                     session=args.session_seed)
+        medians = measure_decomposed(
+            name, global_batch=args.global_batch, steps=args.steps, rounds=args.rounds, session=args.session_seed
+        )
         for view in DECOMPOSE_VIEWS[1:]:
             pr = paired_ratio(medians[view], medians["bare"])
-            print(f"{name:<10}{view:<12}{statistics.median(medians[view]) * 1e3:>8.2f} ms vs "
-                  f"{statistics.median(medians['bare']) * 1e3:.2f} ms  {pr.ratio:.3f} [{pr.lo:.3f}, {pr.hi:.3f}]")
+            print(
+                f"{name:<10}{view:<12}{statistics.median(medians[view]) * 1e3:>8.2f} ms vs "
+                f"{statistics.median(medians['bare']) * 1e3:.2f} ms  {pr.ratio:.3f} [{pr.lo:.3f}, {pr.hi:.3f}]"
+            )
             print(f"SESSION-RATIO {name}:{view} {pr.ratio!r}", flush=True)
     return 0
 
@@ -312,8 +349,18 @@ def across_sessions(args: argparse.Namespace) -> int:
     """Run this script once per session in a fresh process; → the verdict across the sessions."""
     ratios: dict[str, list[float]] = {}
     for session in range(1, args.sessions + 1):
-        cmd = [sys.executable, __file__, "--workload", *args.workload, "--global-batch", str(args.global_batch),
-               "--steps", str(args.steps), "--rounds", str(args.rounds)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--workload",
+            *args.workload,
+            "--global-batch",
+            str(args.global_batch),
+            "--steps",
+            str(args.steps),
+            "--rounds",
+            str(args.rounds),
+        ]
         if args.decompose:
             cmd += ["--decompose", "--session-seed", str(session)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -327,11 +374,12 @@ def across_sessions(args: argparse.Namespace) -> int:
         print(f"session {session}: " + ", ".join(f"{n} {r[-1]:.3f}" for n, r in ratios.items()), flush=True)
     for name, values in ratios.items():
         pr = paired_ratio(values, [1.0] * len(values))
-        what = (f"{name.split(':')[1]} / bare loop (own workers)" if ":" in name
-                else "launch('single') / bare loop")
-        print(f"{name.split(':')[0]}: {what} over {len(values)} fresh sessions: {pr.ratio:.3f} "
-              f"[{pr.lo:.3f}, {pr.hi:.3f}] (geometric mean, 95% log-t interval; sessions {min(values):.3f}-"
-              f"{max(values):.3f})")
+        what = f"{name.split(':')[1]} / bare loop (own workers)" if ":" in name else "launch('single') / bare loop"
+        print(
+            f"{name.split(':')[0]}: {what} over {len(values)} fresh sessions: {pr.ratio:.3f} "
+            f"[{pr.lo:.3f}, {pr.hi:.3f}] (geometric mean, 95% log-t interval; sessions {min(values):.3f}-"
+            f"{max(values):.3f})"
+        )
     print(f"load average at the end {os.getloadavg()[0]:.1f} (on {available_cores()} cores)")
     return 0
 

@@ -6,6 +6,7 @@ a shared machine the CPU time is the one to trust) and page size.
 
 Usage: scripts/bench_history_scale.py [--commits 500] [--benchmarks 70] [--dir /tmp/history-scale]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ from dpbench.report.history_page import render_history_page
 
 def write(directory: Path, commits: int, benchmarks: int, seed: int = 19) -> None:
     rng = random.Random(seed)
-    names = [f"test_throughput[ddp-{w}-w{i}]" for w in ("mlp", "lenet", "transformer", "resnet")
-             for i in range(benchmarks)][:benchmarks]
+    names = [
+        f"test_throughput[ddp-{w}-w{i}]" for w in ("mlp", "lenet", "transformer", "resnet") for i in range(benchmarks)
+    ][:benchmarks]
     slow = {names[3]: commits // 2, names[10 % benchmarks]: commits // 3}  # two real steps
     machine = directory / "runner-1"
     machine.mkdir(parents=True, exist_ok=True)
@@ -49,10 +51,12 @@ def main() -> None:
     done, cpu_done = time.perf_counter(), time.process_time()
     out = args.dir.parent / "history-scale.html"
     out.write_text(page)
-    print(f"{len(history.series)} series x {len(history.commits)} commits: load + change points "
-          f"{loaded - start:.1f} s, render {done - loaded:.1f} s, total {done - start:.1f} s wall, "
-          f"{cpu_done - cpu:.1f} s CPU (this process); page {len(page) / 1e6:.2f} MB; "
-          f"{len(history.changes())} changes reported ({out})")
+    print(
+        f"{len(history.series)} series x {len(history.commits)} commits: load + change points "
+        f"{loaded - start:.1f} s, render {done - loaded:.1f} s, total {done - start:.1f} s wall, "
+        f"{cpu_done - cpu:.1f} s CPU (this process); page {len(page) / 1e6:.2f} MB; "
+        f"{len(history.changes())} changes reported ({out})"
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ the table shows the median and the spread.
 
 Timings need an idle machine: on a shared one they only say roughly where the time goes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,18 @@ def shared_trials(path: Path) -> None:
         for bench in benches:
             if bench is ref:
                 continue
-            for field in ("trials", "step_time_s", "step_time_ci95", "samples_per_s", "samples_per_s_ci95",
-                          "peak_memory_bytes", "step_time_p50", "step_time_p95", "sampler", "phases"):
+            for field in (
+                "trials",
+                "step_time_s",
+                "step_time_ci95",
+                "samples_per_s",
+                "samples_per_s_ci95",
+                "peak_memory_bytes",
+                "step_time_p50",
+                "step_time_p95",
+                "sampler",
+                "phases",
+            ):
                 if field in ref["extra_info"]:
                     bench["extra_info"][field] = ref["extra_info"][field]
             bench["stats"] = ref["stats"]
@@ -71,8 +82,16 @@ def shared_trials(path: Path) -> None:
 def make_runs(root: Path, n: int) -> list[Path]:
     runs = []
     for i in range(1, n + 1):
-        path = report_synth.make_run(root, number=i, name=f"r{i}", seed=i, cases=report_synth.many_cases(),
-                                     trials=4, rounds=3, timeline_suites=TIMELINE_SUITES)
+        path = report_synth.make_run(
+            root,
+            number=i,
+            name=f"r{i}",
+            seed=i,
+            cases=report_synth.many_cases(),
+            trials=4,
+            rounds=3,
+            timeline_suites=TIMELINE_SUITES,
+        )
         shared_trials(path)
         runs.append(path)
     return runs
@@ -88,8 +107,9 @@ def render_once(runs: list[Path], out: Path, source: str | None) -> tuple[float,
         env["BENCH_REPORT_SOURCE"] = str(Path(source).resolve())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", RENDER, str(out), *map(str, runs)], capture_output=True,
-                          text=True, check=False, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", RENDER, str(out), *map(str, runs)], capture_output=True, text=True, check=False, env=env
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -115,12 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         print("| runs | wall s (median, min–max) | CPU s (median) | in write_report s | page MB |")
         print("|---|---|---|---|---|")
         for n in args.runs:
-            measured = [render_once(all_runs[:n], out_dir / f"report-{n}.html", args.source)
-                        for _ in range(args.repeat)]
+            measured = [
+                render_once(all_runs[:n], out_dir / f"report-{n}.html", args.source) for _ in range(args.repeat)
+            ]
             walls, cpus, inner, sizes = zip(*measured)
-            print(f"| {n} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
-                  f"{statistics.median(cpus):.2f} | {statistics.median(inner):.2f} | {sizes[-1] / 1e6:.2f} |",
-                  flush=True)
+            print(
+                f"| {n} | {statistics.median(walls):.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
+                f"{statistics.median(cpus):.2f} | {statistics.median(inner):.2f} | {sizes[-1] / 1e6:.2f} |",
+                flush=True,
+            )
     return 0
 
 

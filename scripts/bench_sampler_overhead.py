@@ -12,6 +12,7 @@ Timings are wall-clock on the CPU, where torch runs matmuls synchronously, so th
 brackets exactly the work. Expect noise when other processes share the machine: compare
 the per-round paired ratios, not single rounds.
 """
+
 from __future__ import annotations
 
 import argparse

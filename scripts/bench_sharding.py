@@ -10,6 +10,7 @@ holds after the timed steps, and its peak), taken once per run after all rounds.
 Run: ``.venv/bin/python scripts/bench_sharding.py [--workload transformer] [--world-size 2]
 [--optimizer adamw] [--rounds 7] [--steps 5] [--global-batch 64] [--json PATH]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,16 @@ def measure(args: argparse.Namespace) -> list[dict]:
     with ExitStack() as stack:
         runs = {}
         for strategy, options in VARIANTS:
-            run = dpbench.launch(strategy, args.workload, world_size=args.world_size, global_batch=args.global_batch,
-                                 seed=0, lr=args.lr, optimizer=args.optimizer, **options)
+            run = dpbench.launch(
+                strategy,
+                args.workload,
+                world_size=args.world_size,
+                global_batch=args.global_batch,
+                seed=0,
+                lr=args.lr,
+                optimizer=args.optimizer,
+                **options,
+            )
             stack.callback(run.close)
             run.step(2)  # untimed warm-up: allocator, DDP's bucket rebuild, first AdamW step
             runs[label(strategy, options)] = run
@@ -54,9 +63,16 @@ def measure(args: argparse.Namespace) -> list[dict]:
         for name, run in runs.items():
             step = statistics.median(rounds[name])
             metrics = run.case_metrics()
-            rows.append({"variant": name, "step_time_s": step, "round_times_s": rounds[name],
-                         "samples_per_s": args.global_batch / step, **metrics,
-                         **derive(metrics, step_time_s=step, world_size=args.world_size)})
+            rows.append(
+                {
+                    "variant": name,
+                    "step_time_s": step,
+                    "round_times_s": rounds[name],
+                    "samples_per_s": args.global_batch / step,
+                    **metrics,
+                    **derive(metrics, step_time_s=step, world_size=args.world_size),
+                }
+            )
         return rows
 
 
@@ -66,12 +82,16 @@ def mib(value: float) -> str:
 
 def print_table(rows: list[dict], args: argparse.Namespace) -> None:
     ddp = rows[0]["step_time_s"]
-    print(f"workload={args.workload} world_size={args.world_size} optimizer={args.optimizer} "
-          f"global_batch={args.global_batch} rounds={args.rounds} x {args.steps} steps (median of rounds)")
+    print(
+        f"workload={args.workload} world_size={args.world_size} optimizer={args.optimizer} "
+        f"global_batch={args.global_batch} rounds={args.rounds} x {args.steps} steps (median of rounds)"
+    )
     # compute ms: the rank's compute alone (gradient sync off); comm ms: the step's collectives
     # replayed alone; exposed ms = step - compute (clamped at 0); overlap = hidden share of comm.
-    print(f"{'variant':<34} {'step ms':>8} {'vs ddp':>7} {'tokens/s':>9} {'compute ms':>10} {'comm ms':>8} "
-          f"{'exposed ms':>10} {'overlap':>7}  per rank: {'params':>7} {'grads':>7} {'optim':>7} {'peak RSS':>8} MiB")
+    print(
+        f"{'variant':<34} {'step ms':>8} {'vs ddp':>7} {'tokens/s':>9} {'compute ms':>10} {'comm ms':>8} "
+        f"{'exposed ms':>10} {'overlap':>7}  per rank: {'params':>7} {'grads':>7} {'optim':>7} {'peak RSS':>8} MiB"
+    )
     for row in rows:
         cells = [f"{row['tokens_per_s']:.0f}" if row.get("tokens_per_s") else "-"]
         for key in ("compute_only_step_s", "collective_time_s", "exposed_comm_s"):
@@ -79,10 +99,18 @@ def print_table(rows: list[dict], args: argparse.Namespace) -> None:
         cells.append(f"{row['overlap_fraction']:.2f}" if row.get("overlap_fraction") is not None else "-")
         tokens, compute, comm, exposed, overlap = cells
         for m in row["memory_per_rank"]:
-            head = (f"{row['variant']:<34} {row['step_time_s'] * 1e3:>8.1f} {row['step_time_s'] / ddp:>7.2f} "
-                    f"{tokens:>9} {compute:>10} {comm:>8} {exposed:>10} {overlap:>7}") if m["rank"] == 0 else " " * 99
-            print(f"{head}  rank {m['rank']}:  {mib(m['params_bytes']):>7} {mib(m['grads_bytes']):>7} "
-                  f"{mib(m['optimizer_state_bytes']):>7} {mib(m['peak_bytes']):>8}")
+            head = (
+                (
+                    f"{row['variant']:<34} {row['step_time_s'] * 1e3:>8.1f} {row['step_time_s'] / ddp:>7.2f} "
+                    f"{tokens:>9} {compute:>10} {comm:>8} {exposed:>10} {overlap:>7}"
+                )
+                if m["rank"] == 0
+                else " " * 99
+            )
+            print(
+                f"{head}  rank {m['rank']}:  {mib(m['params_bytes']):>7} {mib(m['grads_bytes']):>7} "
+                f"{mib(m['optimizer_state_bytes']):>7} {mib(m['peak_bytes']):>8}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ first; every session saves its run into a temporary results directory. Printed:
 
 Environment (DPBENCH_PROFILE, DPBENCH_WORKLOADS, DPBENCH_TRIALS, ...) is passed through.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _session(storage: Path, name: str, traced: bool, suites: str, select: str | None) -> tuple[float, dict]:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", suites,
-           f"--benchmark-storage=file://{storage}", f"--benchmark-save={name}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        suites,
+        f"--benchmark-storage=file://{storage}",
+        f"--benchmark-save={name}",
+    ]
     cmd += ["-k", select] if select else []
     cmd += ["--dpbench-trace"] if traced else []
     start = time.monotonic()
@@ -61,7 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dpbench-trace-overhead-") as tmp:
         for i in range(args.passes):
             results = {}
-            for traced in ((False, True) if i % 2 == 0 else (True, False)):
+            for traced in (False, True) if i % 2 == 0 else (True, False):
                 name = f"p{i}{'traced' if traced else 'plain'}"
                 results[traced] = _session(Path(tmp) / name, name, traced, args.suites, args.select)
             ratio = results[True][0] / results[False][0]
@@ -77,19 +87,23 @@ def main() -> None:
                 if case in plain:
                     timed.append((case, info["step_time_s"] / plain[case]["step_time_s"]))
     summary = {
-        "wall": walls, "wall_ratio_median": statistics.median(w["ratio"] for w in walls),
+        "wall": walls,
+        "wall_ratio_median": statistics.median(w["ratio"] for w in walls),
         "overhead_median": statistics.median(r for _, r in overheads) if overheads else None,
         "overhead_max": max(overheads, key=lambda x: x[1]) if overheads else None,
         "timed_ratio_median": statistics.median(r for _, r in timed) if timed else None,
         "timed_ratio_range": [min(r for _, r in timed), max(r for _, r in timed)] if timed else None,
         "two_pass_difference_median": statistics.median(d for _, d in agreement) if agreement else None,
-        "two_pass_difference_p90": sorted(d for _, d in agreement)[int(0.9 * (len(agreement) - 1))] if agreement else None,
+        "two_pass_difference_p90": sorted(d for _, d in agreement)[int(0.9 * (len(agreement) - 1))]
+        if agreement
+        else None,
         "cases_traced": len(overheads),
     }
     print(json.dumps(summary, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "overheads": overheads, "timed": timed,
-                                         "agreement": agreement}, indent=1))
+        args.json.write_text(
+            json.dumps({"summary": summary, "overheads": overheads, "timed": timed, "agreement": agreement}, indent=1)
+        )
 
 
 if __name__ == "__main__":

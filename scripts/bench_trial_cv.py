@@ -17,6 +17,7 @@ switched with ``DPBENCH_PIN`` (read by every WorkerPool), so the suites' own cod
 
     .venv/bin/python scripts/bench_trial_cv.py [--trials 8] [--cases ddp-mlp-w2 ...] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,20 +53,30 @@ class Case:
         return f"{self.strategy}-{self.workload}-w{self.world_size}"
 
 
-CASES = {c.id: c for c in (
-    Case(strategy="single", workload="mlp", world_size=1),
-    Case(strategy="ddp", workload="mlp", world_size=2),
-    Case(strategy="dp", workload="mlp", world_size=2),
-    Case(strategy="allreduce", workload="mlp", world_size=2),
-    Case(strategy="ddp", workload="lenet", world_size=2),
-)}
+CASES = {
+    c.id: c
+    for c in (
+        Case(strategy="single", workload="mlp", world_size=1),
+        Case(strategy="ddp", workload="mlp", world_size=2),
+        Case(strategy="dp", workload="mlp", world_size=2),
+        Case(strategy="allreduce", workload="mlp", world_size=2),
+        Case(strategy="ddp", workload="lenet", world_size=2),
+    )
+}
 
 
 def _launch(case: Case, mode: str):
     # Every WorkerPool reads DPBENCH_PIN when it starts: "1" leaves its default ("auto").
     os.environ["DPBENCH_PIN"] = "1" if mode == "on" else "0"
-    return dpbench.launch(case.strategy, case.workload, world_size=case.world_size, global_batch=GLOBAL_BATCH,
-                          device="cpu", seed=0, lr=0.05)
+    return dpbench.launch(
+        case.strategy,
+        case.workload,
+        world_size=case.world_size,
+        global_batch=GLOBAL_BATCH,
+        device="cpu",
+        seed=0,
+        lr=0.05,
+    )
 
 
 def calibrate(case: Case, target_s: float) -> int:
@@ -106,8 +117,13 @@ def robust_cv(values: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=8, help="fresh-process trials per case and mode (>= 2)")
-    parser.add_argument("--cases", nargs="+", default=list(CASES), metavar="CASE",
-                        help=f"cases to measure (default: all of {', '.join(CASES)})")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=list(CASES),
+        metavar="CASE",
+        help=f"cases to measure (default: all of {', '.join(CASES)})",
+    )
     parser.add_argument("--target-s", type=float, default=0.2, help="seconds of steps per round")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     where: dict[str, dict[str, set[str]]] = {c.id: {m: set() for m in MODES} for c in cases}
     for i in range(args.trials):
         for case in cases:
-            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+            for mode in MODES if i % 2 == 0 else MODES[::-1]:
                 value, placed = trial(case, mode, ks[case.id])
                 values[case.id][mode].append(value)
                 where[case.id][mode].add(placed)
@@ -138,38 +154,69 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for case in cases:
         v = values[case.id]
-        rows.append({
-            "case": case.id, "k": ks[case.id],
-            "cv_on": cv(v["on"]), "cv_off": cv(v["off"]),
-            "robust_cv_on": robust_cv(v["on"]), "robust_cv_off": robust_cv(v["off"]),
-            "median_ms_on": statistics.median(v["on"]) * 1e3, "median_ms_off": statistics.median(v["off"]) * 1e3,
-            "cores_on": sorted(where[case.id]["on"]), "cores_off": sorted(where[case.id]["off"]),
-            "trials_on": v["on"], "trials_off": v["off"],
-        })
-    header = (f"{'case':<20} {'k':>4} {'CV on':>7} {'CV off':>7} {'rCV on':>7} {'rCV off':>7} {'ms on':>8} "
-              f"{'ms off':>8} {'on/off':>7}  workers' cores on | off")
+        rows.append(
+            {
+                "case": case.id,
+                "k": ks[case.id],
+                "cv_on": cv(v["on"]),
+                "cv_off": cv(v["off"]),
+                "robust_cv_on": robust_cv(v["on"]),
+                "robust_cv_off": robust_cv(v["off"]),
+                "median_ms_on": statistics.median(v["on"]) * 1e3,
+                "median_ms_off": statistics.median(v["off"]) * 1e3,
+                "cores_on": sorted(where[case.id]["on"]),
+                "cores_off": sorted(where[case.id]["off"]),
+                "trials_on": v["on"],
+                "trials_off": v["off"],
+            }
+        )
+    header = (
+        f"{'case':<20} {'k':>4} {'CV on':>7} {'CV off':>7} {'rCV on':>7} {'rCV off':>7} {'ms on':>8} "
+        f"{'ms off':>8} {'on/off':>7}  workers' cores on | off"
+    )
     print(header)
     for r in rows:
-        print(f"{r['case']:<20} {r['k']:>4} {r['cv_on']:>7.1%} {r['cv_off']:>7.1%} {r['robust_cv_on']:>7.1%} "
-              f"{r['robust_cv_off']:>7.1%} {r['median_ms_on']:>8.3f} "
-              f"{r['median_ms_off']:>8.3f} {r['median_ms_on'] / r['median_ms_off']:>7.3f}  "
-              f"{' / '.join(r['cores_on'])} | {' / '.join(r['cores_off'])}")
+        print(
+            f"{r['case']:<20} {r['k']:>4} {r['cv_on']:>7.1%} {r['cv_off']:>7.1%} {r['robust_cv_on']:>7.1%} "
+            f"{r['robust_cv_off']:>7.1%} {r['median_ms_on']:>8.3f} "
+            f"{r['median_ms_off']:>8.3f} {r['median_ms_on'] / r['median_ms_off']:>7.3f}  "
+            f"{' / '.join(r['cores_on'])} | {' / '.join(r['cores_off'])}"
+        )
     summary = {}
     for mode in MODES:
         cvs = [r[f"cv_{mode}"] for r in rows]
         rcvs = [r[f"robust_cv_{mode}"] for r in rows]
-        summary[mode] = {"median_cv": float(np.median(cvs)), "p90_cv": float(np.percentile(cvs, 90)),
-                         "median_robust_cv": float(np.median(rcvs)), "p90_robust_cv": float(np.percentile(rcvs, 90))}
-        print(f"pinning {mode:<3}: CV over {len(cvs)} cases: median {summary[mode]['median_cv']:.1%}, "
-              f"p90 {summary[mode]['p90_cv']:.1%} (robust CV: median {summary[mode]['median_robust_cv']:.1%}, "
-              f"p90 {summary[mode]['p90_robust_cv']:.1%})")
+        summary[mode] = {
+            "median_cv": float(np.median(cvs)),
+            "p90_cv": float(np.percentile(cvs, 90)),
+            "median_robust_cv": float(np.median(rcvs)),
+            "p90_robust_cv": float(np.percentile(rcvs, 90)),
+        }
+        print(
+            f"pinning {mode:<3}: CV over {len(cvs)} cases: median {summary[mode]['median_cv']:.1%}, "
+            f"p90 {summary[mode]['p90_cv']:.1%} (robust CV: median {summary[mode]['median_robust_cv']:.1%}, "
+            f"p90 {summary[mode]['p90_robust_cv']:.1%})"
+        )
     elapsed = time.monotonic() - started
-    print(f"{args.trials} trials per case and mode, interleaved; {elapsed:.0f} s; load average "
-          f"{load_before[0]:.2f} -> {load_after[0]:.2f} (1 min). The machine may be shared: CVs include its noise.")
+    print(
+        f"{args.trials} trials per case and mode, interleaved; {elapsed:.0f} s; load average "
+        f"{load_before[0]:.2f} -> {load_after[0]:.2f} (1 min). The machine may be shared: CVs include its noise."
+    )
     if args.json:
-        args.json.write_text(json.dumps({"trials": args.trials, "target_s": args.target_s, "cases": rows,
-                                         "summary": summary, "elapsed_s": elapsed, "cores": available_cores(),
-                                         "loadavg": [load_before, load_after]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "trials": args.trials,
+                    "target_s": args.target_s,
+                    "cases": rows,
+                    "summary": summary,
+                    "elapsed_s": elapsed,
+                    "cores": available_cores(),
+                    "loadavg": [load_before, load_after],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

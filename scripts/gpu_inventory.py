@@ -10,6 +10,7 @@ created: ``torch.cuda.is_available()`` asks the driver only. Exit codes: 0 fine,
 required but unavailable (the reason is printed on one line), so a GPU job fails at its start
 instead of benchmarking the CPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ def inventory_lines(facts: dict[str, Any], *, cuda_available: bool, cuda_devices
         f"CUDA_VISIBLE_DEVICES: {facts.get('cuda_visible_devices')}",
         f"nvml gpus: {facts.get('gpu_count', 0)}",
     ]
-    lines += [f"  gpu {i}: {g['name']}  {g['uuid']}  {g['memory_bytes'] / 2**30:.0f} GiB"
-              for i, g in enumerate(facts.get("gpus") or [])]
+    lines += [
+        f"  gpu {i}: {g['name']}  {g['uuid']}  {g['memory_bytes'] / 2**30:.0f} GiB"
+        for i, g in enumerate(facts.get("gpus") or [])
+    ]
     return lines
 
 
@@ -44,9 +47,11 @@ def cuda_problem(facts: dict[str, Any], *, cuda_available: bool) -> str | None:
         return f"torch {facts.get('torch')} is a CPU-only build (torch.version.cuda is None)"
     if not facts.get("gpu_count"):
         return f"NVML sees no GPU ({facts.get('nvml_error') or 'no device'}); is the driver loaded?"
-    return (f"torch built for CUDA {facts.get('cuda')} cannot use the {facts.get('gpu_count')} GPU(s) NVML "
-            f"sees with driver {facts.get('driver')} (driver too old for this wheel, or "
-            f"CUDA_VISIBLE_DEVICES={facts.get('cuda_visible_devices')!r} hides them)")
+    return (
+        f"torch built for CUDA {facts.get('cuda')} cannot use the {facts.get('gpu_count')} GPU(s) NVML "
+        f"sees with driver {facts.get('driver')} (driver too old for this wheel, or "
+        f"CUDA_VISIBLE_DEVICES={facts.get('cuda_visible_devices')!r} hides them)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

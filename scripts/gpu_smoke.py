@@ -10,6 +10,7 @@ math mode, GPU keys), then prints one line. On a machine with N >= 2 GPUs the mu
 cases run on two GPUs instead (nccl), as the placement chooses. Exit 1 at the first failure,
 with the case and the error on one line; 2 when CUDA is unavailable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,19 +37,23 @@ CASES: tuple[tuple[str, int, dict], ...] = (
 )
 
 
-def smoke_line(strategy: str, world_size: int, options: dict, info: dict, step_s: float, control_s: float,
-               metrics: dict) -> str:
+def smoke_line(
+    strategy: str, world_size: int, options: dict, info: dict, step_s: float, control_s: float, metrics: dict
+) -> str:
     opts = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
-    return (f"ok {strategy} w{world_size}{' ' + opts if opts else ''}: backend {info.get('backend')} "
-            f"devices {','.join(info.get('devices', []))} step {step_s * 1e3:.2f} ms control {control_s * 1e3:.2f} ms "
-            f"peak {metrics.get('peak_source')} math {metrics.get('math_mode')} gpus {len(metrics.get('gpu_keys') or [])}")
+    return (
+        f"ok {strategy} w{world_size}{' ' + opts if opts else ''}: backend {info.get('backend')} "
+        f"devices {','.join(info.get('devices', []))} step {step_s * 1e3:.2f} ms control {control_s * 1e3:.2f} ms "
+        f"peak {metrics.get('peak_source')} math {metrics.get('math_mode')} gpus {len(metrics.get('gpu_keys') or [])}"
+    )
 
 
 def _one(strategy: str, world_size: int, options: dict, *, workload: str, steps: int) -> str:
     import dpbench
 
-    with dpbench.launch(strategy, workload, world_size=world_size, global_batch=16, device="cuda", seed=0,
-                        timeout=120.0, **options) as run:
+    with dpbench.launch(
+        strategy, workload, world_size=world_size, global_batch=16, device="cuda", seed=0, timeout=120.0, **options
+    ) as run:
         run.step(1)  # warm-up
         stats = run.step(steps)
         control = run.control()

@@ -14,6 +14,7 @@ Prints one Markdown table row per scenario (README "History"):
 
 Usage: scripts/sim_history.py [--series N] [--seed S] [--commits 50] [--alpha A]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,16 +69,22 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--alpha", type=float, nargs="*", default=[DEFAULT_ALPHA])
     args = parser.parse_args()
-    print(f"noise: {NOISE}; threshold {DEFAULT_THRESHOLD:.0%}; {args.commits} commits; {args.series} series per "
-          f"scenario; seed {args.seed}")
-    print("| alpha | stationary: changes / 100 series | 10% step at commit +-1 | step range width | "
-          "creep: one regression | creep: range covers all 3 | seconds |")
+    print(
+        f"noise: {NOISE}; threshold {DEFAULT_THRESHOLD:.0%}; {args.commits} commits; {args.series} series per "
+        f"scenario; seed {args.seed}"
+    )
+    print(
+        "| alpha | stationary: changes / 100 series | 10% step at commit +-1 | step range width | "
+        "creep: one regression | creep: range covers all 3 | seconds |"
+    )
     print("|---|---|---|---|---|---|---|")
     for alpha in args.alpha:
         start = time.perf_counter()
         r = rates(args.series, args.seed, args.commits, alpha)
-        print(f"| {alpha:g} | {r['false_per_100']:.1f} | {r['step_hit']:.1%} | {r['step_width']:.1f} | "
-              f"{r['creep_hit']:.1%} | {r['creep_covers']:.1%} | {time.perf_counter() - start:.0f} |")
+        print(
+            f"| {alpha:g} | {r['false_per_100']:.1f} | {r['step_hit']:.1%} | {r['step_width']:.1f} | "
+            f"{r['creep_hit']:.1%} | {r['creep_covers']:.1%} | {time.perf_counter() - start:.0f} |"
+        )
 
 
 if __name__ == "__main__":

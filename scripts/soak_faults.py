@@ -26,6 +26,7 @@ run saved (half-measured), earlier run files whose bytes changed, and the exit s
 last line. Prints a table: fault × count × outcomes, and the totals of every violation; exits
 1 if there was any. Runs take a few seconds each on an idle machine (tens on a loaded one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,11 @@ def marked(run_id: str) -> list[psutil.Process]:
 
 
 def hashes(storage: Path) -> dict[str, str]:
-    return {str(p.relative_to(storage)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(storage.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(storage)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(storage.rglob("*"))
+        if p.is_file()
+    }
 
 
 def last_line(text: str, limit: int | None = 160) -> str:
@@ -113,17 +117,37 @@ class Soak:
     # -- one run ------------------------------------------------------------------
     def env(self, run_id: str, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DPBENCH_")}
-        env.update({"DPBENCH_PROFILE": "quick", "DPBENCH_TRIALS": str(self.args.trials), RUN_ID_ENV: run_id,
-                    "TMPDIR": str(self.tmp), "PYTHONPATH": str(ROOT / "tests" / "faults"), "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {
+                "DPBENCH_PROFILE": "quick",
+                "DPBENCH_TRIALS": str(self.args.trials),
+                RUN_ID_ENV: run_id,
+                "TMPDIR": str(self.tmp),
+                "PYTHONPATH": str(ROOT / "tests" / "faults"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.update(extra)
         return env
 
     def pytest_cmd(self, name: str, *extra: str) -> list[str]:
         # -p no:hypothesispytest: the test extra's hypothesis plugin imports all of hypothesis in
         # every session's summary (seconds on a loaded machine); the suites never use it.
-        return [sys.executable, "-m", "pytest", str(self.suite), "-q", "--dpbench", "-p", "no:cacheprovider",
-                "-p", "no:hypothesispytest", f"--benchmark-storage=file://{self.storage}",
-                f"--benchmark-save={name}", *extra]
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(self.suite),
+            "-q",
+            "--dpbench",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            f"--benchmark-storage=file://{self.storage}",
+            f"--benchmark-save={name}",
+            *extra,
+        ]
 
     def run_local(self, index: int, kind: str) -> dict:
         run_id = f"soak-{uuid.uuid4().hex[:10]}"
@@ -134,10 +158,15 @@ class Soak:
         delay = self.rng.uniform(*self.window)
         log = self.work / f"run{index:03d}.log"
         with open(log, "w") as out:
-            proc = subprocess.Popen(self.pytest_cmd(f"soak{index:03d}", *extra), cwd=ROOT,
-                                    env=self.env(run_id, **env_extra), stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True,
-                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            proc = subprocess.Popen(
+                self.pytest_cmd(f"soak{index:03d}", *extra),
+                cwd=ROOT,
+                env=self.env(run_id, **env_extra),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
         started = time.monotonic()
         note = self.inject(kind, proc, run_id, started + delay) if kind != "enospc" else ""
         try:
@@ -215,8 +244,20 @@ class Soak:
         outcome = self.outcome(kind, code, output, note)
         if late and (outcome.startswith("OTHER") or code == -signal.SIGKILL):
             outcome = f"saved complete, then the signal ({code})"
-        row = dict(kind=kind, code=code, outcome=outcome, left=[p.pid for p in left], dirs=dirs, partial=partial,
-                   half=half, late=late, changed=changed, took=round(took, 1), last=last_line(output), note=note)
+        row = dict(
+            kind=kind,
+            code=code,
+            outcome=outcome,
+            left=[p.pid for p in left],
+            dirs=dirs,
+            partial=partial,
+            half=half,
+            late=late,
+            changed=changed,
+            took=round(took, 1),
+            last=last_line(output),
+            note=note,
+        )
         self.before = now
         return row
 
@@ -225,8 +266,9 @@ class Soak:
         """Every benchmark of a saved run with its trial count; None when it does not parse."""
         try:
             doc = json.loads(path.read_text())
-            return {b["name"]: int((b.get("extra_info", {}).get("trials") or {}).get("count", 0))
-                    for b in doc["benchmarks"]}
+            return {
+                b["name"]: int((b.get("extra_info", {}).get("trials") or {}).get("count", 0)) for b in doc["benchmarks"]
+            }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -279,8 +321,9 @@ class Soak:
         # left alive to remove it, as on a real dead node) and is reported, not counted.
         victim_tmp = self.work / f"nodes{index:03d}-victim-tmp"
         victim_tmp.mkdir()
-        cluster = start(tmp, args, env=env, node_env=[{"TMPDIR": str(victim_tmp if i == victim else self.tmp)}
-                                                      for i in range(2)])
+        cluster = start(
+            tmp, args, env=env, node_env=[{"TMPDIR": str(victim_tmp if i == victim else self.tmp)} for i in range(2)]
+        )
         delay = self.rng.uniform(*self.window)
         started = time.monotonic()
         # Has torchrun started dpbench on each node? Before that the kill lands in torchrun's own
@@ -320,26 +363,33 @@ class Soak:
         cluster.stop()
         other_code = codes[1 - victim]
         output = cluster.nodes[1 - victim].output()
-        row = self.check(kind, run_id, other_code if other_code is not None else "hang", output, note,
-                         time.monotonic() - started)
+        row = self.check(
+            kind, run_id, other_code if other_code is not None else "hang", output, note, time.monotonic() - started
+        )
         row["victim_left"] = [] if note else [p.pid for p in victim_left if p.is_running()]
         # A kill after the session ended: the run is complete; the other node must still leave
         # within 10 s (torchrun's exit barrier would keep it 300 s), with whatever status it has.
         within = gap is not None and gap <= 10.0 and (other_code not in (0, None) or after_session)
-        row["outcome"] = (f"finished first ({other_code})" if note else
-                          ("after the session: " if after_session else "")
-                          + (f"node {1 - victim} exited {other_code} in {gap:.1f} s" if gap is not None else "HANG"))
+        row["outcome"] = (
+            f"finished first ({other_code})"
+            if note
+            else ("after the session: " if after_session else "")
+            + (f"node {1 - victim} exited {other_code} in {gap:.1f} s" if gap is not None else "HANG")
+        )
         row["node_ok"] = bool(note) or (within and not row["victim_left"])
         row["gap"] = gap
         row["torchrun_start"] = in_torchrun_start
         if in_torchrun_start:
             row["outcome"] = "in torchrun's own start-up: " + row["outcome"]
         if not row["node_ok"]:
-            row["tails"] = "\n".join(f"    --- node {i}{' (killed)' if i == victim else ''} ---\n"
-                                     + "\n".join("    " + line for line in n.output().splitlines()[-12:])
-                                     for i, n in enumerate(cluster.nodes))
-        row["victim_dirs"] = sorted(p.name for p in victim_tmp.iterdir()
-                                    if not p.name.startswith(("torchinductor_", "torchelastic_")))
+            row["tails"] = "\n".join(
+                f"    --- node {i}{' (killed)' if i == victim else ''} ---\n"
+                + "\n".join("    " + line for line in n.output().splitlines()[-12:])
+                for i, n in enumerate(cluster.nodes)
+            )
+        row["victim_dirs"] = sorted(
+            p.name for p in victim_tmp.iterdir() if not p.name.startswith(("torchinductor_", "torchelastic_"))
+        )
         shutil.rmtree(victim_tmp, ignore_errors=True)
         return row
 
@@ -353,14 +403,18 @@ class Soak:
             kind = self.rng.choice(self.args.kinds)
             row = self.run_nodes(index, kind) if kind in NODE_KINDS else self.run_local(index, kind)
             self.rows.append(row)
-            print(f"[{index}/{self.args.runs}] {kind:12s} → {row['outcome']}  ({row['took']} s)"
-                  + (f"  LEFT {row['left']}" if row["left"] else "") + (f"  DIRS {row['dirs']}" if row["dirs"] else "")
-                  + (f"  PARTIAL {row['partial']}" if row["partial"] else "")
-                  + (f"  HALF {row['half']}" if row["half"] else "")
-                  + (f"  KEPT-COMPLETE {row['late']}" if row.get("late") else "") + (f"  CHANGED {row['changed']}" if row["changed"] else "")
-                  + (f"  (the killed node's own temp kept {row['victim_dirs']})" if row.get("victim_dirs") else "")
-                  + (f"  VICTIM-LEFT {row['victim_left']}" if row.get("victim_left") else ""),
-                  flush=True)
+            print(
+                f"[{index}/{self.args.runs}] {kind:12s} → {row['outcome']}  ({row['took']} s)"
+                + (f"  LEFT {row['left']}" if row["left"] else "")
+                + (f"  DIRS {row['dirs']}" if row["dirs"] else "")
+                + (f"  PARTIAL {row['partial']}" if row["partial"] else "")
+                + (f"  HALF {row['half']}" if row["half"] else "")
+                + (f"  KEPT-COMPLETE {row['late']}" if row.get("late") else "")
+                + (f"  CHANGED {row['changed']}" if row["changed"] else "")
+                + (f"  (the killed node's own temp kept {row['victim_dirs']})" if row.get("victim_dirs") else "")
+                + (f"  VICTIM-LEFT {row['victim_left']}" if row.get("victim_left") else ""),
+                flush=True,
+            )
             if not row.get("node_ok", True):  # say where it stuck: the end of each node's output
                 print(row.get("tails", ""), flush=True)
         return self.report(time.monotonic() - t0)
@@ -372,8 +426,13 @@ class Soak:
             machine.mkdir()
             (machine / "0001_earlier.json").write_text(json.dumps({"benchmarks": [], "note": "earlier run"}))
             return
-        code = subprocess.call(self.pytest_cmd("earlier"), cwd=ROOT, env=self.env(f"soak-{uuid.uuid4().hex[:10]}"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        code = subprocess.call(
+            self.pytest_cmd("earlier"),
+            cwd=ROOT,
+            env=self.env(f"soak-{uuid.uuid4().hex[:10]}"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         if code != 0:
             raise SystemExit(f"soak_faults: the baseline run (no fault) failed with exit {code}")
         (saved,) = self.storage.glob("*/[0-9][0-9][0-9][0-9]_earlier.json")
@@ -382,8 +441,11 @@ class Soak:
     def report(self, seconds: float) -> int:
         by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         for row in self.rows:
-            label = row["outcome"] if "exited" not in row["outcome"] or not row.get("node_ok") else (
-                "other node exited non-zero ≤ 10 s")
+            label = (
+                row["outcome"]
+                if "exited" not in row["outcome"] or not row.get("node_ok")
+                else ("other node exited non-zero ≤ 10 s")
+            )
             if row.get("torchrun_start") and not label.startswith("in torchrun"):
                 label = "in torchrun's own start-up: " + label
             by_kind[row["kind"]][label] += 1
@@ -401,26 +463,34 @@ class Soak:
             "earlier run files changed": sum(len(r["changed"]) for r in self.rows),
             "hangs": sum(r["code"] == "hang" for r in self.rows),
             "unexplained outcomes": sum(r["outcome"].startswith("OTHER") for r in self.rows),
-            "node/agent kills not noticed within 10 s (dpbench running on both nodes)":
-                sum(not r.get("node_ok", True) and not r.get("torchrun_start") for r in self.rows),
-            "processes of a node whose torchrun was killed still alive 10 s after":
-                sum(len(r.get("victim_left", [])) for r in self.rows),
+            "node/agent kills not noticed within 10 s (dpbench running on both nodes)": sum(
+                not r.get("node_ok", True) and not r.get("torchrun_start") for r in self.rows
+            ),
+            "processes of a node whose torchrun was killed still alive 10 s after": sum(
+                len(r.get("victim_left", [])) for r in self.rows
+            ),
         }
         print()
         for name, value in totals.items():
             print(f"{name}: {value}")
-        print(f"complete runs kept although the fault's exit status is non-zero (it came after the save; "
-              f"not a violation): {sum(len(r.get('late', [])) for r in self.rows)}")
+        print(
+            f"complete runs kept although the fault's exit status is non-zero (it came after the save; "
+            f"not a violation): {sum(len(r.get('late', [])) for r in self.rows)}"
+        )
         early = [r for r in self.rows if r.get("torchrun_start")]
         if early:
-            print(f"node kills in torchrun's own start-up, before it had started dpbench on both nodes (a node "
-                  f"dead before it reached the rendezvous is, to the others, one not started yet; torchrun's "
-                  f"join_timeout / read_timeout decide; not counted above): {len(early)}, "
-                  f"{sum(not r['node_ok'] for r in early)} of them not noticed within 10 s")
+            print(
+                f"node kills in torchrun's own start-up, before it had started dpbench on both nodes (a node "
+                f"dead before it reached the rendezvous is, to the others, one not started yet; torchrun's "
+                f"join_timeout / read_timeout decide; not counted above): {len(early)}, "
+                f"{sum(not r['node_ok'] for r in early)} of them not noticed within 10 s"
+            )
         gaps = sorted(r["gap"] for r in self.rows if r.get("gap") is not None)
         if gaps:
-            print(f"node or agent kill → other node's exit: {len(gaps)} tries, {gaps[0]:.1f}–{gaps[-1]:.1f} s "
-                  f"(median {gaps[len(gaps) // 2]:.1f} s)")
+            print(
+                f"node or agent kill → other node's exit: {len(gaps)} tries, {gaps[0]:.1f}–{gaps[-1]:.1f} s "
+                f"(median {gaps[len(gaps) // 2]:.1f} s)"
+            )
         if not self.args.keep:
             shutil.rmtree(self.work, ignore_errors=True)
         else:
@@ -432,10 +502,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=100, help="runs, one fault each (default 100)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--kinds", default=",".join(LOCAL_KINDS),
-                   help=f"comma-separated faults to draw from (default: all but node-kill and agent-kill); any of {', '.join(KINDS)}")
+    p.add_argument(
+        "--kinds",
+        default=",".join(LOCAL_KINDS),
+        help=f"comma-separated faults to draw from (default: all but node-kill and agent-kill); any of {', '.join(KINDS)}",
+    )
     p.add_argument("--trials", type=int, default=2, help="DPBENCH_TRIALS of each run (default 2)")
-    p.add_argument("--window", default="2,30", help="the fault lands uniformly in [A, B] s after the start (default 2,30)")
+    p.add_argument(
+        "--window", default="2,30", help="the fault lands uniformly in [A, B] s after the start (default 2,30)"
+    )
     p.add_argument("--dir", default=None, help="where the soak's work directory goes (default: the system temp dir)")
     p.add_argument("--no-baseline", action="store_true", help="seed a synthetic earlier run instead of a real one")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, results)")

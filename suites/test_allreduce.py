@@ -1,5 +1,6 @@
 """Suite 4 — hand-written allreduce (per-param, bucketed, overlap) against DDP on the same
 workload, world size and batches. ``relative_to_ddp`` = allreduce step time / DDP step time, trial by trial (median, 95% interval)."""
+
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
@@ -14,11 +15,20 @@ def pytest_generate_tests(metafunc):
     profile = metafunc.config._dpbench_profile
     world = max(profile.world_sizes)
     workload = profile.knob_workload
-    ddp = TrainingCase(strategy=StrategyName.DDP.value, workload=workload, world_size=world,
-                       global_batch=profile.global_batch)
-    cases = [ddp] + [TrainingCase(strategy=StrategyName.ALLREDUCE.value, workload=workload, world_size=world,
-                                  global_batch=profile.global_batch, options={"mode": mode}, reference=ddp)
-                     for mode in MODES]
+    ddp = TrainingCase(
+        strategy=StrategyName.DDP.value, workload=workload, world_size=world, global_batch=profile.global_batch
+    )
+    cases = [ddp] + [
+        TrainingCase(
+            strategy=StrategyName.ALLREDUCE.value,
+            workload=workload,
+            world_size=world,
+            global_batch=profile.global_batch,
+            options={"mode": mode},
+            reference=ddp,
+        )
+        for mode in MODES
+    ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

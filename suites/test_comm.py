@@ -2,6 +2,7 @@
 group, from 4 KiB up (the profile's sizes) and at the DDP bucket sizes of the profile's knob
 workload, reporting time, algbw and busbw with the nccl-tests formulas. Like every case, each
 collective is measured in fresh-process trials; the time per call is the workers' own."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,11 +31,18 @@ def pytest_generate_tests(metafunc):
         sizes += [(s, "ddp-bucket", f"bucket-{_label(s)}") for s in sorted(set(ddp_bucket_sizes(model)))]
     except Exception as exc:  # no model, no bucket sizes: the sweep still runs; say why in the output
         print(f"dpbench: no DDP bucket sizes for {profile.knob_workload!r}: {exc}")
-    skip = pytest.mark.skip(reason="the communication benchmark needs a world size of at least 2 "
-                                   "(see DPBENCH_WORLD_SIZES)")
-    params = [pytest.param(CollectiveCase(collective=c, size_bytes=s, world_size=world, source=source),
-                           id=f"{label}-{c}", marks=[skip] if world < 2 else [])
-              for s, source, label in sizes for c in COLLECTIVES]
+    skip = pytest.mark.skip(
+        reason="the communication benchmark needs a world size of at least 2 (see DPBENCH_WORLD_SIZES)"
+    )
+    params = [
+        pytest.param(
+            CollectiveCase(collective=c, size_bytes=s, world_size=world, source=source),
+            id=f"{label}-{c}",
+            marks=[skip] if world < 2 else [],
+        )
+        for s, source, label in sizes
+        for c in COLLECTIVES
+    ]
     metafunc.parametrize("case", params)
 
 

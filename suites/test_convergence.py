@@ -10,6 +10,7 @@ deterministic), the final accuracy reaches the recipe's documented floor (at the
 number of epochs), and the final accuracy of every strategy is within the recipe's parity
 tolerance of ``single``'s (same seed, same global batches: float noise only).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,10 @@ from dpbench.measure import measure_training, reference_result
 from dpbench.measure.convergence import convergence_cases, convergence_info
 from dpbench.workloads.recipes import get_recipe, recipe_unavailable
 
-OPT_IN = ("the convergence suite is opt-in: set DPBENCH_CONVERGENCE=digits-mlp (or d2l-lenet, d2l-resnet18, "
-          "a comma-separated list, all)")
+OPT_IN = (
+    "the convergence suite is opt-in: set DPBENCH_CONVERGENCE=digits-mlp (or d2l-lenet, d2l-resnet18, "
+    "a comma-separated list, all)"
+)
 
 
 def pytest_generate_tests(metafunc):
@@ -31,10 +34,13 @@ def pytest_generate_tests(metafunc):
     if not cases:
         metafunc.parametrize("case", [pytest.param(None, marks=pytest.mark.skip(reason=OPT_IN))], ids=["off"])
         return
-    reasons = {name: recipe_unavailable(get_recipe(name), fashion_mnist_root=settings.fashion_mnist)
-               for name in settings.recipes}
-    params = [pytest.param(c, marks=pytest.mark.skip(reason=reasons[c.recipe])) if reasons[c.recipe] else c
-              for c in cases]
+    reasons = {
+        name: recipe_unavailable(get_recipe(name), fashion_mnist_root=settings.fashion_mnist)
+        for name in settings.recipes
+    }
+    params = [
+        pytest.param(c, marks=pytest.mark.skip(reason=reasons[c.recipe])) if reasons[c.recipe] else c for c in cases
+    ]
     metafunc.parametrize("case", params, ids=[c.id for c in cases])
 
 
@@ -55,5 +61,7 @@ def test_convergence(benchmark, case, profile, trials, unavailable_to_skip):
         assert curve[-1] >= floor, f"{case.id}: final test accuracy {curve[-1]:.4f} is below the documented {floor}"
     tolerance, gap = convergence["parity_tolerance"], convergence["accuracy_gap_to_reference"]
     if tolerance is not None and gap is not None:
-        assert abs(gap) <= tolerance, (f"{case.id}: final test accuracy {curve[-1]:.4f} is {gap:+.4f} from "
-                                       f"{convergence['reference']}'s, beyond float noise ({tolerance})")
+        assert abs(gap) <= tolerance, (
+            f"{case.id}: final test accuracy {curve[-1]:.4f} is {gap:+.4f} from "
+            f"{convergence['reference']}'s, beyond float noise ({tolerance})"
+        )

@@ -1,5 +1,6 @@
 """Suite 3 — DDP knobs: bucket size sweep, gradient_as_bucket_view, static_graph, comm hooks,
 gradient accumulation with no_sync, all on one workload at the largest world size."""
+
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
@@ -27,8 +28,16 @@ def pytest_generate_tests(metafunc):
         return
     profile = metafunc.config._dpbench_profile
     world = max(profile.world_sizes)
-    cases = [TrainingCase(strategy=DDP, workload=profile.knob_workload, world_size=world,
-                          global_batch=profile.global_batch, options=opts) for opts in _knob_options(profile)]
+    cases = [
+        TrainingCase(
+            strategy=DDP,
+            workload=profile.knob_workload,
+            world_size=world,
+            global_batch=profile.global_batch,
+            options=opts,
+        )
+        for opts in _knob_options(profile)
+    ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

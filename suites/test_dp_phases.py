@@ -1,6 +1,7 @@
 """Suite 5 — where DataParallel spends each step (scatter / replicate / apply / gather /
 backward / optimizer), and peak memory per device (device 0 carries the gather and the
 optimizer, so it is heavier than the others on GPUs)."""
+
 from __future__ import annotations
 
 from dpbench.schema import Phase, StrategyName
@@ -14,8 +15,10 @@ def pytest_generate_tests(metafunc):
         return
     profile = metafunc.config._dpbench_profile
     world = max(profile.world_sizes)
-    cases = [TrainingCase(strategy=StrategyName.DP.value, workload=w, world_size=world,
-                          global_batch=profile.global_batch) for w in profile.workloads]
+    cases = [
+        TrainingCase(strategy=StrategyName.DP.value, workload=w, world_size=world, global_batch=profile.global_batch)
+        for w in profile.workloads
+    ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

@@ -5,6 +5,7 @@ computed trial by trial: trial i of a case against trial i of `single`, which ra
 interleaved pass, so a slow minute moves both. The headline is the median over trials with a
 95% interval.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,10 +21,15 @@ def pytest_generate_tests(metafunc):
         return
     profile = metafunc.config._dpbench_profile
     cases = []
-    for case in strategy_cases(profile.scaling_workloads, profile.world_sizes,
-                               lambda size: profile.per_replica_batch * size):
-        single = TrainingCase(strategy=StrategyName.SINGLE.value, workload=case.workload, world_size=1,
-                              global_batch=profile.per_replica_batch)
+    for case in strategy_cases(
+        profile.scaling_workloads, profile.world_sizes, lambda size: profile.per_replica_batch * size
+    ):
+        single = TrainingCase(
+            strategy=StrategyName.SINGLE.value,
+            workload=case.workload,
+            world_size=1,
+            global_batch=profile.per_replica_batch,
+        )
         cases.append(dataclasses.replace(case, reference=single))
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
@@ -37,10 +43,12 @@ def test_scaling(benchmark, case, profile, trials, unavailable_to_skip):
     # efficiency_i = (batch / t_i) / (N × batch_single / t_single_i), trial i against trial i
     scale = case.reference.global_batch * case.world_size / case.global_batch
     efficiency = paired_ratio(single.values, result.values).scaled(1 / scale)
-    benchmark.extra_info.update({
-        "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.values),
-        "scaling_efficiency": efficiency.ratio,
-        "scaling_efficiency_ci95": efficiency.interval,
-        "scaling_efficiency_trials": list(efficiency.ratios),
-    })
+    benchmark.extra_info.update(
+        {
+            "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.values),
+            "scaling_efficiency": efficiency.ratio,
+            "scaling_efficiency_ci95": efficiency.interval,
+            "scaling_efficiency_trials": list(efficiency.ratios),
+        }
+    )
     assert benchmark.extra_info["scaling_efficiency"] > 0

@@ -8,6 +8,7 @@ rank holds, plus the peak), MFU and exposed communication (``Run.case_metrics()`
 ``dpbench.measure.derive.derive`` into ``extra_info``), and ``relative_to_ddp``: step time ÷ DDP's step
 time at the same world size, trial by trial.
 """
+
 from __future__ import annotations
 
 from dpbench.schema import StrategyName
@@ -27,13 +28,25 @@ def sharding_cases(profile) -> list[TrainingCase]:
     cases = []
     for workload in workloads:
         for world in profile.throughput_world_sizes:
-            ddp = TrainingCase(strategy=StrategyName.DDP.value, workload=workload, world_size=world,
-                               global_batch=profile.global_batch, options={"optimizer": "adamw"})
+            ddp = TrainingCase(
+                strategy=StrategyName.DDP.value,
+                workload=workload,
+                world_size=world,
+                global_batch=profile.global_batch,
+                options={"optimizer": "adamw"},
+            )
             cases.append(ddp)
-            cases += [TrainingCase(strategy=strategy, workload=workload, world_size=world,
-                                   global_batch=profile.global_batch, options={"optimizer": "adamw", **options},
-                                   reference=ddp)
-                      for strategy, options in SHARDED]
+            cases += [
+                TrainingCase(
+                    strategy=strategy,
+                    workload=workload,
+                    world_size=world,
+                    global_batch=profile.global_batch,
+                    options={"optimizer": "adamw", **options},
+                    reference=ddp,
+                )
+                for strategy, options in SHARDED
+            ]
     return cases
 
 

@@ -2,6 +2,7 @@
 quick profile), at one global batch (strong scaling: the same job split over more replicas);
 `single` is the one-device baseline.
 """
+
 from __future__ import annotations
 
 from dpbench.measure import measure_training, strategy_cases

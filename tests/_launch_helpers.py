@@ -1,4 +1,5 @@
 """Module-level functions and workloads for the launcher tests (picklable by reference)."""
+
 from __future__ import annotations
 
 import functools
@@ -22,8 +23,14 @@ def describe(ctx):
     total = torch.tensor([float(ctx.rank + 1)])
     dist.all_reduce(total, group=ctx.group)
     return {
-        "rank": ctx.rank, "world_size": ctx.world_size, "backend": ctx.backend, "device": str(ctx.device),
-        "dist_rank": dist.get_rank(), "threads": torch.get_num_threads(), "sum": total.item(), "pid": os.getpid(),
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "backend": ctx.backend,
+        "device": str(ctx.device),
+        "dist_rank": dist.get_rank(),
+        "threads": torch.get_num_threads(),
+        "sum": total.item(),
+        "pid": os.getpid(),
     }
 
 
@@ -92,8 +99,9 @@ def loss(output, target):
 
 
 def faulty_workload(fault: str, rank: int) -> Workload:
-    return Workload(model=functools.partial(faulty_model, fault, rank), batch=batch, loss=loss,
-                    name=f"faulty-{fault}-rank{rank}")
+    return Workload(
+        model=functools.partial(faulty_model, fault, rank), batch=batch, loss=loss, name=f"faulty-{fault}-rank{rank}"
+    )
 
 
 HEALTHY = faulty_workload("none", -1)

@@ -6,6 +6,7 @@
 * Fixtures for the report, results and gate tests: synthetic runs, one real pytest-benchmark
   run, a report.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,10 +31,13 @@ for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--unmarked-limit", type=float, default=float(os.environ.get("DPBENCH_UNMARKED_LIMIT_S",
-                                                                                  UNMARKED_LIMIT_S)),
-                     metavar="SECONDS",
-                     help="fail a test not marked slow whose call phase takes longer than this (0: off; default 5)")
+    parser.addoption(
+        "--unmarked-limit",
+        type=float,
+        default=float(os.environ.get("DPBENCH_UNMARKED_LIMIT_S", UNMARKED_LIMIT_S)),
+        metavar="SECONDS",
+        help="fail a test not marked slow whose call phase takes longer than this (0: off; default 5)",
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -41,8 +45,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     limit = item.config.getoption("--unmarked-limit")
-    if (call.when != "call" or not limit or report.outcome != "passed"
-            or item.get_closest_marker("slow") is not None):
+    if call.when != "call" or not limit or report.outcome != "passed" or item.get_closest_marker("slow") is not None:
         return
     # Wall time stretches with whatever else the machine runs: the limit scales with the load
     # beyond the cores (1× on an otherwise idle machine, as in CI), so a busy laptop does not fail.
@@ -51,9 +54,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     load = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1), float(XDIST_WORKERS))
     if report.duration > limit * load:
         report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid} took {report.duration:.1f} s but is not marked slow (limit "
-                           f"{limit:g} s for the fast tier" + (f", ×{load:.1f} for the machine's load" if load > 1 else "")
-                           + "): mark it @pytest.mark.slow or make it faster")
+        report.longrepr = (
+            f"{item.nodeid} took {report.duration:.1f} s but is not marked slow (limit "
+            f"{limit:g} s for the fast tier"
+            + (f", ×{load:.1f} for the machine's load" if load > 1 else "")
+            + "): mark it @pytest.mark.slow or make it faster"
+        )
 
 
 # ---- the serial gate ----
@@ -125,6 +131,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first_seen = {path: i for i, path in enumerate(dict.fromkeys(str(item.path) for item in items))}
     items.sort(key=lambda item: (-weight[str(item.path)], first_seen[str(item.path)]))
 
+
 # ---- report fixtures ----
 import report_synth
 
@@ -156,7 +163,8 @@ def results(tmp_path: Path) -> Path:
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results file written by pytest-benchmark itself, with dpbench-style extra_info."""
     root = tmp_path_factory.mktemp("real")
-    (root / "test_tiny.py").write_text(textwrap.dedent('''
+    (root / "test_tiny.py").write_text(
+        textwrap.dedent("""
         import time
         import pytest
 
@@ -168,12 +176,28 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
         def test_plain(benchmark):
             benchmark.pedantic(sum, args=(range(1000),), rounds=5, iterations=3)
-    '''))
+    """)
+    )
     storage = root / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "test_tiny.py",
-         "--benchmark-save=tiny", f"--benchmark-storage=file://{storage}", "--benchmark-save-data"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "test_tiny.py",
+            "--benchmark-save=tiny",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save-data",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = list(storage.glob("*/0001_tiny.json"))
@@ -188,13 +212,17 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("two") / "results"
     base = report_synth.make_run(root, number=1, name="base", seed=1)
     hostile = report_synth.make_doc(seed=9, cases=[report_synth.TRAINING_CASES[0]], comm=False)["benchmarks"][0]
-    hostile.update(name=f"test_x[{XSS}]", fullname=f"suites/test_x.py::test_x[{XSS}]", param=XSS,
-                   params={"p": XSS})
+    hostile.update(name=f"test_x[{XSS}]", fullname=f"suites/test_x.py::test_x[{XSS}]", param=XSS, params={"p": XSS})
     hostile["extra_info"].update(workload=XSS, options={"mode": XSS}, requested_options={"mode": XSS}, suite=XSS)
-    cand = report_synth.make_run(root, number=2, name="cand", seed=2,
-                                 slowdown={"test_throughput[ddp-mlp-w2]": 1.4},
-                                 machine=report_synth.default_machine(node=XSS, torch="2.14.0"),
-                                 extra_benchmarks=[hostile])
+    cand = report_synth.make_run(
+        root,
+        number=2,
+        name="cand",
+        seed=2,
+        slowdown={"test_throughput[ddp-mlp-w2]": 1.4},
+        machine=report_synth.default_machine(node=XSS, torch="2.14.0"),
+        extra_benchmarks=[hostile],
+    )
     return base, cand
 
 
@@ -211,8 +239,19 @@ def report_html(two_runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFa
 def many_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two runs of over 70 benchmarks each in six suites (timelines in the dp_phases suite)."""
     root = tmp_path_factory.mktemp("many") / "results"
-    return tuple(report_synth.make_run(root, number=n, name=f"many{n}", seed=n, cases=report_synth.many_cases(),
-                                       trials=4, rounds=3, timeline_suites=("dp_phases",)) for n in (1, 2))
+    return tuple(
+        report_synth.make_run(
+            root,
+            number=n,
+            name=f"many{n}",
+            seed=n,
+            cases=report_synth.many_cases(),
+            trials=4,
+            rounds=3,
+            timeline_suites=("dp_phases",),
+        )
+        for n in (1, 2)
+    )
 
 
 @pytest.fixture
@@ -225,4 +264,3 @@ def ctrl_c_raises():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-

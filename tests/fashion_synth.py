@@ -5,6 +5,7 @@ convergence tests drive the real file path a GPU user takes. Each class is a fix
 prototype (:func:`dpbench.workloads.data.class_prototypes`) with pixel noise, so a LeNet learns
 it in a few steps. A plain module: imported by name (tests/ is on sys.path).
 """
+
 from __future__ import annotations
 
 import struct

@@ -11,6 +11,7 @@ drawn from seeded distributions so each test knows the truth:
 - ``pass_factors`` multiplies trial i of *every* case (the machine's speed during pass i);
   ``control_passes`` likewise multiplies the controls of trial i (a machine that drifts).
 """
+
 from __future__ import annotations
 
 import csv
@@ -64,8 +65,9 @@ def many_cases() -> list[tuple]:
             cases.append(("ddp_knobs", "mlp", "ddp", {"bucket_cap_mb": mb, "gradient_as_bucket_view": view}, 2, 0.0125))
     for static in (False, True):
         for accumulation in (1, 2):
-            cases.append(("ddp_knobs", "mlp", "ddp", {"static_graph": static, "accumulation_steps": accumulation}, 2,
-                          0.012))
+            cases.append(
+                ("ddp_knobs", "mlp", "ddp", {"static_graph": static, "accumulation_steps": accumulation}, 2, 0.012)
+            )
     for hook in ("fp16", "bf16", "powersgd"):
         cases.append(("ddp_knobs", "mlp", "ddp", {"comm_hook": hook}, 2, 0.011))
     for ws in (1, 2, 3, 4):
@@ -89,12 +91,24 @@ def _stats(data: list[float]) -> dict[str, Any]:
     q = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else [ordered[0]] * 3
     mean = statistics.fmean(ordered)
     return {
-        "min": ordered[0], "max": ordered[-1], "mean": mean,
+        "min": ordered[0],
+        "max": ordered[-1],
+        "mean": mean,
         "stddev": statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
-        "rounds": len(ordered), "median": statistics.median(ordered), "iqr": q[2] - q[0],
-        "q1": q[0], "q3": q[2], "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
-        "ld15iqr": ordered[0], "hd15iqr": ordered[-1], "ops": 1 / mean, "total": sum(ordered),
-        "iterations": 1, "data": list(data),
+        "rounds": len(ordered),
+        "median": statistics.median(ordered),
+        "iqr": q[2] - q[0],
+        "q1": q[0],
+        "q3": q[2],
+        "iqr_outliers": 0,
+        "stddev_outliers": 0,
+        "outliers": "0;0",
+        "ld15iqr": ordered[0],
+        "hd15iqr": ordered[-1],
+        "ops": 1 / mean,
+        "total": sum(ordered),
+        "iterations": 1,
+        "data": list(data),
     }
 
 
@@ -103,10 +117,20 @@ def _benchmark(name: str, group: str, extra: dict, data: list[float], *, save_da
     if not save_data:
         del stats["data"]
     return {
-        "group": group, "name": name, "fullname": f"suites/test_{extra.get('suite', 'x')}.py::{name}",
-        "params": {"case": name}, "param": name.split("[")[-1].rstrip("]"), "extra_info": extra,
-        "options": {"disable_gc": False, "timer": "dpbench.measure.extra_info.WORKER_CLOCK", "min_rounds": len(data),
-                    "max_time": 1.0, "min_time": 5e-06, "warmup": False},
+        "group": group,
+        "name": name,
+        "fullname": f"suites/test_{extra.get('suite', 'x')}.py::{name}",
+        "params": {"case": name},
+        "param": name.split("[")[-1].rstrip("]"),
+        "extra_info": extra,
+        "options": {
+            "disable_gc": False,
+            "timer": "dpbench.measure.extra_info.WORKER_CLOCK",
+            "min_rounds": len(data),
+            "max_time": 1.0,
+            "min_time": 5e-06,
+            "warmup": False,
+        },
         "stats": stats,
     }
 
@@ -123,8 +147,7 @@ def _write_timeline(path: Path, rng: random.Random, world_size: int) -> None:
             w.writerow([t, "cpu", "", "", "", "", 50 + rng.random() * 40, ""])
             for d in range(world_size):
                 extra = 1.4 if d == 0 else 1.0  # DataParallel's device 0 carries more
-                w.writerow([t, f"cuda:{d}", "", 60 + rng.random() * 35, 30, int(2e9 * extra * (1 + i / 40)),
-                            "", ""])
+                w.writerow([t, f"cuda:{d}", "", 60 + rng.random() * 35, 30, int(2e9 * extra * (1 + i / 40)), "", ""])
 
 
 def log_t_interval(values: list[float]) -> list[float] | None:
@@ -141,9 +164,19 @@ def log_t_interval(values: list[float]) -> list[float] | None:
 class _Trials:
     """Draws one case's trials: per-trial medians, all rounds (trial-major), controls."""
 
-    def __init__(self, rng: random.Random, *, true_s: float, trials: int, rounds: int, noise: float,
-                 trial_cv: float, control_shift: float, pass_factors: list[float],
-                 control_passes: list[float] | None = None):
+    def __init__(
+        self,
+        rng: random.Random,
+        *,
+        true_s: float,
+        trials: int,
+        rounds: int,
+        noise: float,
+        trial_cv: float,
+        control_shift: float,
+        pass_factors: list[float],
+        control_passes: list[float] | None = None,
+    ):
         self.medians, self.rounds, self.controls = [], [], []
         for t in range(trials):
             factor = rng.lognormvariate(0, trial_cv) * (pass_factors[t] if t < len(pass_factors) else 1.0)
@@ -158,15 +191,22 @@ class _Trials:
         if clock:
             samplers[-1]["clock_warnings"] = list(clock)
         cv = statistics.stdev(self.medians) / statistics.fmean(self.medians) if len(self.medians) > 1 else None
-        return {"count": len(self.medians), "rounds_per_trial": rounds,
-                "order": [first_order + t * n_cases for t in range(len(self.medians))],
-                "started_at": [1.8e9 + t * 60.0 for t in range(len(self.medians))],
-                "step_time_s": self.medians, "control_s": self.controls, "cv": cv, "sampler": samplers,
-                "timelines": timelines}
+        return {
+            "count": len(self.medians),
+            "rounds_per_trial": rounds,
+            "order": [first_order + t * n_cases for t in range(len(self.medians))],
+            "started_at": [1.8e9 + t * 60.0 for t in range(len(self.medians))],
+            "step_time_s": self.medians,
+            "control_s": self.controls,
+            "cv": cv,
+            "sampler": samplers,
+            "timelines": timelines,
+        }
 
 
-def make_run(directory: Path, *, number: int = 1, name: str = "synth", machine_id: str = MACHINE_ID,
-             **kwargs: Any) -> Path:
+def make_run(
+    directory: Path, *, number: int = 1, name: str = "synth", machine_id: str = MACHINE_ID, **kwargs: Any
+) -> Path:
     """Write ``directory/<machine_id>/<number:04d>_<name>.json`` and return its path.
 
     Keyword arguments are those of :func:`make_doc`.
@@ -185,27 +225,49 @@ def _training_extra(case: tuple, drawn: _Trials, *, schema: int, steps: int, bat
     per_step = sorted(drawn.rounds)
     step = statistics.median(drawn.medians)
     extra: dict[str, Any] = {
-        "schema": schema, "kind": "training", "profile": "quick", "suite": suite, "strategy": strategy,
-        "options": options, "requested_options": options, "workload": workload, "world_size": ws,
-        "device_type": "cuda", "backend": "nccl" if ws > 1 else None, "seed": 0, "threads_per_worker": 1,
-        "global_batch": batch, "per_replica_batch": [batch // ws] * ws, "steps_per_round": steps,
-        "step_time_p50": statistics.median(per_step), "step_time_p95": per_step[int(0.95 * (len(per_step) - 1))],
-        "peak_memory_bytes": {f"cuda:{d}": int(3e8 * (1.6 if d == 0 and strategy == "dp" else 1.0))
-                              for d in range(ws)},
+        "schema": schema,
+        "kind": "training",
+        "profile": "quick",
+        "suite": suite,
+        "strategy": strategy,
+        "options": options,
+        "requested_options": options,
+        "workload": workload,
+        "world_size": ws,
+        "device_type": "cuda",
+        "backend": "nccl" if ws > 1 else None,
+        "seed": 0,
+        "threads_per_worker": 1,
+        "global_batch": batch,
+        "per_replica_batch": [batch // ws] * ws,
+        "steps_per_round": steps,
+        "step_time_p50": statistics.median(per_step),
+        "step_time_p95": per_step[int(0.95 * (len(per_step) - 1))],
+        "peak_memory_bytes": {f"cuda:{d}": int(3e8 * (1.6 if d == 0 and strategy == "dp" else 1.0)) for d in range(ws)},
         "phases": {"forward": base * 0.3, "backward": base * 0.5, "optimizer": base * 0.1, "communication": base * 0.1},
         "sampler": {"backend": "nvml", "sample_count": 20, "interval": 0.1, "devices": {}, "errors": []},
-        "lr": 0.05, "final_loss": 2.0,
+        "lr": 0.05,
+        "final_loss": 2.0,
     }
     if suite == "dp_phases":
-        extra["phases"] = {"scatter": base * 0.1, "replicate": base * 0.2, "apply": base * 0.3,
-                           "gather": base * 0.1, "backward": base * 0.3}
+        extra["phases"] = {
+            "scatter": base * 0.1,
+            "replicate": base * 0.2,
+            "apply": base * 0.3,
+            "gather": base * 0.1,
+            "backward": base * 0.3,
+        }
     if schema == 1:
         extra["samples_per_s"] = batch / statistics.fmean(per_step)  # schema 1's own definition
         return extra
     ci = log_t_interval(drawn.medians)
-    extra.update(case_key=f"{strategy}|{workload}|w{ws}|b{batch}|{sorted(options.items())}", step_time_s=step,
-                 step_time_ci95=ci, samples_per_s=batch / step,
-                 samples_per_s_ci95=[batch / ci[1], batch / ci[0]] if ci else None)
+    extra.update(
+        case_key=f"{strategy}|{workload}|w{ws}|b{batch}|{sorted(options.items())}",
+        step_time_s=step,
+        step_time_ci95=ci,
+        samples_per_s=batch / step,
+        samples_per_s_ci95=[batch / ci[1], batch / ci[0]] if ci else None,
+    )
     return extra
 
 
@@ -220,13 +282,28 @@ def _scaling(extra: dict, drawn: _Trials, single: list[float] | None, ws: int, b
 
 
 def make_doc(
-    *, run_dir: Path | None = None, stem: str = "0001_synth", number: int = 1, seed: int = 0, schema: int = 2,
-    trials: int = 6, rounds: int = 5, noise: float = 0.03, trial_cv: float = 0.03,
-    slowdown: dict[str, float] | None = None, control_shift: float = 1.0, pass_factors: list[float] | None = None,
+    *,
+    run_dir: Path | None = None,
+    stem: str = "0001_synth",
+    number: int = 1,
+    seed: int = 0,
+    schema: int = 2,
+    trials: int = 6,
+    rounds: int = 5,
+    noise: float = 0.03,
+    trial_cv: float = 0.03,
+    slowdown: dict[str, float] | None = None,
+    control_shift: float = 1.0,
+    pass_factors: list[float] | None = None,
     control_passes: list[float] | None = None,
-    save_data: bool = True, machine: dict[str, Any] | None = None, cases: list[tuple] | None = None,
-    comm: bool = True, timelines: bool = True, timeline_suites: tuple[str, ...] = ("dp_phases",),
-    clock_warnings: dict[str, list[str]] | None = None, extra_benchmarks: list[dict] | None = None,
+    save_data: bool = True,
+    machine: dict[str, Any] | None = None,
+    cases: list[tuple] | None = None,
+    comm: bool = True,
+    timelines: bool = True,
+    timeline_suites: tuple[str, ...] = ("dp_phases",),
+    clock_warnings: dict[str, list[str]] | None = None,
+    extra_benchmarks: list[dict] | None = None,
 ) -> dict[str, Any]:
     """A pytest-benchmark document. ``slowdown`` maps a benchmark name to a factor on its true
     step time; ``schema=1`` writes one trial and round times of ``steps_per_round`` steps;
@@ -241,9 +318,17 @@ def make_doc(
         suite, workload, strategy, options, ws, base = case
         bname = bench_id(case)
         steps, batch = 4, 64
-        drawn = _Trials(rng, true_s=base * slowdown.get(bname, 1.0), trials=trials, rounds=rounds, noise=noise,
-                        trial_cv=trial_cv, control_shift=control_shift, pass_factors=pass_factors or [],
-                        control_passes=control_passes)
+        drawn = _Trials(
+            rng,
+            true_s=base * slowdown.get(bname, 1.0),
+            trials=trials,
+            rounds=rounds,
+            noise=noise,
+            trial_cv=trial_cv,
+            control_shift=control_shift,
+            pass_factors=pass_factors or [],
+            control_passes=control_passes,
+        )
         extra = _training_extra(case, drawn, schema=schema, steps=steps, batch=batch)
         if strategy == "single":
             singles[(suite, workload)] = drawn.medians
@@ -258,22 +343,46 @@ def make_doc(
                 rels.append(rel)
             extra["sampler"]["timeline"] = rels[0]
         if schema == 2:
-            extra["trials"] = drawn.info(rounds=rounds, first_order=index, n_cases=n_cases, timelines=rels,
-                                         clock=(clock_warnings or {}).get(bname))
+            extra["trials"] = drawn.info(
+                rounds=rounds,
+                first_order=index,
+                n_cases=n_cases,
+                timelines=rels,
+                clock=(clock_warnings or {}).get(bname),
+            )
             data = drawn.rounds  # schema 2: seconds per step, worker clock
         else:
             data = [v * steps for v in drawn.rounds]  # schema 1: one round = run.step(k), parent clock
         benchmarks.append(_benchmark(bname, f"{suite}-{workload}", extra, data, save_data=save_data))
     if comm:
         for index, size in enumerate(COMM_SIZES, start=len(cases)):
-            benchmarks.append(_collective(rng, size, schema=schema, trials=trials, rounds=rounds, noise=noise,
-                                          trial_cv=trial_cv, control_shift=control_shift, order=index,
-                                          n_cases=n_cases, slowdown=slowdown, save_data=save_data))
+            benchmarks.append(
+                _collective(
+                    rng,
+                    size,
+                    schema=schema,
+                    trials=trials,
+                    rounds=rounds,
+                    noise=noise,
+                    trial_cv=trial_cv,
+                    control_shift=control_shift,
+                    order=index,
+                    n_cases=n_cases,
+                    slowdown=slowdown,
+                    save_data=save_data,
+                )
+            )
     benchmarks.extend(extra_benchmarks or [])
     return {
         "machine_info": machine or default_machine(),
-        "commit_info": {"id": f"{seed:040x}", "time": "2026-11-29T08:00:00+00:00", "author_time": None,
-                        "dirty": False, "project": "dpbench", "branch": "main"},
+        "commit_info": {
+            "id": f"{seed:040x}",
+            "time": "2026-11-29T08:00:00+00:00",
+            "author_time": None,
+            "dirty": False,
+            "project": "dpbench",
+            "branch": "main",
+        },
         "benchmarks": benchmarks,
         "datetime": f"2026-11-29T08:{number % 60:02d}:00+00:00",
         "version": "5.3.1",
@@ -284,24 +393,60 @@ def comm_id(size: int) -> str:
     return f"test_comm[all_reduce-{size}-w2]"
 
 
-def _collective(rng: random.Random, size: int, *, schema: int, trials: int, rounds: int, noise: float,
-                trial_cv: float, control_shift: float, order: int, n_cases: int, slowdown: dict,
-                save_data: bool) -> dict:
+def _collective(
+    rng: random.Random,
+    size: int,
+    *,
+    schema: int,
+    trials: int,
+    rounds: int,
+    noise: float,
+    trial_cv: float,
+    control_shift: float,
+    order: int,
+    n_cases: int,
+    slowdown: dict,
+    save_data: bool,
+) -> dict:
     name = comm_id(size)
     true_s = (20e-6 + size / 40e9) * slowdown.get(name, 1.0)
-    drawn = _Trials(rng, true_s=true_s, trials=trials, rounds=rounds, noise=noise, trial_cv=trial_cv,
-                    control_shift=control_shift, pass_factors=[])
+    drawn = _Trials(
+        rng,
+        true_s=true_s,
+        trials=trials,
+        rounds=rounds,
+        noise=noise,
+        trial_cv=trial_cv,
+        control_shift=control_shift,
+        pass_factors=[],
+    )
     time_s = statistics.median(drawn.medians)
     algbw = size / time_s / 1e9
     iters = 5
-    extra = {"schema": schema, "kind": "collective", "profile": "quick", "suite": "comm",
-             "collective": "all_reduce", "size_bytes": size, "size_source": "sweep", "dtype": "float32",
-             "world_size": 2, "device_type": "cuda", "backend": "nccl", "seed": 0, "threads_per_worker": 1,
-             "iters_per_round": iters, "time_s": time_s, "algbw_gbps": algbw, "busbw_gbps": algbw}
+    extra = {
+        "schema": schema,
+        "kind": "collective",
+        "profile": "quick",
+        "suite": "comm",
+        "collective": "all_reduce",
+        "size_bytes": size,
+        "size_source": "sweep",
+        "dtype": "float32",
+        "world_size": 2,
+        "device_type": "cuda",
+        "backend": "nccl",
+        "seed": 0,
+        "threads_per_worker": 1,
+        "iters_per_round": iters,
+        "time_s": time_s,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw,
+    }
     if schema == 2:
-        extra.update(time_ci95=log_t_interval(drawn.medians),
-                     trials=drawn.info(rounds=rounds, first_order=order, n_cases=n_cases, timelines=[None] * trials,
-                                       clock=None))
+        extra.update(
+            time_ci95=log_t_interval(drawn.medians),
+            trials=drawn.info(rounds=rounds, first_order=order, n_cases=n_cases, timelines=[None] * trials, clock=None),
+        )
         data = drawn.rounds  # seconds per call, worker clock
     else:
         # Schema 1 timed a round of `iters` calls in the calling process, round trip included:
@@ -312,11 +457,21 @@ def _collective(rng: random.Random, size: int, *, schema: int, trials: int, roun
 
 def default_machine(**overrides: Any) -> dict[str, Any]:
     machine = {
-        "node": "gpu-runner-1", "processor": "x86_64", "machine": "x86_64", "python_version": "3.11.7",
-        "system": "Linux", "release": "6.1", "cpu": {"brand_raw": "AMD EPYC", "count": 16},
+        "node": "gpu-runner-1",
+        "processor": "x86_64",
+        "machine": "x86_64",
+        "python_version": "3.11.7",
+        "system": "Linux",
+        "release": "6.1",
+        "cpu": {"brand_raw": "AMD EPYC", "count": 16},
         "dpbench": {"version": "0.1.0", "lock_hash": "abc123", "profile": "quick"},
-        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85e9}] * 4, "gpu_count": 4,
-        "driver": "550.54", "cuda": "12.4", "nccl": "2.21.5", "torch": "2.13.0", "cpu_count": 16,
+        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85e9}] * 4,
+        "gpu_count": 4,
+        "driver": "550.54",
+        "cuda": "12.4",
+        "nccl": "2.21.5",
+        "torch": "2.13.0",
+        "cpu_count": 16,
         "threads_per_worker": 1,
     }
     machine.update(overrides)

@@ -1,4 +1,5 @@
 """The dpbench console script: subcommand wiring, exit codes, and clean errors on bad input."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI in a fresh process, as `dpbench ...` would run (the package from this checkout)."""
-    return subprocess.run([sys.executable, "-m", "dpbench.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "dpbench.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def minimal_run(path: Path, *, name: str = "test_a", schema: int | None = 2, median: float = 0.01) -> Path:
@@ -29,10 +36,23 @@ def minimal_run(path: Path, *, name: str = "test_a", schema: int | None = 2, med
     if schema is not None:
         extra.update(step_time_s=median, trials={"count": 4, "step_time_s": trials, "control_s": [0.004] * 4})
     data = [median * f for f in (0.99, 1.0, 1.01, 1.0, 0.995, 1.005)]
-    doc = {"machine_info": {"node": "n"}, "commit_info": {}, "datetime": "2026-01-01T00:00:00", "version": "5.3.1",
-           "benchmarks": [{"group": None, "name": name, "fullname": f"t.py::{name}", "params": None, "param": None,
-                           "extra_info": extra, "stats": {"median": median, "rounds": 6, "iqr": median * 0.01,
-                                                          "data": data}}]}
+    doc = {
+        "machine_info": {"node": "n"},
+        "commit_info": {},
+        "datetime": "2026-01-01T00:00:00",
+        "version": "5.3.1",
+        "benchmarks": [
+            {
+                "group": None,
+                "name": name,
+                "fullname": f"t.py::{name}",
+                "params": None,
+                "param": None,
+                "extra_info": extra,
+                "stats": {"median": median, "rounds": 6, "iqr": median * 0.01, "data": data},
+            }
+        ],
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path
@@ -112,9 +132,22 @@ def _setup(kind: str, d: Path) -> list[str]:
     raise AssertionError(kind)
 
 
-BAD_INPUTS = ["missing path", "empty directory", "no results dir", "corrupt json", "another tool's json",
-              "newer schema", "older schema", "disjoint runs", "bad threshold", "unwritable output",
-              "output is a directory", "unknown run id", "one run for compare", "mixed machines in a side"]
+BAD_INPUTS = [
+    "missing path",
+    "empty directory",
+    "no results dir",
+    "corrupt json",
+    "another tool's json",
+    "newer schema",
+    "older schema",
+    "disjoint runs",
+    "bad threshold",
+    "unwritable output",
+    "output is a directory",
+    "unknown run id",
+    "one run for compare",
+    "mixed machines in a side",
+]
 
 
 @pytest.mark.parametrize("kind", BAD_INPUTS)
@@ -150,8 +183,10 @@ def test_compare_exit_codes_in_a_real_process(tmp_path: Path):
 
 
 def test_compare_pools_several_runs_a_side(tmp_path: Path, capsys):
-    runs = [minimal_run(tmp_path / f"{n}.json", median=m) for n, m in (("a", 0.010), ("b", 0.0101), ("c", 0.013),
-                                                                        ("d", 0.0131))]
+    runs = [
+        minimal_run(tmp_path / f"{n}.json", median=m)
+        for n, m in (("a", 0.010), ("b", 0.0101), ("c", 0.013), ("d", 0.0131))
+    ]
     assert main(["compare", "--baseline", str(runs[0]), str(runs[1]), "--candidate", str(runs[2]), str(runs[3])]) == 1
     out = capsys.readouterr().out
     assert "baseline:  2 runs: " in out and "8 vs 8" in out
@@ -159,8 +194,10 @@ def test_compare_pools_several_runs_a_side(tmp_path: Path, capsys):
 
 @pytest.mark.slow
 def test_report_and_cli_never_import_torch(tmp_path: Path):
-    code = ("import sys, dpbench.cli, dpbench.report.html, dpbench.gate.compare, dpbench.report.plots;"
-            "sys.exit('torch' in sys.modules)")
+    code = (
+        "import sys, dpbench.cli, dpbench.report.html, dpbench.gate.compare, dpbench.report.plots;"
+        "sys.exit('torch' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(REPO)}, timeout=120)
     assert proc.returncode == 0, "the report imported torch"
 
@@ -181,7 +218,7 @@ def test_list_shows_each_option_with_its_default_and_doc(capsys):
 
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    strategy_lines = lines[lines.index("  allreduce") + 1:]
+    strategy_lines = lines[lines.index("  allreduce") + 1 :]
     mode = next(o for o in describe_options(get_strategy("allreduce").options_type) if o.name == "mode")
     assert mode.doc  # read from the field's docstring
     assert strategy_lines[0].split() == ["mode='bucketed'", *mode.doc.split()]

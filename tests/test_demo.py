@@ -1,4 +1,5 @@
 """The README's main command runs this demo until the suites exist: it must agree and exit 0."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """The fast tier's guard (tests/conftest.py): an unmarked test over the limit fails, a slow one passes."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,8 @@ CONFTEST = Path(__file__).with_name("conftest.py")
 def tiered(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST.read_text().split("# ---- report fixtures ----")[0])
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
-    pytester.makepyfile(test_sleepy='''
+    pytester.makepyfile(
+        test_sleepy="""
         import time
         import pytest
 
@@ -28,7 +30,8 @@ def tiered(pytester: pytest.Pytester) -> pytest.Pytester:
 
         def test_quick():
             pass
-    ''')
+    """
+    )
     return pytester
 
 
@@ -37,14 +40,18 @@ def test_an_unmarked_test_over_the_limit_fails_and_names_its_time(tiered: pytest
     monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: the limit as given
     result = tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0.1")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_unmarked_sleeper took 0.* s but is not marked slow (limit 0.1 s for the fast tier)*"])
+    result.stdout.fnmatch_lines(
+        ["*test_unmarked_sleeper took 0.* s but is not marked slow (limit 0.1 s for the fast tier)*"]
+    )
 
 
 @pytest.mark.slow
 def test_the_limit_stretches_with_the_machines_load(tiered: pytest.Pytester, monkeypatch):
     cores = __import__("os").cpu_count() or 1
     monkeypatch.setattr("os.getloadavg", lambda: (10.0 * cores, 0.0, 0.0))  # 10× oversubscribed
-    tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0.1").assert_outcomes(passed=3)
+    tiered.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "--unmarked-limit", "0.1").assert_outcomes(
+        passed=3
+    )
 
 
 @pytest.mark.slow
@@ -57,7 +64,8 @@ def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytes
     pytester.makeconftest(CONFTEST.read_text().split("# ---- report fixtures ----")[0])
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n    serial: serial\n")
     log = tmp_path / "spans.jsonl"
-    pytester.makepyfile(test_spans=f'''
+    pytester.makepyfile(
+        test_spans=f"""
         import json
         import time
         import pytest
@@ -76,9 +84,9 @@ def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytes
         @pytest.mark.parametrize("i", range(3))
         def test_serial(i):
             _span(f"serial{{i}}")
-    ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "2",
-                                           "--dist", "load")
+    """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "2", "--dist", "load")
     result.assert_outcomes(passed=11)
     spans = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(spans) == 11
@@ -89,7 +97,7 @@ def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytes
     plain = [s for s in spans if s[0].startswith("plain")]
     serial = [s for s in spans if s[0].startswith("serial")]
     # The two workers did run plain tests at once (what the check below would catch) ...
-    assert any(overlap(a, b) for i, a in enumerate(plain) for b in plain[i + 1:])
+    assert any(overlap(a, b) for i, a in enumerate(plain) for b in plain[i + 1 :])
     # ... and never beside a serial one.
     assert [(s[0], o[0]) for s in serial for o in spans if o is not s and overlap(s, o)] == []
 
@@ -104,10 +112,16 @@ def test_under_xdist_the_heaviest_files_go_first_and_each_keeps_its_order(monkey
         def get_closest_marker(self, name):
             return object() if name == "slow" and self._slow else None
 
-    items = [Item("a.py", "a1"), Item("a.py", "a2"),  # 0.2
-             Item("b.py", "b1", slow=True), Item("b.py", "b2"),  # 5.1
-             Item("c.py", "c1", slow=True), Item("c.py", "c2", slow=True),  # 10
-             Item("d.py", "d1"), Item("d.py", "d2")]  # 0.2, after a: ties keep the collected order
+    items = [
+        Item("a.py", "a1"),
+        Item("a.py", "a2"),  # 0.2
+        Item("b.py", "b1", slow=True),
+        Item("b.py", "b2"),  # 5.1
+        Item("c.py", "c1", slow=True),
+        Item("c.py", "c2", slow=True),  # 10
+        Item("d.py", "d1"),
+        Item("d.py", "d2"),
+    ]  # 0.2, after a: ties keep the collected order
     monkeypatch.setattr(conftest, "XDIST_WORKERS", 2)
     reordered = list(items)
     conftest.pytest_collection_modifyitems(None, reordered)

@@ -1,6 +1,7 @@
 """The GPU tooling, checked on CPU: scripts/gpu-check's step order and stop-at-first-failure (with
 a stub interpreter), its Python parts (importable, their pure logic), and the GPU workflow
 (parsed as YAML: DPBENCH_DEVICE=cuda, the inventory first, failing without CUDA)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -56,8 +57,13 @@ def _checkout(tmp_path: Path) -> Path:
 def _gpu_check(repo: Path, tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
     full = {**os.environ, "STUB_LOG": str(log), **env}
-    out = subprocess.run(["bash", str(repo / "scripts" / "gpu-check"), str(tmp_path / "out")], capture_output=True,
-                         text=True, env=full, timeout=60)
+    out = subprocess.run(
+        ["bash", str(repo / "scripts" / "gpu-check"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=60,
+    )
     return out, log.read_text().splitlines() if log.exists() else []
 
 
@@ -121,8 +127,15 @@ def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
         assert set(placement.devices) == {"cuda:0"}
         if placement.processes == 2:
             assert placement.backend == "gloo"  # two ranks on one GPU
-    line = smoke.smoke_line("ddp", 2, {"accumulation_steps": 2}, {"backend": "gloo", "devices": ["cuda:0", "cuda:0"]},
-                            0.0015, 0.003, {"peak_source": "table:NVIDIA H200", "math_mode": None, "gpu_keys": ["GPU-1"]})
+    line = smoke.smoke_line(
+        "ddp",
+        2,
+        {"accumulation_steps": 2},
+        {"backend": "gloo", "devices": ["cuda:0", "cuda:0"]},
+        0.0015,
+        0.003,
+        {"peak_source": "table:NVIDIA H200", "math_mode": None, "gpu_keys": ["GPU-1"]},
+    )
     assert line.startswith("ok ddp w2 accumulation_steps=2: backend gloo devices cuda:0,cuda:0 step 1.50 ms")
 
 
@@ -133,16 +146,23 @@ def test_inventory_names_why_cuda_is_unusable():
     old_driver = {"torch": "2.13.0", "cuda": "12.8", "gpu_count": 2, "driver": "470.57"}
     assert "driver too old" in inventory.cuda_problem(old_driver, cuda_available=False)
     assert inventory.cuda_problem(old_driver, cuda_available=True) is None
-    lines = inventory.inventory_lines({**old_driver, "nccl": "2.27.3", "gpus": [
-        {"name": "NVIDIA H200", "uuid": "GPU-1", "memory_bytes": 141 << 30}]}, cuda_available=True, cuda_devices=2,
-        cudnn=91000)
+    lines = inventory.inventory_lines(
+        {**old_driver, "nccl": "2.27.3", "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-1", "memory_bytes": 141 << 30}]},
+        cuda_available=True,
+        cuda_devices=2,
+        cudnn=91000,
+    )
     assert lines[0] == "driver: 470.57" and "nccl: 2.27.3" in lines[1] and "NVIDIA H200" in lines[-1]
 
 
 @pytest.mark.slow  # a fresh interpreter importing torch
 def test_inventory_fails_here_when_cuda_is_required():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_inventory.py"), "--require-cuda"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_inventory.py"), "--require-cuda"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 1 and "CUDA required but unavailable" in out.stderr
     assert out.stdout.startswith("driver: ")
 
@@ -173,8 +193,17 @@ def test_gradscaler_bench_steps_with_and_without_the_found_inf_read():
     x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
     blocked = []
     for host_sync in (True, False):
-        bench.make_step(model, optimizer, Scaler(), torch.nn.functional.cross_entropy, x, y, device_type="cpu",
-                        host_sync=host_sync, blocked=blocked)()
+        bench.make_step(
+            model,
+            optimizer,
+            Scaler(),
+            torch.nn.functional.cross_entropy,
+            x,
+            y,
+            device_type="cpu",
+            host_sync=host_sync,
+            blocked=blocked,
+        )()
     assert calls == ["scale", "step", "update", "scale", "unscale_", "update"] and len(blocked) == 1
 
 

@@ -5,6 +5,7 @@ face, and every package says what it owns and may import.
 Imports are read with ``ast`` from every module, including imports inside functions (a lazy
 import is still a dependency) and the names a package loads lazily (``_LAZY`` maps).
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,8 +18,19 @@ ROOT = Path(__file__).resolve().parents[1] / "dpbench"
 
 # Lowest first. A package may import only those before it (and the root helpers in FOUNDATION).
 LAYERS = [
-    "parallel", "workloads", "strategies", "sampler", "workers", "launcher", "cluster", "traces", "measure", "results",
-    "history", "gate", "report",
+    "parallel",
+    "workloads",
+    "strategies",
+    "sampler",
+    "workers",
+    "launcher",
+    "cluster",
+    "traces",
+    "measure",
+    "results",
+    "history",
+    "gate",
+    "report",
 ]
 FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.
@@ -42,7 +54,7 @@ def _targets(module: str, path: Path, node: ast.AST, known: dict[str, Path]) -> 
         base = node.module or ""
         if node.level:
             package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-            package = package[:len(package) - node.level + 1]
+            package = package[: len(package) - node.level + 1]
             base = ".".join(package + ([base] if base else []))
         names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
     return names
@@ -52,8 +64,11 @@ def _lazy_targets(tree: ast.Module) -> list[str]:
     """The modules named as values of a module-level ``_LAZY = {...}`` dict."""
     out = []
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
-                and isinstance(node.value, ast.Dict)):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
             out += [v.value for v in node.value.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
     return out
 
@@ -109,7 +124,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 stack.pop()
                 path.pop()
             elif colour.get(child) == 1:
-                return path[path.index(child):] + [child]
+                return path[path.index(child) :] + [child]
             elif not colour.get(child):
                 colour[child] = 1
                 path.append(child)
@@ -224,9 +239,12 @@ def test_the_private_import_finder_finds_them(tmp_path: Path):
     (pkg / "a" / "shown.py").write_text("_Y = 1\nZ = 2\n")
     (pkg / "a" / "inside.py").write_text("from dpbench.a._hidden import X\nfrom dpbench.a.shown import _Y\n")
     (pkg / "b" / "user.py").write_text(
-        "from dpbench.a._hidden import X\ndef f():\n    from dpbench.a.shown import _Y, Z\n")
-    assert private_imports(pkg) == ["dpbench.b.user imports dpbench.a._hidden.X",
-                                    "dpbench.b.user imports dpbench.a.shown._Y"]
+        "from dpbench.a._hidden import X\ndef f():\n    from dpbench.a.shown import _Y, Z\n"
+    )
+    assert private_imports(pkg) == [
+        "dpbench.b.user imports dpbench.a._hidden.X",
+        "dpbench.b.user imports dpbench.a.shown._Y",
+    ]
 
 
 def test_no_package_imports_another_packages_private_name():

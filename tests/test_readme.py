@@ -1,4 +1,5 @@
 """The README's quick-start commands exist (its Python examples run in tests/test_readme_examples.py)."""
+
 from __future__ import annotations
 
 import os

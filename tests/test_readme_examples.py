@@ -3,6 +3,7 @@
 Each block is its own script (examples guard their launches with ``if __name__ == "__main__":``
 as users must) and must exit 0. None needs a GPU: the README keeps its examples CPU-sized.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ def _run(source: str, cwd: Path) -> subprocess.CompletedProcess:
     script = cwd / "example.py"  # a file, so examples with `if __name__ == "__main__":` work as for a user
     script.write_text(source)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
 
 
 @pytest.mark.parametrize("line, source", BLOCKS, ids=[f"README-line-{line}" for line, _ in BLOCKS])

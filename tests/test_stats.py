@@ -1,4 +1,5 @@
 """The shared statistics against independent references: scipy's own interval, numpy, by hand."""
+
 from __future__ import annotations
 
 import math

@@ -2,6 +2,7 @@
 (schema 2: trials, controls), raw timings, published timelines, readable by pytest-benchmark,
 and no process left behind — also when a strategy fails and when the run is interrupted with
 Ctrl-C (in the middle of a later case, and during the save)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,16 @@ pytestmark = pytest.mark.slow
 
 def _env(marker: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_WORLD_SIZES": "1,2",
-                "DPBENCH_TRIALS": "2", "DPBENCH_SMOKE_MARKER": marker, "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "DPBENCH_PROFILE": "quick",
+            "DPBENCH_WORKLOADS": "mlp",
+            "DPBENCH_WORLD_SIZES": "1,2",
+            "DPBENCH_TRIALS": "2",
+            "DPBENCH_SMOKE_MARKER": marker,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -60,17 +69,27 @@ def _alive(marker: str) -> list[psutil.Process]:
 
 
 def _pytest(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_suites_save_the_documented_run(tmp_path):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    selection = ("test_throughput and (single or ddp) or test_allreduce_vs_ddp and not mode"
-                 " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket")
-    proc = _pytest(["suites/", "-k", selection, f"--benchmark-storage=file://{storage}",
-                    "--benchmark-save=smoke", "-q"], _env(marker))
+    selection = (
+        "test_throughput and (single or ddp) or test_allreduce_vs_ddp and not mode"
+        " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket"
+    )
+    proc = _pytest(
+        ["suites/", "-k", selection, f"--benchmark-storage=file://{storage}", "--benchmark-save=smoke", "-q"],
+        _env(marker),
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "seconds per step" in proc.stdout  # the terminal table says what its columns are
     saved = list(storage.glob("*/0001_smoke.json"))
@@ -94,8 +113,11 @@ def test_suites_save_the_documented_run(tmp_path):
         info = bench["extra_info"]
         assert set(EXTRA_INFO_FIELDS) <= set(info), set(EXTRA_INFO_FIELDS) - set(info)
         assert info["schema"] == SCHEMA_VERSION == 2 and info["workload"] == "mlp"
-        assert info["step_time_s"] == sorted(info["trials"]["step_time_s"])[0] + (
-            sorted(info["trials"]["step_time_s"])[1] - sorted(info["trials"]["step_time_s"])[0]) / 2
+        assert (
+            info["step_time_s"]
+            == sorted(info["trials"]["step_time_s"])[0]
+            + (sorted(info["trials"]["step_time_s"])[1] - sorted(info["trials"]["step_time_s"])[0]) / 2
+        )
         assert info["samples_per_s"] == info["global_batch"] / info["step_time_s"]
         lo, hi = info["step_time_ci95"]
         assert lo < info["step_time_s"] < hi
@@ -103,8 +125,11 @@ def test_suites_save_the_documented_run(tmp_path):
         assert bench["stats"]["median"] == info["step_time_s"]
         assert "step_time_p50" not in info and info["harness_settings"]["added_runtime_env"] == {}
         # A fresh forkserver helper before each trial pass (dpbench.workers.forkserver.fresh_forkserver).
-        assert info["harness_settings"]["worker_start"] == run["machine_info"]["dpbench"]["worker_start"] == (
-            "forkserver, a fresh helper each trial pass")
+        assert (
+            info["harness_settings"]["worker_start"]
+            == run["machine_info"]["dpbench"]["worker_start"]
+            == ("forkserver, a fresh helper each trial pass")
+        )
         for timeline in info["trials"]["timelines"]:
             path = saved[0].parent / timeline
             assert path.is_file() and path.stat().st_size > 0
@@ -124,8 +149,15 @@ def test_suites_save_the_documented_run(tmp_path):
     (comm,) = by_kind["collective"]
     assert comm["extra_info"]["busbw_gbps"] > 0 and comm["extra_info"]["size_bytes"] == 4096
     assert comm["extra_info"]["trials"]["minor_faults_per_step"] == [None, None]  # no training steps
-    assert comm["extra_info"]["time_s"] == sorted(comm["extra_info"]["trials"]["step_time_s"])[0] + (
-        sorted(comm["extra_info"]["trials"]["step_time_s"])[1] - sorted(comm["extra_info"]["trials"]["step_time_s"])[0]) / 2
+    assert (
+        comm["extra_info"]["time_s"]
+        == sorted(comm["extra_info"]["trials"]["step_time_s"])[0]
+        + (
+            sorted(comm["extra_info"]["trials"]["step_time_s"])[1]
+            - sorted(comm["extra_info"]["trials"]["step_time_s"])[0]
+        )
+        / 2
+    )
     # ... and the gate reads the same numbers: the saved run against itself, ratio exactly 1.
     from dpbench.gate.compare import compare_runs
 
@@ -136,14 +168,31 @@ def test_suites_save_the_documented_run(tmp_path):
         assert judged.baseline_s == judged.candidate_s == headline == bench["stats"]["median"]
         assert judged.ratio == 1.0
     # pytest-benchmark's own tooling reads what we saved.
-    listed = subprocess.run([sys.executable, "-m", "pytest_benchmark", "--storage", f"file://{storage}",
-                             "compare", "0001", "--columns=min,median"], capture_output=True, text=True, cwd=ROOT)
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark",
+            "--storage",
+            f"file://{storage}",
+            "compare",
+            "0001",
+            "--columns=min,median",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert listed.returncode == 0, listed.stderr
     assert "test_throughput[ddp-mlp-w2]" in listed.stdout
     # ... and so does our report, timelines included.
     html = tmp_path / "report.html"
-    made = subprocess.run([sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
-                          capture_output=True, text=True, cwd=ROOT)
+    made = subprocess.run(
+        [sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert made.returncode == 0, made.stderr
     page = html.read_text()
     assert "ddp w2" in page and "single w1" in page
@@ -156,7 +205,8 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     marker = uuid.uuid4().hex
     suite = tmp_path / "suite_fault"
     suite.mkdir()
-    (suite / "test_fault.py").write_text(textwrap.dedent('''
+    (suite / "test_fault.py").write_text(
+        textwrap.dedent("""
         import pytest
         from torch import nn
         import dpbench
@@ -177,7 +227,8 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
         def test_case(benchmark, case, profile, trials):
             info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="fault")
             assert info["samples_per_s"] > 0
-    '''))
+    """)
+    )
     proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
@@ -190,8 +241,15 @@ def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float
     """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output)."""
     # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
     # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 180
@@ -221,8 +279,17 @@ def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra
     tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))
     try:
         env = _env(marker, TMPDIR=str(tmpdir))
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-q",
-               f"--benchmark-storage=file://{storage}", "--benchmark-save=interrupted"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            "-q",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=interrupted",
+        ]
         if extra_plugin:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
             cmd += ["-p", extra_plugin]
@@ -242,14 +309,17 @@ def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra
 def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
     marker = uuid.uuid4().hex
     # Interrupt in the middle of the second trial pass, cases into it: several cases were complete.
-    out = _interrupted_run(tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput"])
+    out = _interrupted_run(
+        tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput"]
+    )
     assert "interrupted: nothing was saved" in out, out[-3000:]
 
 
 def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
     marker = uuid.uuid4().hex
     # A plugin that makes the save slow enough to be interrupted, announcing when it is in it.
-    (tmp_path / "slow_save.py").write_text(textwrap.dedent('''
+    (tmp_path / "slow_save.py").write_text(
+        textwrap.dedent("""
         import sys, time
         import pytest
 
@@ -258,17 +328,25 @@ def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
             print("SAVING NOW", flush=True)
             sys.stdout.flush()
             time.sleep(20)
-    '''))
-    _interrupted_run(tmp_path, marker, when="SAVING NOW", extra_plugin="slow_save",
-                     args=["suites/", "-k", "test_throughput and single"])
+    """)
+    )
+    _interrupted_run(
+        tmp_path,
+        marker,
+        when="SAVING NOW",
+        extra_plugin="slow_save",
+        args=["suites/", "-k", "test_throughput and single"],
+    )
 
 
 def test_suites_run_once_each_with_benchmark_disable(tmp_path):
     """`--benchmark-disable` (a quick "does every case work" pass) runs each target once."""
     marker = uuid.uuid4().hex
     selection = "test_throughput and dp and w2 or test_dp_phases or test_collective and 4KiB and not 64KiB"
-    proc = _pytest(["suites/", "-q", "--benchmark-disable", "-k", selection,
-                    f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
+    proc = _pytest(
+        ["suites/", "-q", "--benchmark-disable", "-k", selection, f"--benchmark-storage=file://{tmp_path / 'results'}"],
+        _env(marker),
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
     assert "× 1 trials" in proc.stdout  # a smoke pass: one trial, one round per case
@@ -283,8 +361,10 @@ def test_bad_trial_counts_are_usage_errors(tmp_path):
 
 
 def test_the_suites_refuse_pytest_xdist_in_one_line():
-    message = ("ERROR: the suites measure each case in fresh-process trials that must not share the machine with other "
-               "measurements: run them without pytest-xdist's -n/--numprocesses")
+    message = (
+        "ERROR: the suites measure each case in fresh-process trials that must not share the machine with other "
+        "measurements: run them without pytest-xdist's -n/--numprocesses"
+    )
     for env, args in (({}, ["-n", "2"]), ({"PYTEST_XDIST_WORKER": "gw0"}, [])):
         proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -296,7 +376,8 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
     the run is complete, pytest exits 0 and says the signal came late. Before, it escaped pytest
     as a KeyboardInterrupt traceback (exit -2) beside the saved run: the fault soak's one finding."""
     marker = uuid.uuid4().hex
-    (tmp_path / "late_plugin.py").write_text(textwrap.dedent('''
+    (tmp_path / "late_plugin.py").write_text(
+        textwrap.dedent("""
         import sys, time
         import pytest
 
@@ -304,11 +385,25 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
         def pytest_unconfigure(config):
             print("UNCONFIGURE NOW", flush=True)
             time.sleep(3)
-    '''))
+    """)
+    )
     storage = tmp_path / "results"
     env = _env(marker, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "late_plugin", "suites/", "-q",
-           "-k", "test_throughput and single", f"--benchmark-storage=file://{storage}", "--benchmark-save=late"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "late_plugin",
+        "suites/",
+        "-q",
+        "-k",
+        "test_throughput and single",
+        f"--benchmark-storage=file://{storage}",
+        "--benchmark-save=late",
+    ]
     code, out = _sigint_when(cmd, env, "UNCONFIGURE NOW")
     assert code == 0, out[-3000:]
     assert "KeyboardInterrupt" not in out, out[-3000:]
@@ -367,27 +462,53 @@ _EARLY_HOOKS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["torch-import", "import", "suites-configure", "configure"])
-@pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                            (signal.SIGINT, 2, "interrupted")], ids=["sigterm", "sigint"])
+@pytest.mark.parametrize(
+    "sig, code, why",
+    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 2, "interrupted")],
+    ids=["sigterm", "sigint"],
+)
 def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code, why, moment):
     """The measuring plugin imports torch and dpbench for seconds, then pytest configures the
     session: a SIGTERM or SIGINT in either ends the run with dpbench's one line and the exit status
     of an interrupted run, not a bare -15, pytest's KeyboardInterrupt traceback or exit 2 for a
     SIGTERM (found by scripts/soak_faults.py)."""
-    (tmp_path / "early_plugin.py").write_text("import os\nSIG = %d\n" % int(sig)
-                                              + textwrap.dedent(_EARLY_HOOKS[moment]))
+    (tmp_path / "early_plugin.py").write_text(
+        "import os\nSIG = %d\n" % int(sig) + textwrap.dedent(_EARLY_HOOKS[moment])
+    )
     storage = tmp_path / "results"
-    env = _env(uuid.uuid4().hex, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    env = _env(
+        uuid.uuid4().hex, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    )
     # One stream, in the order it was written (the environment has PYTHONUNBUFFERED=1), as a terminal shows it.
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "early_plugin", "suites/",
-                           "-q", "-k", "test_throughput and single", f"--benchmark-storage=file://{storage}",
-                           "--benchmark-save=early"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=120,
-                          # A test runner started in the background may have SIGINT ignored; the child must not.
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "early_plugin",
+            "suites/",
+            "-q",
+            "-k",
+            "test_throughput and single",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=early",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        # A test runner started in the background may have SIGINT ignored; the child must not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     out = proc.stdout
     assert proc.returncode == code, out[-3000:]
-    assert out.strip().splitlines()[-1] == (f"dpbench: {why}: nothing was saved (the run had not started); "
-                                            f"earlier runs are untouched"), out[-3000:]
+    assert out.strip().splitlines()[-1] == (
+        f"dpbench: {why}: nothing was saved (the run had not started); earlier runs are untouched"
+    ), out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     assert not list(storage.rglob("*.json"))  # no run saved (pytest-benchmark may have made the directory)

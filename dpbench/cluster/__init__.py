@@ -10,10 +10,18 @@ May import: workers, strategies (a placement's rule), ``dpbench.schema`` and ``d
 Never the launcher (it plugs into the workers' seam instead), the measuring engine or above.
 The runner reaches its check-in before torch: nothing here imports torch at module level.
 """
+
 from dpbench._lazy import lazy_attributes
 
-__all__ = ["ClusterError", "ClusterInfo", "RemotePool", "active_session", "cluster_facts", "cluster_world_sizes",
-           "main"]
+__all__ = [
+    "ClusterError",
+    "ClusterInfo",
+    "RemotePool",
+    "active_session",
+    "cluster_facts",
+    "cluster_world_sizes",
+    "main",
+]
 
 _LAZY = {
     "ClusterError": "dpbench.cluster.node",

@@ -19,6 +19,7 @@ Agent ↔ head messages are ``(tag, pool_id, payload)`` tuples pickled over one
   ``from`` (the worker's bytes), ``died`` (how the worker ended), ``stopped`` (exit code),
   ``bye`` (acknowledges ``exit``).
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -91,28 +92,45 @@ def _worker_environ(order: WorkerOrder) -> dict[str, str]:
     env = {**os.environ, **runtime_env_patch(os.environ)}
     # What this worker is in its pool, not what the agent is in the torchrun world: libraries
     # that read these see the process group the worker really belongs to.
-    env.update(RANK=str(order.rank), WORLD_SIZE=str(order.world_size),
-               LOCAL_RANK=str(order.local_index), LOCAL_WORLD_SIZE=str(order.local_count))
+    env.update(
+        RANK=str(order.rank),
+        WORLD_SIZE=str(order.world_size),
+        LOCAL_RANK=str(order.local_index),
+        LOCAL_WORLD_SIZE=str(order.local_count),
+    )
     return env
 
 
 def _plan(order: WorkerOrder) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
     """This rank's block of this node's cores (the plan a local pool of the node's ranks makes)."""
     mode, off_reason = resolve_mode(order.affinity, os.environ)
-    plan = plan_affinity(mode=mode, cores=current_cores() if pinning_supported() else None,
-                         world_size=order.local_count, threads_per_worker=order.threads,
-                         cores_per_worker=order.cores_per_worker, off_reason=off_reason)
+    plan = plan_affinity(
+        mode=mode,
+        cores=current_cores() if pinning_supported() else None,
+        world_size=order.local_count,
+        threads_per_worker=order.threads,
+        cores_per_worker=order.cores_per_worker,
+        off_reason=off_reason,
+    )
     cpus = plan.rank_cores[order.local_index] if plan.rank_cores else None
-    return cpus, {"cpus": None if cpus is None else list(cpus), "affinity_mode": plan.mode,
-                  "affinity_reason": plan.reason}
+    return cpus, {
+        "cpus": None if cpus is None else list(cpus),
+        "affinity_mode": plan.mode,
+        "affinity_reason": plan.reason,
+    }
 
 
 def _worker_config(order: WorkerOrder) -> WorkerConfig:
     """How this node starts the worker of one pool rank (its CPU block is added by _start)."""
     prefix = f"dpbench/pool/{order.pool_id}/"
     return WorkerConfig(
-        world_size=order.world_size, device_type=order.device_type, backend=order.backend,
-        store_path="", timeout=order.timeout, threads=order.threads, cpus=None,
+        world_size=order.world_size,
+        device_type=order.device_type,
+        backend=order.backend,
+        store_path="",
+        timeout=order.timeout,
+        threads=order.threads,
+        cpus=None,
         environ=_worker_environ(order),
         store_factory=partial(pool_store, order.store_host, order.store_port, prefix, order.timeout),
         loopback=False,  # ranks on other hosts: the user's (or the system's) interface choice stands
@@ -134,8 +152,12 @@ def _start(order: WorkerOrder) -> tuple[_Worker, dict[str, Any]]:
     cpus, plan = _plan(order)
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     with patched_environ({**runtime_env_patch(os.environ), **helper_environ()}):
-        proc = ctx.Process(target=worker_main, args=(order.rank, child_conn, replace(config, cpus=cpus)),
-                           name=f"dpbench-rank{order.rank}", daemon=True)
+        proc = ctx.Process(
+            target=worker_main,
+            args=(order.rank, child_conn, replace(config, cpus=cpus)),
+            name=f"dpbench-rank{order.rank}",
+            daemon=True,
+        )
         proc.start()
     child_conn.close()  # the child's end lives in the child only, so EOF is seen
     return _Worker(pool_id=order.pool_id, proc=proc, pipe=parent_conn), plan
@@ -218,8 +240,11 @@ class _Agent:
         self.workers.pop(worker.pool_id, None)
         worker.pipe.close()
         if not worker.stopping:
-            self.send("died", worker.pool_id,
-                      f"worker process (pid {worker.proc.pid}) died with exit code {worker.proc.exitcode}")
+            self.send(
+                "died",
+                worker.pool_id,
+                f"worker process (pid {worker.proc.pid}) died with exit code {worker.proc.exitcode}",
+            )
 
     def stop_all(self) -> None:
         for worker in list(self.workers.values()):

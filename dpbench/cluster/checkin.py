@@ -32,6 +32,7 @@ rendezvous), node 0 is gone, and the agent says so and exits 1 rather than wait 
 timeout. Best effort: when the head cannot bind the port, or the port is filtered between nodes,
 nothing changes except that a death during the start is noticed at the join deadline, as before.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,15 @@ import threading
 import time
 from typing import Any, Callable
 
-__all__ = ["CheckinClient", "CheckinServer", "KEEPALIVE_SECONDS", "PORT_ENV", "checkin_key", "checkin_port",
-           "port_setting"]
+__all__ = [
+    "CheckinClient",
+    "CheckinServer",
+    "KEEPALIVE_SECONDS",
+    "PORT_ENV",
+    "checkin_key",
+    "checkin_port",
+    "port_setting",
+]
 
 PORT_ENV = "DPBENCH_CHECKIN_PORT"
 PORT_RANGE = (49152, 60999)
@@ -77,8 +85,9 @@ def port_setting(environ: dict[str, str] | os._Environ) -> int | None:
     except ValueError:
         port = -1
     if not 0 <= port <= 65535:
-        raise ValueError(f"{PORT_ENV} must be a TCP port number (1-65535) or 0 to turn the start-up check-in off, "
-                         f"got {raw!r}")
+        raise ValueError(
+            f"{PORT_ENV} must be a TCP port number (1-65535) or 0 to turn the start-up check-in off, got {raw!r}"
+        )
     return port
 
 
@@ -262,8 +271,15 @@ class CheckinClient(threading.Thread):
     ``on_lost(line)`` is called once if the head is lost before that (the cluster runner prints it
     and exits 1)."""
 
-    def __init__(self, address: tuple[str, int], key: bytes, said: dict[str, Any], on_lost: Callable[[str], None], *,
-                 store: tuple[str, int] | None = None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        key: bytes,
+        said: dict[str, Any],
+        on_lost: Callable[[str], None],
+        *,
+        store: tuple[str, int] | None = None,
+    ):
         super().__init__(name="dpbench-cluster-checkin", daemon=True)
         self.address, self.key, self.said, self.on_lost = address, key, said, on_lost
         self.store = store  # torchrun's store, hosted by node 0's torchrun: probed while the port refuses
@@ -299,8 +315,10 @@ class CheckinClient(threading.Thread):
                     last_probe = time.monotonic()
                     refusals = refusals + 1 if _refuses(self.store) else 0
                     if refusals >= _STORE_REFUSALS:
-                        self._lose(f"node 0's torchrun is gone: its store at {self.store[0]}:{self.store[1]} refuses "
-                                   f"connections and the head's check-in port was never reached")
+                        self._lose(
+                            f"node 0's torchrun is gone: its store at {self.store[0]}:{self.store[1]} refuses "
+                            f"connections and the head's check-in port was never reached"
+                        )
                         return
                 self._handed_over.wait(_RETRY_SECONDS)
         self.state = "checked-in"
@@ -323,7 +341,9 @@ class CheckinClient(threading.Thread):
                     return
                 if received.startswith(_FAILED) and (not data or received.endswith(b"\n")):
                     if not self._handed_over.is_set():
-                        self._lose("the head (rank 0) gave up the start: " + received[1:].decode(errors="replace").strip())
+                        self._lose(
+                            "the head (rank 0) gave up the start: " + received[1:].decode(errors="replace").strip()
+                        )
                     return
                 if not data:
                     why = "its check-in link closed (the process or its node died)"
@@ -349,7 +369,7 @@ class CheckinClient(threading.Thread):
                 raise PermissionError("not a dpbench check-in port")
             nonce = secrets.token_bytes(_NONCE)
             body = json.dumps(self.said).encode()
-            sock.sendall(_mac(self.key, b"agent", hello[len(_MAGIC):]) + nonce + len(body).to_bytes(4, "big") + body)
+            sock.sendall(_mac(self.key, b"agent", hello[len(_MAGIC) :]) + nonce + len(body).to_bytes(4, "big") + body)
             try:
                 proof = _recv_exact(sock, _DIGEST)
             except ConnectionError:

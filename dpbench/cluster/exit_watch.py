@@ -21,6 +21,7 @@ torch: it starts in milliseconds), without the worker's lifeline marker (the wor
 not kill it) but with the run's ``DPBENCH_RUN_ID`` (a soak finds it if it were ever left), and
 it exits as soon as torchrun is gone.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,9 @@ def grace() -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{GRACE_ENV} must be a number of seconds (0 turns the exit-barrier watch off), "
-                         f"got {raw!r}") from None
+        raise ValueError(
+            f"{GRACE_ENV} must be a number of seconds (0 turns the exit-barrier watch off), got {raw!r}"
+        ) from None
     if value < 0 or value != value:
         raise ValueError(f"{GRACE_ENV} must be ≥ 0 seconds (0 turns the exit-barrier watch off), got {raw!r}")
     return value or None
@@ -82,9 +84,13 @@ def start(where: str) -> subprocess.Popen | None:
     if seconds is None or agent is None:
         return None
     env = {k: v for k, v in os.environ.items() if k != LIFELINE_ENV}
-    return subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), str(agent),
-                             repr(seconds), where], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            close_fds=True)
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), str(agent), repr(seconds), where],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        close_fds=True,
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -122,10 +128,13 @@ def watch(worker: int, agent: int, grace: float, where: str) -> int:
     _wait_gone(worker, None)
     if _wait_gone(agent, grace):
         return 0
-    print(f"dpbench.cluster ({where}): torchrun (pid {agent}) still waits in its exit barrier "
-          f"{grace:g} s after this node's session ended: another node stopped before torchrun's exit "
-          f"barrier (lost after its goodbye); stopping torchrun so that this node exits now", file=sys.stderr,
-          flush=True)
+    print(
+        f"dpbench.cluster ({where}): torchrun (pid {agent}) still waits in its exit barrier "
+        f"{grace:g} s after this node's session ended: another node stopped before torchrun's exit "
+        f"barrier (lost after its goodbye); stopping torchrun so that this node exits now",
+        file=sys.stderr,
+        flush=True,
+    )
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.kill(agent, sig)

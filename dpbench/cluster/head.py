@@ -2,6 +2,7 @@
 session with the cluster's pools installed (:func:`dpbench.cluster.remote.heading`), then tells
 every agent how the session ended. See :mod:`dpbench.cluster.runner` for the whole picture.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,18 @@ from typing import Any
 
 from dpbench.cluster import checkin as _checkin
 from dpbench.cluster.liveness import LEAVING_TAG, WATCH_TAG
-from dpbench.cluster.node import (DEFAULT_JOIN_TIMEOUT, JOIN_OPTION, JOIN_SKEW_FACTOR, JOIN_SKEW_MIN, ClusterError,
-                                  ClusterInfo, hello_facts, leave_now, open_store, watch_exit_barrier)
+from dpbench.cluster.node import (
+    DEFAULT_JOIN_TIMEOUT,
+    JOIN_OPTION,
+    JOIN_SKEW_FACTOR,
+    JOIN_SKEW_MIN,
+    ClusterError,
+    ClusterInfo,
+    hello_facts,
+    leave_now,
+    open_store,
+    watch_exit_barrier,
+)
 from dpbench.cluster.remote import active_session
 
 __all__ = ["HeadSession", "cluster_facts", "head_join_timeout", "run_head"]
@@ -57,10 +68,14 @@ class HeadSession:
         nodes: dict[int, list[int]] = {}
         for rank, link in sorted(self.links.items()):
             nodes.setdefault(link.node, []).append(rank)
-        where = "; ".join(f"node {n} ({self.links[r[0]].host}): " + (f"rank {r[0]}" if len(r) == 1 else f"ranks {r[0]}-{r[-1]}")
-                          for n, r in sorted(nodes.items()))
-        return (f"dpbench.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
-                f"runs on ranks 0..n-1 (node 0 first); in-process strategies run on node 0.")
+        where = "; ".join(
+            f"node {n} ({self.links[r[0]].host}): " + (f"rank {r[0]}" if len(r) == 1 else f"ranks {r[0]}-{r[-1]}")
+            for n, r in sorted(nodes.items())
+        )
+        return (
+            f"dpbench.cluster: {len(nodes)} node(s), world {self.world_size} — {where}. A case with n ranks "
+            f"runs on ranks 0..n-1 (node 0 first); in-process strategies run on node 0."
+        )
 
     def close(self, status: int) -> list[int]:
         """Tell every agent to stop its workers and exit with ``status``; wait for their goodbyes.
@@ -97,19 +112,22 @@ def cluster_facts(session: HeadSession | None = None) -> dict[str, Any] | None:
         entry = per_node.setdefault(link.node, {"node": link.node, "hostname": link.host, "ranks": []})
         entry["ranks"].append(rank)
         if "gpus" not in entry and link.facts.get("gpus") is not None:
-            entry.update({k: v for k, v in link.facts.items()
-                          if k not in ("rank", "local_rank", "pid", "node", "host", "ranks")})
+            entry.update(
+                {k: v for k, v in link.facts.items() if k not in ("rank", "local_rank", "pid", "node", "host", "ranks")}
+            )
     nodes = [per_node[n] for n in sorted(per_node)]
     counts = [len(n["ranks"]) for n in nodes]
     info = session.info
     return {
-        "launcher": "torchrun", "rendezvous_id": info.run_id, "restart_count": info.restart_count,
-        "nodes": len(nodes), "world_size": info.world_size,
+        "launcher": "torchrun",
+        "rendezvous_id": info.run_id,
+        "restart_count": info.restart_count,
+        "nodes": len(nodes),
+        "world_size": info.world_size,
         "processes_per_node": counts[0] if len(set(counts)) == 1 else counts,
         "rank_order": "a case with n ranks runs on torchrun ranks 0..n-1, filling nodes in order",
         "per_node": nodes,
     }
-
 
 
 class _Acceptor(threading.Thread):
@@ -142,8 +160,9 @@ class _Acceptor(threading.Thread):
         self.listener.close()
 
 
-def _join_agents(info: ClusterInfo, store: Any, timeout: float,
-                 checkin: _checkin.CheckinServer | None = None) -> tuple[dict[int, Any], dict[int, Any]]:
+def _join_agents(
+    info: ClusterInfo, store: Any, timeout: float, checkin: _checkin.CheckinServer | None = None
+) -> tuple[dict[int, Any], dict[int, Any]]:
     from dpbench.cluster.remote import AgentLink
 
     authkey = secrets.token_bytes(32)
@@ -168,7 +187,8 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float,
                     f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
                     f"within {timeout:.0f} s ({JOIN_OPTION} sets this; by default {JOIN_SKEW_FACTOR:g} × the head's own "
                     f"start-up, at least {JOIN_SKEW_MIN:g} s); did their node die at start-up, is dpbench.cluster "
-                    f"running on every node, and can they reach this port?") from None
+                    f"running on every node, and can they reach this port?"
+                ) from None
             if not conn.poll(max(0.0, deadline - time.monotonic())):
                 conn.close()
                 continue
@@ -179,8 +199,9 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float,
             if tag != "hello" or not 0 < rank < info.world_size or rank in links:
                 conn.close()
                 continue
-            links[rank] = AgentLink(rank=rank, node=facts["node"], host=facts["host"], pid=facts["pid"],
-                                    conn=conn, facts=facts)
+            links[rank] = AgentLink(
+                rank=rank, node=facts["node"], host=facts["host"], pid=facts["pid"], conn=conn, facts=facts
+            )
     except BaseException:
         for link in links.values():
             link.send("exit", None, 1)
@@ -193,8 +214,9 @@ def _join_agents(info: ClusterInfo, store: Any, timeout: float,
     return links, watches
 
 
-def _check_joined(links: dict[int, Any], watches: dict[int, Any],
-                  checkin: _checkin.CheckinServer | None = None) -> None:
+def _check_joined(
+    links: dict[int, Any], watches: dict[int, Any], checkin: _checkin.CheckinServer | None = None
+) -> None:
     """A node whose agent already joined and then died (its connection closed) while the head
     still waits for the others — or died while it started, before it could join (its check-in
     link closed: :mod:`dpbench.cluster.checkin`): say so now, not when the join times out."""
@@ -210,8 +232,10 @@ def _check_joined(links: dict[int, Any], watches: dict[int, Any],
                 if isinstance(message, tuple) and len(message) == 2 and message[0] == LEAVING_TAG:
                     raise ClusterError(f"{where} stopped while the agents joined: {message[1]}")
         except (EOFError, OSError):
-            raise ClusterError(f"{where} was lost while the agents joined: its connection to the head closed "
-                               f"(the process or its node died)") from None
+            raise ClusterError(
+                f"{where} was lost while the agents joined: its connection to the head closed "
+                f"(the process or its node died)"
+            ) from None
 
 
 def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
@@ -225,12 +249,18 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
     thread = threading.Thread(target=serve, args=(agent_end,), name="dpbench-cluster-agent0", daemon=True)
     thread.start()
     facts = hello_facts(info)
-    return AgentLink(rank=0, node=info.node_rank, host=facts["host"], pid=os.getpid(), conn=head_end,
-                     facts=facts), thread
+    return AgentLink(
+        rank=0, node=info.node_rank, host=facts["host"], pid=os.getpid(), conn=head_end, facts=facts
+    ), thread
 
 
-def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float | None,
-             checkin: _checkin.CheckinServer | None = None) -> int:
+def run_head(
+    info: ClusterInfo,
+    pytest_args: list[str],
+    *,
+    join_timeout: float | None,
+    checkin: _checkin.CheckinServer | None = None,
+) -> int:
     from dpbench.cluster.liveness import HeadWatch
     from dpbench.cluster.remote import heading
 
@@ -270,8 +300,12 @@ def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float |
     gone = [r for r in missing if r != 0]
     if gone:  # a node lost at the very end: exiting 0 would leave torchrun in its exit barrier
         nodes = sorted({session.links[r].node for r in gone})
-        print(f"{where}: node(s) {', '.join(map(str, nodes))} (rank(s) {', '.join(map(str, gone))}) never said "
-              f"goodbye; exiting 1 so that no torchrun waits for them", file=sys.stderr, flush=True)
+        print(
+            f"{where}: node(s) {', '.join(map(str, nodes))} (rank(s) {', '.join(map(str, gone))}) never said "
+            f"goodbye; exiting 1 so that no torchrun waits for them",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     if status == 0:  # torchrun now waits in its exit barrier for every node
         watch_exit_barrier(info)
@@ -279,7 +313,6 @@ def run_head(info: ClusterInfo, pytest_args: list[str], *, join_timeout: float |
         # not after seconds of interpreter teardown (pytest has saved and reported everything).
         leave_now(status)
     return status
-
 
 
 def _started_seconds_ago() -> float:
@@ -297,4 +330,3 @@ def head_join_timeout(given: float | None) -> float:
     if given is not None:
         return given
     return min(DEFAULT_JOIN_TIMEOUT, max(JOIN_SKEW_MIN, JOIN_SKEW_FACTOR * _started_seconds_ago()))
-

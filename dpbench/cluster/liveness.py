@@ -17,6 +17,7 @@ nothing half-measured is saved). On an agent a lost head calls ``on_lost`` (the 
 agent's workers and exits 1). Separate connections because the case code reads the main ones
 only while it waits for a result, and a beat must never interleave with a call's bytes.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -155,8 +156,10 @@ class AgentWatch(threading.Thread):
                     return self._lose("its connection closed (the head's node, or its pytest session, died)")
                 heard = time.monotonic()
             elif time.monotonic() - heard > LOST_AFTER_SECONDS:
-                return self._lose(f"no heartbeat from it for {time.monotonic() - heard:.0f} s "
-                                  f"(its node hangs, or the network to it is down)")
+                return self._lose(
+                    f"no heartbeat from it for {time.monotonic() - heard:.0f} s "
+                    f"(its node hangs, or the network to it is down)"
+                )
 
     def _lose(self, why: str) -> None:
         if self._halt.is_set():

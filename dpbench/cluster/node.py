@@ -4,6 +4,7 @@ node: read torchrun's environment, reach its store, describe the node, watch the
 Imported before torch by ``python -m dpbench.cluster`` (its check-in must not wait for torch):
 torch is imported inside the functions that need it.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,15 +14,39 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
-__all__ = ["ClusterError", "ClusterInfo", "DEFAULT_JOIN_TIMEOUT", "JOIN_OPTION", "JOIN_SKEW_FACTOR", "JOIN_SKEW_MIN",
-           "USAGE", "cluster_world_sizes", "first_line", "hello_facts", "leave_now", "node_facts", "node_text",
-           "open_store", "watch_exit_barrier"]
+__all__ = [
+    "ClusterError",
+    "ClusterInfo",
+    "DEFAULT_JOIN_TIMEOUT",
+    "JOIN_OPTION",
+    "JOIN_SKEW_FACTOR",
+    "JOIN_SKEW_MIN",
+    "USAGE",
+    "cluster_world_sizes",
+    "first_line",
+    "hello_facts",
+    "leave_now",
+    "node_facts",
+    "node_text",
+    "open_store",
+    "watch_exit_barrier",
+]
 
-USAGE = ("dpbench.cluster runs under torchrun, on every node: torchrun --nnodes=N --nproc-per-node=P "
-         "--rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster [pytest arguments]")
+USAGE = (
+    "dpbench.cluster runs under torchrun, on every node: torchrun --nnodes=N --nproc-per-node=P "
+    "--rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 --rdzv-id=JOB -m dpbench.cluster [pytest arguments]"
+)
 # torchrun sets all of these for every rank it starts.
-_REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-             "GROUP_RANK", "GROUP_WORLD_SIZE")
+_REQUIRED = (
+    "RANK",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+)
 JOIN_OPTION = "--dpbench-join-timeout"
 DEFAULT_JOIN_TIMEOUT = 300.0  # every agent imports torch before it says hello: minutes on a loaded node
 # Without --dpbench-join-timeout the head waits for the agents JOIN_SKEW_FACTOR × its own start-up
@@ -33,7 +58,6 @@ JOIN_SKEW_FACTOR = 4.0
 JOIN_SKEW_MIN = 30.0
 # Environment that says how the backends reach other nodes (recorded per node).
 INTERCONNECT_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "FI_", "UCX_")
-
 
 
 class ClusterError(RuntimeError):
@@ -64,14 +88,23 @@ class ClusterInfo:
         try:
             values = {name: int(environ[name]) for name in _REQUIRED if name != "MASTER_ADDR"}
         except ValueError:
-            raise ClusterError(f"torchrun's {', '.join(_REQUIRED)} must be integers (MASTER_ADDR aside), "
-                               f"got {dict((k, environ[k]) for k in _REQUIRED)}") from None
-        return cls(rank=values["RANK"], world_size=values["WORLD_SIZE"], local_rank=values["LOCAL_RANK"],
-                   local_world_size=values["LOCAL_WORLD_SIZE"], node_rank=values["GROUP_RANK"],
-                   nodes=values["GROUP_WORLD_SIZE"], master_addr=environ["MASTER_ADDR"],
-                   master_port=values["MASTER_PORT"], run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
-                   restart_count=int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
-                   use_agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") == "True")
+            raise ClusterError(
+                f"torchrun's {', '.join(_REQUIRED)} must be integers (MASTER_ADDR aside), "
+                f"got {dict((k, environ[k]) for k in _REQUIRED)}"
+            ) from None
+        return cls(
+            rank=values["RANK"],
+            world_size=values["WORLD_SIZE"],
+            local_rank=values["LOCAL_RANK"],
+            local_world_size=values["LOCAL_WORLD_SIZE"],
+            node_rank=values["GROUP_RANK"],
+            nodes=values["GROUP_WORLD_SIZE"],
+            master_addr=environ["MASTER_ADDR"],
+            master_port=values["MASTER_PORT"],
+            run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
+            restart_count=int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
+            use_agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") == "True",
+        )
 
     @property
     def head_key(self) -> str:
@@ -92,7 +125,9 @@ def node_facts(info: ClusterInfo) -> dict[str, Any]:
     import torch
 
     facts: dict[str, Any] = {
-        "rank": info.rank, "local_rank": info.local_rank, "pid": os.getpid(),
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "pid": os.getpid(),
         "processes": info.local_world_size,
         # Asks the driver for the count; creates no CUDA context in the agent.
         "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
@@ -112,17 +147,23 @@ def open_store(info: ClusterInfo, timeout: float) -> Any:
     # default); with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 rank 0 hosts it, as env:// would.
     host = info.rank == 0 and not info.use_agent_store
     try:
-        return dist.TCPStore(info.master_addr, info.master_port, is_master=host, multi_tenant=host,
-                             timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        return dist.TCPStore(
+            info.master_addr,
+            info.master_port,
+            is_master=host,
+            multi_tenant=host,
+            timeout=timedelta(seconds=timeout),
+            wait_for_workers=False,
+        )
     except RuntimeError as exc:  # DistNetworkError / DistStoreError
-        raise ClusterError(f"cannot reach torchrun's store at {info.master_addr}:{info.master_port}: "
-                           f"{first_line(exc)}") from None
+        raise ClusterError(
+            f"cannot reach torchrun's store at {info.master_addr}:{info.master_port}: {first_line(exc)}"
+        ) from None
 
 
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
 
 
 def hello_facts(info: ClusterInfo) -> dict[str, Any]:
@@ -144,9 +185,11 @@ def watch_exit_barrier(info: ClusterInfo) -> None:
         try:
             exit_watch.start(node_text(info))
         except OSError as exc:  # no process to start (the grace itself was checked in main())
-            print(f"dpbench.cluster ({node_text(info)}): not watching torchrun's exit barrier: {exc}",
-                  file=sys.stderr, flush=True)
-
+            print(
+                f"dpbench.cluster ({node_text(info)}): not watching torchrun's exit barrier: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def leave_now(status: int) -> None:
@@ -156,4 +199,3 @@ def leave_now(status: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
-

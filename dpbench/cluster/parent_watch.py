@@ -7,6 +7,7 @@ timeout. A rank's parent *is* its agent, so the watch polls ``os.getppid()``: wh
 reparents the rank, the agent is gone. Polling because nothing portable signals it: Linux's
 ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, not the process.
 """
+
 from __future__ import annotations
 
 import os

@@ -15,6 +15,7 @@ every agent of the pool has stopped its worker.
 While a cluster session runs (:func:`heading`), :class:`ClusterPools` is the launcher's pool
 provider (:mod:`dpbench.workers.provider`): process-group pools are remote, the rest local.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,15 @@ from typing import Any, Callable, Iterator
 
 from dpbench.cluster.agent import WorkerOrder
 from dpbench.workers.provider import current_provider, providing
-from dpbench.workers.base import (FAILURE_GRACE_SECONDS, MIN_START_SECONDS, WorkerError, WorkerTimeoutError,
-                                  available_cores, default_threads, pick_backend)
+from dpbench.workers.base import (
+    FAILURE_GRACE_SECONDS,
+    MIN_START_SECONDS,
+    WorkerError,
+    WorkerTimeoutError,
+    available_cores,
+    default_threads,
+    pick_backend,
+)
 
 __all__ = ["AgentLink", "ClusterPools", "RemotePool", "active_session", "heading"]
 
@@ -77,29 +85,43 @@ def _session(session: Any) -> Any:
         return session
     found = active_session()
     if found is None:
-        raise RuntimeError("RemotePool needs a dpbench.cluster session in this process: start the run with "
-                           "`torchrun ... -m dpbench.cluster [pytest arguments]`")
+        raise RuntimeError(
+            "RemotePool needs a dpbench.cluster session in this process: start the run with "
+            "`torchrun ... -m dpbench.cluster [pytest arguments]`"
+        )
     return found
 
 
 class RemotePool:
     """``world_size`` fresh worker processes on torchrun ranks 0..world_size-1 (see the module doc)."""
 
-    def __init__(self, world_size: int, *, device: str = "cpu", backend: str | None = None, timeout: float = 60.0,
-                 threads_per_worker: int | None = None, process_group: bool = True, affinity: str = "auto",
-                 cores_per_worker: int | None = None, session: Any = None):
+    def __init__(
+        self,
+        world_size: int,
+        *,
+        device: str = "cpu",
+        backend: str | None = None,
+        timeout: float = 60.0,
+        threads_per_worker: int | None = None,
+        process_group: bool = True,
+        affinity: str = "auto",
+        cores_per_worker: int | None = None,
+        session: Any = None,
+    ):
         session = _session(session)
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
         if world_size > session.world_size:
-            raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
-                             f"(WORLD_SIZE={session.world_size})")
+            raise ValueError(
+                f"world_size={world_size} is more ranks than the torchrun world has (WORLD_SIZE={session.world_size})"
+            )
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if threads_per_worker is not None and (isinstance(threads_per_worker, bool)
-                                               or not isinstance(threads_per_worker, int) or threads_per_worker < 1):
+        if threads_per_worker is not None and (
+            isinstance(threads_per_worker, bool) or not isinstance(threads_per_worker, int) or threads_per_worker < 1
+        ):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if session.open_pool is not None and not session.open_pool.closed:
             raise RuntimeError("a dpbench.cluster session runs one multi-process pool at a time; close the other first")
@@ -164,11 +186,24 @@ class RemotePool:
         for rank, link in enumerate(self._links):
             index = seen.get(link.node, 0)
             seen[link.node] = index + 1
-            orders.append(WorkerOrder(
-                pool_id=self.pool_id, rank=rank, world_size=self.world_size, device_type=self.device,
-                backend=self.backend, timeout=self.timeout, threads=self.threads_per_worker, affinity=self.affinity,
-                cores_per_worker=self._cores_per_worker, local_index=index, local_count=counts[link.node],
-                store_host=info.master_addr, store_port=info.master_port, sys_path=tuple(sys.path)))
+            orders.append(
+                WorkerOrder(
+                    pool_id=self.pool_id,
+                    rank=rank,
+                    world_size=self.world_size,
+                    device_type=self.device,
+                    backend=self.backend,
+                    timeout=self.timeout,
+                    threads=self.threads_per_worker,
+                    affinity=self.affinity,
+                    cores_per_worker=self._cores_per_worker,
+                    local_index=index,
+                    local_count=counts[link.node],
+                    store_host=info.master_addr,
+                    store_port=info.master_port,
+                    sys_path=tuple(sys.path),
+                )
+            )
         return orders
 
     # -- lifecycle -------------------------------------------------------------------
@@ -222,8 +257,10 @@ class RemotePool:
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
         """Per rank, what the worker reported at start (as WorkerPool's) plus ``node`` and ``host``."""
-        return [dict(f, env=dict(f["env"]), runtime_env=dict(f.get("runtime_env") or {}),
-                     node=link.node, host=link.host) for f, link in zip(self._facts, self._links)]
+        return [
+            dict(f, env=dict(f["env"]), runtime_env=dict(f.get("runtime_env") or {}), node=link.node, host=link.host)
+            for f, link in zip(self._facts, self._links)
+        ]
 
     @property
     def affinity_plan(self) -> dict[str, Any]:
@@ -231,14 +268,22 @@ class RemotePool:
         started = [self._started.get(r, {}) for r in range(self.world_size)]
         cores = [s.get("cpus") for s in started]
         modes = {s.get("affinity_mode") for s in started} - {None}
-        reasons = sorted({f"node {link.node}: {s['affinity_reason']}" for s, link in zip(started, self._links)
-                          if s.get("affinity_reason")})
+        reasons = sorted(
+            {
+                f"node {link.node}: {s['affinity_reason']}"
+                for s, link in zip(started, self._links)
+                if s.get("affinity_reason")
+            }
+        )
         return {
-            "mode": modes.pop() if len(modes) == 1 else self.affinity, "pinned": all(c is not None for c in cores),
+            "mode": modes.pop() if len(modes) == 1 else self.affinity,
+            "pinned": all(c is not None for c in cores),
             "reason": "each node plans its own ranks' cores — " + "; ".join(reasons),
-            "available_cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            "available_cores": sorted(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
             else list(range(available_cores())),
-            "rank_cores": cores, "parent_cores": None,
+            "rank_cores": cores,
+            "parent_cores": None,
             "parent_note": "a cluster pool leaves the head process where it is",
         }
 
@@ -250,8 +295,10 @@ class RemotePool:
         try:
             payload = pickle.dumps(("call", fn, args, kwargs))
         except Exception as exc:
-            raise TypeError(f"fn and its arguments must be picklable to reach the workers "
-                            f"({type(exc).__name__}: {exc}); use module-level functions") from exc
+            raise TypeError(
+                f"fn and its arguments must be picklable to reach the workers "
+                f"({type(exc).__name__}: {exc}); use module-level functions"
+            ) from exc
         try:
             for link in self._links:
                 link.send("to", self.pool_id, payload)  # a lost agent is reported by _collect
@@ -266,8 +313,10 @@ class RemotePool:
         try:
             return pickle.loads(link.conn.recv_bytes())
         except (EOFError, OSError) as exc:
-            link.mark_lost(f"its dpbench.cluster agent (pid {link.pid}) went away "
-                           f"({type(exc).__name__}: the process was killed or its node is unreachable)")
+            link.mark_lost(
+                f"its dpbench.cluster agent (pid {link.pid}) went away "
+                f"({type(exc).__name__}: the process was killed or its node is unreachable)"
+            )
             return None
 
     def _event(self, rank: int, kind: str) -> tuple[str, Any]:
@@ -337,14 +386,18 @@ class RemotePool:
         details = "\n".join(f"--- {self._links[r].label} ---\n{str(failures[r]).rstrip()}" for r in order)
         raise WorkerError(
             f"worker {', '.join(labels)} failed (world_size={self.world_size} on {self.nodes} node(s)):\n{details}",
-            rank=order[0], failures=failures)
+            rank=order[0],
+            failures=failures,
+        )
 
     def _raise_timeout(self, silent: list[int], timeout: float) -> None:
         labels = ", ".join(self._links[r].label for r in silent)
         raise WorkerTimeoutError(
             f"no message from worker {labels} for {timeout:g} s (timeout); every rank's worker was stopped. "
             f"Raise `timeout` if a single step legitimately takes this long.",
-            rank=silent[0], failures={r: f"silent for {timeout:g} s" for r in silent})
+            rank=silent[0],
+            failures={r: f"silent for {timeout:g} s" for r in silent},
+        )
 
 
 # ---------------------------------------------------------------- the launcher's pools under a session
@@ -372,8 +425,9 @@ class ClusterPools:
         if placement is not None and placement.backend is None:
             return placement  # in-process strategies run on the head's node, as on one host
         if world_size > session.world_size:
-            raise ValueError(f"world_size={world_size} is more ranks than the torchrun world has "
-                             f"(WORLD_SIZE={session.world_size})")
+            raise ValueError(
+                f"world_size={world_size} is more ranks than the torchrun world has (WORLD_SIZE={session.world_size})"
+            )
         links = [session.links[r] for r in range(world_size)]
         counts: dict[int, int] = {}
         for link in links:
@@ -381,7 +435,9 @@ class ClusterPools:
         per_node = strategy_cls.placement(world_size=max(counts.values()), device=device, options=options)
         if device == "cuda":
             # As the worker picks it (workers/worker.py): rank % that node's GPU count.
-            devices = tuple(f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links))
+            devices = tuple(
+                f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links)
+            )
         else:
             devices = ("cpu",) * world_size
         return replace(per_node, processes=world_size, devices=devices, concurrent_replicas=max(counts.values()))

@@ -36,6 +36,7 @@ exit barrier) is noticed by :mod:`dpbench.cluster.exit_watch`, left behind by ea
 rank 0: it stops its node's torchrun when the barrier still waits 6 s after the session ended, so
 no node waits the barrier's 300 s for a dead one. Outside torchrun: one line saying how to start it, status 2.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,17 @@ from typing import Any
 
 from dpbench.cluster import checkin as _checkin
 from dpbench.cluster.parent_watch import ParentWatch
-from dpbench.cluster.node import (DEFAULT_JOIN_TIMEOUT, JOIN_OPTION, ClusterError, ClusterInfo, first_line,
-                                  hello_facts, leave_now, open_store, watch_exit_barrier)
+from dpbench.cluster.node import (
+    DEFAULT_JOIN_TIMEOUT,
+    JOIN_OPTION,
+    ClusterError,
+    ClusterInfo,
+    first_line,
+    hello_facts,
+    leave_now,
+    open_store,
+    watch_exit_barrier,
+)
 
 __all__ = ["ORPHAN_GRACE_SECONDS", "Orphan", "main", "run_agent"]
 
@@ -79,8 +89,11 @@ class Orphan:
 
     def __call__(self, pid: int) -> None:  # the watch's thread
         self.pid = pid
-        print(f"dpbench.cluster ({self.where}): torchrun's agent (pid {pid}) died: stopping this rank; "
-              f"nothing was saved", file=sys.stderr, flush=True)
+        print(
+            f"dpbench.cluster ({self.where}): torchrun's agent (pid {pid}) died: stopping this rank; nothing was saved",
+            file=sys.stderr,
+            flush=True,
+        )
         if self.tell_head is not None:
             self.tell_head(self.why)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -88,8 +101,13 @@ class Orphan:
         leave_now(1)
 
 
-def run_agent(info: ClusterInfo, *, join_timeout: float | None,
-              checkin: _checkin.CheckinClient | None = None, orphan: Orphan | None = None) -> int:
+def run_agent(
+    info: ClusterInfo,
+    *,
+    join_timeout: float | None,
+    checkin: _checkin.CheckinClient | None = None,
+    orphan: Orphan | None = None,
+) -> int:
     from dpbench.cluster.agent import serve
 
     join_timeout = DEFAULT_JOIN_TIMEOUT if join_timeout is None else join_timeout
@@ -97,22 +115,27 @@ def run_agent(info: ClusterInfo, *, join_timeout: float | None,
     try:
         head = json.loads(store.get(info.head_key))
     except RuntimeError as exc:  # DistStoreError: a timeout, or the store's host is gone
-        raise ClusterError(f"the head (rank 0) never published its address in torchrun's store "
-                           f"({info.master_addr}:{info.master_port}) within {join_timeout:g} s: "
-                           f"{first_line(exc)}") from None
+        raise ClusterError(
+            f"the head (rank 0) never published its address in torchrun's store "
+            f"({info.master_addr}:{info.master_port}) within {join_timeout:g} s: "
+            f"{first_line(exc)}"
+        ) from None
     try:
         conn = Client((head["host"], int(head["port"])), authkey=bytes.fromhex(head["authkey"]))
     except OSError as exc:
-        raise ClusterError(f"cannot connect to the head at {head['host']}:{head['port']} ({exc}); "
-                           f"set DPBENCH_HEAD_ADDR on node 0 to an address the other nodes reach") from None
+        raise ClusterError(
+            f"cannot connect to the head at {head['host']}:{head['port']} ({exc}); "
+            f"set DPBENCH_HEAD_ADDR on node 0 to an address the other nodes reach"
+        ) from None
     conn.send_bytes(pickle.dumps(("hello", info.rank, hello_facts(info))))
     from dpbench.cluster.liveness import WATCH_TAG as _TAG, AgentWatch
 
     try:
         beat = Client((head["host"], int(head["port"])), authkey=bytes.fromhex(head["authkey"]))
     except OSError as exc:
-        raise ClusterError(f"cannot open the heartbeat connection to the head at {head['host']}:{head['port']} "
-                           f"({exc})") from None
+        raise ClusterError(
+            f"cannot open the heartbeat connection to the head at {head['host']}:{head['port']} ({exc})"
+        ) from None
     beat.send_bytes(pickle.dumps((_TAG, info.rank, None)))
     if checkin is not None:
         checkin.handover()  # joined: the heartbeats below watch the head from here
@@ -136,14 +159,16 @@ def run_agent(info: ClusterInfo, *, join_timeout: float | None,
         leave_now(1)
     if watch.lost is not None:
         where = f"rank {info.rank}, node {info.node_rank}, host {socket.gethostname()}"
-        print(f"dpbench.cluster ({where}): lost the head (rank 0): {watch.lost}; this rank's workers "
-              f"were stopped", file=sys.stderr, flush=True)
+        print(
+            f"dpbench.cluster ({where}): lost the head (rank 0): {watch.lost}; this rank's workers were stopped",
+            file=sys.stderr,
+            flush=True,
+        )
         leave_now(1)
     if status == 0:
         watch_exit_barrier(info)
     leave_now(status)  # its workers are stopped (serve's finally); nothing of an agent needs teardown
     return status
-
 
 
 def _split_args(argv: list[str]) -> tuple[float | None, list[str]]:
@@ -179,15 +204,22 @@ def _start_checkin(info: ClusterInfo, port: int | None, where: str) -> Any:
         try:
             return _checkin.CheckinServer.start_for(port, key)
         except OSError as exc:
-            print(f"dpbench.cluster ({where}): no start-up check-in (port {port}: {exc.strerror or exc}; "
-                  f"{_checkin.PORT_ENV} picks another): a node that dies while the run starts is noticed at the "
-                  f"join deadline", file=sys.stderr, flush=True)
+            print(
+                f"dpbench.cluster ({where}): no start-up check-in (port {port}: {exc.strerror or exc}; "
+                f"{_checkin.PORT_ENV} picks another): a node that dies while the run starts is noticed at the "
+                f"join deadline",
+                file=sys.stderr,
+                flush=True,
+            )
             return None
     said = {"rank": info.rank, "node": info.node_rank, "host": socket.gethostname(), "pid": os.getpid()}
     client = _checkin.CheckinClient(
-        (info.master_addr, port), key, said,
+        (info.master_addr, port),
+        key,
+        said,
         lambda line: _checkin.leave(f"dpbench.cluster ({where}): {line}; this rank had started no workers"),
-        store=(info.master_addr, info.master_port) if info.use_agent_store else None)
+        store=(info.master_addr, info.master_port) if info.use_agent_store else None,
+    )
     client.start()
     return client
 
@@ -240,5 +272,3 @@ def main(argv: list[str] | None = None) -> int:
             checkin.settle(1.0)  # a SIGTERM from torchrun because the head died: the loss is what to say
         _checkin.last_word(f"dpbench.cluster ({where}): interrupted")
         return 130
-
-

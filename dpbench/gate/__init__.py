@@ -9,6 +9,7 @@ May import: ``dpbench.results`` (reading saved runs), ``dpbench.history`` (the a
 Never torch (``ab`` runs the suites of each revision in subprocesses) and never the report,
 which sits above the gate and shows its verdicts. Names load lazily: pandas only when used.
 """
+
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
@@ -23,4 +24,4 @@ _LAZY = {
     "run_ab": "dpbench.gate.ab",
 }
 
-__getattr__, __dir__ = lazy_attributes('dpbench.gate', _LAZY, __all__, globals())
+__getattr__, __dir__ = lazy_attributes("dpbench.gate", _LAZY, __all__, globals())

@@ -16,6 +16,7 @@ the runs stay there, the worktrees are removed (``--keep`` keeps them), and
 code: trial i of base and trial i of head ran next to each other, so the test takes the log
 ratios of those pairs (drift of the machine between pairs cancels).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,31 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from dpbench.gate.revisions import (ABError, Revision, SuiteFailed, cleanup, find_checkout, log_tail, prepare,
-                               resolve_commit, run_logged, say)
+from dpbench.gate.revisions import (
+    ABError,
+    Revision,
+    SuiteFailed,
+    cleanup,
+    find_checkout,
+    log_tail,
+    prepare,
+    resolve_commit,
+    run_logged,
+    say,
+)
 
-__all__ = ["DEFAULT_TRIALS", "EXIT_INTERRUPTED", "EXIT_SUITE_FAILED", "EXIT_TERMINATED", "WORKDIR_NAME", "abba_schedule",
-           "invocation_env", "parse_trials", "register_ab", "run_ab"]
+__all__ = [
+    "DEFAULT_TRIALS",
+    "EXIT_INTERRUPTED",
+    "EXIT_SUITE_FAILED",
+    "EXIT_TERMINATED",
+    "WORKDIR_NAME",
+    "abba_schedule",
+    "invocation_env",
+    "parse_trials",
+    "register_ab",
+    "run_ab",
+]
 
 DEFAULT_TRIALS = 6
 WORKDIR_NAME = ".dpbench-ab"
@@ -77,8 +98,16 @@ def invocation_env(rev: Revision, base_env: dict[str, str] | None = None) -> dic
 def _run_trial(rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[str], logs: Path) -> Path:
     name = f"ab-{rev.side}-t{trial:02d}"
     log = logs / f"{name}.log"
-    cmd = [str(rev.python), "-m", "pytest", "suites/", f"--benchmark-save={name}",
-           f"--benchmark-storage=file://{rev.storage}", "--benchmark-save-data", *pytest_args]
+    cmd = [
+        str(rev.python),
+        "-m",
+        "pytest",
+        "suites/",
+        f"--benchmark-save={name}",
+        f"--benchmark-storage=file://{rev.storage}",
+        "--benchmark-save-data",
+        *pytest_args,
+    ]
     what = f"{rev.label} trial {trial} of {trials}"
     started = time.monotonic()
     code = run_logged(cmd, cwd=rev.worktree, env=invocation_env(rev), log=log)
@@ -86,8 +115,10 @@ def _run_trial(rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[
         raise SuiteFailed(f"{what} failed: pytest exited {code}; log: {log}\n{log_tail(log)}")
     saved = sorted(rev.storage.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json"))
     if len(saved) != 1:
-        raise SuiteFailed(f"{what} saved {len(saved)} runs named {name} under {rev.storage} (expected one: "
-                          f"did the selection match only skipped cases?); log: {log}")
+        raise SuiteFailed(
+            f"{what} saved {len(saved)} runs named {name} under {rev.storage} (expected one: "
+            f"did the selection match only skipped cases?); log: {log}"
+        )
     rev.runs.append(saved[0])
     say(f"{what}: {time.monotonic() - started:.0f} s → {saved[0]}")
     return saved[0]
@@ -154,37 +185,60 @@ def _new_run_dir(workdir: Path, base: str, head: str) -> Path:
 
 
 def _write_schedule(run_dir: Path, revisions: Sequence[Revision], done: list[dict]) -> None:
-    doc = {"sides": {r.side: {"rev": r.rev, "commit": r.commit, "lock": r.lock, "runs": [str(p) for p in r.runs]}
-                     for r in revisions}, "invocations": done}
+    doc = {
+        "sides": {
+            r.side: {"rev": r.rev, "commit": r.commit, "lock": r.lock, "runs": [str(p) for p in r.runs]}
+            for r in revisions
+        },
+        "invocations": done,
+    }
     (run_dir / "schedule.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: Sequence[str] = (),
-           cwd: Path | None = None, workdir: Path | None = None, envs: Path | None = None,
-           python: Path | None = None, keep: bool = False, compare: bool = True,
-           compare_args: Sequence[str] = ()) -> int:
+def run_ab(
+    *,
+    base: str,
+    head: str,
+    trials: int = DEFAULT_TRIALS,
+    pytest_args: Sequence[str] = (),
+    cwd: Path | None = None,
+    workdir: Path | None = None,
+    envs: Path | None = None,
+    python: Path | None = None,
+    keep: bool = False,
+    compare: bool = True,
+    compare_args: Sequence[str] = (),
+) -> int:
     """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143)."""
     repo = find_checkout((cwd or Path.cwd()).resolve())
     commits = {BASE: resolve_commit(repo, base), HEAD: resolve_commit(repo, head)}
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
     run_dir = _new_run_dir(workdir, commits[BASE], commits[HEAD])
-    say(f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "
-        f"trial{'s' if trials > 1 else ''} each; runs go to {run_dir}")
+    say(
+        f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "
+        f"trial{'s' if trials > 1 else ''} each; runs go to {run_dir}"
+    )
     revisions: list[Revision] = []
     done: list[dict] = []
     current = "preparing the revisions"
     try:
         with _sigterm_interrupts():
-            prepare(repo=repo, revs={BASE: base, HEAD: head}, run_dir=run_dir, envs=(envs or workdir / "envs"),
-                    python=python, revisions=revisions)
+            prepare(
+                repo=repo,
+                revs={BASE: base, HEAD: head},
+                run_dir=run_dir,
+                envs=(envs or workdir / "envs"),
+                python=python,
+                revisions=revisions,
+            )
             by_side = {r.side: r for r in revisions}
             for side, trial in abba_schedule(trials):
                 current = f"{by_side[side].label} trial {trial} of {trials}"
                 started = time.time()
-                path = _run_trial(by_side[side], trial, trials=trials, pytest_args=pytest_args,
-                                  logs=run_dir / "logs")
-                done.append({"side": side, "trial": trial, "started_at": started, "ended_at": time.time(),
-                             "run": str(path)})
+                path = _run_trial(by_side[side], trial, trials=trials, pytest_args=pytest_args, logs=run_dir / "logs")
+                done.append(
+                    {"side": side, "trial": trial, "started_at": started, "ended_at": time.time(), "run": str(path)}
+                )
                 _write_schedule(run_dir, revisions, done)
             current = "comparing"
             return _compare(by_side[BASE], by_side[HEAD], compare_args) if compare else 0
@@ -200,8 +254,10 @@ def run_ab(*, base: str, head: str, trials: int = DEFAULT_TRIALS, pytest_args: S
             if revisions:
                 _write_schedule(run_dir, revisions, done)
             if keep:
-                say(f"--keep: worktrees left in {run_dir / 'worktrees'} (remove them with "
-                    "git worktree remove --force PATH)")
+                say(
+                    f"--keep: worktrees left in {run_dir / 'worktrees'} (remove them with "
+                    "git worktree remove --force PATH)"
+                )
             else:
                 cleanup(repo, revisions)
 
@@ -210,13 +266,23 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         trials = parse_trials(args.trials)
         # Only what the user set: compare's own defaults stay the gate's defaults.
-        compare_args = [f"--{name}={getattr(args, name)}" for name in ("threshold", "alpha", "markdown", "json")
-                        if getattr(args, name) is not None]
-        return run_ab(base=args.base, head=args.head, trials=trials, pytest_args=args.pytest_args,
-                      workdir=Path(args.workdir) if args.workdir else None,
-                      envs=Path(args.envs) if args.envs else None,
-                      python=Path(args.python).absolute() if args.python else None,
-                      keep=args.keep, compare=not args.no_compare, compare_args=compare_args)
+        compare_args = [
+            f"--{name}={getattr(args, name)}"
+            for name in ("threshold", "alpha", "markdown", "json")
+            if getattr(args, name) is not None
+        ]
+        return run_ab(
+            base=args.base,
+            head=args.head,
+            trials=trials,
+            pytest_args=args.pytest_args,
+            workdir=Path(args.workdir) if args.workdir else None,
+            envs=Path(args.envs) if args.envs else None,
+            python=Path(args.python).absolute() if args.python else None,
+            keep=args.keep,
+            compare=not args.no_compare,
+            compare_args=compare_args,
+        )
     except ABError as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return 2
@@ -227,38 +293,50 @@ def _pytest_args_after_dashdash(parse: Callable) -> Callable:
 
     argparse cannot do this itself: a ``nargs="*"`` positional after BASE HEAD is used up (empty)
     as soon as an option follows them, so ``ab A B --trials 2 -- -k x`` would be refused."""
+
     def parse_known_args(args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
         args = list(sys.argv[1:] if args is None else args)
         tail: list[str] = []
         if "--" in args:
             cut = args.index("--")
-            args, tail = args[:cut], args[cut + 1:]
+            args, tail = args[:cut], args[cut + 1 :]
         namespace, extras = parse(args, namespace)
         namespace.pytest_args = tail
         return namespace, extras
+
     return parse_known_args
 
 
 def register_ab(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "ab", help="measure two revisions of this checkout in one job, alternating trials, and compare them",
+        "ab",
+        help="measure two revisions of this checkout in one job, alternating trials, and compare them",
         usage="dpbench ab [options] BASE_REV HEAD_REV [-- PYTEST_ARGS ...]",
         description="Check out BASE_REV and HEAD_REV as worktrees, set each up with its own scripts/setup-env "
-                    "(one shared environment when their lock files match), run their suites one trial at a "
-                    "time in the order base, head, head, base, …, save every run and compare the sides. "
-                    "Everything after -- goes to every pytest invocation (e.g. -k 'ddp and mlp'). Exit code: "
-                    "compare's (0 no regression, 1 regression, 2 unusable input); 4 when a revision could "
-                    "not be set up or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM.",
-        epilog="example: dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'")
+        "(one shared environment when their lock files match), run their suites one trial at a "
+        "time in the order base, head, head, base, …, save every run and compare the sides. "
+        "Everything after -- goes to every pytest invocation (e.g. -k 'ddp and mlp'). Exit code: "
+        "compare's (0 no regression, 1 regression, 2 unusable input); 4 when a revision could "
+        "not be set up or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM.",
+        epilog="example: dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'",
+    )
     p.add_argument("base", metavar="BASE_REV", help="the baseline revision (branch, tag, commit)")
     p.add_argument("head", metavar="HEAD_REV", help="the candidate revision")
-    p.add_argument("--trials", default=str(DEFAULT_TRIALS), metavar="N",
-                   help=f"invocations (one trial each) per revision (default {DEFAULT_TRIALS})")
-    p.add_argument("--workdir", metavar="DIR",
-                   help=f"where worktrees, runs and logs go (default: {WORKDIR_NAME}/ in the checkout's root)")
+    p.add_argument(
+        "--trials",
+        default=str(DEFAULT_TRIALS),
+        metavar="N",
+        help=f"invocations (one trial each) per revision (default {DEFAULT_TRIALS})",
+    )
+    p.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help=f"where worktrees, runs and logs go (default: {WORKDIR_NAME}/ in the checkout's root)",
+    )
     p.add_argument("--envs", metavar="DIR", help="where the shared environments are kept (default: WORKDIR/envs)")
-    p.add_argument("--python", metavar="PATH",
-                   help="run both revisions with this interpreter instead of setting up environments")
+    p.add_argument(
+        "--python", metavar="PATH", help="run both revisions with this interpreter instead of setting up environments"
+    )
     p.add_argument("--keep", action="store_true", help="keep the worktrees afterwards")
     p.add_argument("--no-compare", action="store_true", help="only measure and save the runs")
     p.add_argument("--threshold", help="compare's --threshold (default: compare's)")

@@ -2,6 +2,7 @@
 
 Parsers are built here without importing pandas or matplotlib; the handler imports them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,11 @@ __all__ = ["add_compare_arguments", "compare_parser", "register_compare", "run_c
 
 
 def register_compare(subparsers: argparse._SubParsersAction) -> None:
-    add_compare_arguments(subparsers.add_parser("compare", help="regression gate: compare candidate runs against "
-                                                               "baseline runs", **_COMPARE_PARSER))
+    add_compare_arguments(
+        subparsers.add_parser(
+            "compare", help="regression gate: compare candidate runs against baseline runs", **_COMPARE_PARSER
+        )
+    )
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -27,47 +31,84 @@ def compare_parser() -> argparse.ArgumentParser:
 
 
 _COMPARE_PARSER = dict(
-        usage="dpbench compare BASELINE CANDIDATE [options]\n"
-              "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
-        description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
-                    "a side's trials are pooled over its runs). Regressed = slower than the machine's shift (the "
-                    "other benchmarks' median move, or the controls') by more than --threshold, and significant "
-                    "against no change after Holm's correction over the distinct cases. The test is one-sided on "
-                    "log trial times, its variance each case's own moderated by a log-normal prior over the "
-                    "cases (its centre following the step time), plus how far a fresh session moves a case "
-                    "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 trials a side, "
-                    "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
-                    "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.")
+    usage="dpbench compare BASELINE CANDIDATE [options]\n"
+    "       dpbench compare --baseline RUN [RUN ...] --candidate RUN [RUN ...] [options]",
+    description="Per benchmark, the ratio of the median trial times (a trial = fresh worker processes; "
+    "a side's trials are pooled over its runs). Regressed = slower than the machine's shift (the "
+    "other benchmarks' median move, or the controls') by more than --threshold, and significant "
+    "against no change after Holm's correction over the distinct cases. The test is one-sided on "
+    "log trial times, its variance each case's own moderated by a log-normal prior over the "
+    "cases (its centre following the step time), plus how far a fresh session moves a case "
+    "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 trials a side, "
+    "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
+    "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.",
+)
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {RUNS_HELP}")
-    p.add_argument("--baseline", nargs="+", metavar="RUN", dest="baseline_runs",
-                   help="the baseline's runs (several: their trials are pooled)")
-    p.add_argument("--candidate", nargs="+", metavar="RUN", dest="candidate_runs",
-                   help="the candidate's runs (several: their trials are pooled)")
+    p.add_argument(
+        "--baseline",
+        nargs="+",
+        metavar="RUN",
+        dest="baseline_runs",
+        help="the baseline's runs (several: their trials are pooled)",
+    )
+    p.add_argument(
+        "--candidate",
+        nargs="+",
+        metavar="RUN",
+        dest="candidate_runs",
+        help="the candidate's runs (several: their trials are pooled)",
+    )
     p.add_argument("--threshold", default="10%", help="smallest slowdown that counts, e.g. 10%% or 0.1 (default 10%%)")
-    p.add_argument("--alpha", default="0.01",
-                   help="family-wise significance level, in (0, 0.5] (default 0.01): the chance that a job "
-                        "with no regression fails")
-    p.add_argument("--paired", action="store_true",
-                   help="run i of the baseline ran next to run i of the candidate (dpbench ab passes this): "
-                        "test the log ratios of those pairs")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="benchmarks in the baseline but not in the candidate are listed, not failed")
-    p.add_argument("--aa", metavar="RUN", action="append", default=[],
-                   help="another run of the baseline's code on its machine (A/A; repeatable): the between-run "
-                        "spread the test allows is at least what these runs show, overall and per benchmark")
-    p.add_argument("--history", metavar="RUN|DIR", action="append", default=[],
-                   help="saved runs of the baseline's machine over commits (as for dpbench history; repeatable): "
-                        "a benchmark with an accepted change newer than the baseline's commit is judged against "
-                        "the level after that change, not against the baseline's own trials")
-    p.add_argument("--accepted", metavar="FILE",
-                   help="the accepted changes, with --history (default: results/accepted.toml; absent = none)")
+    p.add_argument(
+        "--alpha",
+        default="0.01",
+        help="family-wise significance level, in (0, 0.5] (default 0.01): the chance that a job "
+        "with no regression fails",
+    )
+    p.add_argument(
+        "--paired",
+        action="store_true",
+        help="run i of the baseline ran next to run i of the candidate (dpbench ab passes this): "
+        "test the log ratios of those pairs",
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="benchmarks in the baseline but not in the candidate are listed, not failed",
+    )
+    p.add_argument(
+        "--aa",
+        metavar="RUN",
+        action="append",
+        default=[],
+        help="another run of the baseline's code on its machine (A/A; repeatable): the between-run "
+        "spread the test allows is at least what these runs show, overall and per benchmark",
+    )
+    p.add_argument(
+        "--history",
+        metavar="RUN|DIR",
+        action="append",
+        default=[],
+        help="saved runs of the baseline's machine over commits (as for dpbench history; repeatable): "
+        "a benchmark with an accepted change newer than the baseline's commit is judged against "
+        "the level after that change, not against the baseline's own trials",
+    )
+    p.add_argument(
+        "--accepted",
+        metavar="FILE",
+        help="the accepted changes, with --history (default: results/accepted.toml; absent = none)",
+    )
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
     p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
-    p.add_argument("--github-action-benchmark", metavar="FILE", dest="gab",
-                   help="also write the candidate's numbers in github-action-benchmark's customSmallerIsBetter format")
+    p.add_argument(
+        "--github-action-benchmark",
+        metavar="FILE",
+        dest="gab",
+        help="also write the candidate's numbers in github-action-benchmark's customSmallerIsBetter format",
+    )
     add_results_dir(p)
     p.set_defaults(handler=run_compare)
 
@@ -84,10 +125,14 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     # A run that does not exist is the likelier mistake (`dpbench compare 0009`): say that first.
     for spec in [*args.runs, *(args.baseline_runs or []), *(args.candidate_runs or [])]:
         resolve_run(spec, results_dir=args.results)
-    found = (f"{len(args.runs)} positional run(s)" + (", --baseline" if args.baseline_runs else "")
-             + (", --candidate" if args.candidate_runs else ""))
-    raise ResultsError("expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; "
-                       f"found {found}")
+    found = (
+        f"{len(args.runs)} positional run(s)"
+        + (", --baseline" if args.baseline_runs else "")
+        + (", --candidate" if args.candidate_runs else "")
+    )
+    raise ResultsError(
+        f"expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; found {found}"
+    )
 
 
 def _accepted_levels(args: argparse.Namespace):
@@ -111,8 +156,13 @@ def _accepted_levels(args: argparse.Namespace):
 
     def levels(baseline):
         found, said = accepted_levels(history, baseline)
-        return {name: (Pooled(unit=level.unit, runs=level.runs, control_runs=level.control_runs,
-                              case_key=level.case_key), note) for name, (level, note) in found.items()}, said
+        return {
+            name: (
+                Pooled(unit=level.unit, runs=level.runs, control_runs=level.control_runs, case_key=level.case_key),
+                note,
+            )
+            for name, (level, note) in found.items()
+        }, said
 
     return levels
 
@@ -131,9 +181,17 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
     check_alpha(alpha)
     baseline, candidate = _sides(args)
-    cmp = compare_runs(baseline, candidate, threshold=threshold, alpha=alpha, results_dir=args.results,
-                       aa=args.aa, allow_missing=args.allow_missing, paired=args.paired,
-                       baseline_levels=_accepted_levels(args))
+    cmp = compare_runs(
+        baseline,
+        candidate,
+        threshold=threshold,
+        alpha=alpha,
+        results_dir=args.results,
+        aa=args.aa,
+        allow_missing=args.allow_missing,
+        paired=args.paired,
+        baseline_levels=_accepted_levels(args),
+    )
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     for warning in cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)

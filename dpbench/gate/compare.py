@@ -17,6 +17,7 @@ one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 The choices were made by simulating the gate (``scripts/simulate_gate.py``) from a noise
 model fitted to real runs (:mod:`dpbench.gate.simulation`); the README has the tables.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,10 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 < value < 1:  # NaN too; "5" is ambiguous (5% or 500%?) and so refused
-        raise ResultsError(f"--threshold: expected a percentage like 10% or a fraction like 0.1, strictly "
-                           f"between 0 and 1, found {text!r}")
+        raise ResultsError(
+            f"--threshold: expected a percentage like 10% or a fraction like 0.1, strictly "
+            f"between 0 and 1, found {text!r}"
+        )
     return value
 
 
@@ -116,9 +119,11 @@ def check_side(frame: pd.DataFrame, what: str) -> None:
     for run_id, other in rest:
         for line in machine_mismatches(reference, _machine(other)):
             key = line.split(":", 1)[0]
-            raise ResultsError(f"{what}: runs from different machines ({key}: {first} has "
-                               f"{_shown(reference[key])}, {run_id} has {_shown(_machine(other)[key])}); "
-                               "pool only runs of one machine")
+            raise ResultsError(
+                f"{what}: runs from different machines ({key}: {first} has "
+                f"{_shown(reference[key])}, {run_id} has {_shown(_machine(other)[key])}); "
+                "pool only runs of one machine"
+            )
 
 
 def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
@@ -127,10 +132,12 @@ def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
     rows = frame.drop_duplicates(["run_id", "fullname"], keep="last")
     out: dict[str, Pooled] = {}
     columns = ("fullname", "unit", "trial_times", "trial_controls", "incomparable", "case_key")
-    for name, unit, times, controls, reason, key in zip(*(rows[c] if c in rows else [None] * len(rows)
-                                                          for c in columns)):
-        pooled = out.setdefault(name, Pooled(unit=str(unit), runs=[], control_runs=[],
-                                             case_key=key if isinstance(key, str) else None))
+    for name, unit, times, controls, reason, key in zip(
+        *(rows[c] if c in rows else [None] * len(rows) for c in columns)
+    ):
+        pooled = out.setdefault(
+            name, Pooled(unit=str(unit), runs=[], control_runs=[], case_key=key if isinstance(key, str) else None)
+        )
         pooled.runs.append(list(times))
         pooled.control_runs.append(list(controls))
         pooled.incomparable = pooled.incomparable or (reason if isinstance(reason, str) else None)
@@ -167,42 +174,58 @@ def runtime_mismatches(baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[
     return out
 
 
-def _side_warnings(baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list[BenchmarkComparison],
-                   threshold: float) -> list[str]:
+def _side_warnings(
+    baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list[BenchmarkComparison], threshold: float
+) -> list[str]:
     warnings = [f"machines differ: {m}" for m in machine_mismatches(_machine(baseline), _machine(candidate))]
     b_schema, c_schema = _schema(baseline), _schema(candidate)
     if b_schema != c_schema:
-        warnings.append(f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
-                        "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)")
+        warnings.append(
+            f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
+            "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)"
+        )
     # The workers' runtimes read these when they start: a setting on one side only (a wait policy, malloc's
     # trim threshold) moves step times by itself (README: "Harness overhead: where the gap was").
-    warnings += [f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)"
-                 for m in runtime_mismatches(baseline, candidate)]
+    warnings += [
+        f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)"
+        for m in runtime_mismatches(baseline, candidate)
+    ]
     b_profiles, c_profiles = set(baseline["profile"].dropna()), set(candidate["profile"].dropna())
     if b_profiles and c_profiles and b_profiles != c_profiles:
         warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")
     controls = [b.control_ratio for b in judged if b.control_ratio > 0]
     moved = median(controls)
     if controls and (moved > 1 + threshold or moved < 1 - threshold):
-        warnings.append(f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
-                        "the machine changed between baseline and candidate")
+        warnings.append(
+            f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
+            "the machine changed between baseline and candidate"
+        )
     return warnings
 
 
 def _check_aa(baseline: pd.DataFrame, frame: pd.DataFrame) -> None:
     """--aa runs are more runs of the baseline's code on the baseline's machine, or useless."""
     for line in machine_mismatches(_machine(baseline), _machine(frame)):
-        raise ResultsError(f"--aa run from another machine than the baseline ({line}); A/A runs must come "
-                           "from the baseline's machine")
+        raise ResultsError(
+            f"--aa run from another machine than the baseline ({line}); A/A runs must come from the baseline's machine"
+        )
     if _schema(baseline) != _schema(frame):
         raise ResultsError(f"--aa run of schema {_schema(frame)}, baseline of schema {_schema(baseline)}")
 
 
-def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
-                   alpha: float = DEFAULT_ALPHA, baseline_name: str = "baseline",
-                   candidate_name: str = "candidate", aa: Sequence[pd.DataFrame] | None = None,
-                   allow_missing: bool = False, paired: bool = False,
-                   baseline_levels: dict[str, tuple[Pooled, str]] | None = None) -> Comparison:
+def compare_frames(
+    baseline: pd.DataFrame,
+    candidate: pd.DataFrame,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    baseline_name: str = "baseline",
+    candidate_name: str = "candidate",
+    aa: Sequence[pd.DataFrame] | None = None,
+    allow_missing: bool = False,
+    paired: bool = False,
+    baseline_levels: dict[str, tuple[Pooled, str]] | None = None,
+) -> Comparison:
     """Compare two sides, each a frame from :func:`dpbench.results.frame.runs_frame` of one or more runs.
 
     ``aa``: more runs of the baseline's code on its machine (A/A references): the between-run
@@ -218,38 +241,70 @@ def compare_frames(baseline: pd.DataFrame, candidate: pd.DataFrame, *, threshold
     base, cand = pool_side(baseline, "baseline"), pool_side(candidate, "candidate")
     levels = {name: level for name, level in (baseline_levels or {}).items() if name in base}
     if paired and levels:
-        raise ResultsError("--history with --paired: a pair's baseline ran beside its candidate, and an accepted "
-                           "level from other commits would break the pairs; compare without --paired")
+        raise ResultsError(
+            "--history with --paired: a pair's baseline ran beside its candidate, and an accepted "
+            "level from other commits would break the pairs; compare without --paired"
+        )
     for name, (side, _) in levels.items():
         base[name] = side
     if paired and baseline["run_id"].nunique() != candidate["run_id"].nunique():
-        raise ResultsError(f"--paired: expected as many baseline runs as candidate runs, found "
-                           f"{baseline['run_id'].nunique()} and {candidate['run_id'].nunique()}")
+        raise ResultsError(
+            f"--paired: expected as many baseline runs as candidate runs, found "
+            f"{baseline['run_id'].nunique()} and {candidate['run_id'].nunique()}"
+        )
     common = [n for n in base if n in cand]
     if not common:
-        raise ResultsError(f"{baseline_name} and {candidate_name} have no benchmark in common "
-                           f"({len(base)} vs {len(cand)} benchmarks): nothing to compare")
+        raise ResultsError(
+            f"{baseline_name} and {candidate_name} have no benchmark in common "
+            f"({len(base)} vs {len(cand)} benchmarks): nothing to compare"
+        )
     references = []
     for frame in aa or []:
         _check_aa(baseline, frame)
         references.append(pool_side(frame, "--aa run"))
-    cmp = Comparison(baseline=baseline_name, candidate=candidate_name, threshold=threshold, alpha=alpha,
-                     allow_missing=allow_missing, paired=paired)
-    judged, cmp.family = judge_family([Item(name=n, base=base[n], cand=cand[n]) for n in common],
-                                      threshold=threshold, alpha=alpha, paired=paired, aa=references, aa_base=base)
+    cmp = Comparison(
+        baseline=baseline_name,
+        candidate=candidate_name,
+        threshold=threshold,
+        alpha=alpha,
+        allow_missing=allow_missing,
+        paired=paired,
+    )
+    judged, cmp.family = judge_family(
+        [Item(name=n, base=base[n], cand=cand[n]) for n in common],
+        threshold=threshold,
+        alpha=alpha,
+        paired=paired,
+        aa=references,
+        aa_base=base,
+    )
     for b in judged:
         if b.name in levels:
             b.note = "; ".join(filter(None, [b.note, levels[b.name][1]]))
     cmp.benchmarks.extend(judged)
     for name in (n for n in base if n not in cand):
-        cmp.benchmarks.append(BenchmarkComparison(name=name, verdict=Verdict.MISSING, unit=base[name].unit,
-                                                  threshold=threshold, baseline_s=median(base[name].times),
-                                                  baseline_trials=len(base[name].times),
-                                                  note="in the baseline, not in the candidate"))
+        cmp.benchmarks.append(
+            BenchmarkComparison(
+                name=name,
+                verdict=Verdict.MISSING,
+                unit=base[name].unit,
+                threshold=threshold,
+                baseline_s=median(base[name].times),
+                baseline_trials=len(base[name].times),
+                note="in the baseline, not in the candidate",
+            )
+        )
     for name in (n for n in cand if n not in base):
-        cmp.benchmarks.append(BenchmarkComparison(name=name, verdict=Verdict.NEW, unit=cand[name].unit,
-                                                  threshold=threshold, candidate_s=median(cand[name].times),
-                                                  candidate_trials=len(cand[name].times)))
+        cmp.benchmarks.append(
+            BenchmarkComparison(
+                name=name,
+                verdict=Verdict.NEW,
+                unit=cand[name].unit,
+                threshold=threshold,
+                candidate_s=median(cand[name].times),
+                candidate_trials=len(cand[name].times),
+            )
+        )
     order = {v: i for i, v in enumerate(Verdict)}
     cmp.benchmarks.sort(key=lambda b: (order[b.verdict], -(b.ratio if not math.isnan(b.ratio) else 0)))
     cmp.warnings = _side_warnings(baseline, candidate, cmp.benchmarks, threshold)
@@ -270,14 +325,18 @@ def _side(specs: str | os.PathLike | Sequence[str | os.PathLike], what: str, res
     return runs_frame([read_run(p) for p in paths]), name
 
 
-def compare_runs(baseline: str | os.PathLike | Sequence[str | os.PathLike],
-                 candidate: str | os.PathLike | Sequence[str | os.PathLike], *,
-                 threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
-                 results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
-                 aa: Sequence[str | os.PathLike] | None = None, allow_missing: bool = False,
-                 paired: bool = False,
-                 baseline_levels: Callable[[pd.DataFrame], tuple[dict[str, tuple[Pooled, str]], list[str]]] | None = None,
-                 ) -> Comparison:
+def compare_runs(
+    baseline: str | os.PathLike | Sequence[str | os.PathLike],
+    candidate: str | os.PathLike | Sequence[str | os.PathLike],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
+    aa: Sequence[str | os.PathLike] | None = None,
+    allow_missing: bool = False,
+    paired: bool = False,
+    baseline_levels: Callable[[pd.DataFrame], tuple[dict[str, tuple[Pooled, str]], list[str]]] | None = None,
+) -> Comparison:
     """Resolve and load each side's runs (files, directories → their newest run, or ids) and
     compare them; ``aa`` optionally names more runs of the baseline's code. ``baseline_levels``
     maps the baseline's frame to replacement baselines and warnings (``--history``: built by
@@ -286,8 +345,17 @@ def compare_runs(baseline: str | os.PathLike | Sequence[str | os.PathLike],
     cand, cand_name = _side(candidate, "candidate", results_dir)
     references = [_side(spec, "--aa run", results_dir)[0] for spec in aa or []]
     levels, said = baseline_levels(base) if baseline_levels is not None else ({}, [])
-    cmp = compare_frames(base, cand, threshold=threshold, alpha=alpha, baseline_name=base_name,
-                         candidate_name=cand_name, aa=references, allow_missing=allow_missing,
-                         paired=paired, baseline_levels=levels)
+    cmp = compare_frames(
+        base,
+        cand,
+        threshold=threshold,
+        alpha=alpha,
+        baseline_name=base_name,
+        candidate_name=cand_name,
+        aa=references,
+        allow_missing=allow_missing,
+        paired=paired,
+        baseline_levels=levels,
+    )
     cmp.warnings = said + cmp.warnings
     return cmp

@@ -2,6 +2,7 @@
 
 The HTML report's comparison tables use :func:`rows` too, so both read the same.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,18 @@ from typing import Any
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.results.units import fmt_ratio, fmt_seconds
 
-__all__ = ["HEADER", "display_names", "family_line", "rows", "summary_line", "to_github_action_benchmark", "to_json",
-           "to_markdown", "to_text", "verdict_line"]
+__all__ = [
+    "HEADER",
+    "display_names",
+    "family_line",
+    "rows",
+    "summary_line",
+    "to_github_action_benchmark",
+    "to_json",
+    "to_markdown",
+    "to_text",
+    "verdict_line",
+]
 
 HEADER = ["benchmark", "baseline", "candidate", "change", "trials", "p", "test", "control", "verdict"]
 
@@ -38,8 +49,17 @@ def _time(value: float, unit: str) -> str:
 def _row(b: BenchmarkComparison, name: str) -> list[str]:
     verdict = b.verdict.value.upper() if b.verdict == Verdict.REGRESSED else b.verdict.value
     trials = f"{b.baseline_trials} vs {b.candidate_trials}"
-    return [name, _time(b.baseline_s, b.unit), _time(b.candidate_s, b.unit), fmt_ratio(b.ratio), trials,
-            _p(b.p_value), b.test or "–", fmt_ratio(b.control_ratio), verdict]
+    return [
+        name,
+        _time(b.baseline_s, b.unit),
+        _time(b.candidate_s, b.unit),
+        fmt_ratio(b.ratio),
+        trials,
+        _p(b.p_value),
+        b.test or "–",
+        fmt_ratio(b.control_ratio),
+        verdict,
+    ]
 
 
 def rows(cmp: Comparison) -> list[list[str]]:
@@ -59,19 +79,28 @@ def _pct(value: float) -> str:
 def family_line(cmp: Comparison) -> str:
     """What the comparison estimated from all its benchmarks: the test's assumptions, in one line."""
     f = cmp.family
-    parts = [f"{f.size} distinct cases tested ({f.method}{', paired in schedule order' if cmp.paired else ''}; "
-             f"Holm: family-wise false-alarm rate ≤ {cmp.alpha:g})",
-             f"typical trial spread {_pct(f.prior_sd)} (log-normal across cases, sd of logs {f.prior_spread:.2f}"
-             + (f", {f.prior_slope:+.2f} per log of the step time)" if f.prior_slope else ")")]
+    parts = [
+        f"{f.size} distinct cases tested ({f.method}{', paired in schedule order' if cmp.paired else ''}; "
+        f"Holm: family-wise false-alarm rate ≤ {cmp.alpha:g})",
+        f"typical trial spread {_pct(f.prior_sd)} (log-normal across cases, sd of logs {f.prior_spread:.2f}"
+        + (f", {f.prior_slope:+.2f} per log of the step time)" if f.prior_slope else ")"),
+    ]
     if f.method == "trials":
-        aa = "" if math.isnan(f.between_run_sd_aa) else \
-            f"; measured by the --aa runs {_pct(f.between_run_sd_aa)} (spread {f.between_run_spread_aa:.2f}), used per case"
-        parts.append(f"between-run offset of the median case {_pct(f.between_run_sd)} (log-normal across cases, "
-                     f"spread {f.between_run_spread:.2f}){aa}")
+        aa = (
+            ""
+            if math.isnan(f.between_run_sd_aa)
+            else f"; measured by the --aa runs {_pct(f.between_run_sd_aa)} (spread {f.between_run_spread_aa:.2f}), used per case"
+        )
+        parts.append(
+            f"between-run offset of the median case {_pct(f.between_run_sd)} (log-normal across cases, "
+            f"spread {f.between_run_spread:.2f}){aa}"
+        )
     parts.append(f"controls moved {fmt_ratio(f.control_shift)}, the median benchmark {fmt_ratio(f.median_shift)}")
     if f.shift_basis == "controls" and math.isfinite(f.broad_change):
-        parts.append(f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
-                     "threshold, significantly): each case is judged beyond the controls")
+        parts.append(
+            f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
+            "threshold, significantly): each case is judged beyond the controls"
+        )
     elif f.shift_basis == "benchmarks":
         parts.append("each case is judged beyond the other benchmarks' median move")
     return "; ".join(parts)
@@ -120,8 +149,16 @@ def _md(text: str) -> str:
 def to_markdown(cmp: Comparison) -> str:
     """A summary for a pull-request comment."""
     icon = "❌" if cmp.exit_code else "✅"
-    lines = ["## dpbench compare", "", f"{icon} **{_md(verdict_line(cmp))}**", "", _md(summary_line(cmp)), "",
-             _md(family_line(cmp)), ""]
+    lines = [
+        "## dpbench compare",
+        "",
+        f"{icon} **{_md(verdict_line(cmp))}**",
+        "",
+        _md(summary_line(cmp)),
+        "",
+        _md(family_line(cmp)),
+        "",
+    ]
     lines += [f"> ⚠️ {_md(w)}" for w in cmp.warnings] + ([""] if cmp.warnings else [])
     lines += [f"Baseline {_md(cmp.baseline)} → candidate {_md(cmp.candidate)}", ""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -138,10 +175,17 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
         return None if isinstance(value, float) and math.isnan(value) else value
 
     return {
-        "baseline": cmp.baseline, "candidate": cmp.candidate, "threshold": cmp.threshold, "alpha": cmp.alpha,
-        "allow_missing": cmp.allow_missing, "paired": cmp.paired, "warnings": cmp.warnings, "counts": cmp.counts,
+        "baseline": cmp.baseline,
+        "candidate": cmp.candidate,
+        "threshold": cmp.threshold,
+        "alpha": cmp.alpha,
+        "allow_missing": cmp.allow_missing,
+        "paired": cmp.paired,
+        "warnings": cmp.warnings,
+        "counts": cmp.counts,
         "family": {k: clean(v) for k, v in asdict(cmp.family).items()},
-        "regressions": [b.name for b in cmp.regressions], "exit_code": cmp.exit_code,
+        "regressions": [b.name for b in cmp.regressions],
+        "exit_code": cmp.exit_code,
         "benchmarks": [{k: clean(v) for k, v in asdict(b).items()} for b in cmp.benchmarks],
     }
 
@@ -153,6 +197,7 @@ def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:
         if b.verdict == Verdict.MISSING or math.isnan(b.candidate_s):
             continue
         extra = f"verdict: {b.verdict.value}; change vs baseline: {fmt_ratio(b.ratio)}; p: {_p(b.p_value)}"
-        out.append({"name": b.name, "unit": b.unit, "value": b.candidate_s,
-                    "extra": f"{extra}; trials: {b.candidate_trials}"})
+        out.append(
+            {"name": b.name, "unit": b.unit, "value": b.candidate_s, "extra": f"{extra}; trials: {b.candidate_trials}"}
+        )
     return out

@@ -3,6 +3,7 @@
 :func:`judge_family` is the one function both ``dpbench compare`` and the simulation
 (``scripts/simulate_gate.py``) call: the simulated error rates are those of this code.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,10 +11,30 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from dpbench.gate.judge import (BETWEEN_MIN_SD, BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX, CONTROL_RUN_SD,
-                                MIN_OTHERS, MIN_PAIRS, MIN_TRIALS, Evidence, Method, Pooled, Posterior, Prior,
-                                between_distribution, evidence, fit_between, fit_prior, holm, lognormal_ml,
-                                posterior, posterior_variance, tail_p, within_run_variance)
+from dpbench.gate.judge import (
+    BETWEEN_MIN_SD,
+    BETWEEN_SPREAD_FLOOR,
+    BETWEEN_SPREAD_MAX,
+    CONTROL_RUN_SD,
+    MIN_OTHERS,
+    MIN_PAIRS,
+    MIN_TRIALS,
+    Evidence,
+    Method,
+    Pooled,
+    Posterior,
+    Prior,
+    between_distribution,
+    evidence,
+    fit_between,
+    fit_prior,
+    holm,
+    lognormal_ml,
+    posterior,
+    posterior_variance,
+    tail_p,
+    within_run_variance,
+)
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
@@ -57,8 +78,10 @@ def _too_few(item: Item, method: Method) -> str | None:
     if method == Method.PAIRED:
         pairs = sum(min(len(x), len(y)) for x, y in zip(item.base.runs, item.cand.runs))
         if len(item.base.runs) != len(item.cand.runs) or pairs < MIN_PAIRS:
-            return (f"needs ≥ {MIN_PAIRS} pairs of runs (found {len(item.base.runs)} baseline and "
-                    f"{len(item.cand.runs)} candidate runs of this benchmark)")
+            return (
+                f"needs ≥ {MIN_PAIRS} pairs of runs (found {len(item.base.runs)} baseline and "
+                f"{len(item.cand.runs)} candidate runs of this benchmark)"
+            )
         return None
     if min(nb, nc) < MIN_TRIALS:
         return f"needs ≥ {MIN_TRIALS} trials a side (found {nb} vs {nc}); the rounds of one process are no sample"
@@ -80,8 +103,9 @@ def _t_p(excess: float, bound: float, se: float, df: float, upper: bool) -> floa
     return float(stdtr(df, -t) if upper else stdtr(df, t))
 
 
-def _aa_between(prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]]
-                ) -> tuple[Prior, dict[str, Posterior]]:
+def _aa_between(
+    prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]]
+) -> tuple[Prior, dict[str, Posterior]]:
     """Each case's between-run variance measured by the baseline's own sessions (its runs and the
     ``--aa`` runs, all of one commit): per case, the scatter of its run means (each run's common move,
     the median over cases, taken out) beyond what its trials explain; across cases a log-normal
@@ -114,17 +138,26 @@ def _aa_between(prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Po
     df = sessions_n - 1
     # Bounded as the comparison's own fit is (judge.fit_between): a few degrees of freedom per case tell the
     # typical offset far better than how unequal the cases are.
-    sd, spread = lognormal_ml(ss, [df] * len(ss), known, step=0.02,
-                              spread_bounds=(BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX))
+    sd, spread = lognormal_ml(
+        ss, [df] * len(ss), known, step=0.02, spread_bounds=(BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX)
+    )
     fitted = Prior(sd=max(sd, BETWEEN_MIN_SD), spread=spread)
     # A coarser grid than the trial spread's: these posteriors are wide (a few degrees of freedom each).
-    return fitted, {n: posterior(ss[k] / df, df, fitted, known=known[k], step=BETWEEN_GRID_STEP)
-                    for k, n in enumerate(names)}
+    return fitted, {
+        n: posterior(ss[k] / df, df, fitted, known=known[k], step=BETWEEN_GRID_STEP) for k, n in enumerate(names)
+    }
 
 
-def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paired: bool = False,
-                 aa: Sequence[dict[str, Pooled]] = (), aa_base: dict[str, Pooled] | None = None,
-                 null: str | None = None) -> tuple[list[BenchmarkComparison], Family]:
+def judge_family(
+    items: Sequence[Item],
+    *,
+    threshold: float,
+    alpha: float,
+    paired: bool = False,
+    aa: Sequence[dict[str, Pooled]] = (),
+    aa_base: dict[str, Pooled] | None = None,
+    null: str | None = None,
+) -> tuple[list[BenchmarkComparison], Family]:
     """The verdict on every item; benchmarks sharing a ``case_key`` are tested once.
 
     ``null`` overrides what the tests are against (``"no change"`` or ``"threshold"``; None: the gate's
@@ -137,9 +170,15 @@ def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paire
     testable: dict[tuple, Item] = {}  # one representative per case
     duplicates: dict[str, list[str]] = {}
     for item in items:
-        result = BenchmarkComparison(name=item.name, verdict=Verdict.UNCHANGED, unit=item.cand.unit,
-                                     case_key=item.cand.case_key or item.base.case_key, threshold=threshold,
-                                     baseline_trials=len(item.base.times), candidate_trials=len(item.cand.times))
+        result = BenchmarkComparison(
+            name=item.name,
+            verdict=Verdict.UNCHANGED,
+            unit=item.cand.unit,
+            case_key=item.cand.case_key or item.base.case_key,
+            threshold=threshold,
+            baseline_trials=len(item.base.times),
+            candidate_trials=len(item.cand.times),
+        )
         out[item.name] = result
         reason = _incomparable(item)
         if reason:
@@ -162,8 +201,7 @@ def judge_family(items: Sequence[Item], *, threshold: float, alpha: float, paire
             out[item.name].verdict, out[item.name].note = Verdict.INCONCLUSIVE, few
         else:
             evs[item.name] = evidence(item.base, item.cand, method)
-    family = _family(method, evs, [testable[k] for k in testable], aa, aa_base or {}, threshold=threshold,
-                     alpha=alpha)
+    family = _family(method, evs, [testable[k] for k in testable], aa, aa_base or {}, threshold=threshold, alpha=alpha)
     if null is not None:
         family.against_no_change = null == "no change"
     _test(out, evs, family, threshold=threshold, alpha=alpha, method=method)
@@ -193,8 +231,15 @@ def _median_var(variances: Sequence[float]) -> float:
     return math.pi / 2 * median(finite) / len(finite) if finite else math.nan
 
 
-def _machine_shift(evs: dict[str, Evidence], variances: dict[str, float], controls: list[float], *,
-                   threshold: float, alpha: float, runs: int) -> tuple[dict[str, float], float, str, float]:
+def _machine_shift(
+    evs: dict[str, Evidence],
+    variances: dict[str, float],
+    controls: list[float],
+    *,
+    threshold: float,
+    alpha: float,
+    runs: int,
+) -> tuple[dict[str, float], float, str, float]:
     """How far the machine moved, per case: ``(shift per case, its variance, basis, broad change)``.
 
     Two estimates of the machine's move: the controls (a fixed computation timed in every case's
@@ -212,13 +257,13 @@ def _machine_shift(evs: dict[str, Evidence], variances: dict[str, float], contro
     c = median(controls) if controls else math.nan
     # The controls' median: its sampling variance over the cases, and the controls' own run offset.
     sampling_c = math.pi / 2 * statistics.variance(controls) / len(controls) if len(controls) >= 2 else math.nan
-    own_c = 2 * CONTROL_RUN_SD ** 2 / max(runs, 1)
+    own_c = 2 * CONTROL_RUN_SD**2 / max(runs, 1)
     if len(names) - 1 < MIN_OTHERS:
         if math.isfinite(sampling_c):
             return {n: c for n in names}, sampling_c + own_c, "controls", math.nan
         return {n: 0.0 for n in names}, 0.0, "none", math.nan
     var_m = _median_var(list(variances.values()))
-    shift = {n: median(diffs[:i] + diffs[i + 1:]) for i, n in enumerate(names)}
+    shift = {n: median(diffs[:i] + diffs[i + 1 :]) for i, n in enumerate(names)}
     m = median(diffs)
     if not math.isfinite(sampling_c):
         return shift, var_m, "benchmarks", math.nan
@@ -231,8 +276,9 @@ def _machine_shift(evs: dict[str, Evidence], variances: dict[str, float], contro
     return shift, var_m, "benchmarks", m - c
 
 
-def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_base, *, threshold: float,
-            alpha: float) -> _FamilyState:
+def _family(
+    method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_base, *, threshold: float, alpha: float
+) -> _FamilyState:
     prior = fit_prior([e.s2 for e in evs.values()], [e.df for e in evs.values()], [e.level for e in evs.values()])
     own = Prior(sd=0.0, spread=0.0)  # the comparison's own fit of the between-run offsets
     aa_fit = Prior(sd=math.nan, spread=math.nan)
@@ -253,17 +299,31 @@ def _family(method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_
     tested = {i.name for i in items if i.name in evs}
     controls = [c for c in (_control_log_ratio(i) for i in items if i.name in tested) if not math.isnan(c)]
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
-    shift, shift_var, basis, broad = _machine_shift(evs, variances, controls, threshold=threshold, alpha=alpha,
-                                                    runs=runs)
-    public = Family(method=method.value, size=len(evs), prior_spread=prior.spread, prior_sd=math.expm1(prior.sd),
-                    prior_slope=prior.slope,
-                    between_run_sd=math.expm1(own.sd), between_run_spread=own.spread,
-                    between_run_sd_aa=math.expm1(aa_fit.sd), between_run_spread_aa=aa_fit.spread,
-                    control_shift=math.exp(median(controls)) if controls else math.nan,
-                    median_shift=math.exp(median([e.diff for e in evs.values()])) if evs else math.nan,
-                    shift_basis=basis, broad_change=math.exp(broad) if math.isfinite(broad) else math.nan)
-    return _FamilyState(public=public, posts=posts, between=between, shift=shift,
-                        shift_var=shift_var if math.isfinite(shift_var) else 0.0)
+    shift, shift_var, basis, broad = _machine_shift(
+        evs, variances, controls, threshold=threshold, alpha=alpha, runs=runs
+    )
+    public = Family(
+        method=method.value,
+        size=len(evs),
+        prior_spread=prior.spread,
+        prior_sd=math.expm1(prior.sd),
+        prior_slope=prior.slope,
+        between_run_sd=math.expm1(own.sd),
+        between_run_spread=own.spread,
+        between_run_sd_aa=math.expm1(aa_fit.sd),
+        between_run_spread_aa=aa_fit.spread,
+        control_shift=math.exp(median(controls)) if controls else math.nan,
+        median_shift=math.exp(median([e.diff for e in evs.values()])) if evs else math.nan,
+        shift_basis=basis,
+        broad_change=math.exp(broad) if math.isfinite(broad) else math.nan,
+    )
+    return _FamilyState(
+        public=public,
+        posts=posts,
+        between=between,
+        shift=shift,
+        shift_var=shift_var if math.isfinite(shift_var) else 0.0,
+    )
 
 
 def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
@@ -281,8 +341,15 @@ def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
     return math.log1p(threshold), math.log1p(-threshold) if threshold < 1 else -math.inf
 
 
-def _test(out: dict[str, BenchmarkComparison], evs: dict[str, Evidence], fam: _FamilyState, *, threshold: float,
-          alpha: float, method: Method) -> None:
+def _test(
+    out: dict[str, BenchmarkComparison],
+    evs: dict[str, Evidence],
+    fam: _FamilyState,
+    *,
+    threshold: float,
+    alpha: float,
+    method: Method,
+) -> None:
     up_bound, down_bound = _null_bounds(fam, threshold)
     p_up, p_down = {}, {}
     for name, e in evs.items():
@@ -303,20 +370,41 @@ def _test(out: dict[str, BenchmarkComparison], evs: dict[str, Evidence], fam: _F
             df_eff = var * var / (within * within / e.df) if within > 0 else e.df  # Satterthwaite (extra known)
             p_up[name] = _t_p(e.diff - up, up_bound, math.sqrt(var), df_eff, upper=True)
             p_down[name] = _t_p(e.diff - down, down_bound, math.sqrt(var), df_eff, upper=False)
-        out[name].test = {Method.PAIRED: "moderated test on paired log ratios",
-                          Method.RUNS: "moderated test on log trials",
-                          Method.TRIALS: "moderated test on log trials + between-run"}[method]
+        out[name].test = {
+            Method.PAIRED: "moderated test on paired log ratios",
+            Method.RUNS: "moderated test on log trials",
+            Method.TRIALS: "moderated test on log trials + between-run",
+        }[method]
         out[name].pairs = e.pairs
     names = list(p_up)
     adj_up = dict(zip(names, holm([p_up[n] for n in names])))
     adj_down = dict(zip(names, holm([p_down[n] for n in names])))
     for name in names:
-        _verdict(out[name], p_up[name], adj_up[name], p_down[name], adj_down[name], fam, threshold=threshold,
-                 alpha=alpha, family_size=len(names))
+        _verdict(
+            out[name],
+            p_up[name],
+            adj_up[name],
+            p_down[name],
+            adj_down[name],
+            fam,
+            threshold=threshold,
+            alpha=alpha,
+            family_size=len(names),
+        )
 
 
-def _verdict(b: BenchmarkComparison, p_up: float, adj_up: float, p_down: float, adj_down: float, fam: _FamilyState,
-             *, threshold: float, alpha: float, family_size: int) -> None:
+def _verdict(
+    b: BenchmarkComparison,
+    p_up: float,
+    adj_up: float,
+    p_down: float,
+    adj_down: float,
+    fam: _FamilyState,
+    *,
+    threshold: float,
+    alpha: float,
+    family_size: int,
+) -> None:
     slower_raw = b.ratio > 1 + threshold
     faster_raw = b.ratio < 1 - threshold
     shift = fam.shift[b.name]
@@ -328,23 +416,31 @@ def _verdict(b: BenchmarkComparison, p_up: float, adj_up: float, p_down: float, 
         b.excess, b.p_value, b.p_adjusted = excess_down, p_down, adj_down
     notes = []
     beyond = f"beyond the machine ({control})"
-    null_up, null_down = ("no change", "no change") if fam.against_no_change else \
-        (fmt_ratio(1 + threshold), fmt_ratio(1 - threshold))
+    null_up, null_down = (
+        ("no change", "no change") if fam.against_no_change else (fmt_ratio(1 + threshold), fmt_ratio(1 - threshold))
+    )
     if excess_up > 1 + threshold:
         b.verdict = Verdict.REGRESSED if adj_up < alpha else Verdict.INCONCLUSIVE
         significance = f"p = {p_up:.2g} against {null_up}, {adj_up:.2g} after Holm over {family_size} cases"
-        notes.append(f"slower by {fmt_ratio(excess_up)} {beyond}, {significance}" if b.verdict == Verdict.REGRESSED
-                     else f"slower by {fmt_ratio(excess_up)} {beyond} but not significant: {significance}, "
-                          f"with {_sample(b)}")
+        notes.append(
+            f"slower by {fmt_ratio(excess_up)} {beyond}, {significance}"
+            if b.verdict == Verdict.REGRESSED
+            else f"slower by {fmt_ratio(excess_up)} {beyond} but not significant: {significance}, with {_sample(b)}"
+        )
     elif slower_raw:
         b.verdict = Verdict.INCONCLUSIVE
-        notes.append(f"slower by {fmt_ratio(b.ratio)}, but {control}: the machine changed, "
-                     f"not (only) the code ({fmt_ratio(excess_up)} beyond it)")
+        notes.append(
+            f"slower by {fmt_ratio(b.ratio)}, but {control}: the machine changed, "
+            f"not (only) the code ({fmt_ratio(excess_up)} beyond it)"
+        )
     elif excess_down < 1 - threshold:
         b.verdict = Verdict.IMPROVED if adj_down < alpha else Verdict.UNCHANGED
         significance = f"p = {p_down:.2g} against {null_down}, {adj_down:.2g} after Holm over {family_size} cases"
-        notes.append(f"faster by {fmt_ratio(excess_down)} {beyond}, {significance}" if b.verdict == Verdict.IMPROVED
-                     else f"faster by {fmt_ratio(excess_down)} {beyond} but not significant: {significance}")
+        notes.append(
+            f"faster by {fmt_ratio(excess_down)} {beyond}, {significance}"
+            if b.verdict == Verdict.IMPROVED
+            else f"faster by {fmt_ratio(excess_down)} {beyond} but not significant: {significance}"
+        )
     elif faster_raw:
         b.verdict = Verdict.INCONCLUSIVE  # an "improvement" the machine made is no claim either
         notes.append(f"faster by {fmt_ratio(b.ratio)}, but {control}: the machine changed")

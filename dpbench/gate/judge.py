@@ -53,6 +53,7 @@ Three designs, chosen from the data (``Method``):
 * ``paired``: ``dpbench ab``: run i of the baseline and run i of the candidate ran next to
   each other; the log ratios of the pairs are the sample, which cancels drift between pairs.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,9 +67,34 @@ from dpbench.gate.lognormal import MAX_SPREAD, lognormal_ml, lognormal_trend_ml
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["BETWEEN_SPREAD_FLOOR", "CHI2_1_MEDIAN", "CONTROL_RUN_SD", "NO_SPREAD", "TAU_CUT", "TAU_QUANTILE", "MIN_OTHERS", "MIN_PAIRS",
-           "MIN_TRIALS", "Evidence", "Method", "Pooled", "Posterior", "Prior", "between_run_variance",
-           "between_distribution", "evidence", "fit_between", "fit_prior", "holm", "lognormal_ml", "lognormal_trend_ml", "posterior", "posterior_variance", "tail_p", "within_run_variance"]
+__all__ = [
+    "BETWEEN_SPREAD_FLOOR",
+    "CHI2_1_MEDIAN",
+    "CONTROL_RUN_SD",
+    "NO_SPREAD",
+    "TAU_CUT",
+    "TAU_QUANTILE",
+    "MIN_OTHERS",
+    "MIN_PAIRS",
+    "MIN_TRIALS",
+    "Evidence",
+    "Method",
+    "Pooled",
+    "Posterior",
+    "Prior",
+    "between_run_variance",
+    "between_distribution",
+    "evidence",
+    "fit_between",
+    "fit_prior",
+    "holm",
+    "lognormal_ml",
+    "lognormal_trend_ml",
+    "posterior",
+    "posterior_variance",
+    "tail_p",
+    "within_run_variance",
+]
 
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
 MIN_PAIRS = 2  # for paired ab
@@ -182,14 +208,18 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float], levels: Sequence
     spread across cases (measurements: docs/calibration.md#trial-spread-across-cases). Needs three
     benchmarks with a variance; else none. A fitted spread under
     :data:`NO_SPREAD` is none: one variance (on the trend) for all."""
-    points = [(v, d, lv) for v, d, lv in zip(variances, dfs, levels if levels is not None else [0.0] * len(dfs))
-              if d > 0 and v >= 0 and math.isfinite(v) and math.isfinite(lv)]
+    points = [
+        (v, d, lv)
+        for v, d, lv in zip(variances, dfs, levels if levels is not None else [0.0] * len(dfs))
+        if d > 0 and v >= 0 and math.isfinite(v) and math.isfinite(lv)
+    ]
     if len(points) < 3:
         return Prior(sd=math.nan, spread=math.nan)
     centre = statistics.fmean(lv for _, _, lv in points) if len(points) >= TREND_MIN_CASES and levels else math.nan
     covariate = [lv - centre for _, _, lv in points] if math.isfinite(centre) else None
-    sd, spread, slope = lognormal_trend_ml([v * d for v, d, _ in points], [d for _, d, _ in points], covariate,
-                                           step=PRIOR_FIT_STEP, span=3.0)
+    sd, spread, slope = lognormal_trend_ml(
+        [v * d for v, d, _ in points], [d for _, d, _ in points], covariate, step=PRIOR_FIT_STEP, span=3.0
+    )
     centre = centre if math.isfinite(centre) else 0.0
     if not spread >= NO_SPREAD:  # one variance on the trend: its exact maximum-likelihood estimate
         scaled = sum(v * d * math.exp(-2 * slope * (lv - centre)) for v, d, lv in points)
@@ -197,8 +227,9 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float], levels: Sequence
     return Prior(sd=sd, spread=spread, slope=slope, centre=centre)
 
 
-def posterior(s2: float, df: float, prior: Prior, level: float = math.nan, known: float = 0.0,
-              step: float = PRIOR_GRID_STEP) -> Posterior | None:
+def posterior(
+    s2: float, df: float, prior: Prior, level: float = math.nan, known: float = 0.0, step: float = PRIOR_GRID_STEP
+) -> Posterior | None:
     """A benchmark's true between-trial variance given its own estimate ``s2`` (``df`` degrees of
     freedom), its ``level`` (mean log time, for the prior's trend) and the family's log-normal prior,
     on a grid of log sd (within 10 of the prior's spreads of its centre: the prior's density beyond is
@@ -229,8 +260,16 @@ def posterior_variance(s2: float, df: float, prior: Prior, level: float = math.n
     return post.mean if post is not None else s2
 
 
-def tail_p(excess: float, bound: float, a: float, extra: float, post: Posterior, upper: bool,
-           between: Posterior | None = None, b: float = 0.0) -> float:
+def tail_p(
+    excess: float,
+    bound: float,
+    a: float,
+    extra: float,
+    post: Posterior,
+    upper: bool,
+    between: Posterior | None = None,
+    b: float = 0.0,
+) -> float:
     """One-sided p of ``excess`` against ``bound`` when its variance is ``σ² a + τ² b + extra``, σ²
     drawn from ``post`` and τ² (the between-run offset's variance) from ``between``: a mixture of
     normal tails over both. Under the model this is exact (the mean log difference is independent of
@@ -266,8 +305,13 @@ def _tau2_at(points: list[tuple[float, float, float]], quantile: float, target: 
     return (lo + hi) / 2
 
 
-def between_run_variance(residuals: Sequence[float], within: Sequence[float], weights: Sequence[float],
-                         quantile: float = TAU_QUANTILE, cut: float = TAU_CUT) -> float:
+def between_run_variance(
+    residuals: Sequence[float],
+    within: Sequence[float],
+    weights: Sequence[float],
+    quantile: float = TAU_QUANTILE,
+    cut: float = TAU_CUT,
+) -> float:
     """tau² from the benchmarks' log ratios around their median ("the spread of the ones that did not change").
 
     ``residuals``: each benchmark's log ratio minus the median; ``within``: each one's variance from
@@ -292,8 +336,14 @@ def between_run_variance(residuals: Sequence[float], within: Sequence[float], we
     return tau2
 
 
-def fit_between(residuals: Sequence[float], within: Sequence[float], weights: Sequence[float], *,
-                floor: float = BETWEEN_SPREAD_FLOOR, cut: float = TAU_CUT) -> Prior:
+def fit_between(
+    residuals: Sequence[float],
+    within: Sequence[float],
+    weights: Sequence[float],
+    *,
+    floor: float = BETWEEN_SPREAD_FLOOR,
+    cut: float = TAU_CUT,
+) -> Prior:
     """How far a fresh session moves each case, from one comparison: log-normal across cases.
 
     ``residuals``: each case's log ratio minus the median; ``within``: each one's variance from its
@@ -310,8 +360,13 @@ def fit_between(residuals: Sequence[float], within: Sequence[float], weights: Se
     kept = [(r2, v, w) for r2, v, w in points if r2 <= cut * cut * (v + screen * w)]
     if len(kept) < 3:
         return Prior(sd=0.0, spread=0.0)
-    sd, spread = lognormal_ml([r2 / w for r2, _, w in kept], [1] * len(kept), [v / w for _, v, w in kept],
-                              step=PRIOR_FIT_STEP, spread_bounds=(floor, BETWEEN_SPREAD_MAX))
+    sd, spread = lognormal_ml(
+        [r2 / w for r2, _, w in kept],
+        [1] * len(kept),
+        [v / w for _, v, w in kept],
+        step=PRIOR_FIT_STEP,
+        spread_bounds=(floor, BETWEEN_SPREAD_MAX),
+    )
     return Prior(sd=sd, spread=spread)
 
 
@@ -323,9 +378,9 @@ def between_distribution(prior: Prior) -> Posterior:
     if not (prior.sd > 0 and math.isfinite(prior.sd)):
         return Posterior(variances=np.array([0.0]), weights=np.array([1.0]))
     if not prior.spread > 0:
-        return Posterior(variances=np.array([prior.sd ** 2]), weights=np.array([1.0]))
+        return Posterior(variances=np.array([prior.sd**2]), weights=np.array([1.0]))
     nodes = np.linspace(-5.0, 5.0, BETWEEN_NODES)
-    w = np.exp(-0.5 * nodes ** 2)
+    w = np.exp(-0.5 * nodes**2)
     return Posterior(variances=np.exp(2 * (math.log(prior.sd) + prior.spread * nodes)), weights=w / w.sum())
 
 
@@ -386,11 +441,17 @@ def _across(sides: Sequence[Pooled]) -> tuple[float, int]:
 def evidence(base: Pooled, cand: Pooled, method: Method) -> Evidence:
     """The log difference and its variance terms for one benchmark under ``method``."""
     if method == Method.PAIRED:
-        ratios = [math.log(c) - math.log(b) for b_run, c_run in zip(base.runs, cand.runs)
-                  for b, c in zip(b_run, c_run)]
+        ratios = [math.log(c) - math.log(b) for b_run, c_run in zip(base.runs, cand.runs) for b, c in zip(b_run, c_run)]
         s2 = statistics.variance(ratios) if len(ratios) >= 2 else math.nan
-        return Evidence(diff=statistics.fmean(ratios), s2=s2, df=max(0, len(ratios) - 1),
-                        a=1 / len(ratios), b=0.0, pairs=len(ratios), level=_mean_log(base))
+        return Evidence(
+            diff=statistics.fmean(ratios),
+            s2=s2,
+            df=max(0, len(ratios) - 1),
+            a=1 / len(ratios),
+            b=0.0,
+            pairs=len(ratios),
+            level=_mean_log(base),
+        )
     nb, nc = len(base.times), len(cand.times)
     diff = _mean_log(cand) - _mean_log(base)
     if method == Method.RUNS:

@@ -1,6 +1,7 @@
 """Maximum-likelihood fits of a log-normal spread across benchmarks, from each benchmark's noisy
 chi-square estimate: the gate's trial-variance prior (:func:`dpbench.gate.judge.fit_prior`), its
 between-run offsets and the noise model of :mod:`dpbench.gate.simulation` use them."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,13 @@ __all__ = ["MAX_SPREAD", "lognormal_ml", "lognormal_trend_ml"]
 MAX_SPREAD = 3.0
 
 
-def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence[float] | None = None,
-                 step: float = 0.005, spread_bounds: tuple[float, float] | None = None) -> tuple[float, float]:
+def lognormal_ml(
+    squares: Sequence[float],
+    dfs: Sequence[float],
+    known: Sequence[float] | None = None,
+    step: float = 0.005,
+    spread_bounds: tuple[float, float] | None = None,
+) -> tuple[float, float]:
     """(median, sd of logs) of a log-normal spread ``x`` across benchmarks, by maximum likelihood,
     from each benchmark's sum of squares ``squares[k] ~ (x_k² + known[k]) · chi²(dfs[k])``.
 
@@ -33,9 +39,16 @@ def lognormal_ml(squares: Sequence[float], dfs: Sequence[float], known: Sequence
     return median_x, spread
 
 
-def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate: Sequence[float] | None, *,
-                       known: Sequence[float] | None = None, step: float = 0.005, span: float = 4.0,
-                       spread_bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
+def lognormal_trend_ml(
+    squares: Sequence[float],
+    dfs: Sequence[float],
+    covariate: Sequence[float] | None,
+    *,
+    known: Sequence[float] | None = None,
+    step: float = 0.005,
+    span: float = 4.0,
+    spread_bounds: tuple[float, float] | None = None,
+) -> tuple[float, float, float]:
     """:func:`lognormal_ml` whose log median moves linearly with a covariate ``c_k`` (centred by the
     caller): ``log x_k ~ N(log median + slope · c_k, spread²)``. → ``(median at c = 0, spread, slope)``;
     slope 0 without a covariate. ``spread_bounds`` (no covariate): a spread outside them is put at the
@@ -58,8 +71,9 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
     v = np.exp(2 * grid)[None, :] + add[:, None]
     half = d[:, None] / 2
     # log density of each benchmark's ss at each grid point: chi²(d) of ss / v, times 1 / v
-    log_f = (half - 1) * np.log(ss[:, None] / v) - ss[:, None] / (2 * v) - half * math.log(2) - gammaln(half) \
-        - np.log(v)
+    log_f = (
+        (half - 1) * np.log(ss[:, None] / v) - ss[:, None] / (2 * v) - half * math.log(2) - gammaln(half) - np.log(v)
+    )
     top = log_f.max(axis=1, keepdims=True)
     like = np.exp(log_f - top)
     trend = covariate is not None
@@ -92,8 +106,9 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
         start = np.array([float(np.median(rough)), math.log(max(float(np.std(rough)), 0.05))])
     start[0] = min(max(start[0], lo_mu), hi_mu)
     start[1] = min(start[1], hi_sigma - 0.5)  # inside the bounds: the likelihood is flat beyond them
-    fit = minimize(negative_log_likelihood, start, method="Nelder-Mead",
-                   options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000})
+    fit = minimize(
+        negative_log_likelihood, start, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-8, "maxiter": 4000}
+    )
     mu_fit = min(max(float(fit.x[0]), lo_mu), hi_mu)
     spread = math.exp(min(max(float(fit.x[1]), lo_sigma), hi_sigma))
     if spread_bounds is not None and not spread_bounds[0] <= spread <= spread_bounds[1] and not trend:
@@ -102,8 +117,11 @@ def lognormal_trend_ml(squares: Sequence[float], dfs: Sequence[float], covariate
 
         spread = min(max(spread, spread_bounds[0]), spread_bounds[1])
         log_spread = math.log(spread)
-        best = minimize_scalar(lambda mu: negative_log_likelihood(np.array([mu, log_spread])),
-                               bounds=(float(grid[0]), float(grid[-1])), method="bounded",
-                               options={"xatol": 1e-5})
+        best = minimize_scalar(
+            lambda mu: negative_log_likelihood(np.array([mu, log_spread])),
+            bounds=(float(grid[0]), float(grid[-1])),
+            method="bounded",
+            options={"xatol": 1e-5},
+        )
         return math.exp(float(best.x)), spread, 0.0
     return math.exp(mu_fit), spread, float(fit.x[2]) if trend else 0.0

@@ -11,6 +11,7 @@ of a revision must run with ``PYTHONPATH=<its worktree>`` (``dpbench.gate.ab.inv
 Child processes run in their own process group and are stopped (SIGINT, then SIGKILL) with it,
 so an interrupt leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-__all__ = ["ABError", "Revision", "SuiteFailed", "cleanup", "find_checkout", "lock_hash", "log_tail", "prepare",
-           "resolve_commit", "run_logged", "say"]
+__all__ = [
+    "ABError",
+    "Revision",
+    "SuiteFailed",
+    "cleanup",
+    "find_checkout",
+    "lock_hash",
+    "log_tail",
+    "prepare",
+    "resolve_commit",
+    "run_logged",
+    "say",
+]
 
 # How long an interrupted child gets to stop its own children before its process group is killed.
 STOP_GRACE_S = 30.0
@@ -45,6 +57,7 @@ class SuiteFailed(Exception):
 @dataclass(kw_only=True)
 class Revision:
     """One side of the comparison, prepared."""
+
     side: str  # "base" or "head"
     rev: str  # as the user wrote it
     commit: str
@@ -61,8 +74,9 @@ class Revision:
 
 def _git(repo: Path, *args: str) -> str:
     try:
-        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=300)
+        proc = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        )
     except FileNotFoundError:
         raise ABError("git was not found on PATH (dpbench ab prepares the revisions with git worktrees)") from None
     if proc.returncode != 0:
@@ -75,8 +89,9 @@ def find_checkout(directory: Path) -> Path:
     try:
         return Path(_git(directory, "rev-parse", "--show-toplevel"))
     except ABError:
-        raise ABError(f"not a git checkout: {directory} (run dpbench ab inside the repository whose "
-                      "revisions it compares)") from None
+        raise ABError(
+            f"not a git checkout: {directory} (run dpbench ab inside the repository whose revisions it compares)"
+        ) from None
 
 
 def resolve_commit(repo: Path, rev: str) -> str:
@@ -133,8 +148,16 @@ def run_logged(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path)
     with open(log, "ab") as out:
         # Its own session: the terminal's Ctrl-C reaches only us, and we stop the whole group
         # (pytest, its forkserver and workers) ourselves, in order, then make sure it is gone.
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_stops)
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_sigint_stops,
+        )
         try:
             return proc.wait()
         except BaseException:
@@ -157,8 +180,10 @@ def _locked(path: Path) -> Iterator[None]:
 def _setup_env(rev: Revision, *, envs: Path, logs: Path) -> None:
     script = rev.worktree / "scripts" / "setup-env"
     if not script.is_file():
-        raise SuiteFailed(f"{rev.label} has no scripts/setup-env to make its environment "
-                          "(pass --python to run both revisions with an existing interpreter)")
+        raise SuiteFailed(
+            f"{rev.label} has no scripts/setup-env to make its environment "
+            "(pass --python to run both revisions with an existing interpreter)"
+        )
     rev.lock = lock_hash(rev.worktree)
     envs.mkdir(parents=True, exist_ok=True)
     env_dir = envs / rev.lock[:16]
@@ -174,8 +199,9 @@ def _setup_env(rev: Revision, *, envs: Path, logs: Path) -> None:
             python = os.environ.get("PYTHON", "python3")
             code = run_logged([python, "-m", "venv", str(env_dir)], cwd=rev.worktree, env=dict(os.environ), log=log)
             if code != 0:
-                raise SuiteFailed(f"{rev.label}: {python} -m venv {env_dir} failed (exit {code}); log: {log}\n"
-                                  f"{log_tail(log)}")
+                raise SuiteFailed(
+                    f"{rev.label}: {python} -m venv {env_dir} failed (exit {code}); log: {log}\n{log_tail(log)}"
+                )
         # The revision's own setup-env installs what it needs into .venv, here the shared one
         # (its stamp of the lock makes this a quick check when the environment is up to date).
         (rev.worktree / ".venv").symlink_to(env_dir, target_is_directory=True)
@@ -186,8 +212,15 @@ def _setup_env(rev: Revision, *, envs: Path, logs: Path) -> None:
     say(f"{rev.label}: environment ready in {time.monotonic() - started:.0f} s")
 
 
-def prepare(*, repo: Path, revs: dict[str, str], run_dir: Path, envs: Path, python: Path | None = None,
-            revisions: list[Revision] | None = None) -> list[Revision]:
+def prepare(
+    *,
+    repo: Path,
+    revs: dict[str, str],
+    run_dir: Path,
+    envs: Path,
+    python: Path | None = None,
+    revisions: list[Revision] | None = None,
+) -> list[Revision]:
     """Worktree and environment per side. ``revisions`` (when given) is filled as they are made,
     so a caller's cleanup can remove what exists even if this is interrupted halfway."""
     commits = {side: resolve_commit(repo, rev) for side, rev in revs.items()}

@@ -15,6 +15,7 @@ the real :func:`dpbench.gate.family.judge_family`.
 
 Used by ``scripts/`` and the tests only: no runtime module imports it.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,16 @@ from typing import Any, Sequence
 from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml, within_run_variance
 from dpbench.stats import median, percentile
 
-__all__ = ["CLEAN", "TrialNoiseModel", "TODAY", "draw_case_params", "draw_side", "fit_noise_model", "level_for", "lognormal_ml"]
+__all__ = [
+    "CLEAN",
+    "TrialNoiseModel",
+    "TODAY",
+    "draw_case_params",
+    "draw_side",
+    "fit_noise_model",
+    "level_for",
+    "lognormal_ml",
+]
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
 
@@ -56,18 +66,34 @@ class TrialNoiseModel:
 
     def percentiles(self) -> dict[str, float]:
         """The p90 of the two log-normal spreads (for the README's table)."""
-        return {"trial_sd_p90": self.trial_sd * math.exp(_Z90 * self.trial_sd_spread),
-                "case_run_sd_p90": self.case_run_sd * math.exp(_Z90 * self.case_run_sd_spread)}
+        return {
+            "trial_sd_p90": self.trial_sd * math.exp(_Z90 * self.trial_sd_spread),
+            "case_run_sd_p90": self.case_run_sd * math.exp(_Z90 * self.case_run_sd_spread),
+        }
 
 
 # Provisional parameters, not fitted on an idle machine: a median trial log-sd of 5.8% (CV p90 ~2.5× the
 # median), a per-run offset of 3% per case (measurements: docs/calibration.md#gate-noise-models).
-CLEAN = TrialNoiseModel(trial_sd=0.058, trial_sd_spread=0.7, case_run_sd=0.03, case_run_sd_spread=0.5, run_sd=0.02,
-                   control_sd=0.02, control_run_sd=0.01, source="provisional (clean quick runs, not fitted on an idle machine)")
+CLEAN = TrialNoiseModel(
+    trial_sd=0.058,
+    trial_sd_spread=0.7,
+    case_run_sd=0.03,
+    case_run_sd_spread=0.5,
+    run_sd=0.02,
+    control_sd=0.02,
+    control_run_sd=0.01,
+    source="provisional (clean quick runs, not fitted on an idle machine)",
+)
 # CLEAN plus a few cases (5 of 70) whose session offset is jumpy_sd: a harness or machine that moves some
 # cases far between sessions (measurements: docs/calibration.md#gate-noise-models).
-TODAY = TrialNoiseModel(**{**CLEAN.to_dict(), "jumpy_fraction": 5 / 70, "jumpy_sd": 0.3,
-                      "source": "before the harness fix: 5 of 70 cases jump by up to 2×"})
+TODAY = TrialNoiseModel(
+    **{
+        **CLEAN.to_dict(),
+        "jumpy_fraction": 5 / 70,
+        "jumpy_sd": 0.3,
+        "source": "before the harness fix: 5 of 70 cases jump by up to 2×",
+    }
+)
 
 
 # ---------------------------------------------------------------- fitting
@@ -77,9 +103,14 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
     for frame in frames:
         rows = frame.drop_duplicates(["run_id", "fullname"], keep="last")
         seen: set[tuple[str, str]] = set()
-        for run_id, name, key, times, controls, bad in zip(rows["run_id"], rows["fullname"], rows["case_key"],
-                                                           rows["trial_times"], rows["trial_controls"],
-                                                           rows["incomparable"]):
+        for run_id, name, key, times, controls, bad in zip(
+            rows["run_id"],
+            rows["fullname"],
+            rows["case_key"],
+            rows["trial_times"],
+            rows["trial_controls"],
+            rows["incomparable"],
+        ):
             case = key if isinstance(key, str) else name
             if isinstance(bad, str) or not times or (run_id, case) in seen:
                 continue  # a case published by two suites is one measurement: count it once
@@ -110,32 +141,49 @@ def fit_noise_model(frames: Sequence[Any], *, source: str = "") -> TrialNoiseMod
     controls = {k: [statistics.fmean(cl) for _, cl in v if cl] for k, v in cases.items()}
     controls = {k: v for k, v in controls.items() if len(v) == runs}
     c_within = [w for w in (within_run_variance([cl for _, cl in cases[k]]) for k in controls) if math.isfinite(w)]
-    c_offsets = [statistics.median(v[r] - statistics.fmean(v) for v in controls.values()) for r in range(runs)] \
-        if controls else [0.0] * runs
+    c_offsets = (
+        [statistics.median(v[r] - statistics.fmean(v) for v in controls.values()) for r in range(runs)]
+        if controls
+        else [0.0] * runs
+    )
     finite = [k for k, w in within.items() if math.isfinite(w)]
     within_df = {k: sum(len(t) - 1 for t, _ in cases[k] if len(t) >= 2) for k in finite}
     levels = {k: statistics.fmean(ms) for k, ms in means.items()}
     centre = statistics.fmean(levels[k] for k in finite) if finite else 0.0
     trial_sd, trial_spread, slope = lognormal_trend_ml(
-        [within[k] * within_df[k] for k in finite], [within_df[k] for k in finite],
-        [levels[k] - centre for k in finite] if len(finite) >= TREND_MIN_CASES else None)
+        [within[k] * within_df[k] for k in finite],
+        [within_df[k] for k in finite],
+        [levels[k] - centre for k in finite] if len(finite) >= TREND_MIN_CASES else None,
+    )
     # Each case's run means scatter by tau² + (its trial variance / trials) around the run-wide offsets;
     # runs - 1 degrees of freedom (the offsets, estimated from every case, cost each case little).
     keys = list(resid_squares)
-    case_sd, case_spread = lognormal_ml([resid_squares[k] for k in keys], [runs - 1] * len(keys),
-                                        [trial_part[k] for k in keys])
+    case_sd, case_spread = lognormal_ml(
+        [resid_squares[k] for k in keys], [runs - 1] * len(keys), [trial_part[k] for k in keys]
+    )
     run_sd = statistics.stdev(offsets) if runs >= 2 else 0.0
     return TrialNoiseModel(
-        trial_sd=trial_sd, trial_sd_spread=trial_spread, case_run_sd=case_sd, case_run_sd_spread=case_spread,
-        level_sd=statistics.pstdev(levels.values()) if len(levels) >= 2 else 0.0, trial_sd_slope=slope,
-        run_sd=run_sd, control_sd=math.sqrt(median(c_within)) if c_within else 0.0,
+        trial_sd=trial_sd,
+        trial_sd_spread=trial_spread,
+        case_run_sd=case_sd,
+        case_run_sd_spread=case_spread,
+        level_sd=statistics.pstdev(levels.values()) if len(levels) >= 2 else 0.0,
+        trial_sd_slope=slope,
+        run_sd=run_sd,
+        control_sd=math.sqrt(median(c_within)) if c_within else 0.0,
         control_run_sd=statistics.stdev([c - o for c, o in zip(c_offsets, offsets)]) if controls and runs >= 2 else 0.0,
         source=source or f"fitted from {runs} runs, {len(cases)} cases",
-        fitted={"runs": runs, "cases": len(cases), "run_offsets": offsets,
-                "trial_sd": {k: math.sqrt(w) for k, w in within.items() if math.isfinite(w)},
-                "case_run_sd": {k: math.sqrt(t) for k, t in tau2.items()},
-                "trial_sd_p90_observed": percentile([math.sqrt(w) for w in within.values() if math.isfinite(w)], 90)
-                if any(math.isfinite(w) for w in within.values()) else math.nan})
+        fitted={
+            "runs": runs,
+            "cases": len(cases),
+            "run_offsets": offsets,
+            "trial_sd": {k: math.sqrt(w) for k, w in within.items() if math.isfinite(w)},
+            "case_run_sd": {k: math.sqrt(t) for k, t in tau2.items()},
+            "trial_sd_p90_observed": percentile([math.sqrt(w) for w in within.values() if math.isfinite(w)], 90)
+            if any(math.isfinite(w) for w in within.values())
+            else math.nan,
+        },
+    )
 
 
 # ---------------------------------------------------------------- drawing
@@ -146,15 +194,19 @@ class CaseParams:
     level: float = 0.0  # the case's log time relative to the median case's
 
 
-def draw_case_params(model: TrialNoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
-                     ) -> list[CaseParams]:
+def draw_case_params(
+    model: TrialNoiseModel, rng: random.Random, count: int, trial_sd: float | None = None
+) -> list[CaseParams]:
     """Heterogeneous benchmarks: each its own level, s_b (on the model's trend with level) and tau_b
     (``trial_sd`` fixes s_b for all)."""
     out = []
     for _ in range(count):
         level = rng.gauss(0, model.level_sd) if model.level_sd > 0 else 0.0
-        s = trial_sd if trial_sd is not None else \
-            model.trial_sd * math.exp(model.trial_sd_slope * level + rng.gauss(0, model.trial_sd_spread))
+        s = (
+            trial_sd
+            if trial_sd is not None
+            else model.trial_sd * math.exp(model.trial_sd_slope * level + rng.gauss(0, model.trial_sd_spread))
+        )
         jumpy = rng.random() < model.jumpy_fraction
         tau = model.jumpy_sd if jumpy else model.case_run_sd * math.exp(rng.gauss(0, model.case_run_sd_spread))
         out.append(CaseParams(trial_sd=s, case_run_sd=tau, level=level))
@@ -170,9 +222,17 @@ def level_for(model: TrialNoiseModel, trial_sd: float) -> float:
     return max(-2.5 * model.level_sd, min(2.5 * model.level_sd, level))
 
 
-def draw_side(model: TrialNoiseModel, cases: Sequence[CaseParams], rng: random.Random, *, runs: int, trials: int,
-              effects: Sequence[float] | None = None, control_effect: float = 1.0,
-              shared_offsets: Sequence[float] | None = None) -> list[Pooled]:
+def draw_side(
+    model: TrialNoiseModel,
+    cases: Sequence[CaseParams],
+    rng: random.Random,
+    *,
+    runs: int,
+    trials: int,
+    effects: Sequence[float] | None = None,
+    control_effect: float = 1.0,
+    shared_offsets: Sequence[float] | None = None,
+) -> list[Pooled]:
     """One side: ``runs`` sessions of ``trials`` trials of every case, as the gate pools them.
 
     ``effects``: per case, a factor on its time (1.25 = 25% slower). ``control_effect``: the
@@ -190,7 +250,8 @@ def draw_side(model: TrialNoiseModel, cases: Sequence[CaseParams], rng: random.R
             u = rng.gauss(0, case.case_run_sd)
             base = -4.6 + case.level + offsets[r] + u + effect + machine  # e^-4.6 ≈ 10 ms per step
             times.append([math.exp(base + rng.gauss(0, case.trial_sd)) for _ in range(trials)])
-            controls.append([math.exp(-5.5 + control_offsets[r] + machine + rng.gauss(0, model.control_sd))
-                             for _ in range(trials)])
+            controls.append(
+                [math.exp(-5.5 + control_offsets[r] + machine + rng.gauss(0, model.control_sd)) for _ in range(trials)]
+            )
         out.append(Pooled(unit="s/step", runs=times, control_runs=controls, case_key=f"case{i}"))
     return out

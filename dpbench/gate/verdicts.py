@@ -1,4 +1,5 @@
 """What the gate says: the verdict strings, one benchmark's comparison, and the whole comparison."""
+
 from __future__ import annotations
 
 import math

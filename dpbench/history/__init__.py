@@ -9,6 +9,7 @@ May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpben
 Never torch, the gate (which reads accepted levels from here for ``compare --history``) or the
 report (which renders ``dpbench history``'s page).
 """
+
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes

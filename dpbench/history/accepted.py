@@ -11,6 +11,7 @@ machine = "gpu-runner-*"                  # optional pattern on the machine; def
 A change matches an entry when the benchmark (and machine) match and the entry's commit lies in
 the change's commit range (after the last commit measured before it, up to the first after).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ class Accepted:
     machine: str = "*"
 
     def matches(self, name: str, fullname: str, machine: str) -> bool:
-        return ((_glob(self.benchmark, name) or _glob(self.benchmark, fullname)) and _glob(self.machine, machine))
+        return (_glob(self.benchmark, name) or _glob(self.benchmark, fullname)) and _glob(self.machine, machine)
 
     def is_commit(self, commit: str) -> bool:
         return commit.lower().startswith(self.commit)
@@ -86,6 +87,7 @@ def read_accepted(path: str | os.PathLike | None) -> list[Accepted]:
         raise ResultsError(f"{path}: not valid TOML ({e})") from None
     entries = doc.get("accepted", [])
     if not isinstance(entries, list):
-        raise ResultsError(f"{path}: 'accepted': expected an array of tables ([[accepted]]), found "
-                           f"{type(entries).__name__}")
+        raise ResultsError(
+            f"{path}: 'accepted': expected an array of tables ([[accepted]]), found {type(entries).__name__}"
+        )
     return [_entry(path, i, raw) for i, raw in enumerate(entries)]

@@ -27,6 +27,7 @@ against the threshold, p < :data:`APART_ALPHA`): a creep step that merely looks 
 segment does not split the creep (it split about one creep in four at a 5% trial CV), while two real 10%
 regressions a few commits apart are still reported one by one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,19 @@ from typing import Sequence
 
 from dpbench.stats import log_t_interval, median
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_THRESHOLD", "MIN_POINTS", "MIN_SEGMENT", "Change", "Direction", "Segment",
-           "SeriesChanges", "Step", "find_changes", "segments_of"]
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_THRESHOLD",
+    "MIN_POINTS",
+    "MIN_SEGMENT",
+    "Change",
+    "Direction",
+    "Segment",
+    "SeriesChanges",
+    "Step",
+    "find_changes",
+    "segments_of",
+]
 
 DEFAULT_THRESHOLD = 0.05  # the smallest change reported (the GPU workflow's --threshold)
 DEFAULT_ALPHA = 1e-4  # a reported change; chosen by simulation: see the module docstring
@@ -178,7 +190,7 @@ def _best_split(prefix, squares, start: int, stop: int) -> tuple[int, float]:
     left_n, right_n = cut - start, stop - cut
     left, right = prefix[cut] - prefix[start], prefix[stop] - prefix[cut]
     total = prefix[stop] - prefix[start]
-    gain = left ** 2 / left_n + right ** 2 / right_n - total ** 2 / (stop - start)
+    gain = left**2 / left_n + right**2 / right_n - total**2 / (stop - start)
     best = int(np.argmax(gain))
     return int(cut[best]), float(gain[best])
 
@@ -197,7 +209,7 @@ def _candidates(means: Sequence[float], scatter: float) -> list[int]:
         return []
     values = np.asarray(means, dtype=float)
     prefix = np.concatenate([[0.0], np.cumsum(values)])
-    penalty = PENALTY_PER_LOG_N * scatter ** 2 * math.log(len(means))
+    penalty = PENALTY_PER_LOG_N * scatter**2 * math.log(len(means))
     bounds, todo = [], [(0, len(means))]
     while todo:
         start, stop = todo.pop()
@@ -252,8 +264,9 @@ def _direction(ratio: float) -> str:
     return Direction.REGRESSION if ratio > 1 else Direction.IMPROVEMENT
 
 
-def _beyond_significantly(sums: "_Sums", segments: list[Segment], i: int, step: Step, threshold: float,
-                          floor: float) -> bool:
+def _beyond_significantly(
+    sums: "_Sums", segments: list[Segment], i: int, step: Step, threshold: float, floor: float
+) -> bool:
     """Is step ``i`` (between segments i and i + 1) beyond the threshold, one-sided p < APART_ALPHA?"""
     from scipy.special import stdtr
 
@@ -300,13 +313,14 @@ def _location_set(means: Sequence[float], change: Change, scatter: float) -> tup
     cut = np.arange(1, len(values))
     n = len(values)
     gain = prefix[cut] ** 2 / cut + (prefix[n] - prefix[cut]) ** 2 / (n - cut) - prefix[n] ** 2 / n
-    near = cut[gain >= gain.max() - LOCATION_SLACK * scatter ** 2] + start
+    near = cut[gain >= gain.max() - LOCATION_SLACK * scatter**2] + start
     lo, hi = change.last_before + 1, change.first_after
     return min(lo, int(near.min())), max(hi, int(near.max()))
 
 
-def _report(sums: _Sums, segments: list[Segment], steps: list[Step], threshold: float, alpha: float,
-            floor: float) -> list[Change]:
+def _report(
+    sums: _Sums, segments: list[Segment], steps: list[Step], threshold: float, alpha: float, floor: float
+) -> list[Change]:
     """Each group of confirmed same-direction steps, tested between the segment before its first
     step and the segment after its last: reported when beyond the threshold and p < alpha."""
     out = []
@@ -322,9 +336,17 @@ def _report(sums: _Sums, segments: list[Segment], steps: list[Step], threshold: 
         # The commit named is the one after the group's largest step; the range runs from the last
         # point at the old level to the first at the new one (for a creep, over every step).
         main = max(group, key=lambda i: abs(math.log(steps[i].ratio)))
-        change = Change(first=steps[main].index, last_before=steps[group[0]].index - 1,
-                        first_after=steps[group[-1]].index, before=before, after=after, ratio=ratio, p=p,
-                        direction=_direction(ratio), steps=tuple(steps[i].index for i in group))
+        change = Change(
+            first=steps[main].index,
+            last_before=steps[group[0]].index - 1,
+            first_after=steps[group[-1]].index,
+            before=before,
+            after=after,
+            ratio=ratio,
+            p=p,
+            direction=_direction(ratio),
+            steps=tuple(steps[i].index for i in group),
+        )
         first, last = _location_set(sums.means, change, floor)
         out.append(dataclasses.replace(change, last_before=first - 1, first_after=last))
     return out
@@ -345,15 +367,17 @@ def _steps(segments: list[Segment], kept: list[tuple[int, float]]) -> list[Step]
     return [Step(index=b, ratio=segments[i + 1].median_s / segments[i].median_s, p=p) for i, (b, p) in enumerate(kept)]
 
 
-def find_changes(points: Sequence[Sequence[float]], *, threshold: float = DEFAULT_THRESHOLD,
-                 alpha: float = DEFAULT_ALPHA) -> SeriesChanges:
+def find_changes(
+    points: Sequence[Sequence[float]], *, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA
+) -> SeriesChanges:
     """Change points of a series (one non-empty list of positive trial times per point)."""
     points = [list(p) for p in points]
     if any(not p or min(p) <= 0 for p in points):
         raise ValueError("find_changes: expected a non-empty list of positive trial times per point")
     if len(points) < MIN_POINTS:
-        return SeriesChanges(segments=segments_of(points, []) if points else [], steps=[], changes=[],
-                             scatter=math.nan, claimed=False)
+        return SeriesChanges(
+            segments=segments_of(points, []) if points else [], steps=[], changes=[], scatter=math.nan, claimed=False
+        )
     sums = _Sums(points)
     # A point's mean varies at least as much as its own trials allow (runs that agree exactly
     # would otherwise make any difference infinitely significant).

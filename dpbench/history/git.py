@@ -1,6 +1,7 @@
 """What ``dpbench history`` asks git: the order of commits, a revision's descendants, the
 repository's web address. Every call fails soft (None) outside a repository: history then
 orders by date and says so."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,9 @@ __all__ = ["commit_order", "descendants", "repo_url"]
 
 def _git(*args: str, cwd: Path | None = None) -> str | None:
     try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
-                              cwd=cwd)
+        proc = subprocess.run(
+            ["git", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, cwd=cwd
+        )
     except (FileNotFoundError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None

@@ -8,6 +8,7 @@ history is run in, otherwise by date. Change points come from
 shown but never flagged. A run file that cannot be read is named and skipped, never fatal;
 nothing is written under ``results/``.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,19 @@ from dpbench.history.git import commit_order, descendants
 from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, Run, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median
 
-__all__ = ["History", "Level", "Order", "Point", "Series", "SeriesChange", "accepted_baseline", "accepted_levels", "build_history",
-           "load_history", "run_files"]
+__all__ = [
+    "History",
+    "Level",
+    "Order",
+    "Point",
+    "Series",
+    "SeriesChange",
+    "accepted_baseline",
+    "accepted_levels",
+    "build_history",
+    "load_history",
+    "run_files",
+]
 
 
 class Order:
@@ -105,8 +117,11 @@ class History:
     def new_regressions(self, newest: int) -> list[tuple[Series, SeriesChange]]:
         """Regressions not accepted whose first commit after is among the newest ``newest`` commits."""
         recent = set(self.commits[-newest:]) if newest > 0 else set()
-        return [(s, c) for s, c in self.changes()
-                if c.direction == "regression" and c.accepted is None and c.commit_range[1] in recent]
+        return [
+            (s, c)
+            for s, c in self.changes()
+            if c.direction == "regression" and c.accepted is None and c.commit_range[1] in recent
+        ]
 
 
 # ---------------------------------------------------------------- reading
@@ -122,8 +137,10 @@ def run_files(specs: Sequence[str | os.PathLike], results_dir: str | os.PathLike
             if not found:
                 raise ResultsError(f"{path}: no saved runs (*.json) found in this directory")
         elif not path.exists() and str(spec) == str(results_dir):
-            raise ResultsError(f"no runs given and the results directory {path}/ does not exist: run `pytest suites/ "
-                               "--benchmark-save=NAME` first or pass run files")
+            raise ResultsError(
+                f"no runs given and the results directory {path}/ does not exist: run `pytest suites/ "
+                "--benchmark-save=NAME` first or pass run files"
+            )
         else:
             found = resolve_runs([spec], results_dir=results_dir)
         out += [p for p in found if p not in out]
@@ -139,8 +156,11 @@ def load_history(files: Sequence[Path], **kwargs: Any) -> History:
         except ResultsError as e:
             skipped.append((str(path), str(e)))
     if not runs:
-        raise ResultsError(f"none of the {len(files)} run files could be read (first: {skipped[0][1]})"
-                           if skipped else "no runs to build a history from")
+        raise ResultsError(
+            f"none of the {len(files)} run files could be read (first: {skipped[0][1]})"
+            if skipped
+            else "no runs to build a history from"
+        )
     history = build_history(runs, **kwargs)
     history.skipped = skipped
     return history
@@ -156,16 +176,25 @@ def _order(runs: Sequence[Run], cwd: Path | None) -> tuple[str, str, dict[str, i
     """(order, the sentence that says so, commit -> git position or None)."""
     missing = sum(_commit_of(r) is None for r in runs)
     if missing:
-        return Order.DATE, (f"ordered by date: {missing} of {len(runs)} runs have no commit info "
-                            "(commit_info.id)"), None
+        return (
+            Order.DATE,
+            (f"ordered by date: {missing} of {len(runs)} runs have no commit info (commit_info.id)"),
+            None,
+        )
     git = commit_order(cwd)
     if git is None:
         return Order.DATE, "ordered by date: not run inside a git repository", None
     position = {c: i for i, c in enumerate(git)}
     unknown = {_commit_of(r) for r in runs} - position.keys()
     if unknown:
-        return Order.DATE, (f"ordered by date: {len(unknown)} commits of the runs are not in this repository's "
-                            f"history of HEAD (e.g. {sorted(unknown)[0][:12]})"), None
+        return (
+            Order.DATE,
+            (
+                f"ordered by date: {len(unknown)} commits of the runs are not in this repository's "
+                f"history of HEAD (e.g. {sorted(unknown)[0][:12]})"
+            ),
+            None,
+        )
     return Order.GIT, "ordered by git (rev-list --topo-order HEAD)", position
 
 
@@ -190,16 +219,19 @@ def _events(points: Sequence[Point]) -> list[tuple[int, str]]:
     out = []
     for i in range(1, len(points)):
         before, after = points[i - 1].machine, points[i].machine
-        moved = [f"{k} {_text(before.get(k)) or '?'} → {_text(after.get(k)) or '?'}" for k in MACHINE_FIELDS
-                 if _text(before.get(k)) != _text(after.get(k))]
+        moved = [
+            f"{k} {_text(before.get(k)) or '?'} → {_text(after.get(k)) or '?'}"
+            for k in MACHINE_FIELDS
+            if _text(before.get(k)) != _text(after.get(k))
+        ]
         if moved:
             out.append((i, "; ".join(moved)))
     return out
 
 
 def _control_ratio(points: Sequence[Point], change: Change) -> float:
-    before = [v for p in points[change.before.start:change.before.stop] for v in p.controls]
-    after = [v for p in points[change.after.start:change.after.stop] for v in p.controls]
+    before = [v for p in points[change.before.start : change.before.stop] for v in p.controls]
+    after = [v for p in points[change.after.start : change.after.stop] for v in p.controls]
     return median(after) / median(before) if before and after else math.nan
 
 
@@ -208,17 +240,19 @@ def _is_accepted(entry: Accepted, series: Series, change: Change, order: list[st
         return False
     lo, hi = series.points[change.last_before].commit, series.points[change.first_after].commit
     if order is not None:  # git order: any commit in (last before, first after], measured or not
-        inside = order[order.index(lo) + 1:order.index(hi) + 1]
+        inside = order[order.index(lo) + 1 : order.index(hi) + 1]
         return any(entry.is_commit(c) for c in inside)
-    return any(entry.is_commit(p.commit) for p in series.points[change.last_before + 1:change.first_after + 1])
+    return any(entry.is_commit(p.commit) for p in series.points[change.last_before + 1 : change.first_after + 1])
 
 
 def _judge(series: Series, accepted: Sequence[Accepted], order: list[str] | None) -> None:
     for change in series.found.changes:
-        named = SeriesChange(change=change, commit=series.points[change.first].commit,
-                             commit_range=(series.points[change.last_before].commit,
-                                           series.points[change.first_after].commit),
-                             control_ratio=_control_ratio(series.points, change))
+        named = SeriesChange(
+            change=change,
+            commit=series.points[change.first].commit,
+            commit_range=(series.points[change.last_before].commit, series.points[change.first_after].commit),
+            control_ratio=_control_ratio(series.points, change),
+        )
         named.accepted = next((a for a in accepted if _is_accepted(a, series, change, order)), None)
         series.changes.append(named)
 
@@ -231,8 +265,15 @@ def _rows(runs: Sequence[Run]):
     return frame
 
 
-def build_history(runs: Sequence[Run], *, threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
-                  accepted: Sequence[Accepted] = (), since: str | None = None, cwd: Path | None = None) -> History:
+def build_history(
+    runs: Sequence[Run],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    accepted: Sequence[Accepted] = (),
+    since: str | None = None,
+    cwd: Path | None = None,
+) -> History:
     """Series, change points and accepted marks over ``runs``."""
     order, note, position = _order(runs, cwd)
     allowed = None
@@ -273,10 +314,18 @@ def build_history(runs: Sequence[Run], *, threshold: float = DEFAULT_THRESHOLD, 
         for p in ordered:
             commits_seen.setdefault(p.commit, p)
         row = info[key]
-        s = Series(machine=key[0], key=key[1], name=str(row["name"]), fullname=str(row["fullname"]),
-                   suite=_text(row.get("suite")) or _text(row.get("group")) or "other",
-                   workload=_text(row.get("workload")) or "–", label=_text(row.get("label")), unit=str(row["unit"]),
-                   points=ordered, found=find_changes([p.trials for p in ordered], threshold=threshold, alpha=alpha))
+        s = Series(
+            machine=key[0],
+            key=key[1],
+            name=str(row["name"]),
+            fullname=str(row["fullname"]),
+            suite=_text(row.get("suite")) or _text(row.get("group")) or "other",
+            workload=_text(row.get("workload")) or "–",
+            label=_text(row.get("label")),
+            unit=str(row["unit"]),
+            points=ordered,
+            found=find_changes([p.trials for p in ordered], threshold=threshold, alpha=alpha),
+        )
         s.events = _events(ordered)
         series.append(s)
     git_order = None
@@ -315,8 +364,13 @@ def accepted_baseline(history: History, benchmark: str, machine: str | None = No
     change or the end of the series), or None without one (``dpbench compare --history`` uses
     :func:`accepted_levels`, which keeps them point by point)."""
     position = {c: i for i, c in enumerate(history.commits)}
-    found = [c for s in history.series if s.name == benchmark and machine in (None, s.machine)
-             for c in [_newest_accepted(s, position)] if c is not None]
+    found = [
+        c
+        for s in history.series
+        if s.name == benchmark and machine in (None, s.machine)
+        for c in [_newest_accepted(s, position)]
+        if c is not None
+    ]
     newest = max(found, key=lambda c: position[c.commit_range[1]], default=None)
     return list(newest.change.after.trials) if newest else None
 
@@ -335,12 +389,16 @@ def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Le
     position = {c: i for i, c in enumerate(history.commits)}
     commits = {str(c).lower() for c in baseline.get("commit.id", []) if isinstance(c, str) and c}
     if not commits:
-        return {}, ["--history: the baseline has no commit info (commit_info.id), so it cannot be placed in the "
-                    "history: accepted levels not used"]
+        return {}, [
+            "--history: the baseline has no commit info (commit_info.id), so it cannot be placed in the "
+            "history: accepted levels not used"
+        ]
     unknown = sorted(commits - position.keys())
     if unknown:
-        return {}, [f"--history: the baseline's commit {unknown[0][:12]} is not among the history's "
-                    f"{len(history.commits)} commits: accepted levels not used"]
+        return {}, [
+            f"--history: the baseline's commit {unknown[0][:12]} is not among the history's "
+            f"{len(history.commits)} commits: accepted levels not used"
+        ]
     newest_base = max(position[c] for c in commits)
     series = {(s.machine, s.key): s for s in history.series}
     out: dict[str, tuple[Level, str]] = {}
@@ -349,14 +407,24 @@ def accepted_levels(history: History, baseline: Any) -> tuple[dict[str, tuple[Le
         found = _newest_accepted(s, position) if s is not None else None
         if found is None or position[found.commit_range[1]] <= newest_base:
             continue
-        after = s.points[found.change.after.start:found.change.after.stop]
+        after = s.points[found.change.after.start : found.change.after.stop]
         key = row.get("case_key")
-        side = Level(unit=str(row["unit"]), runs=[list(p.trials) for p in after],
-                      control_runs=[list(p.controls) for p in after], case_key=key if isinstance(key, str) else None)
-        out[str(row["fullname"])] = (side, (
-            f"baseline: the accepted level from {found.commit[:10]} on ({found.accepted.reason}): "
-            f"{len(side.times)} trials over {len(after)} commits, not the baseline's own"))
+        side = Level(
+            unit=str(row["unit"]),
+            runs=[list(p.trials) for p in after],
+            control_runs=[list(p.controls) for p in after],
+            case_key=key if isinstance(key, str) else None,
+        )
+        out[str(row["fullname"])] = (
+            side,
+            (
+                f"baseline: the accepted level from {found.commit[:10]} on ({found.accepted.reason}): "
+                f"{len(side.times)} trials over {len(after)} commits, not the baseline's own"
+            ),
+        )
     if out:
-        return out, [f"--history: {len(out)} benchmark(s) judged against the level after an accepted change newer "
-                     "than the baseline's commit (their notes say which)"]
+        return out, [
+            f"--history: {len(out)} benchmark(s) judged against the level after an accepted change newer "
+            "than the baseline's commit (their notes say which)"
+        ]
     return out, []

@@ -8,6 +8,7 @@ rerun ``scripts/sim_history.py`` to re-check the detection rates and ``DEFAULT_A
 
 Used by ``scripts/`` and the tests only: no runtime module imports it.
 """
+
 from __future__ import annotations
 
 import random
@@ -51,8 +52,16 @@ def creep_levels(n: int, at: Sequence[int], factor: float, base: float = 0.01) -
     return [base * factor ** sum(i >= a for a in at) for i in range(n)]
 
 
-def synthetic_run(*, commit: str | None, date: str, levels: dict[str, float], rng: random.Random,
-                  noise: SeriesNoiseModel = NOISE, machine: dict | None = None, control_s: float = 0.004) -> dict:
+def synthetic_run(
+    *,
+    commit: str | None,
+    date: str,
+    levels: dict[str, float],
+    rng: random.Random,
+    noise: SeriesNoiseModel = NOISE,
+    machine: dict | None = None,
+    control_s: float = 0.004,
+) -> dict:
     """A minimal schema-2 pytest-benchmark document: one training benchmark per entry of
     ``levels`` (pytest name -> true seconds per step), trials drawn from ``noise``, a steady
     control (1% noise). For the history tests and ``scripts/bench_history_scale.py``."""
@@ -62,16 +71,39 @@ def synthetic_run(*, commit: str | None, date: str, levels: dict[str, float], rn
         suite = name.split("[")[0].removeprefix("test_")
         workload = name.split("-")[-2] if name.count("-") >= 2 else "mlp"
         lo, hi = log_t_interval(trials)  # written by the suites, as in real schema-2 runs
-        extra = {"schema": 2, "kind": "training", "suite": suite, "strategy": "ddp", "workload": workload,
-                 "world_size": 2, "global_batch": 64, "case_key": f"case|{name}", "step_time_s": sorted(trials)[len(trials) // 2],
-                 "step_time_ci95": [lo, hi],
-                 "trials": {"count": len(trials), "step_time_s": trials, "cv": coefficient_of_variation(trials),
-                            "control_s": [control_s * rng.lognormvariate(0, 0.01) for _ in trials]}}
-        benchmarks.append({"name": name, "fullname": f"suites/test_{suite}.py::{name}", "group": suite,
-                           "stats": {"median": extra["step_time_s"], "rounds": len(trials), "data": trials},
-                           "extra_info": extra})
-    doc = {"machine_info": machine or {"node": "runner-1", "gpus": [{"name": "NVIDIA H100"}], "driver": "550.54",
-                                       "torch": "2.13.0"},
-           "commit_info": {"id": commit, "branch": "main", "dirty": False} if commit else {},
-           "benchmarks": benchmarks, "datetime": date, "version": "5.3.1"}
+        extra = {
+            "schema": 2,
+            "kind": "training",
+            "suite": suite,
+            "strategy": "ddp",
+            "workload": workload,
+            "world_size": 2,
+            "global_batch": 64,
+            "case_key": f"case|{name}",
+            "step_time_s": sorted(trials)[len(trials) // 2],
+            "step_time_ci95": [lo, hi],
+            "trials": {
+                "count": len(trials),
+                "step_time_s": trials,
+                "cv": coefficient_of_variation(trials),
+                "control_s": [control_s * rng.lognormvariate(0, 0.01) for _ in trials],
+            },
+        }
+        benchmarks.append(
+            {
+                "name": name,
+                "fullname": f"suites/test_{suite}.py::{name}",
+                "group": suite,
+                "stats": {"median": extra["step_time_s"], "rounds": len(trials), "data": trials},
+                "extra_info": extra,
+            }
+        )
+    doc = {
+        "machine_info": machine
+        or {"node": "runner-1", "gpus": [{"name": "NVIDIA H100"}], "driver": "550.54", "torch": "2.13.0"},
+        "commit_info": {"id": commit, "branch": "main", "dirty": False} if commit else {},
+        "benchmarks": benchmarks,
+        "datetime": date,
+        "version": "5.3.1",
+    }
     return doc

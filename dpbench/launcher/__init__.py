@@ -9,6 +9,7 @@ cluster runner, the measuring engine, the gate or the report; it never knows whi
 runs beyond the strategy's interface. ``dpbench.launch`` (the top-level name) is
 :func:`dpbench.launcher.launch`.
 """
+
 from dpbench._lazy import lazy_attributes
 
 __all__ = [

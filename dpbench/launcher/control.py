@@ -12,6 +12,7 @@ tensor-core matmuls exist on every GPU from Volta on and do not depend on the us
 settings. On CUDA the chain runs on every GPU the worker uses at once (in-process ``dp``
 replicas on ``cuda:0..N-1``: all of them), and the time is until the last GPU is done.
 """
+
 from __future__ import annotations
 
 import statistics

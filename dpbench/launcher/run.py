@@ -4,6 +4,7 @@ Every strategy runs in spawned workers, so the calling process (pytest, a notebo
 initialises CUDA: multi-process strategies (ddp, allreduce) get one process per rank;
 in-process ones (single, dp, manual, torch-dp) get one worker process holding all replicas.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -160,9 +161,7 @@ class Run:
         # Each rank sent (n_local / N) * local mean loss: the sum is the global-batch mean.
         losses = [sum(parts) for parts in zip(*(r["loss_parts"] for r in per_rank))]
         phase_names = sorted({name for r in per_rank for name in r["phases"]})
-        phases = {
-            name: sum(r["phases"].get(name, 0.0) for r in per_rank) / len(per_rank) for name in phase_names
-        }
+        phases = {name: sum(r["phases"].get(name, 0.0) for r in per_rank) / len(per_rank) for name in phase_names}
         memory: dict[str, int] = {}
         for rank, r in enumerate(per_rank):
             for label, peak in r["memory"].items():
@@ -240,8 +239,7 @@ class Run:
         # Python threads per worker measuring the CPU peak at once: DataParallel's replicas.
         parallel = max(1, placement.concurrent_replicas // placement.processes)
         per_rank = self._live_pool().run(_case_metrics_worker, parallel)
-        return combine(per_rank, device_type=self.spec.device_type, options=self.spec.options,
-                       environ=os.environ)
+        return combine(per_rank, device_type=self.spec.device_type, options=self.spec.options, environ=os.environ)
 
     def trace(self, k: int = 3, path: Any = "traces", *, warmup: int = 1) -> Any:
         """Profile ``k`` more training steps (after ``warmup`` untraced profiler warm-up steps) with
@@ -273,8 +271,10 @@ class Run:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"Run(strategy={self.spec.strategy!r}, workload={self.workload.name!r}, "
-                f"world_size={self.spec.world_size}, device={self.spec.device_type!r})")
+        return (
+            f"Run(strategy={self.spec.strategy!r}, workload={self.workload.name!r}, "
+            f"world_size={self.spec.world_size}, device={self.spec.device_type!r})"
+        )
 
 
 # -- worker-side entry points (module-level so they pickle by reference) -----------------
@@ -309,8 +309,15 @@ def _evaluate_worker(ctx: Any, split: Any) -> dict[str, Any] | None:
     params, buffers = trainer.parameters(), trainer.buffers()  # every rank: sharded ones gather
     if ctx.rank != 0:
         return None
-    return evaluate_state(trainer.workload, params, buffers, split, device=trainer.local_devices()[0],
-                          cache=ctx.state, heartbeat=ctx.heartbeat)
+    return evaluate_state(
+        trainer.workload,
+        params,
+        buffers,
+        split,
+        device=trainer.local_devices()[0],
+        cache=ctx.state,
+        heartbeat=ctx.heartbeat,
+    )
 
 
 def _case_metrics_worker(ctx: Any, matmul_parallel: int) -> dict[str, Any]:
@@ -327,12 +334,10 @@ def _resolve_workload(workload: Any, workload_cls: type) -> Any:
 
         return get_workload(workload)
     raise TypeError(
-        f"workload must be a registered workload name (str) or a dpbench.Workload, "
-        f"got {type(workload).__name__}"
+        f"workload must be a registered workload name (str) or a dpbench.Workload, got {type(workload).__name__}"
     )
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-

@@ -1,4 +1,5 @@
 """StepStats: what ``Run.step(k)`` returns — measured where the work runs."""
+
 from __future__ import annotations
 
 import statistics
@@ -77,13 +78,17 @@ def merge_step_stats(rounds: list[StepStats]) -> StepStats:
         raise ValueError("no measured rounds")
     times = [t for r in rounds for t in r.step_times]
     phase_names = {name for r in rounds for name in r.phases}
-    phases = {
-        name: sum(r.phases.get(name, 0.0) * r.steps for r in rounds) / len(times) for name in sorted(phase_names)
-    }
+    phases = {name: sum(r.phases.get(name, 0.0) * r.steps for r in rounds) / len(times) for name in sorted(phase_names)}
     peak: dict[str, int] = {}
     for r in rounds:
         for device, value in r.peak_memory_bytes.items():
             peak[device] = max(peak.get(device, 0), int(value))
     losses = [x for r in rounds for x in r.losses]
-    return StepStats(step_times=times, global_batch=rounds[0].global_batch, losses=losses, phases=phases,
-                     peak_memory_bytes=peak, minor_faults=sum(r.minor_faults for r in rounds))
+    return StepStats(
+        step_times=times,
+        global_batch=rounds[0].global_batch,
+        losses=losses,
+        phases=phases,
+        peak_memory_bytes=peak,
+        minor_faults=sum(r.minor_faults for r in rounds),
+    )

@@ -1,4 +1,5 @@
 """``Run.trace``'s parent side: what a traced call returns, and the worker entry point it runs."""
+
 from __future__ import annotations
 
 import numbers
@@ -28,7 +29,7 @@ class TraceResult:
 
     @property
     def active_step_times(self) -> list[float]:
-        return self.step_times[self.warmup:]
+        return self.step_times[self.warmup :]
 
 
 def _check(name: str, value: Any, minimum: int) -> None:

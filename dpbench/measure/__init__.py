@@ -14,11 +14,20 @@ strategies, workloads, traces, ``dpbench.schema`` and ``dpbench.stats``. Only th
 pytest; never the gate or the report. Nothing outside the plugin's session imports torch at
 module level.
 """
+
 from __future__ import annotations
 
 from dpbench.measure.cases import CollectiveCase, TrainingCase, steps_for_round
-from dpbench.measure.extra_info import (collective_extra_info, measure_collective, measure_training, publish,
-                                        reference_result, relative_to, training_extra_info, trials_info)
+from dpbench.measure.extra_info import (
+    collective_extra_info,
+    measure_collective,
+    measure_training,
+    publish,
+    reference_result,
+    relative_to,
+    training_extra_info,
+    trials_info,
+)
 from dpbench.measure.profiles import ProfileConfig, parse_trials, resolve_profile, strategy_cases
 from dpbench.measure.trials import CaseResult, TrialResult, TrialSession, advance_worker_clock, worker_clock
 

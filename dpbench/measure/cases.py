@@ -5,6 +5,7 @@ resource sampler running, then times the control (:mod:`dpbench.launcher.control
 Every time kept is measured in the workers, after device synchronisation; the parent's round
 trip to them is never part of a number.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,12 +43,17 @@ def _sampled(pids: list[int], devices: list[str], profile: Any):
 
     # Without a spare core the sampler samples less often, so it does not take slices from the
     # workers' threads; its summary records the interval it used and why.
-    return ResourceSampler(interval=profile.sample_interval, pids=pids, devices=unique_devices(devices) or None,
-                           shared_core_interval=SHARED_CORE_MIN_INTERVAL)
+    return ResourceSampler(
+        interval=profile.sample_interval,
+        pids=pids,
+        devices=unique_devices(devices) or None,
+        shared_core_interval=SHARED_CORE_MIN_INTERVAL,
+    )
 
 
-def _finish_sampler(sampler: Any, timeline: TimelinePath | None, name: str,
-                    per_rank_devices: list[str] = ()) -> tuple[dict, str | None]:
+def _finish_sampler(
+    sampler: Any, timeline: TimelinePath | None, name: str, per_rank_devices: list[str] = ()
+) -> tuple[dict, str | None]:
     from dpbench.sampler.gpus import rank_devices
 
     summary = sampler.summary()
@@ -96,26 +102,51 @@ class TrainingCase:
             from dpbench.strategies import get_strategy
 
             options = get_strategy(self.strategy).resolve_options(
-                dict(self.options), device="cpu", world_size=self.world_size, global_batch=self.global_batch)
+                dict(self.options), device="cpu", world_size=self.world_size, global_batch=self.global_batch
+            )
         except Exception:  # refused options: the trial reports why; the requested ones identify it
             pass
         workload = getattr(self.workload, "name", self.workload)
-        return json.dumps(["training", self.strategy, str(workload), self.world_size, self.global_batch,
-                           {str(k): repr(v) for k, v in sorted(options.items())}])
+        return json.dumps(
+            [
+                "training",
+                self.strategy,
+                str(workload),
+                self.world_size,
+                self.global_batch,
+                {str(k): repr(v) for k, v in sorted(options.items())},
+            ]
+        )
 
-    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
-                      timeline: TimelinePath | None, first: bool, trace: TimelinePath | None = None) -> TrialResult:
+    def measure_trial(
+        self,
+        profile: Any,
+        *,
+        trial: int,
+        steps_per_round: int | None,
+        timeline: TimelinePath | None,
+        first: bool,
+        trace: TimelinePath | None = None,
+    ) -> TrialResult:
         """``trace``: where the first trial's profiler traces go (opt-in, dpbench.measure.tracing)."""
         from dpbench.launcher import launch
         from dpbench.launcher.step_stats import merge_step_stats
 
-        with launch(self.strategy, self.workload, world_size=self.world_size,
-                            global_batch=self.global_batch, device=profile.device, seed=0, lr=LR,
-                            **self.options) as run:
+        with launch(
+            self.strategy,
+            self.workload,
+            world_size=self.world_size,
+            global_batch=self.global_batch,
+            device=profile.device,
+            seed=0,
+            lr=LR,
+            **self.options,
+        ) as run:
             # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.
             probe = run.step(2)
-            k = steps_per_round or steps_for_round(min(probe.step_times), profile.target_round_s,
-                                                   profile.max_steps_per_round)
+            k = steps_per_round or steps_for_round(
+                min(probe.step_times), profile.target_round_s, profile.max_steps_per_round
+            )
             for _ in range(profile.warmup_rounds):
                 run.step(k)
             devices = [str(d) for d in run.info.get("devices", [])]  # per rank
@@ -127,16 +158,25 @@ class TrainingCase:
             if trace is not None and first:  # last: nothing measured afterwards runs after traced steps
                 from dpbench.measure.tracing import trace_trial
 
-                traced = trace_trial(run, trace, f"{self.id}-b{self.global_batch}",
-                                     untraced_step_s=statistics.median(t for r in rounds for t in r.step_times))
+                traced = trace_trial(
+                    run,
+                    trace,
+                    f"{self.id}-b{self.global_batch}",
+                    untraced_step_s=statistics.median(t for r in rounds for t in r.step_times),
+                )
             info = dict(run.info)
-        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}",
-                                            devices)
+        summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}", devices)
         merged = merge_step_stats(rounds)
         return TrialResult(
-            trial=trial, order=-1, started_at=math.nan, steps_per_round=k,
-            round_times=[r.total_time / r.steps for r in rounds], unit_times=list(merged.step_times),
-            control_s=control, sampler=summary, timeline=recorded,
+            trial=trial,
+            order=-1,
+            started_at=math.nan,
+            steps_per_round=k,
+            round_times=[r.total_time / r.steps for r in rounds],
+            unit_times=list(merged.step_times),
+            control_s=control,
+            sampler=summary,
+            timeline=recorded,
             detail={"run_info": info, "merged": merged, "case_metrics": metrics, "trace": traced},
         )
 
@@ -163,8 +203,9 @@ class CollectiveCase:
     def key(self) -> str:
         return json.dumps(["collective", self.collective, self.size_bytes, self.world_size])
 
-    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
-                      timeline: TimelinePath | None, first: bool) -> TrialResult:
+    def measure_trial(
+        self, profile: Any, *, trial: int, steps_per_round: int | None, timeline: TimelinePath | None, first: bool
+    ) -> TrialResult:
         from dpbench.measure.collectives import collective_worker, summarize
         from dpbench.launcher.control import control_worker
         from dpbench.workers.provider import make_pool, pool_layout
@@ -174,16 +215,32 @@ class CollectiveCase:
         with make_pool(self.world_size, device=profile.device, timeout=120.0) as pool:
             pool.run(collective_worker, self.collective, self.size_bytes, iters)  # untimed warm-up round
             with _sampled(pool.pids, [], profile) as sampler:
-                rounds = [summarize(self.collective, self.size_bytes,
-                                    pool.run(collective_worker, self.collective, self.size_bytes, iters))
-                          for _ in range(profile.rounds)]
+                rounds = [
+                    summarize(
+                        self.collective,
+                        self.size_bytes,
+                        pool.run(collective_worker, self.collective, self.size_bytes, iters),
+                    )
+                    for _ in range(profile.rounds)
+                ]
             control = max(pool.run(control_worker))
-            info = {"backend": pool.backend, "threads_per_worker": pool.threads_per_worker,
-                    "world_size": pool.world_size, **pool_layout(pool)}
+            info = {
+                "backend": pool.backend,
+                "threads_per_worker": pool.threads_per_worker,
+                "world_size": pool.world_size,
+                **pool_layout(pool),
+            }
         summary, recorded = _finish_sampler(sampler, timeline, f"{_safe(self.id)}-t{trial + 1}")
         calls = [t for r in rounds for t in r.times]  # each call as slow as its slowest rank
         return TrialResult(
-            trial=trial, order=-1, started_at=math.nan, steps_per_round=iters,
-            round_times=[statistics.fmean(r.times) for r in rounds], unit_times=calls,
-            control_s=control, sampler=summary, timeline=recorded, detail={"pool_info": info},
+            trial=trial,
+            order=-1,
+            started_at=math.nan,
+            steps_per_round=iters,
+            round_times=[statistics.fmean(r.times) for r in rounds],
+            unit_times=calls,
+            control_s=control,
+            sampler=summary,
+            timeline=recorded,
+            detail={"pool_info": info},
         )

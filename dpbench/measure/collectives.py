@@ -4,6 +4,7 @@ Runs on every rank of a :class:`dpbench.launcher.WorkerPool`. Bandwidths follow 
 nccl-tests definitions (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
 ``algbw = size / time``; all_reduce ``busbw = algbw * 2 (n-1) / n``; broadcast ``busbw = algbw``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -36,9 +37,7 @@ def bus_bandwidth_factor(collective: str, world_size: int) -> float:
 def default_sizes(max_bytes: int = 256 << 20, min_bytes: int = 4 << 10, factor: int = 4) -> list[int]:
     """Message sizes from ``min_bytes`` to ``max_bytes`` in steps of ``factor`` (4 KiB … 256 MiB)."""
     if min_bytes <= 0 or max_bytes < min_bytes or factor < 2:
-        raise ValueError(
-            f"need 0 < min_bytes <= max_bytes and factor >= 2, got {min_bytes=}, {max_bytes=}, {factor=}"
-        )
+        raise ValueError(f"need 0 < min_bytes <= max_bytes and factor >= 2, got {min_bytes=}, {max_bytes=}, {factor=}")
     sizes, size = [], min_bytes
     while size <= max_bytes:
         sizes.append(size)

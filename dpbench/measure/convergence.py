@@ -14,6 +14,7 @@ Settings (``DPBENCH_*``; a bad value is a ValueError naming the variable, before
 ``DPBENCH_EPOCHS`` (≥ 1, overrides every recipe's), ``DPBENCH_TARGET_ACCURACY`` (in (0, 1],
 overrides the recipes' targets), ``DPBENCH_FASHION_MNIST`` (the IDX directory).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,15 @@ from typing import Any
 from dpbench.measure.trials import CaseResult, TrialResult
 from dpbench.stats import log_t_interval
 
-__all__ = ["ConvergenceSettings", "ConvergenceCase", "resolve_convergence", "convergence_cases",
-           "convergence_info", "check_epochs", "check_target_accuracy"]
+__all__ = [
+    "ConvergenceSettings",
+    "ConvergenceCase",
+    "resolve_convergence",
+    "convergence_cases",
+    "convergence_info",
+    "check_epochs",
+    "check_target_accuracy",
+]
 
 ENV_RECIPES = "DPBENCH_CONVERGENCE"
 ENV_EPOCHS = "DPBENCH_EPOCHS"
@@ -77,12 +85,15 @@ def resolve_convergence(environ: dict[str, str] | None = None) -> ConvergenceSet
     names = tuple(RECIPES) if raw == "all" else tuple(n.strip() for n in raw.split(",") if n.strip())
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
-        raise ValueError(f"{ENV_RECIPES} names unknown recipe(s) {', '.join(map(repr, unknown))}. "
-                         f"Known names: {', '.join(RECIPES)} (or all)")
+        raise ValueError(
+            f"{ENV_RECIPES} names unknown recipe(s) {', '.join(map(repr, unknown))}. "
+            f"Known names: {', '.join(RECIPES)} (or all)"
+        )
     epochs = check_epochs(ENV_EPOCHS, env[ENV_EPOCHS]) if env.get(ENV_EPOCHS, "").strip() else None
     target = check_target_accuracy(ENV_TARGET, env[ENV_TARGET]) if env.get(ENV_TARGET, "").strip() else None
-    return ConvergenceSettings(recipes=names, epochs=epochs, target_accuracy=target,
-                               fashion_mnist=env.get(ENV_FASHION) or None)
+    return ConvergenceSettings(
+        recipes=names, epochs=epochs, target_accuracy=target, fashion_mnist=env.get(ENV_FASHION) or None
+    )
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -120,12 +131,24 @@ class ConvergenceCase:
 
     @property
     def key(self) -> str:
-        return json.dumps(["convergence", self.recipe, self.strategy, self.world_size, self.global_batch, self.lr,
-                           self.epochs, self.seed, self.fashion_mnist,
-                           {str(k): repr(v) for k, v in sorted(self.options.items())}])
+        return json.dumps(
+            [
+                "convergence",
+                self.recipe,
+                self.strategy,
+                self.world_size,
+                self.global_batch,
+                self.lr,
+                self.epochs,
+                self.seed,
+                self.fashion_mnist,
+                {str(k): repr(v) for k, v in sorted(self.options.items())},
+            ]
+        )
 
-    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
-                      timeline: Any, first: bool) -> TrialResult:
+    def measure_trial(
+        self, profile: Any, *, trial: int, steps_per_round: int | None, timeline: Any, first: bool
+    ) -> TrialResult:
         from dpbench.launcher import launch
         from dpbench.launcher.step_stats import merge_step_stats
         from dpbench.measure.cases import _finish_sampler, _sampled
@@ -136,8 +159,17 @@ class ConvergenceCase:
         per_epoch = steps_per_epoch(workload.params["train_samples"], self.global_batch)
         epochs, stats = [], []
         # Evaluating a large test split on a CPU rank may take minutes: the evaluation heartbeats.
-        with launch(self.strategy, workload, world_size=self.world_size, global_batch=self.global_batch,
-                    device=profile.device, seed=self.seed, lr=self.lr, timeout=300.0, **self.options) as run:
+        with launch(
+            self.strategy,
+            workload,
+            world_size=self.world_size,
+            global_batch=self.global_batch,
+            device=profile.device,
+            seed=self.seed,
+            lr=self.lr,
+            timeout=300.0,
+            **self.options,
+        ) as run:
             devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
             with _sampled(run.pids, devices, profile) as sampler:
                 for _ in range(self.epochs):
@@ -146,20 +178,37 @@ class ConvergenceCase:
                     wall = time.perf_counter() - started  # parent side: adds batch assembly and the round trip
                     evaluation = run.evaluate(test)
                     stats.append(epoch)
-                    epochs.append({"time_s": epoch.total_time, "wall_s": wall,
-                                   "train_loss": statistics.fmean(epoch.losses),
-                                   "test_accuracy": evaluation["accuracy"], "test_loss": evaluation["loss"],
-                                   "eval_s": evaluation["eval_s"], "eval_device": evaluation["device"]})
+                    epochs.append(
+                        {
+                            "time_s": epoch.total_time,
+                            "wall_s": wall,
+                            "train_loss": statistics.fmean(epoch.losses),
+                            "test_accuracy": evaluation["accuracy"],
+                            "test_loss": evaluation["loss"],
+                            "eval_s": evaluation["eval_s"],
+                            "eval_device": evaluation["device"],
+                        }
+                    )
             control = run.control()
             info = dict(run.info)
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-t{trial + 1}")
         merged = merge_step_stats(stats)
         return TrialResult(
-            trial=trial, order=-1, started_at=math.nan, steps_per_round=per_epoch,
-            round_times=[e["time_s"] / per_epoch for e in epochs], unit_times=list(merged.step_times),
-            control_s=control, sampler=summary, timeline=recorded,
-            detail={"run_info": info, "merged": merged, "epochs": epochs,
-                    "samples": {"train": workload.params["train_samples"], "test": workload.params["test_samples"]}},
+            trial=trial,
+            order=-1,
+            started_at=math.nan,
+            steps_per_round=per_epoch,
+            round_times=[e["time_s"] / per_epoch for e in epochs],
+            unit_times=list(merged.step_times),
+            control_s=control,
+            sampler=summary,
+            timeline=recorded,
+            detail={
+                "run_info": info,
+                "merged": merged,
+                "epochs": epochs,
+                "samples": {"train": workload.params["train_samples"], "test": workload.params["test_samples"]},
+            },
         )
 
 
@@ -173,11 +222,19 @@ def convergence_cases(settings: ConvergenceSettings) -> list[ConvergenceCase]:
         made = []
         for strategy, size in recipe.runs():
             batch, lr = recipe.batch_and_lr(size)
-            made.append(ConvergenceCase(
-                recipe=name, strategy=strategy, world_size=size, global_batch=batch, lr=lr,
-                epochs=settings.epochs or recipe.epochs,
-                target_accuracy=settings.target_accuracy or recipe.target_accuracy,
-                fashion_mnist=settings.fashion_mnist, options=dict(recipe.options)))
+            made.append(
+                ConvergenceCase(
+                    recipe=name,
+                    strategy=strategy,
+                    world_size=size,
+                    global_batch=batch,
+                    lr=lr,
+                    epochs=settings.epochs or recipe.epochs,
+                    target_accuracy=settings.target_accuracy or recipe.target_accuracy,
+                    fashion_mnist=settings.fashion_mnist,
+                    options=dict(recipe.options),
+                )
+            )
         single = next((c for c in made if c.strategy == "single"), None)
         cases += [c if c is single else _with_reference(c, single) for c in made]
     return cases
@@ -200,8 +257,7 @@ def _first_at_least(curve: list[float], target: float | None) -> int | None:
     return next((i + 1 for i, acc in enumerate(curve) if acc >= target), None)
 
 
-def convergence_info(case: ConvergenceCase, result: CaseResult,
-                     reference: CaseResult | None = None) -> dict[str, Any]:
+def convergence_info(case: ConvergenceCase, result: CaseResult, reference: CaseResult | None = None) -> dict[str, Any]:
     """``extra_info["convergence"]``: the accuracy curve, seconds per epoch, time to target, parity."""
     from dpbench.workloads.recipes import get_recipe
 
@@ -255,5 +311,8 @@ def _parity(case: ConvergenceCase, curve: list[float], reference: CaseResult | N
     if case.reference is None or reference is None or not reference.trials:
         return {"reference": None, "accuracy_gap_to_reference": None}
     ref_curve = [e["test_accuracy"] for e in reference.trials[0].detail["epochs"]]
-    return {"reference": case.reference.id, "accuracy_gap_to_reference": curve[-1] - ref_curve[-1],
-            "max_curve_gap_to_reference": max(abs(a - b) for a, b in zip(curve, ref_curve))}
+    return {
+        "reference": case.reference.id,
+        "accuracy_gap_to_reference": curve[-1] - ref_curve[-1],
+        "max_curve_gap_to_reference": max(abs(a - b) for a, b in zip(curve, ref_curve)),
+    }

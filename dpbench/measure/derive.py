@@ -1,6 +1,7 @@
 """From the case metrics (measured once per case, see ``Run.case_metrics``) and a step time to the
 derived numbers: MFU, tokens/s, exposed communication. Pure: no torch.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,7 @@ __all__ = ["derive"]
 
 
 def _positive(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def derive(case_metrics: Mapping[str, Any], *, step_time_s: float, world_size: int) -> dict[str, Any]:
@@ -23,8 +23,14 @@ def derive(case_metrics: Mapping[str, Any], *, step_time_s: float, world_size: i
     ``overlap_fraction``: the share of the step's total collective time hidden behind compute,
     (total − exposed) ÷ total, clamped to [0, 1]. Keys that do not apply are None.
     """
-    out: dict[str, Any] = {"achieved_flops_per_s": None, "mfu": None, "tokens_per_s": None,
-                           "tokens_per_s_per_replica": None, "exposed_comm_s": None, "overlap_fraction": None}
+    out: dict[str, Any] = {
+        "achieved_flops_per_s": None,
+        "mfu": None,
+        "tokens_per_s": None,
+        "tokens_per_s_per_replica": None,
+        "exposed_comm_s": None,
+        "overlap_fraction": None,
+    }
     if not _positive(step_time_s):
         return out
     flops = case_metrics.get("model_flops_per_step")

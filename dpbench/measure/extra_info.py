@@ -8,6 +8,7 @@ each test then publishes its case's trials into pytest-benchmark and ``extra_inf
 :class:`dpbench.strategies.StrategyUnavailable`, and the suites turn that into a skip with
 its reason.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,8 +81,9 @@ def _available(result: CaseResult) -> CaseResult:
     return result
 
 
-def training_extra_info(*, case: TrainingCase, result: CaseResult, profile: ProfileConfig,
-                        suite: str) -> dict[str, Any]:
+def training_extra_info(
+    *, case: TrainingCase, result: CaseResult, profile: ProfileConfig, suite: str
+) -> dict[str, Any]:
     """The documented ``extra_info`` (schema 2) of one training benchmark."""
     first = result.trials[0]
     run_info = first.detail["run_info"]
@@ -213,17 +215,24 @@ def publish(benchmark: Any, result: CaseResult) -> None:
     """
     values = list(result.values)
     pending = iter(values)
-    benchmark.pedantic(lambda: advance_worker_clock(next(pending)), setup=reset_worker_clock, rounds=len(values),
-                       iterations=1, warmup_rounds=0)
+    benchmark.pedantic(
+        lambda: advance_worker_clock(next(pending)),
+        setup=reset_worker_clock,
+        rounds=len(values),
+        iterations=1,
+        warmup_rounds=0,
+    )
     stats = getattr(getattr(benchmark, "stats", None), "stats", None)
     if stats is not None and stats.median != statistics.median(values):
         raise RuntimeError(
             "pytest-benchmark did not read the worker clock: the test needs "
-            "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (the measuring plugin adds it)")
+            "@pytest.mark.benchmark(timer=dpbench.measure.trials.worker_clock) (the measuring plugin adds it)"
+        )
 
 
-def measure_training(benchmark: Any, case: TrainingCase, *, session: TrialSession, profile: ProfileConfig,
-                     suite: str) -> tuple[dict[str, Any], CaseResult]:
+def measure_training(
+    benchmark: Any, case: TrainingCase, *, session: TrialSession, profile: ProfileConfig, suite: str
+) -> tuple[dict[str, Any], CaseResult]:
     """Publish ``case``'s trials (measured earlier by ``session``) into ``benchmark``.
 
     Raises StrategyUnavailable when the case cannot run here and the trial's own error when
@@ -236,8 +245,9 @@ def measure_training(benchmark: Any, case: TrainingCase, *, session: TrialSessio
     return info, result
 
 
-def measure_collective(benchmark: Any, case: CollectiveCase, *, session: TrialSession,
-                       profile: ProfileConfig) -> dict[str, Any]:
+def measure_collective(
+    benchmark: Any, case: CollectiveCase, *, session: TrialSession, profile: ProfileConfig
+) -> dict[str, Any]:
     result = _available(session.result(case.key))
     info = collective_extra_info(case=case, result=result, profile=profile)
     publish(benchmark, result)

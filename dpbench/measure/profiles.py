@@ -3,6 +3,7 @@ per session from ``DPBENCH_*`` settings, and the strategy × workload × world-s
 
 Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 """
+
 from __future__ import annotations
 
 import os
@@ -99,9 +100,7 @@ def resolve_profile(
     try:
         profile = Profile(raw)
     except ValueError:
-        raise ValueError(
-            f"DPBENCH_PROFILE must be one of {[p.value for p in Profile]}, got {raw!r}"
-        ) from None
+        raise ValueError(f"DPBENCH_PROFILE must be one of {[p.value for p in Profile]}, got {raw!r}") from None
     device = env.get("DPBENCH_DEVICE") or ("cuda" if cuda_count else "cpu")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"DPBENCH_DEVICE must be 'cpu' or 'cuda', got {device!r}")
@@ -159,7 +158,8 @@ def resolve_profile(
             raise ValueError(
                 f"DPBENCH_WORLD_SIZES={env['DPBENCH_WORLD_SIZES']!r} asks for {max(world_sizes)} ranks, but the "
                 f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
-                f"{cluster.local_world_size} per node)")
+                f"{cluster.local_world_size} per node)"
+            )
     if env.get("DPBENCH_WORKLOADS"):
         from dpbench.workloads import check_workload_names
 
@@ -179,8 +179,9 @@ def _cluster_info(cluster: Any) -> Any:
     return session.info if session is not None else None
 
 
-def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
-                   global_batch: Callable[[int], int]) -> list[TrainingCase]:
+def strategy_cases(
+    workloads: tuple[str, ...], world_sizes: tuple[int, ...], global_batch: Callable[[int], int]
+) -> list[TrainingCase]:
     """Every strategy × workload × world size (``single`` only at 1, the baseline), with
     ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak."""
     from dpbench.schema import StrategyName
@@ -189,6 +190,10 @@ def strategy_cases(workloads: tuple[str, ...], world_sizes: tuple[int, ...],
     for workload in workloads:
         for strategy in StrategyName:
             sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
-            cases += [TrainingCase(strategy=strategy.value, workload=workload, world_size=size,
-                                   global_batch=global_batch(size)) for size in sizes]
+            cases += [
+                TrainingCase(
+                    strategy=strategy.value, workload=workload, world_size=size, global_batch=global_batch(size)
+                )
+                for size in sizes
+            ]
     return cases

@@ -6,6 +6,7 @@ rounds, control and case metrics, :data:`TRACE_STEPS` more steps run under torch
 Only the first trial is traced: one trace per case is what a user opens, and tracing every
 trial would cost every trial the profiler's start-up and export (see the README's overhead).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -59,8 +60,12 @@ def trace_extra_info(traced: dict[str, Any] | None, derived: dict[str, Any]) -> 
     breakdown = analyse_case(traced["staged"], names=traced["files"])
     breakdown["memory_files"] = list(traced["memory_files"])
     untraced = traced["untraced_step_s"]
-    breakdown["overhead"] = {"traced_step_s": traced["traced_step_s"], "untraced_step_s": untraced,
-                             "ratio": traced["traced_step_s"] / untraced if untraced > 0 else None}
-    breakdown["two_pass"] = compare_two_pass(breakdown, exposed_comm_s=derived.get("exposed_comm_s"),
-                                             overlap_fraction=derived.get("overlap_fraction"))
+    breakdown["overhead"] = {
+        "traced_step_s": traced["traced_step_s"],
+        "untraced_step_s": untraced,
+        "ratio": traced["traced_step_s"] / untraced if untraced > 0 else None,
+    }
+    breakdown["two_pass"] = compare_two_pass(
+        breakdown, exposed_comm_s=derived.get("exposed_comm_s"), overlap_fraction=derived.get("overlap_fraction")
+    )
     return breakdown

@@ -13,6 +13,7 @@ Nothing here imports pytest or torch: a case only has to provide ``key``, ``labe
 ``measure_trial(...)``; the measuring plugin drives a :class:`TrialSession` and publishes each
 case's trials into pytest-benchmark through :func:`worker_clock`.
 """
+
 from __future__ import annotations
 
 import math
@@ -110,8 +111,15 @@ class Measurable(Protocol):
     @property
     def label(self) -> str: ...
 
-    def measure_trial(self, profile: Any, *, trial: int, steps_per_round: int | None,
-                      timeline: Callable[[str], tuple[Any, str]] | None, first: bool) -> TrialResult: ...
+    def measure_trial(
+        self,
+        profile: Any,
+        *,
+        trial: int,
+        steps_per_round: int | None,
+        timeline: Callable[[str], tuple[Any, str]] | None,
+        first: bool,
+    ) -> TrialResult: ...
 
 
 # ---------------------------------------------------------------- the session
@@ -125,9 +133,18 @@ class TrialSession:
     ``worker_start``: how workers start, in words, recorded on every case's result.
     """
 
-    def __init__(self, profile: Any, trials: int, *, timeline: Callable[[str], tuple[Any, str]] | None = None,
-                 trace: Callable[[str], tuple[Any, str]] | None = None, unavailable: tuple[type[BaseException], ...] = (), progress: Callable[[str], None] | None = None,
-                 between_passes: Callable[[], Any] | None = None, worker_start: str | None = None):
+    def __init__(
+        self,
+        profile: Any,
+        trials: int,
+        *,
+        timeline: Callable[[str], tuple[Any, str]] | None = None,
+        trace: Callable[[str], tuple[Any, str]] | None = None,
+        unavailable: tuple[type[BaseException], ...] = (),
+        progress: Callable[[str], None] | None = None,
+        between_passes: Callable[[], Any] | None = None,
+        worker_start: str | None = None,
+    ):
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials must be an int >= 1, got {trials!r}")
         self.profile = profile
@@ -172,8 +189,14 @@ class TrialSession:
         try:
             # Only cases that trace are asked to (a case without the keyword still measures).
             tracing = {"trace": self._trace} if self._trace is not None and getattr(case, "traceable", False) else {}
-            measured = case.measure_trial(self.profile, trial=trial, steps_per_round=k,
-                                          timeline=self._timeline, first=not result.trials, **tracing)
+            measured = case.measure_trial(
+                self.profile,
+                trial=trial,
+                steps_per_round=k,
+                timeline=self._timeline,
+                first=not result.trials,
+                **tracing,
+            )
         except self._unavailable as exc:
             result.skip_reason = str(getattr(exc, "reason", exc))
             return

@@ -6,6 +6,7 @@ one device). See ``DataParallel`` for the keyword-only extras.
 
 May import: torch and ``dpbench.schema`` only: it is the bottom layer, usable on its own.
 """
+
 from .data_parallel import DataParallel, data_parallel
 from .parallel_apply import ReplicaThreads, parallel_apply
 from .replicate import replicate

@@ -5,6 +5,7 @@ accepts CUDA; here one parser accepts an int (CUDA index), ``"cuda:N"``, ``"cuda
 ``"cpu"`` or a ``torch.device``, and repeated devices are allowed (several replicas on one
 device).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -34,7 +35,9 @@ def parse_device(value: Any, *, argument: str = "device", allow_minus_one: bool 
     if type(value) is torch.device and value.type == "cpu" and value.index is None:
         return value  # fast path: already parsed (DataParallel passes its own devices every forward)
     if isinstance(value, bool):  # bool is an int subclass; True is never a meaningful device
-        raise TypeError(f"{argument}: expected an int CUDA index, 'cuda:N', 'cpu' or a torch.device, got {_describe(value)}")
+        raise TypeError(
+            f"{argument}: expected an int CUDA index, 'cuda:N', 'cpu' or a torch.device, got {_describe(value)}"
+        )
     if isinstance(value, int):
         if value == -1 and allow_minus_one:
             return torch.device("cpu")
@@ -51,7 +54,9 @@ def parse_device(value: Any, *, argument: str = "device", allow_minus_one: bool 
     elif isinstance(value, torch.device):
         device = value
     else:
-        raise TypeError(f"{argument}: expected an int CUDA index, 'cuda:N', 'cpu' or a torch.device, got {_describe(value)}")
+        raise TypeError(
+            f"{argument}: expected an int CUDA index, 'cuda:N', 'cpu' or a torch.device, got {_describe(value)}"
+        )
 
     if device.type not in _SUPPORTED_TYPES:
         raise ValueError(f"{argument}: expected a device of type {' or '.join(_SUPPORTED_TYPES)}, got {str(device)!r}")
@@ -62,7 +67,9 @@ def parse_device(value: Any, *, argument: str = "device", allow_minus_one: bool 
     index = torch.cuda.current_device() if device.index is None else device.index
     count = torch.cuda.device_count()
     if index >= count:
-        raise ValueError(f"{argument}: got {str(device)!r} but only {count} CUDA device(s) are visible (indices 0..{count - 1})")
+        raise ValueError(
+            f"{argument}: got {str(device)!r} but only {count} CUDA device(s) are visible (indices 0..{count - 1})"
+        )
     return torch.device("cuda", index)
 
 
@@ -86,7 +93,9 @@ def parse_devices(values: Sequence[DeviceLike] | None, *, argument: str = "devic
     if values is None:
         return default_devices()
     if isinstance(values, (str, int, torch.device)):
-        raise TypeError(f"{argument}: expected a list of devices, got a single device {_describe(values)}; wrap it in a list")
+        raise TypeError(
+            f"{argument}: expected a list of devices, got a single device {_describe(values)}; wrap it in a list"
+        )
     values = list(values)
     if values and all(_is_parsed(v) for v in values):
         return values  # fast path: DataParallel passes its already-parsed devices every forward

@@ -6,6 +6,7 @@ equal to the source. Scatter and gather need no Function of their own: they are 
 differentiable ops (``narrow``, ``to``, ``cat``/``stack``), which autograd already handles on
 every device and to any order (see ``scatter_gather.py``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,7 +18,9 @@ from torch.autograd import Function
 __all__ = ["Broadcast"]
 
 
-def _coalesced_cuda_copies(devices: Sequence[torch.device], tensors: Sequence[torch.Tensor]) -> dict[torch.device, tuple]:
+def _coalesced_cuda_copies(
+    devices: Sequence[torch.device], tensors: Sequence[torch.Tensor]
+) -> dict[torch.device, tuple]:
     """Copies of ``tensors`` on the other GPUs, made with torch.cuda.comm.broadcast_coalesced.
 
     Between GPUs, copying small parameters one by one costs a kernel launch each; the

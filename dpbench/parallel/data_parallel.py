@@ -1,4 +1,5 @@
 """DataParallel: scatter → replicate → parallel_apply → gather, on CPU or CUDA replicas."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,7 +65,8 @@ class DataParallel(nn.Module, Generic[T]):
         self.module = module
         self.device_ids = parse_devices(device_ids, argument="device_ids")
         self.output_device = (
-            self.device_ids[0] if output_device is None
+            self.device_ids[0]
+            if output_device is None
             else parse_device(output_device, argument="output_device", allow_minus_one=True)
         )
         self.src_device_obj = self.device_ids[0]
@@ -97,8 +99,11 @@ class DataParallel(nn.Module, Generic[T]):
         return gather(outputs, output_device, dim=self.dim, layout=self.gather_layout)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        if len(self.device_ids) == 1 and self.gather_layout is None and _already_on(
-                self.src_device_obj, inputs, kwargs):
+        if (
+            len(self.device_ids) == 1
+            and self.gather_layout is None
+            and _already_on(self.src_device_obj, inputs, kwargs)
+        ):
             return self._call_module(inputs, kwargs)
         check_module_device(self.module, self.src_device_obj)
         clock = _PhaseClock(self.device_ids, self.output_device) if self.record_phases else None
@@ -235,7 +240,11 @@ def data_parallel(
     if not isinstance(inputs, tuple):
         inputs = (inputs,) if inputs is not None else ()
     devices = parse_devices(device_ids, argument="device_ids")
-    out_device = devices[0] if output_device is None else parse_device(output_device, argument="output_device", allow_minus_one=True)
+    out_device = (
+        devices[0]
+        if output_device is None
+        else parse_device(output_device, argument="output_device", allow_minus_one=True)
+    )
     check_module_device(module, devices[0])
     if len(devices) == 1 and _already_on(devices[0], inputs, module_kwargs or {}):
         return module(*inputs, **(module_kwargs or {}))

@@ -5,6 +5,7 @@ thread-local in torch, so a worker thread starts from the defaults; each replica
 caller's state. :class:`ReplicaThreads` keeps daemon worker threads alive between calls
 (torch starts new threads every forward); the caller's thread runs replica 0 itself.
 """
+
 from __future__ import annotations
 
 import queue
@@ -187,7 +188,9 @@ class ReplicaThreads:
         # Caller holds self._lock.
         while len(self._threads) < count:
             jobs: queue.SimpleQueue = queue.SimpleQueue()
-            thread = threading.Thread(target=_worker_loop, args=(jobs,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True)
+            thread = threading.Thread(
+                target=_worker_loop, args=(jobs,), name=f"{self._name}-{len(self._threads) + 1}", daemon=True
+            )
             thread.start()
             self._queues.append(jobs)
             self._threads.append(thread)
@@ -240,7 +243,9 @@ def parallel_apply(
     if kwargs_tup is None:
         kwargs_tup = [{}] * n
     elif len(kwargs_tup) != n:
-        raise ValueError(f"kwargs_tup: the number of modules {n} is not equal to the number of kwargs_tup {len(kwargs_tup)}")
+        raise ValueError(
+            f"kwargs_tup: the number of modules {n} is not equal to the number of kwargs_tup {len(kwargs_tup)}"
+        )
     if devices is None:
         devices = [None] * n
     elif len(devices) != n:

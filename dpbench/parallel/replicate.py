@@ -8,6 +8,7 @@ Buffers are different: forward updates them in place (BatchNorm running stats), 
 keeps the original buffers (updates are recorded, as torch guarantees) and every other
 replica gets its own copy (updates are lost, and replicas on one device cannot race).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,7 +25,9 @@ __all__ = ["replicate"]
 T = TypeVar("T", bound=nn.Module)
 
 
-def _copy_per_device(tensors: list[torch.Tensor], devices: list[torch.device], detach: bool) -> dict[torch.device, list[torch.Tensor]]:
+def _copy_per_device(
+    tensors: list[torch.Tensor], devices: list[torch.device], detach: bool
+) -> dict[torch.device, list[torch.Tensor]]:
     """``{device: [copy of each tensor]}`` for the distinct ``devices``; differentiable unless ``detach``."""
     unique = list(dict.fromkeys(devices))
     if not tensors:
@@ -33,7 +36,7 @@ def _copy_per_device(tensors: list[torch.Tensor], devices: list[torch.device], d
         return {d: [t.detach() if t.device == d else t.detach().to(d, copy=True) for t in tensors] for d in unique}
     flat = Broadcast.apply(unique, *tensors)
     n = len(tensors)
-    return {d: list(flat[k * n:(k + 1) * n]) for k, d in enumerate(unique)}
+    return {d: list(flat[k * n : (k + 1) * n]) for k, d in enumerate(unique)}
 
 
 def _check_replicable(network: nn.Module) -> None:

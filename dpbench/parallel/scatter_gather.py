@@ -5,6 +5,7 @@ Both are composed of differentiable tensor ops (``narrow`` + ``to`` to scatter, 
 and gradcheck/double backward work without hand-written backward formulas. torch's
 ``Scatter``/``Gather`` Functions refuse CPU tensors.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -144,7 +145,9 @@ def _normalize_layout(layout: str | Mapping[str, str] | None) -> dict[str, str]:
     if isinstance(layout, str):
         layout = {"": layout}
     if not isinstance(layout, Mapping):
-        raise TypeError(f"gather_layout: expected None, a layout name or a dict of 'key.path' -> layout, got {type(layout).__name__}")
+        raise TypeError(
+            f"gather_layout: expected None, a layout name or a dict of 'key.path' -> layout, got {type(layout).__name__}"
+        )
     for key, value in layout.items():
         if not isinstance(key, str):
             raise TypeError(f"gather_layout: keys must be 'a.b'-style strings, got {key!r}")
@@ -171,20 +174,28 @@ class _Gatherer:
         if isinstance(first, torch.Tensor):
             for i, v in enumerate(values):
                 if not isinstance(v, torch.Tensor):
-                    raise TypeError(f"gather: output {path or '<root>'!s} is a Tensor in replica 0 but {type(v).__name__} in replica {i}")
+                    raise TypeError(
+                        f"gather: output {path or '<root>'!s} is a Tensor in replica 0 but {type(v).__name__} in replica {i}"
+                    )
             return self.tensors(values, path, mode or "concat")
         if first is None:
             return None
         if isinstance(first, dict):
             for i, d in enumerate(values):
                 if len(d) != len(first):
-                    raise ValueError(f"All dicts must have the same number of keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})")
+                    raise ValueError(
+                        f"All dicts must have the same number of keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})"
+                    )
                 if d.keys() != first.keys():
-                    raise ValueError(f"All dicts must have the same keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})")
+                    raise ValueError(
+                        f"All dicts must have the same keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})"
+                    )
             return type(first)((k, self.node([d[k] for d in values], _join(path, k), mode)) for k in first)
         if _is_namedtuple(first):
             self._check_lengths(values, path)
-            return type(first)._make(self.node(list(col), _join(path, name), mode) for name, col in zip(first._fields, zip(*values)))
+            return type(first)._make(
+                self.node(list(col), _join(path, name), mode) for name, col in zip(first._fields, zip(*values))
+            )
         if _is_dataclass_instance(first):
             changes = {
                 f.name: self.node([getattr(v, f.name) for v in values], _join(path, f.name), mode)
@@ -197,7 +208,9 @@ class _Gatherer:
             return type(first)(self.node(list(col), _join(path, str(i)), mode) for i, col in enumerate(zip(*values)))
         if mode in ("mean", "sum"):
             if not all(isinstance(v, Number) for v in values):
-                raise TypeError(f"gather_layout[{path!r}]: {mode!r} needs tensors or numbers, got {type(first).__name__}")
+                raise TypeError(
+                    f"gather_layout[{path!r}]: {mode!r} needs tensors or numbers, got {type(first).__name__}"
+                )
             total = sum(values)
             return total / len(values) if mode == "mean" else total
         # torch fails on str/number outputs; returning one value per replica keeps them usable.
@@ -221,7 +234,9 @@ class _Gatherer:
     def _check_lengths(self, values: Sequence[Any], path: str) -> None:
         for i, v in enumerate(values):
             if len(v) != len(values[0]):
-                raise ValueError(f"gather: output {path or '<root>'} has {len(values[0])} items in replica 0 but {len(v)} in replica {i}")
+                raise ValueError(
+                    f"gather: output {path or '<root>'} has {len(values[0])} items in replica 0 but {len(v)} in replica {i}"
+                )
 
 
 def _join(path: str, key: Any) -> str:
@@ -254,5 +269,7 @@ def gather(
     unused = set(layout_map) - gatherer.used
     if unused:
         paths = ", ".join(repr(p) for p in gatherer.seen if p) or "none"
-        raise ValueError(f"gather_layout: key(s) {sorted(unused)} matched nothing in the output; its key paths are: {paths}")
+        raise ValueError(
+            f"gather_layout: key(s) {sorted(unused)} matched nothing in the output; its key paths are: {paths}"
+        )
     return result

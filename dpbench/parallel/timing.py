@@ -6,6 +6,7 @@ boundary would serialise the step and change the time being reported; instead ea
 records one event per device on its current stream, and the spans are read only when asked
 (:func:`span_seconds` waits for the end events), after the measured work.
 """
+
 from __future__ import annotations
 
 import time

@@ -9,6 +9,7 @@ May import: ``dpbench.results`` (the tidy frame), ``dpbench.gate`` (verdicts to 
 fast (pandas and matplotlib are only imported when a report is made); ``load_runs`` and friends
 are re-exported from ``dpbench.results`` for convenience.
 """
+
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
@@ -36,4 +37,4 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_attributes('dpbench.report', _LAZY, __all__, globals())
+__getattr__, __dir__ = lazy_attributes("dpbench.report", _LAZY, __all__, globals())

@@ -2,6 +2,7 @@
 
 The parser is built here without importing pandas or matplotlib; the handler imports them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,16 +12,23 @@ from dpbench.results.load import RUNS_HELP, add_results_dir
 __all__ = ["register_report"]
 
 
-
 def register_report(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "report", help="render saved runs into a self-contained HTML report",
+        "report",
+        help="render saved runs into a self-contained HTML report",
         description="Render saved runs into one self-contained HTML file (plots, tables, provenance; "
-                    "side-by-side ratios for two or more runs). Prints the report's path.")
-    p.add_argument("runs", nargs="*", metavar="RUN",
-                   help=f"{RUNS_HELP}; default: the newest run of each machine in --results")
-    p.add_argument("-o", "--output", default="report.html", metavar="FILE",
-                   help="the HTML file to write (default: report.html; not a directory)")
+        "side-by-side ratios for two or more runs). Prints the report's path.",
+    )
+    p.add_argument(
+        "runs", nargs="*", metavar="RUN", help=f"{RUNS_HELP}; default: the newest run of each machine in --results"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="report.html",
+        metavar="FILE",
+        help="the HTML file to write (default: report.html; not a directory)",
+    )
     p.add_argument("--title", default="dpbench report", help="the report's heading")
     add_results_dir(p)
     p.set_defaults(handler=_run_report)

@@ -5,6 +5,7 @@ so its benchmarks of one ``case_key`` carry the same trials and the same verdict
 shows each configuration once, naming its suites, and keeps the gate's own counts and
 verdict line beside it, so the page says what ``dpbench compare`` says.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,8 +41,9 @@ def _names(configs: pd.DataFrame, runs: Sequence[str]) -> dict[str, tuple[str, s
         rows = configs[configs["run"] == run]
         for workload, case, suites, fullnames in zip(rows["workload"], rows["case"], rows["suites"], rows["fullnames"]):
             for name in fullnames:
-                out.setdefault(name, (str(workload) if isinstance(workload, str) else "–", str(case),
-                                      ", ".join(suites) or "–"))
+                out.setdefault(
+                    name, (str(workload) if isinstance(workload, str) else "–", str(case), ", ".join(suites) or "–")
+                )
     return out
 
 
@@ -63,10 +65,12 @@ def comparison_tables(comparisons: Sequence[RunComparison], configs: pd.DataFram
                 continue
             seen.add(key)
             table.append([workload, case, suites] + row[1:] + [row[0]])
-            classes.append(b.verdict.value if b.verdict in (Verdict.REGRESSED, Verdict.IMPROVED,
-                                                             Verdict.INCONCLUSIVE) else "")
-        entry.table = Table(["workload", "configuration", "suites"] + HEADER[1:] + ["benchmark"], table,
-                            classes=classes)
+            classes.append(
+                b.verdict.value if b.verdict in (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.INCONCLUSIVE) else ""
+            )
+        entry.table = Table(
+            ["workload", "configuration", "suites"] + HEADER[1:] + ["benchmark"], table, classes=classes
+        )
         entry.warnings, entry.counts, entry.verdict = cmp.warnings, summary_line(cmp), verdict_line(cmp)
         entry.configurations = len(table)
         entry.notes = [f"{short[b.name]}: {b.note}" for b in cmp.benchmarks if b.note]

@@ -8,6 +8,7 @@ Every "× single" on the page (decision heatmap, sentences, tables) comes from
 :func:`vs_single`: the case's trials against single's trials of the same run, workload and
 global batch, trial i against trial i (:func:`dpbench.stats.paired_ratio`).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,9 @@ SUITE_METRICS = ("scaling_efficiency", "relative_to_ddp", "baseline_samples_per_
 
 def _batch(frame: pd.DataFrame) -> pd.Series:
     """The global batch as the frame read it (samples/s × s/step), rounded: NaN where unknown."""
-    batch = pd.to_numeric(frame["samples_per_s"], errors="coerce") * pd.to_numeric(frame["step_time_s"],
-                                                                                    errors="coerce")
+    batch = pd.to_numeric(frame["samples_per_s"], errors="coerce") * pd.to_numeric(
+        frame["step_time_s"], errors="coerce"
+    )
     return batch.round()
 
 

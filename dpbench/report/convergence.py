@@ -7,6 +7,7 @@ Everything shown was measured and written by :mod:`dpbench.measure.convergence`
 arithmetic here is the spread of final accuracies between the strategies of one recipe, which
 the verdict compares with the recipe's own ``parity_tolerance``.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,10 @@ def parity_verdict(finals: dict[str, float], tolerance: float | None) -> str:
     if gap == 0:
         text = f"all {len(finals)} strategies reached the same final test accuracy, {finals[best]:.4f} (gap 0 pp)"
     else:
-        text = (f"largest final test-accuracy gap {gap * 100:.2f} pp ({best} {finals[best]:.4f} vs {worst} "
-                f"{finals[worst]:.4f}, {len(finals)} strategies)")
+        text = (
+            f"largest final test-accuracy gap {gap * 100:.2f} pp ({best} {finals[best]:.4f} vs {worst} "
+            f"{finals[worst]:.4f}, {len(finals)} strategies)"
+        )
     if tolerance is None:
         return text + ": no parity expected (the model keeps per-replica state, e.g. BatchNorm)"
     if gap <= tolerance:
@@ -83,8 +86,14 @@ def _curves(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: bool)
             curve = _list(r[_CURVE])
             # Strategies that train the same model draw the same curve: shrinking markers and
             # changing dashes keep every coinciding line visible.
-            ax.plot(range(1, len(curve) + 1), curve, linestyle=_STYLES[i % len(_STYLES)], marker="o",
-                    markersize=max(2.0, 8.0 - 0.8 * i), label=case)
+            ax.plot(
+                range(1, len(curve) + 1),
+                curve,
+                linestyle=_STYLES[i % len(_STYLES)],
+                marker="o",
+                markersize=max(2.0, 8.0 - 0.8 * i),
+                label=case,
+            )
         target = numeric(group, "convergence.target_accuracy").dropna()
         if not target.empty:
             ax.axhline(float(target.iloc[0]), color="grey", linestyle=":", linewidth=1)
@@ -101,8 +110,11 @@ def _epoch_times(groups: list[tuple[tuple[str, str], pd.DataFrame]], multi_run: 
     for (ax,), ((run, recipe), group) in zip(axes, groups):
         cases = list(group["case"].astype(str))
         secs = numeric(group, "convergence.sec_per_epoch")
-        intervals = [_list(v) for v in group["convergence.sec_per_epoch_ci95"]] \
-            if "convergence.sec_per_epoch_ci95" in group else [[] for _ in cases]
+        intervals = (
+            [_list(v) for v in group["convergence.sec_per_epoch_ci95"]]
+            if "convergence.sec_per_epoch_ci95" in group
+            else [[] for _ in cases]
+        )
         lo = [s - iv[0] if len(iv) == 2 else 0.0 for s, iv in zip(secs, intervals)]
         hi = [iv[1] - s if len(iv) == 2 else 0.0 for s, iv in zip(secs, intervals)]
         ax.barh(range(len(cases)), secs.fillna(0.0), xerr=[lo, hi], capsize=2, color="#4c72b0")
@@ -129,12 +141,21 @@ def _case_row(r: pd.Series) -> list[str]:
     else:
         ttt = f"{fmt_seconds(to_target)} (epoch {reached:.0f}, ≥ {_accuracy(target)})"
     train_loss = _list(r.get("convergence.train_loss"))
-    return [str(r["run"]), str(r.get("convergence.recipe")), d2l_line(str(r["case"]), final, sec), _accuracy(final),
-            "–" if not train_loss else f"{train_loss[-1]:.4f}", fmt_seconds(sec),
-            f"{fmt_seconds(ci[0])} – {fmt_seconds(ci[1])}" if len(ci) == 2 else "–",
-            "–" if math.isnan(_number(r.get("convergence.epoch_samples_per_s")))
-            else f"{_number(r.get('convergence.epoch_samples_per_s')):,.0f}",
-            ttt, "–" if math.isnan(gap) else f"{gap * 100:+.2f} pp", str(r.get("trials_count", "–"))]
+    return [
+        str(r["run"]),
+        str(r.get("convergence.recipe")),
+        d2l_line(str(r["case"]), final, sec),
+        _accuracy(final),
+        "–" if not train_loss else f"{train_loss[-1]:.4f}",
+        fmt_seconds(sec),
+        f"{fmt_seconds(ci[0])} – {fmt_seconds(ci[1])}" if len(ci) == 2 else "–",
+        "–"
+        if math.isnan(_number(r.get("convergence.epoch_samples_per_s")))
+        else f"{_number(r.get('convergence.epoch_samples_per_s')):,.0f}",
+        ttt,
+        "–" if math.isnan(gap) else f"{gap * 100:+.2f} pp",
+        str(r.get("trials_count", "–")),
+    ]
 
 
 def time_to_accuracy(rows: pd.DataFrame, runs: list[str]) -> Part | None:
@@ -142,19 +163,36 @@ def time_to_accuracy(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     if _CURVE not in rows or not rows[_CURVE].map(lambda v: bool(_list(v))).any():
         return None
     rows = rows[rows[_CURVE].map(lambda v: bool(_list(v)))]
-    part = Part(key=_KEY, title="Time to accuracy",
-                description="Each strategy trained the recipe for whole epochs from the same seed and the same global "
-                            "batches; after every epoch rank 0 evaluated a fresh copy of the model loaded with the "
-                            "trained parameters on the test split (untimed). sec/epoch: the sum of the epoch's "
-                            "synchronised step times (slowest rank), averaged over epochs (d2l's timer.avg()), median "
-                            "over fresh-process trials with its 95% interval. Time to target: training seconds up to "
-                            "the first epoch whose test accuracy reaches the target (dotted line).")
-    rows = rows.assign(case=[f"{r['strategy']} w{r['world_size']}" if r.get("strategy") else str(r["case"])
-                             for _, r in rows.iterrows()])
+    part = Part(
+        key=_KEY,
+        title="Time to accuracy",
+        description="Each strategy trained the recipe for whole epochs from the same seed and the same global "
+        "batches; after every epoch rank 0 evaluated a fresh copy of the model loaded with the "
+        "trained parameters on the test split (untimed). sec/epoch: the sum of the epoch's "
+        "synchronised step times (slowest rank), averaged over epochs (d2l's timer.avg()), median "
+        "over fresh-process trials with its 95% interval. Time to target: training seconds up to "
+        "the first epoch whose test accuracy reaches the target (dotted line).",
+    )
+    rows = rows.assign(
+        case=[
+            f"{r['strategy']} w{r['world_size']}" if r.get("strategy") else str(r["case"]) for _, r in rows.iterrows()
+        ]
+    )
     groups = _groups(rows)
     part.images += [_curves(groups, len(runs) > 1), _epoch_times(groups, len(runs) > 1)]
-    columns = ["run", "recipe", "in d2l's words", "final test acc", "final train loss", "sec/epoch", "95% CI",
-               "samples/s", "time to target", "gap to single", "trials"]
+    columns = [
+        "run",
+        "recipe",
+        "in d2l's words",
+        "final test acc",
+        "final train loss",
+        "sec/epoch",
+        "95% CI",
+        "samples/s",
+        "time to target",
+        "gap to single",
+        "trials",
+    ]
     part.tables.append(Table(columns, [_case_row(r) for _, r in rows.iterrows()]))
     verdicts = []
     for (run, recipe), group in groups:

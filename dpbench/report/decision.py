@@ -14,6 +14,7 @@ Per workload, on the newest run that has it:
 
 It renders saved numbers and the gate's verdicts; it judges nothing itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,12 @@ __all__ = ["Cell", "Grid", "RunComparison", "VERDICT_COLOURS", "WorkloadDecision
 
 # The gate's verdicts as colours, the same in the heatmaps and the comparison tables.
 VERDICT_COLOURS = {
-    Verdict.REGRESSED: "#ef9a9a", Verdict.IMPROVED: "#a5d6a7", Verdict.UNCHANGED: "#eceff3",
-    Verdict.INCONCLUSIVE: "#ffe082", Verdict.INCOMPARABLE: "#ffffff", Verdict.MISSING: "#ffffff",
+    Verdict.REGRESSED: "#ef9a9a",
+    Verdict.IMPROVED: "#a5d6a7",
+    Verdict.UNCHANGED: "#eceff3",
+    Verdict.INCONCLUSIVE: "#ffe082",
+    Verdict.INCOMPARABLE: "#ffffff",
+    Verdict.MISSING: "#ffffff",
     Verdict.NEW: "#ffffff",
 }
 _RATIO_SPAN = 2.0  # log2 units at which the colour saturates: 4× faster or slower
@@ -94,8 +99,7 @@ def _ratio_cell(ratio: float, significant: bool, text: str, title: str) -> Cell:
     rgb = matplotlib.colors.to_rgb(matplotlib.colormaps["RdBu"](0.5 + 0.5 * x))
     if not significant:
         rgb = tuple(0.35 * c + 0.65 for c in rgb)  # towards white
-    return Cell(text=text, title=title, background=_hex(rgb), dark=significant and abs(x) > 0.55,
-                strong=significant)
+    return Cell(text=text, title=title, background=_hex(rgb), dark=significant and abs(x) > 0.55, strong=significant)
 
 
 def _ws(row: pd.Series) -> str:
@@ -116,8 +120,13 @@ def _grid(title: str, caption: str, items: list[tuple[str, str, str, Cell]], cor
     rows: dict[str, tuple[str, dict[str, Cell]]] = {}
     for label, strategy, column, cell in items:
         rows.setdefault(label, (_hex(strategy_color(strategy)), {}))[1][column] = cell
-    return Grid(title=title, caption=caption, corner=corner, columns=columns,
-                rows=[(label, colour, [cells.get(c) for c in columns]) for label, (colour, cells) in rows.items()])
+    return Grid(
+        title=title,
+        caption=caption,
+        corner=corner,
+        columns=columns,
+        rows=[(label, colour, [cells.get(c) for c in columns]) for label, (colour, cells) in rows.items()],
+    )
 
 
 # ---------------------------------------------------------------- × single
@@ -135,18 +144,31 @@ def _ratio_grids(group: pd.DataFrame, single: pd.Series, batch: float) -> tuple[
     for i, r in sorted(others.iterrows(), key=lambda ir: -best_in_row[_row_label(ir[1])]):
         ratio = ratios[i]
         text = f"{ratio.ratio:.2f}×" if ratio.ratio == ratio.ratio else "–"
-        items.append((_row_label(r), r["strategy"], _ws(r), _ratio_cell(ratio.ratio, ratio.significant, text,
-                                                                         sentence(r, single, ratio))))
+        items.append(
+            (
+                _row_label(r),
+                r["strategy"],
+                _ws(r),
+                _ratio_cell(ratio.ratio, ratio.significant, text, sentence(r, single, ratio)),
+            )
+        )
     plain = [it for it in items if it[0] == it[1]]  # the strategies as they come
     tuned = [it for it in items if it[0] != it[1]]  # strategies with options set (knobs, modes)
-    caption = ("Each configuration's throughput over single's, trial i against trial i (interleaved trials ran "
-               "close in time); blue: faster than single, red: slower; framed and bold: the 95% interval "
-               "excludes 1; pale: no significant difference. Hover a cell for its interval.")
+    caption = (
+        "Each configuration's throughput over single's, trial i against trial i (interleaved trials ran "
+        "close in time); blue: faster than single, red: slower; framed and bold: the 95% interval "
+        "excludes 1; pale: no significant difference. Hover a cell for its interval."
+    )
     grids = [_grid(f"× single at the same global batch ({batch:.0f} samples)", caption, plain)] if plain else []
     if tuned:
-        grids.append(_grid(f"× single at the same global batch ({batch:.0f}): with options",
-                           "The same ratio for the strategies' options (buckets, hooks, modes).", tuned,
-                           corner="strategy (options)"))
+        grids.append(
+            _grid(
+                f"× single at the same global batch ({batch:.0f}): with options",
+                "The same ratio for the strategies' options (buckets, hooks, modes).",
+                tuned,
+                corner="strategy (options)",
+            )
+        )
     ordered = sorted(ratios.items(), key=lambda kv: -kv[1].ratio if kv[1].ratio == kv[1].ratio else math.inf)
     claims = [fastest_line(group)] + [sentence(others.loc[i], single, ratio) for i, ratio in ordered]
     return grids, claims
@@ -175,10 +197,14 @@ def fastest_sentence(workload: str, group: pd.DataFrame, single: pd.Series | Non
     if len(beaten) == len(rest):
         return head + f"; it is significantly faster than all {len(rest)} others."
     if not beaten:
-        return head + (f"; it is not significantly faster than any of the {len(rest)} others "
-                       f"({_names(level)}): with these trials they are level.")
-    return head + (f"; it is significantly faster than {len(beaten)} of the {len(rest)} others, and not "
-                   f"significantly faster than {_names(level)}.")
+        return head + (
+            f"; it is not significantly faster than any of the {len(rest)} others "
+            f"({_names(level)}): with these trials they are level."
+        )
+    return head + (
+        f"; it is significantly faster than {len(beaten)} of the {len(rest)} others, and not "
+        f"significantly faster than {_names(level)}."
+    )
 
 
 # ---------------------------------------------------------------- scaling efficiency
@@ -195,13 +221,23 @@ def _efficiency_grid(group: pd.DataFrame) -> Grid | None:
         known = lo[i] == lo[i]
         significant = known and (lo[i] > 1 or hi[i] < 1)
         ci = f" (CI {lo[i]:.0%}–{hi[i]:.0%})" if known else " (fewer than 2 trials: no interval)"
-        items.append((str(r["strategy_label"]), r["strategy"], _ws(r),
-                      _ratio_cell(r["_eff"], significant, f"{r['_eff']:.0%}",
-                                  f"{r['case']}: scaling efficiency {r['_eff']:.1%}{ci}")))
-    return _grid("Scaling efficiency (weak scaling)",
-                 "A different quantity from × single: each replica keeps its batch, so N replicas process N times "
-                 "the samples; efficiency = throughput at N / (N × single's on one replica's batch), as the suite "
-                 "saved it. 100% is ideal; red: below ideal; framed: the interval excludes 100%.", items)
+        items.append(
+            (
+                str(r["strategy_label"]),
+                r["strategy"],
+                _ws(r),
+                _ratio_cell(
+                    r["_eff"], significant, f"{r['_eff']:.0%}", f"{r['case']}: scaling efficiency {r['_eff']:.1%}{ci}"
+                ),
+            )
+        )
+    return _grid(
+        "Scaling efficiency (weak scaling)",
+        "A different quantity from × single: each replica keeps its batch, so N replicas process N times "
+        "the samples; efficiency = throughput at N / (N × single's on one replica's batch), as the suite "
+        "saved it. 100% is ideal; red: below ideal; framed: the interval excludes 100%.",
+        items,
+    )
 
 
 # ---------------------------------------------------------------- change between runs
@@ -212,9 +248,13 @@ def _by_fullname(comparison: Comparison) -> dict[str, tuple[BenchmarkComparison,
 def _change_cell(b: BenchmarkComparison, row: list[str], config: str) -> Cell:
     detail = "; ".join(f"{h} {v}" for h, v in zip(HEADER[1:], row[1:]))
     text = fmt_ratio(b.ratio) if b.ratio == b.ratio else b.verdict.value
-    return Cell(text=text, title=f"{config}: {b.verdict.value} — {detail}" + (f" — {b.note}" if b.note else ""),
-                # a verdict the gate adds later renders plain
-                background=VERDICT_COLOURS.get(b.verdict, "#ffffff"), verdict=b.verdict.value)
+    return Cell(
+        text=text,
+        title=f"{config}: {b.verdict.value} — {detail}" + (f" — {b.note}" if b.note else ""),
+        # a verdict the gate adds later renders plain
+        background=VERDICT_COLOURS.get(b.verdict, "#ffffff"),
+        verdict=b.verdict.value,
+    )
 
 
 def _verdict_of(row: pd.Series, judged: dict[str, tuple[BenchmarkComparison, list[str]]]):
@@ -252,12 +292,17 @@ def _change_grid(workload: str, configs: pd.DataFrame, comparisons: Sequence[Run
     quiet = {label for label, _, _, _, tuned in items if tuned and label not in moved}
     items = [it[:4] for it in items if it[0] not in quiet]
     first = judged[0][0].baseline
-    caption = (f"The change of each configuration's median step time from {first} to "
-               + (judged[0][0].candidate if single_comparison else "each later run (columns)")
-               + " (+ is slower), coloured by the verdict of the regression gate (dpbench compare). Hover a "
-                 "cell for the test behind it."
-               + (f" {len(quiet)} strategies with options, unchanged in every run, are listed only in the run "
-                  "comparison." if quiet else ""))
+    caption = (
+        f"The change of each configuration's median step time from {first} to "
+        + (judged[0][0].candidate if single_comparison else "each later run (columns)")
+        + " (+ is slower), coloured by the verdict of the regression gate (dpbench compare). Hover a "
+        "cell for the test behind it."
+        + (
+            f" {len(quiet)} strategies with options, unchanged in every run, are listed only in the run comparison."
+            if quiet
+            else ""
+        )
+    )
     title = f"Change {first} → {judged[0][0].candidate}" if single_comparison else f"Change since {first}"
     grid = _grid(title, caption, items, corner="strategy" if single_comparison else "configuration")
     shown = {cell.verdict for _, _, _, cell in items}
@@ -271,14 +316,30 @@ def _training(configs: pd.DataFrame) -> pd.DataFrame:
     return rows[pd.to_numeric(rows["samples_per_s"], errors="coerce") > 0]
 
 
-def decisions(configs: pd.DataFrame, runs: Sequence[str],
-              comparisons: Sequence[RunComparison] = ()) -> list[WorkloadDecision]:
+def decisions(
+    configs: pd.DataFrame, runs: Sequence[str], comparisons: Sequence[RunComparison] = ()
+) -> list[WorkloadDecision]:
     """Per workload (in order of appearance): its heatmaps, its sentences and its claims."""
     # The columns read here only: boolean selections of the full frame (a hundred-odd columns)
     # copied every column each time.
-    wanted = ["run", "workload", "kind", "strategy", "strategy_label", "case", "batch", "world_size",
-              "samples_per_s", "samples_per_s_ci95_lo", "samples_per_s_ci95_hi", "trial_times", "fullnames",
-              "scaling_efficiency", "scaling_efficiency_ci95_lo", "scaling_efficiency_ci95_hi"]
+    wanted = [
+        "run",
+        "workload",
+        "kind",
+        "strategy",
+        "strategy_label",
+        "case",
+        "batch",
+        "world_size",
+        "samples_per_s",
+        "samples_per_s_ci95_lo",
+        "samples_per_s_ci95_hi",
+        "trial_times",
+        "fullnames",
+        "scaling_efficiency",
+        "scaling_efficiency_ci95_lo",
+        "scaling_efficiency_ci95_hi",
+    ]
     configs = configs[[c for c in wanted if c in configs.columns]]
     training = _training(configs)
     singles = single_for(training)
@@ -294,8 +355,10 @@ def decisions(configs: pd.DataFrame, runs: Sequence[str],
             single = singles.get((run, workload, float(batch)))
             if single is None:
                 if len(at_batch) > 1 and batch == batches.index[0]:
-                    decision.claims.append(f"no single configuration of {workload} at global batch {batch:.0f} in "
-                                           f"{run}: nothing to compare against")
+                    decision.claims.append(
+                        f"no single configuration of {workload} at global batch {batch:.0f} in "
+                        f"{run}: nothing to compare against"
+                    )
                     decision.sentences.append(fastest_sentence(workload, at_batch, None))
                 continue
             grids, claims = _ratio_grids(at_batch, single, batch)
@@ -313,4 +376,3 @@ def decisions(configs: pd.DataFrame, runs: Sequence[str],
         if decision.grids or decision.claims:
             out.append(decision)
     return out
-

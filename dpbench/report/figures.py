@@ -12,6 +12,7 @@ for ``ddp`` in every figure and in the decision view), **filled / solid = the ne
 hollow / dashed = the first run** (the reference the comparisons are made against); what a
 figure breaks down further (phases) is named in its legend.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,10 +30,29 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["Image", "Part", "Table", "RUN_ALPHAS", "case_order", "category_labels", "finite", "numeric", "panels",
-           "few_ticks", "plain_log_ticks",
-           "row_heights", "run_colors", "run_offsets", "strategy_color", "strategy_legend", "svg", "title",
-           "two_runs", "hbars", "hlines"]
+__all__ = [
+    "Image",
+    "Part",
+    "Table",
+    "RUN_ALPHAS",
+    "case_order",
+    "category_labels",
+    "finite",
+    "numeric",
+    "panels",
+    "few_ticks",
+    "plain_log_ticks",
+    "row_heights",
+    "run_colors",
+    "run_offsets",
+    "strategy_color",
+    "strategy_legend",
+    "svg",
+    "title",
+    "two_runs",
+    "hbars",
+    "hlines",
+]
 
 MAX_HEIGHT_IN = 120.0  # beyond this a PNG stops being an image one scrolls through
 CHAR_WIDTH_IN = 0.075  # a 10 pt DejaVu Sans character, on average: room for the tick labels
@@ -79,8 +99,15 @@ def svg(fig: Figure, title_text: str) -> Image:
     return Image(title=title_text, data=base64.b64encode(buf.getvalue()).decode("ascii"), mime="image/svg+xml")
 
 
-def panels(heights: Sequence[float], *, labels: Iterable[str] = (), width: float = 11.0, right: float = 0.3,
-           cols: int = 1, gap: float = 0.8) -> tuple[Figure, list[list[Axes]]]:
+def panels(
+    heights: Sequence[float],
+    *,
+    labels: Iterable[str] = (),
+    width: float = 11.0,
+    right: float = 0.3,
+    cols: int = 1,
+    gap: float = 0.8,
+) -> tuple[Figure, list[list[Axes]]]:
     """Stacked panels, panel i ``heights[i]`` inches of plot, with room on the left for ``labels``
     (the y tick labels) and ``right`` inches on the right (an outside legend). Rows of axes."""
     heights = [max(0.6, h) for h in heights] or [1.0]
@@ -92,9 +119,17 @@ def panels(heights: Sequence[float], *, labels: Iterable[str] = (), width: float
     longest = max((len(str(label)) for label in labels), default=4)
     left = min(0.6 * width, 0.35 + CHAR_WIDTH_IN * longest)
     fig = Figure(figsize=(width, total))
-    grid = fig.add_gridspec(len(heights), cols, height_ratios=heights, left=left / width, right=1 - right / width,
-                            top=1 - top / total, bottom=bottom / total, hspace=gap / (sum(heights) / len(heights)),
-                            wspace=0.25)
+    grid = fig.add_gridspec(
+        len(heights),
+        cols,
+        height_ratios=heights,
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / total,
+        bottom=bottom / total,
+        hspace=gap / (sum(heights) / len(heights)),
+        wspace=0.25,
+    )
     axes = [[fig.add_subplot(grid[i, j]) for j in range(cols)] for i in range(len(heights))]
     for row in axes:
         for ax in row:
@@ -126,8 +161,16 @@ def case_order(frame: pd.DataFrame) -> list[str]:
 
 # A fixed colour per known strategy, so ddp is the same blue in every figure of every report.
 # Red and green are left out: the decision view uses them for slower / regressed and improved.
-_STRATEGY_COLOURS = {"single": "#7f7f7f", "ddp": "#1f77b4", "dp": "#ff7f0e", "torch-dp": "#8c564b",
-                     "manual": "#9467bd", "allreduce": "#17becf", "fsdp": "#e377c2", "zero": "#bcbd22"}
+_STRATEGY_COLOURS = {
+    "single": "#7f7f7f",
+    "ddp": "#1f77b4",
+    "dp": "#ff7f0e",
+    "torch-dp": "#8c564b",
+    "manual": "#9467bd",
+    "allreduce": "#17becf",
+    "fsdp": "#e377c2",
+    "zero": "#bcbd22",
+}
 _MORE = ["#393b79", "#8c6d31", "#7b4173", "#637939", "#5254a3", "#843c39"]  # unknown names, in order seen
 
 
@@ -152,17 +195,36 @@ def strategy_legend(ax: Axes, strategies: Iterable[object], runs: Sequence[str],
     if len(runs) > 1:
         first, last = two_runs(runs)
         if lines:
-            handles += [Line2D([], [], color="dimgray", marker="o"),
-                        Line2D([], [], color="dimgray", linestyle="--", marker="o", markerfacecolor="white")]
+            handles += [
+                Line2D([], [], color="dimgray", marker="o"),
+                Line2D([], [], color="dimgray", linestyle="--", marker="o", markerfacecolor="white"),
+            ]
         else:
             handles += [Patch(facecolor="dimgray"), Patch(facecolor="white", edgecolor="dimgray")]
         labels += [f"{last} (newest)", f"{first} (first)"]
-    ax.legend(handles, labels, title="strategy" + (" · run" if len(runs) > 1 else ""), loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), fontsize="small", title_fontsize="small")
+    ax.legend(
+        handles,
+        labels,
+        title="strategy" + (" · run" if len(runs) > 1 else ""),
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="small",
+        title_fontsize="small",
+    )
 
 
-def hbars(ax: Axes, ys: Sequence[float], widths: Sequence[float], *, height: float, left: Sequence[float] | float = 0.0,
-          color=None, edgecolor=None, linewidth: float = 0.0, alpha: float = 1.0) -> None:
+def hbars(
+    ax: Axes,
+    ys: Sequence[float],
+    widths: Sequence[float],
+    *,
+    height: float,
+    left: Sequence[float] | float = 0.0,
+    color=None,
+    edgecolor=None,
+    linewidth: float = 0.0,
+    alpha: float = 1.0,
+) -> None:
     """Horizontal bars as one PolyCollection: ``barh`` makes a Rectangle artist per bar and updates
     the axis limits bar by bar, which made bar figures of a few hundred bars the report's slowest part."""
     from matplotlib.collections import PolyCollection
@@ -173,21 +235,39 @@ def hbars(ax: Axes, ys: Sequence[float], widths: Sequence[float], *, height: flo
     if not keep:
         return
     half = height / 2
-    verts = [[(lefts[i], ys[i] - half), (lefts[i] + widths[i], ys[i] - half), (lefts[i] + widths[i], ys[i] + half),
-              (lefts[i], ys[i] + half)] for i in keep]
+    verts = [
+        [
+            (lefts[i], ys[i] - half),
+            (lefts[i] + widths[i], ys[i] - half),
+            (lefts[i] + widths[i], ys[i] + half),
+            (lefts[i], ys[i] + half),
+        ]
+        for i in keep
+    ]
 
     def pick(value):
         return [value[i] for i in keep] if isinstance(value, list) else value
 
-    ax.add_collection(PolyCollection(verts, facecolors=pick(color), edgecolors=pick(edgecolor) or "face",
-                                     linewidths=linewidth, alpha=alpha))
+    ax.add_collection(
+        PolyCollection(
+            verts, facecolors=pick(color), edgecolors=pick(edgecolor) or "face", linewidths=linewidth, alpha=alpha
+        )
+    )
     xs = [lefts[i] for i in keep] + [lefts[i] + widths[i] for i in keep]
     ax.update_datalim([(min(xs), min(ys[i] for i in keep) - half), (max(xs), max(ys[i] for i in keep) + half)])
     ax.autoscale_view()
 
 
-def hlines(ax: Axes, ys: Sequence[float], lo: Sequence[float], hi: Sequence[float], *, color, linewidth: float = 0.8,
-           caps: float = 0.0) -> None:
+def hlines(
+    ax: Axes,
+    ys: Sequence[float],
+    lo: Sequence[float],
+    hi: Sequence[float],
+    *,
+    color,
+    linewidth: float = 0.8,
+    caps: float = 0.0,
+) -> None:
     """Error bars (from ``lo`` to ``hi`` at each ``y``, optional caps) as one LineCollection."""
     from matplotlib.collections import LineCollection
 

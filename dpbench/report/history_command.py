@@ -4,6 +4,7 @@ Exit status: 1 when ``--fail-on-new N`` finds a confirmed, not accepted regressi
 newest N commits; otherwise 2 when a run file could not be read (it is named and skipped; every
 output is still written); otherwise 0. The parser is built without importing pandas.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,21 +18,38 @@ __all__ = ["register_history"]
 
 def register_history(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "history", help="every benchmark's step time over commits, and the commits where it changed",
+        "history",
+        help="every benchmark's step time over commits, and the commits where it changed",
         description="Build one series per machine and benchmark from every saved run, find and confirm the "
-                    "change points, and write a self-contained HTML page (plus --json / --markdown).")
-    p.add_argument("runs", nargs="*", metavar="RUN|DIR",
-                   help="run files, saved-run ids or directories (every *.json below them); default: --results")
-    p.add_argument("-o", "--output", default="history.html", metavar="FILE", help="the HTML page (default: history.html)")
+        "change points, and write a self-contained HTML page (plus --json / --markdown).",
+    )
+    p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN|DIR",
+        help="run files, saved-run ids or directories (every *.json below them); default: --results",
+    )
+    p.add_argument(
+        "-o", "--output", default="history.html", metavar="FILE", help="the HTML page (default: history.html)"
+    )
     p.add_argument("--json", metavar="FILE", help="write changes and series as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the regressions as Markdown (a CI job summary)")
     p.add_argument("--since", metavar="REV", help="only commits after REV (git rev-list REV..HEAD)")
-    p.add_argument("--fail-on-new", type=int, default=0, metavar="N",
-                   help="exit 1 when a regression, not accepted, begins within the newest N commits")
+    p.add_argument(
+        "--fail-on-new",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 1 when a regression, not accepted, begins within the newest N commits",
+    )
     p.add_argument("--threshold", default="5%", help="the smallest change reported (default: 5%%)")
     p.add_argument("--alpha", type=float, default=None, help="p below which a change is confirmed (default: 1e-4)")
-    p.add_argument("--accepted", default="results/accepted.toml", metavar="FILE",
-                   help="accepted changes (default: results/accepted.toml; absent = none)")
+    p.add_argument(
+        "--accepted",
+        default="results/accepted.toml",
+        metavar="FILE",
+        help="accepted changes (default: results/accepted.toml; absent = none)",
+    )
     p.add_argument("--repo-url", metavar="URL", help="link commits to URL/commit/SHA (default: from git remote origin)")
     p.add_argument("--title", default="dpbench history")
     add_results_dir(p)
@@ -54,8 +72,13 @@ def _run_history(args: argparse.Namespace) -> int:
     alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
     if not 0 < alpha < 1:
         raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
-    history = load_history(run_files(args.runs, args.results), threshold=parse_threshold(args.threshold),
-                           alpha=alpha, accepted=read_accepted(args.accepted), since=args.since)
+    history = load_history(
+        run_files(args.runs, args.results),
+        threshold=parse_threshold(args.threshold),
+        alpha=alpha,
+        accepted=read_accepted(args.accepted),
+        since=args.since,
+    )
     print(f"dpbench history: {history.order_note}", file=sys.stderr)
     for path, error in history.skipped:
         print(f"dpbench history: skipped {path}: {error}", file=sys.stderr)
@@ -67,9 +90,12 @@ def _run_history(args: argparse.Namespace) -> int:
         atomic_write_text(args.markdown, history_markdown(history, newest=args.fail_on_new))
     new = history.new_regressions(args.fail_on_new) if args.fail_on_new else []
     for series, change in new:
-        print(f"dpbench history: new regression: {series.name} on {series.machine}, "
-              f"{change.commit_range[0][:10]}..{change.commit_range[1][:10]}, ratio {change.change.ratio:.3f}, "
-              f"p = {change.change.p:.1g}", file=sys.stderr)
+        print(
+            f"dpbench history: new regression: {series.name} on {series.machine}, "
+            f"{change.commit_range[0][:10]}..{change.commit_range[1][:10]}, ratio {change.change.ratio:.3f}, "
+            f"p = {change.change.p:.1g}",
+            file=sys.stderr,
+        )
     if new:
         return 1
     return 2 if history.skipped else 0

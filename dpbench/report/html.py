@@ -1,5 +1,6 @@
 """Render saved runs into one self-contained HTML file (Jinja2, autoescaped; one inline script,
 allowed by its hash in the page's Content-Security-Policy, that sorts and filters tables)."""
+
 from __future__ import annotations
 
 import base64
@@ -29,8 +30,13 @@ _TEMPLATES = Path(__file__).parent / "templates"
 def _environment() -> jinja2.Environment:
     # autoescape=True for every template: each string from a results file (benchmark names,
     # params, machine_info) is data and must never become markup in the report.
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def _text(value: Any) -> str:
@@ -65,16 +71,31 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
     cpu = m.get("cpu") if isinstance(m.get("cpu"), dict) else {}
     commit = f"{_text(c.get('id'))} on {_text(c.get('branch'))}" + (" (dirty)" if c.get("dirty") else "")
     fields = [
-        ("file", str(run.path)), ("saved", run.datetime), ("pytest-benchmark", run.version), ("commit", commit),
-        ("host", m.get("node")), ("cpu", cpu.get("brand_raw")), ("cpu count", m.get("cpu_count", cpu.get("count"))),
-        ("gpus", gpu_text), ("driver", m.get("driver")), ("cuda", m.get("cuda")), ("nccl", m.get("nccl")),
-        ("torch", m.get("torch")), ("python", m.get("python_version")),
-        ("dpbench", dp.get("version")), ("lock hash", dp.get("lock_hash")), ("profile", dp.get("profile")),
-        ("threads per worker", m.get("threads_per_worker")), ("worker start", dp.get("worker_start")),
+        ("file", str(run.path)),
+        ("saved", run.datetime),
+        ("pytest-benchmark", run.version),
+        ("commit", commit),
+        ("host", m.get("node")),
+        ("cpu", cpu.get("brand_raw")),
+        ("cpu count", m.get("cpu_count", cpu.get("count"))),
+        ("gpus", gpu_text),
+        ("driver", m.get("driver")),
+        ("cuda", m.get("cuda")),
+        ("nccl", m.get("nccl")),
+        ("torch", m.get("torch")),
+        ("python", m.get("python_version")),
+        ("dpbench", dp.get("version")),
+        ("lock hash", dp.get("lock_hash")),
+        ("profile", dp.get("profile")),
+        ("threads per worker", m.get("threads_per_worker")),
+        ("worker start", dp.get("worker_start")),
         ("worker runtime env", _runtime_env(run)),
     ]
-    return {"name": short_name, "fields": [(k, _text(v)) for k, v in fields],
-            "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str)}
+    return {
+        "name": short_name,
+        "fields": [(k, _text(v)) for k, v in fields],
+        "machine_json": json.dumps(m, indent=1, sort_keys=True, default=str),
+    }
 
 
 def _script() -> tuple[str, str]:

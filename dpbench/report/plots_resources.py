@@ -3,6 +3,7 @@
 Same contract as :mod:`dpbench.report.plots`: one suite's rows in, a :class:`Part` (or None
 when nothing applies) out, every case of every run in every figure and table.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,23 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from dpbench.report import timeline
-from dpbench.report.figures import (RUN_ALPHAS, Part, Table, case_order, category_labels, finite, hbars, panels,
-                                    row_heights, run_offsets, strategy_color, strategy_legend, svg, title, two_runs)
+from dpbench.report.figures import (
+    RUN_ALPHAS,
+    Part,
+    Table,
+    case_order,
+    category_labels,
+    finite,
+    hbars,
+    panels,
+    row_heights,
+    run_offsets,
+    strategy_color,
+    strategy_legend,
+    svg,
+    title,
+    two_runs,
+)
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_seconds
 from dpbench.schema import Phase
 
@@ -26,9 +42,10 @@ def _long(rows: pd.DataFrame, prefix: str, var_name: str, value_name: str) -> pd
     if not columns:
         return pd.DataFrame()
     ids = ["run", "workload", "case", "name", "suites"]
-    long = rows.assign(workload=rows["workload"].fillna("").astype(str),
-                       suites=[", ".join(s) if isinstance(s, tuple) else "" for s in rows["suites"]]).melt(
-        id_vars=ids, value_vars=columns, var_name=var_name, value_name=value_name)
+    long = rows.assign(
+        workload=rows["workload"].fillna("").astype(str),
+        suites=[", ".join(s) if isinstance(s, tuple) else "" for s in rows["suites"]],
+    ).melt(id_vars=ids, value_vars=columns, var_name=var_name, value_name=value_name)
     long[value_name] = finite(pd.to_numeric(long[value_name], errors="coerce"))
     long[var_name] = long[var_name].str.removeprefix(prefix)
     return long[long[value_name].notna()]
@@ -44,8 +61,15 @@ def _run_legend(ax, colors: dict[str, tuple], title_text: str, runs: list[str]) 
         handles += [Patch(facecolor="dimgray"), Patch(facecolor="dimgray", alpha=RUN_ALPHAS[2])]
         labels += [f"{last} (newest)", f"{first} (first)"]
         title_text += " · run"
-    ax.legend(handles, labels, title=title_text, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
-              title_fontsize="small")
+    ax.legend(
+        handles,
+        labels,
+        title=title_text,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="small",
+        title_fontsize="small",
+    )
 
 
 def _phase_colors(order: list[str]) -> dict[str, tuple]:
@@ -61,11 +85,13 @@ def phases(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     if long.empty:
         return None
     shown = list(dict.fromkeys(two_runs(runs)))
-    part = Part(key="phases", title="Phase breakdown",
-                description="Mean time per step spent in each phase (stacked; colour = phase, in shades of one hue "
-                            "so that no phase reads as a strategy), where the strategy measured phases"
-                            + ("; per configuration, the newest run's bar above the first run's (lighter)."
-                               if len(runs) > 1 else "."))
+    part = Part(
+        key="phases",
+        title="Phase breakdown",
+        description="Mean time per step spent in each phase (stacked; colour = phase, in shades of one hue "
+        "so that no phase reads as a strategy), where the strategy measured phases"
+        + ("; per configuration, the newest run's bar above the first run's (lighter)." if len(runs) > 1 else "."),
+    )
     known = [p.value for p in Phase]
     order = [p for p in known if p in set(long["phase"])] + sorted(set(long["phase"]) - set(known))
     groups = list(long.groupby("workload", sort=False))
@@ -82,19 +108,29 @@ def phases(rows: pd.DataFrame, runs: list[str]) -> Part | None:
             ys = [cases.index(c) + offsets[run] for c in mine.index.get_level_values("case")]
             left = pd.Series(0.0, index=mine.index)
             for phase in mine.columns:
-                hbars(ax, ys, list(mine[phase]), left=list(left), height=thickness, color=palette[phase],
-                      alpha=1.0 if run == shown[-1] else RUN_ALPHAS[2])
+                hbars(
+                    ax,
+                    ys,
+                    list(mine[phase]),
+                    left=list(left),
+                    height=thickness,
+                    color=palette[phase],
+                    alpha=1.0 if run == shown[-1] else RUN_ALPHAS[2],
+                )
                 left = left + mine[phase]
         category_labels(ax, cases)
         ax.set_xlabel("ms per step")
         title(ax, f"workload: {workload}" if workload else "")
     _run_legend(axes[0][0], {phase: palette[phase] for phase in order}, "phase", runs)
     part.images.append(svg(fig, "phase breakdown"))
-    wide = long.pivot_table(index=["run", "workload", "case", "suites"], columns="phase", values="seconds",
-                            aggfunc="first", sort=False)
+    wide = long.pivot_table(
+        index=["run", "workload", "case", "suites"], columns="phase", values="seconds", aggfunc="first", sort=False
+    )
     wide = wide.reindex(columns=order)
-    table = [[str(run), str(w) or "–", str(case), str(suites)] + [fmt_seconds(v) for v in values]
-             for (run, w, case, suites), *values in wide.itertuples(name=None)]
+    table = [
+        [str(run), str(w) or "–", str(case), str(suites)] + [fmt_seconds(v) for v in values]
+        for (run, w, case, suites), *values in wide.itertuples(name=None)
+    ]
     part.tables.append(Table(["run", "workload", "configuration", "suites"] + order, table))
     return part
 
@@ -105,12 +141,15 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     if long.empty:
         return None
     shown = list(dict.fromkeys(two_runs(runs)))
-    part = Part(key="memory", title="Peak memory per device",
-                description="Peak memory of each device during the run. Per configuration, a bar to the largest "
-                            "device's peak (colour = strategy) and a black tick at every device's: ticks far apart "
-                            "mean the devices are unbalanced. Under DataParallel, device 0 holds the master copy, "
-                            "the gathered outputs and the loss, so it peaks above the other replicas"
-                            + ("; hollow: the first run." if len(runs) > 1 else "."))
+    part = Part(
+        key="memory",
+        title="Peak memory per device",
+        description="Peak memory of each device during the run. Per configuration, a bar to the largest "
+        "device's peak (colour = strategy) and a black tick at every device's: ticks far apart "
+        "mean the devices are unbalanced. Under DataParallel, device 0 holds the master copy, "
+        "the gathered outputs and the loss, so it peaks above the other replicas"
+        + ("; hollow: the first run." if len(runs) > 1 else "."),
+    )
     groups = list(long.groupby("workload", sort=False))
     heights = row_heights((len(case_order(g)) * len(shown) for _, g in groups), per_row=0.2)
     fig, axes = panels(heights, labels=long["case"], right=2.4)
@@ -125,10 +164,24 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
             ys = [position[c] + offsets[run] for c in peak.index]
             colors = [strategy_color(strategy_of.get(c)) for c in peak.index]
             newest = run == shown[-1]
-            hbars(ax, ys, list(peak), height=thickness, color=colors if newest else "white", edgecolor=colors,
-                  linewidth=0 if newest else 1.2, alpha=0.85)
-            ax.plot(mine["bytes"] / 2**20, [position[c] + offsets[run] for c in mine["case"]], "|", color="black",
-                    markersize=7, linestyle="none")
+            hbars(
+                ax,
+                ys,
+                list(peak),
+                height=thickness,
+                color=colors if newest else "white",
+                edgecolor=colors,
+                linewidth=0 if newest else 1.2,
+                alpha=0.85,
+            )
+            ax.plot(
+                mine["bytes"] / 2**20,
+                [position[c] + offsets[run] for c in mine["case"]],
+                "|",
+                color="black",
+                markersize=7,
+                linestyle="none",
+            )
         category_labels(ax, cases)
         ax.set_xlabel("MiB")
         title(ax, f"workload: {workload}" if workload else "")
@@ -139,8 +192,9 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
         per_device = "; ".join(f"{d}: {fmt_bytes(b)}" for d, b in zip(group["device"], group["bytes"]))
         ratio = group["bytes"].max() / group["bytes"].min() if group["bytes"].min() > 0 else math.nan
         table.append([str(run), str(w) or "–", str(case), str(suites), per_device, fmt_num(ratio, suffix="×")])
-    part.tables.append(Table(["run", "workload", "configuration", "suites", "peak per device", "max / min device"],
-                             table))
+    part.tables.append(
+        Table(["run", "workload", "configuration", "suites", "peak per device", "max / min device"], table)
+    )
     return part
 
 
@@ -172,26 +226,39 @@ def timelines(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     loaded, notes = timeline.load_timelines(rows[rows["run"] == newest])
     if not loaded and not notes:
         return None
-    part = Part(key="timelines", title="Utilization and memory timelines",
-                description="What the resource sampler recorded during each configuration's first trial, one strip "
-                            "per configuration: left, GPU utilization averaged over the GPUs (system CPU where "
-                            "there is none), darker = busier; right, memory in use summed over the GPUs (the worker "
-                            "processes' memory on CPU), darker = more. A pale gap inside a strip is a stall. "
-                            + (f"The newest run ({newest}) only. " if len(runs) > 1 else "")
-                            + "One panel per workload.")
+    part = Part(
+        key="timelines",
+        title="Utilization and memory timelines",
+        description="What the resource sampler recorded during each configuration's first trial, one strip "
+        "per configuration: left, GPU utilization averaged over the GPUs (system CPU where "
+        "there is none), darker = busier; right, memory in use summed over the GPUs (the worker "
+        "processes' memory on CPU), darker = more. A pale gap inside a strip is a stall. "
+        + (f"The newest run ({newest}) only. " if len(runs) > 1 else "")
+        + "One panel per workload.",
+    )
     part.note = " ".join(notes) or None
     if not loaded:
         return part
     table, drawn = [], {}
     for t in loaded:
         totals = t.totals()
-        table.append([t.run, t.case, t.name, t.file, fmt_num(totals["utilization %"].mean()),
-                      fmt_num(totals["utilization %"].max()), fmt_bytes(totals["memory GiB"].max() * 2**30)])
+        table.append(
+            [
+                t.run,
+                t.case,
+                t.name,
+                t.file,
+                fmt_num(totals["utilization %"].mean()),
+                fmt_num(totals["utilization %"].max()),
+                fmt_bytes(totals["memory GiB"].max() * 2**30),
+            ]
+        )
         if t.run == newest:
             workload = t.case.split(": ", 1)[0] if ": " in t.case else ""
             drawn.setdefault(workload, []).append((t.case.split(": ", 1)[-1], totals))
-    part.tables.append(Table(["run", "configuration", "benchmark", "timeline", "mean util %", "max util %",
-                              "max memory"], table))
+    part.tables.append(
+        Table(["run", "configuration", "benchmark", "timeline", "mean util %", "max util %", "max memory"], table)
+    )
     if not drawn:
         return part
     # One image per workload panel (imshow): a panel of axes per configuration made the figure
@@ -203,10 +270,19 @@ def timelines(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     for (ax_util, ax_mem), (workload, group) in zip(axes, groups):
         end = max(float(tot.index.max()) for _, tot in group) or 1.0
         bins = max(1, min(TIME_BINS, max(len(tot) for _, tot in group)))  # no finer than the samples
-        for ax, column, top, cmap in ((ax_util, "utilization %", 100.0, "Greys"),
-                                      (ax_mem, "memory GiB", memory_top, "Purples")):
-            ax.imshow([_strip(tot, column, end, bins) for _, tot in group], aspect="auto", cmap=cmap, vmin=0, vmax=top,
-                      extent=(0, end, len(group) - 0.5, -0.5), interpolation="nearest")
+        for ax, column, top, cmap in (
+            (ax_util, "utilization %", 100.0, "Greys"),
+            (ax_mem, "memory GiB", memory_top, "Purples"),
+        ):
+            ax.imshow(
+                [_strip(tot, column, end, bins) for _, tot in group],
+                aspect="auto",
+                cmap=cmap,
+                vmin=0,
+                vmax=top,
+                extent=(0, end, len(group) - 0.5, -0.5),
+                interpolation="nearest",
+            )
             ax.grid(False)
         category_labels(ax_util, [c for c, _ in group])
         ax_mem.set_yticks([])

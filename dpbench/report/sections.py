@@ -9,6 +9,7 @@ with its numbers folded under it). A new section is one function and one line in
 Figures are made once per kind for the whole page (not once per suite): a configuration several
 suites published is one measurement and one row, its suites listed.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -32,8 +33,18 @@ from dpbench.report.summary import run_warnings
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
 
-__all__ = ["FIGURES", "PARTS", "ReportData", "SECTIONS", "Section", "build_sections", "compare_with_first", "default_workers", "figure_section",
-           "report_data"]
+__all__ = [
+    "FIGURES",
+    "PARTS",
+    "ReportData",
+    "SECTIONS",
+    "Section",
+    "build_sections",
+    "compare_with_first",
+    "default_workers",
+    "figure_section",
+    "report_data",
+]
 
 
 @dataclass(kw_only=True)
@@ -77,19 +88,26 @@ class Section:
 PartBuilder = Callable[[pd.DataFrame, list[str]], "Part | None"]
 
 
-def figure_section(key: str, title: str, builders: Sequence[PartBuilder],
-                   description: str = "") -> Callable[[ReportData], Section | None]:
+def figure_section(
+    key: str, title: str, builders: Sequence[PartBuilder], description: str = ""
+) -> Callable[[ReportData], Section | None]:
     """A section of figures: each builder gets every configuration of every run."""
+
     def build(data: ReportData) -> Section | None:
         parts = [part for builder in builders if (part := data.part(builder)) is not None]
         return Section(key=key, title=title, parts=parts, description=description) if parts else None
+
     build.__name__ = f"section_{key}"
     return build
 
 
 def decision_section(data: ReportData) -> Section:
-    return Section(key="decision", title="Decision view", template="decision.html.j2",
-                   data=decisions(data.configs, data.runs, data.judged()))
+    return Section(
+        key="decision",
+        title="Decision view",
+        template="decision.html.j2",
+        data=decisions(data.configs, data.runs, data.judged()),
+    )
 
 
 def convergence_section(data: ReportData) -> Section | None:
@@ -103,20 +121,39 @@ def convergence_section(data: ReportData) -> Section | None:
 def traces_section(data: ReportData) -> Section | None:
     """Traced cases (``--dpbench-trace``): the breakdown per rank, skew and files (templates/_traces.html.j2)."""
     traces = build_traces(data.frame)
-    return Section(key="traces", title="Traces: why is it slow", template="_traces.html.j2",
-                   description=OPEN_OFFLINE, data=traces) if traces else None
+    return (
+        Section(
+            key="traces",
+            title="Traces: why is it slow",
+            template="_traces.html.j2",
+            description=OPEN_OFFLINE,
+            data=traces,
+        )
+        if traces
+        else None
+    )
 
 
 def comparison_section(data: ReportData) -> Section | None:
     if not data.judged():
         return None
-    return Section(key="comparison", title="Run comparison", template="comparison.html.j2",
-                   data=comparison_tables(data.judged(), data.configs))
+    return Section(
+        key="comparison",
+        title="Run comparison",
+        template="comparison.html.j2",
+        data=comparison_tables(data.judged(), data.configs),
+    )
 
 
 PARTS: list[PartBuilder] = [
-    plots.throughput, plots.scaling, plots.step_times, plots_resources.phases, plots_resources.memory,
-    plots_resources.timelines, plots.busbw, plots.headline,
+    plots.throughput,
+    plots.scaling,
+    plots.step_times,
+    plots_resources.phases,
+    plots_resources.memory,
+    plots_resources.timelines,
+    plots.busbw,
+    plots.headline,
 ]
 
 SECTIONS: list[Callable[[ReportData], Section | None]] = [
@@ -124,8 +161,11 @@ SECTIONS: list[Callable[[ReportData], Section | None]] = [
     comparison_section,
     figure_section("throughput", "Throughput and scaling", [plots.throughput, plots.scaling]),
     figure_section("step-times", "Step times", [plots.step_times]),
-    figure_section("resources", "Phases, memory and utilization",
-                   [plots_resources.phases, plots_resources.memory, plots_resources.timelines]),
+    figure_section(
+        "resources",
+        "Phases, memory and utilization",
+        [plots_resources.phases, plots_resources.memory, plots_resources.timelines],
+    ),
     figure_section("communication", "Communication", [plots.busbw]),
     convergence_section,
     traces_section,
@@ -152,12 +192,17 @@ def report_data(frame: pd.DataFrame) -> ReportData:
     """Everything the sections read, from the tidy frame of :func:`dpbench.results.frame.runs_frame`."""
     runs = [str(r) for r in dict.fromkeys(frame["run"])]
     configs = configurations(frame)
-    return ReportData(frame=frame, configs=configs.assign(case=configs["config"]), runs=runs,
-                      warnings=run_warnings(frame))
+    return ReportData(
+        frame=frame, configs=configs.assign(case=configs["config"]), runs=runs, warnings=run_warnings(frame)
+    )
 
 
-def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], Section | None]] = SECTIONS,
-                   *, workers: int | None = None) -> list[Section]:
+def build_sections(
+    data: ReportData,
+    sections: Sequence[Callable[[ReportData], Section | None]] = SECTIONS,
+    *,
+    workers: int | None = None,
+) -> list[Section]:
     """Every section that has something to show, in order.
 
     The figures are drawn by ``workers`` forked processes (default: the CPUs this process may
@@ -166,8 +211,16 @@ def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], S
     byte whatever ``workers`` is (tests/report/test_report_parallel.py)."""
     # Strings from results files reach matplotlib as labels: never let "$...$" in a benchmark
     # name be parsed as mathtext (it can fail to parse and abort the report).
-    with matplotlib.rc_context({"text.parse_math": False, "axes.grid": True, "grid.color": "#e5e5e5",
-                                "axes.spines.top": False, "axes.spines.right": False, "axes.axisbelow": True}):
+    with matplotlib.rc_context(
+        {
+            "text.parse_math": False,
+            "axes.grid": True,
+            "grid.color": "#e5e5e5",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.axisbelow": True,
+        }
+    ):
         _fix_colours(data.configs)
         with _FiguresAhead(data, default_workers() if workers is None else workers):
             return [section for build in sections if (section := build(data)) is not None]
@@ -176,8 +229,13 @@ def build_sections(data: ReportData, sections: Sequence[Callable[[ReportData], S
 # The figure builders, slowest first (measured on a 2-run report of ~70 benchmarks), so that the
 # pool's first-come order balances its workers.
 FIGURES: list[PartBuilder] = [
-    plots.step_times, plots_resources.phases, plots.throughput, plots_resources.timelines, plots_resources.memory,
-    plots.scaling, plots.busbw,
+    plots.step_times,
+    plots_resources.phases,
+    plots.throughput,
+    plots_resources.timelines,
+    plots_resources.memory,
+    plots.scaling,
+    plots.busbw,
 ]
 _SHARED: ReportData | None = None  # what forked workers read (the fork copied it; nothing is pickled)
 
@@ -219,13 +277,18 @@ class _FiguresAhead:
 
     def __enter__(self):
         global _SHARED
-        if (self.workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
-                or threading.active_count() > 1 or _SHARED is not None):
+        if (
+            self.workers < 2
+            or "fork" not in multiprocessing.get_all_start_methods()
+            or threading.active_count() > 1
+            or _SHARED is not None
+        ):
             return self
         _SHARED = self.data
         # Python 3.11+ forks every worker of a fork pool before the pool starts its own threads.
-        self.pool = ProcessPoolExecutor(max_workers=min(self.workers, len(FIGURES)),
-                                        mp_context=multiprocessing.get_context("fork"))
+        self.pool = ProcessPoolExecutor(
+            max_workers=min(self.workers, len(FIGURES)), mp_context=multiprocessing.get_context("fork")
+        )
         self.data.ahead = {builder: self.pool.submit(_draw, i) for i, builder in enumerate(FIGURES)}
         return self
 

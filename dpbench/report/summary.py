@@ -7,6 +7,7 @@ pairing cancels what the machine did between passes. The ratio is the geometric 
 paired ratios with a 95% t-interval on their logs; an interval that contains 1 is "no
 significant difference".
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = Non
     name = str(case["case"])
     ratio = vs_single(case, single) if ratio is None else ratio
     if ratio.pairs < 2:
-        return (f"{name} is {ratio.ratio:.2f}× single (fewer than 2 trials each: the spread across processes is "
-                "unknown, so this is not a claim)")
+        return (
+            f"{name} is {ratio.ratio:.2f}× single (fewer than 2 trials each: the spread across processes is "
+            "unknown, so this is not a claim)"
+        )
     interval = f"CI {ratio.lo:.2f}–{ratio.hi:.2f}, {ratio.pairs} paired trials"
     if not ratio.significant:
         return f"no significant difference between {name} and single ({ratio.ratio:.2f}×, {interval})"
@@ -72,9 +75,11 @@ def run_warnings(frame: pd.DataFrame) -> list[str]:
         drift, medians = control_drift(rows)
         if drift > DRIFT_THRESHOLD:
             listed = ", ".join(f"{m:.2f}" for m in medians)
-            out.append(f"{run}: the controls drifted {drift:.0%} across the trial passes (per pass, each case's "
-                       f"control relative to its own median: {listed}): the machine's speed changed during the "
-                       "run, so trials of different passes ran on a different machine")
+            out.append(
+                f"{run}: the controls drifted {drift:.0%} across the trial passes (per pass, each case's "
+                f"control relative to its own median: {listed}): the machine's speed changed during the "
+                "run, so trials of different passes ran on a different machine"
+            )
         for _, r in rows.iterrows():
             for warning in r["clock_warnings"]:
                 out.append(f"{run} · {r['label']} ({r['name']}): {warning}")

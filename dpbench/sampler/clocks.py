@@ -18,6 +18,7 @@ the clocks *behaved* as if locked (they may also simply have sat at maximum boos
 when they varied more or a slowdown reason appeared; None when there were too few busy
 samples (or no clock readings) to tell. ``clocks_locked_basis`` says which and why.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,8 +102,13 @@ def clock_summary(sm_clock: Iterable[float], reasons: Iterable[float]) -> dict[s
         locked, basis = False, f"slowdown reason(s) while busy: {', '.join(slowdowns)}"
     else:
         reasons_note = "" if have_reasons else " (throttle reasons not readable)"
-        locked, basis = True, (f"SM clock within {LOCKED_SPREAD_PCT:g}% ({min(busy):.0f}-{max(busy):.0f} MHz) "
-                               f"over {len(busy)} busy samples, no slowdown reason{reasons_note}")
+        locked, basis = (
+            True,
+            (
+                f"SM clock within {LOCKED_SPREAD_PCT:g}% ({min(busy):.0f}-{max(busy):.0f} MHz) "
+                f"over {len(busy)} busy samples, no slowdown reason{reasons_note}"
+            ),
+        )
     return {
         "throttle_reasons": decode_reasons(union) if have_reasons else None,
         "sm_clock_busy_samples": len(busy),

@@ -10,6 +10,7 @@ flat list of floats.
 System memory "used" is total − available (MemAvailable), the memory not free for new
 allocations without swapping.
 """
+
 from __future__ import annotations
 
 import math

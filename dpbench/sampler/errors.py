@@ -1,4 +1,5 @@
 """Warnings and the error log shared by the sampler and its backends."""
+
 from __future__ import annotations
 
 import threading

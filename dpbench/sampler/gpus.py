@@ -27,6 +27,7 @@ Several ranks or replicas may share one GPU (two ranks on ``cuda:0``): the sampl
 each physical device once; :func:`unique_devices` turns a per-rank device list into that
 set and :func:`rank_devices` keeps which ranks used each device.
 """
+
 from __future__ import annotations
 
 import re
@@ -194,9 +195,7 @@ def resolve_devices(devices, visible: Sequence[GpuInfo]) -> list[GpuInfo]:
         elif getattr(entry, "type", None) == "cuda" and isinstance(getattr(entry, "index", None), int):
             index = entry.index  # a torch.device, recognised without importing torch
         if index is None:
-            raise ValueError(
-                f"devices: expected CUDA indices (0, 1, …) or 'cuda:N' strings, found {entry!r}"
-            )
+            raise ValueError(f"devices: expected CUDA indices (0, 1, …) or 'cuda:N' strings, found {entry!r}")
         if not 0 <= index < len(visible):
             raise ValueError(f"devices: unknown device {entry!r}; available: {available}")
         gpu = replace(visible[index], label=cuda_label(index))

@@ -6,6 +6,7 @@ A metric that NVML reports as NotSupported / FunctionNotFound (MIG, some boards)
 empty and not asked again; any other failure is recorded in the error log and sampling
 goes on.
 """
+
 from __future__ import annotations
 
 import math
@@ -159,8 +160,10 @@ class NvmlBackend:
         nvml = self._nvml
         sm = nvml.NVML_CLOCK_SM
         out: dict[str, float | None] = {}
-        for key, clock_id in (("sm_app_clock_target_mhz", "NVML_CLOCK_ID_APP_CLOCK_TARGET"),
-                              ("sm_app_clock_default_mhz", "NVML_CLOCK_ID_APP_CLOCK_DEFAULT")):
+        for key, clock_id in (
+            ("sm_app_clock_target_mhz", "NVML_CLOCK_ID_APP_CLOCK_TARGET"),
+            ("sm_app_clock_default_mhz", "NVML_CLOCK_ID_APP_CLOCK_DEFAULT"),
+        ):
             ident = getattr(nvml, clock_id, None)
             value = None
             if ident is not None and hasattr(nvml, "nvmlDeviceGetClock"):

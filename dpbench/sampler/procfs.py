@@ -7,6 +7,7 @@ re-read with ``pread`` at offset 0 (procfs regenerates the text on each read), w
 ties each reader to one process: after it exits, reads fail instead of silently reading
 a new process that reused the pid.
 """
+
 from __future__ import annotations
 
 import os

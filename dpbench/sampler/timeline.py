@@ -11,6 +11,7 @@ and ``"mark"`` (mark rows in the CSV only).
 Pandas is imported inside the functions that build tables, so the sampling thread never
 touches it.
 """
+
 from __future__ import annotations
 
 import math
@@ -111,9 +112,7 @@ def build_marks(marks: Iterable[tuple[float, str]]):
     import pandas as pd
 
     marks = list(marks)
-    frame = pd.DataFrame(
-        {"time": [m[0] for m in marks], "mark": [m[1] for m in marks]}, columns=["time", "mark"]
-    )
+    frame = pd.DataFrame({"time": [m[0] for m in marks], "mark": [m[1] for m in marks]}, columns=["time", "mark"])
     return frame.astype({"time": "float64", "mark": "object"})
 
 
@@ -146,14 +145,11 @@ def read_timeline(path: str | os.PathLike):
         table["throttle_reasons"] = ""
     elif found != TIMELINE_COLUMNS:
         raise ValueError(
-            f"{path}: not a dpbench sampler timeline; expected columns {list(TIMELINE_COLUMNS)}, "
-            f"found {list(found)}"
+            f"{path}: not a dpbench sampler timeline; expected columns {list(TIMELINE_COLUMNS)}, found {list(found)}"
         )
     is_mark = table["device"] == MARK_DEVICE
     samples = table[~is_mark].reset_index(drop=True)
-    frame = pd.DataFrame(
-        {"time": pd.to_numeric(samples["time"]), "device": samples["device"], "mark": None}
-    )
+    frame = pd.DataFrame({"time": pd.to_numeric(samples["time"]), "device": samples["device"], "mark": None})
     for name in METRIC_COLUMNS:
         frame[name] = pd.to_numeric(samples[name].replace("", math.nan))
     frame = frame.astype({"time": "float64", "device": "object", "mark": "object"})

@@ -6,6 +6,7 @@ in ``_metrics``, the case metrics in ``_profiling``).
 May import: ``dpbench.parallel`` (``dp``), workloads, ``dpbench.schema``. Never the launcher,
 the measuring engine or anything above: a strategy does not know how its processes started.
 """
+
 from __future__ import annotations
 
 from dpbench.strategies._options import CommonOptions, OptionDoc, describe_options

@@ -3,6 +3,7 @@
 The compute-only twin of an FSDP model with a ``MixedPrecisionPolicy`` param dtype: FSDP casts
 the gathered parameters and (``cast_forward_inputs``) the floating-point inputs to that dtype.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ step 0's batch (forward and backward graphs get built, under DDP split at bucket
 DDPOptimizer) and then restores parameters, buffers, optimizer and loss-scaler state: training
 continues exactly as if the step had not run. Its wall time (plus wrapping) is ``compile_time_s``.
 """
+
 from __future__ import annotations
 
 import copy

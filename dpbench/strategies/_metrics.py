@@ -15,6 +15,7 @@ Two halves:
 :func:`dpbench.measure.derive.derive` turns these case metrics and a step time into MFU,
 tokens/s and exposed communication.
 """
+
 from __future__ import annotations
 
 import math
@@ -81,8 +82,9 @@ _VENDOR_WORDS = frozenset({"nvidia", "tesla", "geforce"})
 
 
 # ---------------------------------------------------------------- measuring (worker side)
-def count_step_flops(model: Any, inputs: Any, target: Any, loss: Callable[[Any, Any], Any], *,
-                     autocast: Any = None) -> int:
+def count_step_flops(
+    model: Any, inputs: Any, target: Any, loss: Callable[[Any, Any], Any], *, autocast: Any = None
+) -> int:
     """FLOPs of one forward (incl. the loss) + backward of ``model`` on ``inputs``, as torch counts them."""
     return sum(count_step_flops_by_kind(model, inputs, target, loss, autocast=autocast).values())
 
@@ -92,8 +94,9 @@ def count_step_flops(model: Any, inputs: Any, target: Any, loss: Callable[[Any, 
 FLOP_KINDS = ("conv", "matmul")
 
 
-def count_step_flops_by_kind(model: Any, inputs: Any, target: Any, loss: Callable[[Any, Any], Any], *,
-                             autocast: Any = None) -> dict[str, int]:
+def count_step_flops_by_kind(
+    model: Any, inputs: Any, target: Any, loss: Callable[[Any, Any], Any], *, autocast: Any = None
+) -> dict[str, int]:
     """:func:`count_step_flops` split into ``{"conv": …, "matmul": …}`` (they sum to it)."""
     import contextlib
 
@@ -148,8 +151,9 @@ def fp32_math(torch: Any) -> dict[str, str]:
     return {"matmul": maths.get(matmul, "fp32"), "conv": maths.get(conv, "fp32")}
 
 
-def measure_matmul_flops(*, dtype: Any = None, parallel: int = 1, n: int = 1024, window_s: float = 0.1,
-                         windows: int = 3) -> float:
+def measure_matmul_flops(
+    *, dtype: Any = None, parallel: int = 1, n: int = 1024, window_s: float = 0.1, windows: int = 3
+) -> float:
     """FLOP/s of ``n``×``n`` matmuls on this process's intra-op threads, ``parallel`` at once.
 
     ``parallel`` Python threads (each with its own intra-op team, as DataParallel's replicas
@@ -168,6 +172,7 @@ def measure_matmul_flops(*, dtype: Any = None, parallel: int = 1, n: int = 1024,
     reps = max(1, math.ceil(window_s / one))
     best = 0.0
     for _ in range(windows):
+
         def work(i: int) -> None:
             for _ in range(reps):
                 torch.mm(*operands[i], out=outputs[i])
@@ -217,7 +222,7 @@ def table_entry(device_name: str) -> str | None:
         return None
     for pattern, _peaks in PEAK_TFLOPS:
         want = _name_tokens(pattern)
-        if any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1)):
+        if any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1)):
             return pattern
     return None
 
@@ -269,9 +274,15 @@ def _gpu_peak(name: str, maths: Mapping[str, str], flops_by_kind: Mapping[str, i
     return total / sum(counts[kind] / peaks[kind] for kind in FLOP_KINDS if counts[kind])
 
 
-def peak_flops(*, device_type: str, device_names: list[str], dtype: str,
-               environ: Mapping[str, str] | None = None, maths: Mapping[str, str] | None = None,
-               flops_by_kind: Mapping[str, int] | None = None) -> tuple[float | None, str | None]:
+def peak_flops(
+    *,
+    device_type: str,
+    device_names: list[str],
+    dtype: str,
+    environ: Mapping[str, str] | None = None,
+    maths: Mapping[str, str] | None = None,
+    flops_by_kind: Mapping[str, int] | None = None,
+) -> tuple[float | None, str | None]:
     """Peak FLOP/s of the devices a case uses and where it came from (env, else the GPU table).
 
     ``device_names``: one entry per GPU used (``torch.cuda.get_device_name``). ``maths``: the

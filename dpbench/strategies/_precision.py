@@ -11,6 +11,7 @@ waits there for the backward to finish before it can queue the optimizer's kerne
 fp16 loop pays the same, so it stays in the measurement; ``scripts/bench_gradscaler_sync.py``
 (run by ``scripts/gpu-check``) measures what it costs against the same step without that read.
 """
+
 from __future__ import annotations
 
 import contextlib

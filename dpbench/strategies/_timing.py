@@ -7,6 +7,7 @@ step being timed would no longer be the step a user runs. The spans are read onc
 :meth:`PhaseTimer.resolve`, after the timed loop. (The one host sync left inside an fp16 step is
 GradScaler's own found-inf read in the optimizer phase: see ``_precision.py``.)
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

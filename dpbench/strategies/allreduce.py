@@ -1,4 +1,5 @@
 """``allreduce``: gradient synchronisation written by hand with torch.distributed collectives (no DDP)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -174,16 +175,16 @@ class _Bucket:
         for p in self.params:
             n = p.numel()
             if p.grad is None:
-                self.flat[offset:offset + n].zero_()
+                self.flat[offset : offset + n].zero_()
             else:
-                self.flat[offset:offset + n].copy_(p.grad.reshape(-1))
+                self.flat[offset : offset + n].copy_(p.grad.reshape(-1))
             offset += n
 
     def unpack(self) -> None:
         offset = 0
         for p in self.params:
             n = p.numel()
-            view = self.flat[offset:offset + n].view_as(p)
+            view = self.flat[offset : offset + n].view_as(p)
             if p.grad is None:
                 p.grad = view.clone()
             else:
@@ -198,8 +199,7 @@ def _make_buckets(params: list[Any], cap_bytes: int) -> list[_Bucket]:
     for p in reversed(params):
         nbytes = p.numel() * p.element_size()
         current = buckets[-1] if buckets else None
-        if current is None or size + nbytes > cap_bytes or (
-            current[0].dtype, current[0].device) != (p.dtype, p.device):
+        if current is None or size + nbytes > cap_bytes or (current[0].dtype, current[0].device) != (p.dtype, p.device):
             buckets.append([p])
             size = nbytes
         else:

@@ -16,6 +16,7 @@ Batch split (identical for every strategy): the global batch of N samples is cut
 the local mean loss by ``n_local * W / N`` so that the averaged gradient equals the
 gradient of the global-batch mean loss even when N is not divisible by W.
 """
+
 from __future__ import annotations
 
 import resource
@@ -159,16 +160,16 @@ class Strategy(ABC):
 
     # -- parent side -----------------------------------------------------------------
     @classmethod
-    def resolve_options(cls, options: dict[str, Any], *, device: str, world_size: int,
-                        global_batch: int) -> dict[str, Any]:
+    def resolve_options(
+        cls, options: dict[str, Any], *, device: str, world_size: int, global_batch: int
+    ) -> dict[str, Any]:
         """Defaults merged with ``options``, as a plain dict in ``option_defaults``' order; unknown
         names and bad values raise ``ValueError``, what this machine cannot run :class:`StrategyUnavailable`."""
         unknown = sorted(set(options) - set(cls.option_defaults))
         if unknown:
             known = ", ".join(sorted(cls.option_defaults)) or "(none)"
             raise ValueError(
-                f"Unknown option(s) {', '.join(map(repr, unknown))} for strategy {cls.name!r}. "
-                f"Known options: {known}"
+                f"Unknown option(s) {', '.join(map(repr, unknown))} for strategy {cls.name!r}. Known options: {known}"
             )
         resolved = cls.options_type(**options)
         resolved.check(device=device, world_size=world_size, global_batch=global_batch)

@@ -1,4 +1,5 @@
 """``ddp``: ``torch.nn.parallel.DistributedDataParallel``, one process per replica."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,13 @@ from dpbench.strategies.base import (
 __all__ = ["DDP", "DDPOptions", "COMM_HOOKS"]
 
 COMM_HOOKS = ("fp16", "bf16", "powersgd")
-_BOOL_OPTIONS = ("gradient_as_bucket_view", "static_graph", "find_unused_parameters",
-                 "broadcast_buffers", "sync_batchnorm")
+_BOOL_OPTIONS = (
+    "gradient_as_bucket_view",
+    "static_graph",
+    "find_unused_parameters",
+    "broadcast_buffers",
+    "sync_batchnorm",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,9 +232,13 @@ class DDP(Strategy):
         hook = self.spec.options["comm_hook"]
         if hook == "powersgd":
             return None  # low-rank factors whose sizes PowerSGD chooses as it runs
-        return ddp_collectives(self.ddp.module, bucket_cap_mb=self.spec.options["bucket_cap_mb"],
-                               comm_dtype=hook, broadcast_buffers=self.spec.options["broadcast_buffers"],
-                               forwards=self._micro)
+        return ddp_collectives(
+            self.ddp.module,
+            bucket_cap_mb=self.spec.options["bucket_cap_mb"],
+            comm_dtype=hook,
+            broadcast_buffers=self.spec.options["broadcast_buffers"],
+            forwards=self._micro,
+        )
 
 
 def _cuda_count() -> int:

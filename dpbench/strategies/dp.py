@@ -1,4 +1,5 @@
 """``dp``: dpbench's own DataParallel (``dpbench.parallel.DataParallel``), in one worker process."""
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,9 @@ class DP(Strategy):
     name = StrategyName.DP.value
     # The replicas are concurrent threads of one process: the trace records their ops by thread, and
     # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
-    trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
-                         "attribute to ranks")
+    trace_unavailable = (
+        "its replicas run as threads of one worker process, which the profiler cannot attribute to ranks"
+    )
     options_type = DPOptions
 
     @classmethod

@@ -1,4 +1,5 @@
 """The error a strategy raises when it cannot run on this machine (kept apart so any module can raise it)."""
+
 from __future__ import annotations
 
 __all__ = ["StrategyUnavailable"]

@@ -1,4 +1,5 @@
 """``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh, one process per rank."""
+
 from __future__ import annotations
 
 import math
@@ -109,10 +110,15 @@ class FSDP(Strategy):
                 raise StrategyUnavailable(
                     f"fsdp on CUDA needs one GPU per rank (nccl): world_size={world_size}, found {count} GPU(s)"
                 )
-            return Placement(processes=world_size, backend="nccl",
-                             devices=tuple(f"cuda:{r}" for r in range(world_size)), concurrent_replicas=world_size)
-        return Placement(processes=world_size, backend="gloo", devices=("cpu",) * world_size,
-                         concurrent_replicas=world_size)
+            return Placement(
+                processes=world_size,
+                backend="nccl",
+                devices=tuple(f"cuda:{r}" for r in range(world_size)),
+                concurrent_replicas=world_size,
+            )
+        return Placement(
+            processes=world_size, backend="gloo", devices=("cpu",) * world_size, concurrent_replicas=world_size
+        )
 
     def make_precision(self) -> Any:
         from dpbench.strategies._precision import Precision
@@ -186,8 +192,9 @@ class FSDP(Strategy):
             # device (NCCL takes no host tensors). full_tensor() is a collective: every rank
             # calls it, in the same order.
             local = p.to_local().detach().to(self.device)
-            full = DTensor.from_local(local, p.device_mesh, p.placements, run_check=False, shape=p.shape,
-                                      stride=p.stride()).full_tensor()
+            full = DTensor.from_local(
+                local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
+            ).full_tensor()
             out[name] = full.cpu().clone()
         return out
 
@@ -236,8 +243,10 @@ class FSDP(Strategy):
         for params, reshards in groups:
             if not params:
                 continue
-            padded = sum(math.ceil((p.shape[0] if p.dim() else 1) / world) * world
-                         * (p[0].numel() if p.dim() else 1) for p in params)
+            padded = sum(
+                math.ceil((p.shape[0] if p.dim() else 1) / world) * world * (p[0].numel() if p.dim() else 1)
+                for p in params
+            )
             own = str(params[0].dtype).replace("torch.", "")
             gather = MP_DTYPES[dtypes[0]] if dtypes else own
             reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
@@ -245,4 +254,3 @@ class FSDP(Strategy):
             plan += [Collective(op="all_gather", numel=padded, dtype=gather)] * gathers
             plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce))
         return plan
-

@@ -1,4 +1,5 @@
 """``manual``: the d2l "multi-GPU from scratch" trainer, in one process."""
+
 from __future__ import annotations
 
 import copy
@@ -80,8 +81,9 @@ class Manual(Strategy):
         with self.phases(Phase.COMMUNICATION):
             with torch.no_grad():
                 for copies in self.params:
-                    _reduce_and_broadcast([p.grad if p.grad is not None else torch.zeros_like(p) for p in copies],
-                                          copies)
+                    _reduce_and_broadcast(
+                        [p.grad if p.grad is not None else torch.zeros_like(p) for p in copies], copies
+                    )
         with self.phases(Phase.OPTIMIZER):
             self.precision.step(self.optimizers())
         return total
@@ -96,8 +98,11 @@ class Manual(Strategy):
         from dpbench.strategies.base import optimizer_state_tensors
 
         params = [p for copies in self.params for p in copies]  # every replica's copy, all in this worker
-        return {"params": params, "grads": [p.grad for p in params if p.grad is not None],
-                "optimizer_state": optimizer_state_tensors(self.optimizers())}
+        return {
+            "params": params,
+            "grads": [p.grad for p in params if p.grad is not None],
+            "optimizer_state": optimizer_state_tensors(self.optimizers()),
+        }
 
 
 def _reduce_and_broadcast(grads: list[Any], params: tuple[Any, ...]) -> None:

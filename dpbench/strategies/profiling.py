@@ -18,6 +18,7 @@ Worker side (:func:`rank_metrics`, run on every rank at once after the timed ste
 
 Parent side: :func:`combine` reduces the per-rank answers to the JSON-safe dict.
 """
+
 from __future__ import annotations
 
 import resource
@@ -26,8 +27,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Collective", "ddp_collectives", "replay_seconds", "twin_step_times", "memory_report",
-           "gpu_keys", "rank_metrics", "combine"]
+__all__ = [
+    "Collective",
+    "ddp_collectives",
+    "replay_seconds",
+    "twin_step_times",
+    "memory_report",
+    "gpu_keys",
+    "rank_metrics",
+    "combine",
+]
 
 # DDP's first bucket is kept small so the first all-reduce starts early (torch's
 # dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb (default 25).
@@ -47,8 +56,9 @@ class Collective:
     src: int = 0
 
 
-def ddp_collectives(module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None,
-                    broadcast_buffers: bool, forwards: int = 1) -> list[Collective]:
+def ddp_collectives(
+    module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None, broadcast_buffers: bool, forwards: int = 1
+) -> list[Collective]:
     """DDP's step: one all-reduce per gradient bucket (reverse parameter order, DDP's caps) and,
     with ``broadcast_buffers``, a broadcast of the buffers at every forward."""
     params = [p for p in module.parameters() if p.requires_grad]
@@ -83,8 +93,9 @@ def _sync(devices: list[str]) -> None:
         torch.cuda.synchronize(device)
 
 
-def replay_seconds(plan: list[Collective], *, device: Any, group: Any, world_size: int,
-                   cuda_devices: list[str], reps: int = 5) -> float:
+def replay_seconds(
+    plan: list[Collective], *, device: Any, group: Any, world_size: int, cuda_devices: list[str], reps: int = 5
+) -> float:
     """Median seconds, on this rank, of the whole plan issued back to back (every rank must call)."""
     import torch
     import torch.distributed as dist
@@ -96,8 +107,9 @@ def replay_seconds(plan: list[Collective], *, device: Any, group: Any, world_siz
     for c in plan:
         sizes[(c.op, c.dtype)] = max(c.numel, sizes.get((c.op, c.dtype), 0))
     buffers = {key: torch.zeros(n, dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()}
-    shards = {key: torch.zeros(-(-n // world_size), dtype=getattr(torch, key[1]), device=device)
-              for key, n in sizes.items()}
+    shards = {
+        key: torch.zeros(-(-n // world_size), dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()
+    }
 
     def issue(c: Collective) -> None:
         full = buffers[(c.op, c.dtype)].narrow(0, 0, c.numel)
@@ -188,9 +200,11 @@ def memory_report(trainer: Any) -> dict[str, Any]:
     if trainer.cuda_devices:
         report["peak_kind"] = "cuda_max_allocated"
         report["peak_bytes"] = peak.get("peak_bytes") or sum(
-            int(torch.cuda.max_memory_allocated(d)) for d in trainer.cuda_devices)
+            int(torch.cuda.max_memory_allocated(d)) for d in trainer.cuda_devices
+        )
         report["peak_reserved_bytes"] = peak.get("peak_reserved_bytes") or sum(
-            int(torch.cuda.max_memory_reserved(d)) for d in trainer.cuda_devices)
+            int(torch.cuda.max_memory_reserved(d)) for d in trainer.cuda_devices
+        )
     else:
         report["peak_kind"] = "cpu_peak_rss"
         report["peak_bytes"] = peak.get("peak_bytes") or int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -211,8 +225,13 @@ def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
         out["tokens_per_step"] = int(first.numel())  # token ids: batch × sequence length
     model = trainer.twin_module(trainer.build_model().to(device))
     precision = Precision(spec.options["precision"], spec.device_type)
-    kinds = count_step_flops_by_kind(model, to_device(inputs, device), to_device(target, device),
-                                     trainer.workload.loss, autocast=precision.autocast())
+    kinds = count_step_flops_by_kind(
+        model,
+        to_device(inputs, device),
+        to_device(target, device),
+        trainer.workload.loss,
+        autocast=precision.autocast(),
+    )
     out["model_flops_per_step"] = sum(kinds.values())
     out["flops_by_kind"] = kinds  # conv vs matmul: they may run in different maths (TF32)
     return out
@@ -259,9 +278,13 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
     heartbeat()
     plan = trainer.collective_plan()
     if plan and trainer.multiprocess:
-        out["collective_time_s"] = replay_seconds(plan, device=trainer.ctx.device, group=trainer.ctx.group,
-                                                  world_size=trainer.spec.world_size,
-                                                  cuda_devices=trainer.cuda_devices)
+        out["collective_time_s"] = replay_seconds(
+            plan,
+            device=trainer.ctx.device,
+            group=trainer.ctx.group,
+            world_size=trainer.spec.world_size,
+            cuda_devices=trainer.cuda_devices,
+        )
     heartbeat()
     out["compute_dtype"] = trainer.compute_dtype()
     if not trainer.cuda_devices:
@@ -287,8 +310,9 @@ def _barrier(trainer: Any) -> Callable[[], None]:
     return lambda: dist.barrier(group=trainer.ctx.group)
 
 
-def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any],
-            environ: Any = None) -> dict[str, Any]:
+def combine(
+    per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any], environ: Any = None
+) -> dict[str, Any]:
     """The per-rank answers as one JSON-safe dict (see ``Run.case_metrics``)."""
     from dpbench.strategies._metrics import math_mode, peak_flops
 
@@ -298,9 +322,14 @@ def combine(per_rank: list[dict[str, Any]], *, device_type: str, options: dict[s
     for r in per_rank:
         gpus.update(r["gpus"])  # ranks sharing a GPU give the same key: it counts once
     maths = math_mode(dtype, first.get("fp32_math")) if device_type == "cuda" else None
-    peak, source = peak_flops(device_type=device_type, device_names=[g["name"] for g in gpus.values()],
-                              dtype=dtype, environ=environ, maths=maths,
-                              flops_by_kind=first.get("flops_by_kind"))
+    peak, source = peak_flops(
+        device_type=device_type,
+        device_names=[g["name"] for g in gpus.values()],
+        dtype=dtype,
+        environ=environ,
+        maths=maths,
+        flops_by_kind=first.get("flops_by_kind"),
+    )
     if peak is None and device_type == "cpu":
         peak, source = float(sum(r["matmul_flops_per_s"] for r in per_rank)), "measured:cpu-matmul"
     compute = [r["compute_only_times"] for r in per_rank]

@@ -1,4 +1,5 @@
 """``single``: the plain module on one device — the baseline every other strategy is compared with."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """``torch-dp``: ``torch.nn.DataParallel`` unmodified — the reference dpbench's own ``dp`` is measured against."""
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,9 @@ class TorchDP(Strategy):
     name = StrategyName.TORCH_DP.value
     # The replicas are concurrent threads of one process: the trace records their ops by thread, and
     # nothing ties a thread to a replica, so a per-rank breakdown (and a skew) would be invented.
-    trace_unavailable = ("its replicas run as threads of one worker process, which the profiler cannot "
-                         "attribute to ranks")
+    trace_unavailable = (
+        "its replicas run as threads of one worker process, which the profiler cannot attribute to ranks"
+    )
     options_type = TorchDPOptions
 
     @classmethod

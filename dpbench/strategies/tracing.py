@@ -14,6 +14,7 @@ https://pytorch.org/memory_viz.
 Each file is written beside its destination and renamed onto it once complete, so a reader
 never sees half a trace.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -45,8 +46,9 @@ def _publish_gzipped(source: Path, target: Path) -> None:
     source.unlink(missing_ok=True)
 
 
-def trace_steps(trainer: Any, *, directory: str, active: int, warmup: int,
-                heartbeat: Callable[[], None] | None = None) -> dict[str, Any]:
+def trace_steps(
+    trainer: Any, *, directory: str, active: int, warmup: int, heartbeat: Callable[[], None] | None = None
+) -> dict[str, Any]:
     """Run ``warmup + active`` steps under the profiler; write this rank's trace into ``directory``.
 
     Returns this rank's step times (all steps, warm-up first), the trace file and, on CUDA, the
@@ -71,8 +73,14 @@ def trace_steps(trainer: Any, *, directory: str, active: int, warmup: int,
     done = [0]
     kept_peak = dict(trainer.timed_peak)
 
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=active, repeat=1),
-                 on_trace_ready=export, profile_memory=True, record_shapes=False, with_stack=False) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=export,
+        profile_memory=True,
+        record_shapes=False,
+        with_stack=False,
+    ) as prof:
 
         def after_step() -> None:
             done[0] += 1
@@ -106,5 +114,8 @@ def trace_steps(trainer: Any, *, directory: str, active: int, warmup: int,
     trainer.timed_peak.update(kept_peak)  # traced steps are not timed steps
     if not target.is_file():
         raise RuntimeError(f"rank {rank}: the profiler wrote no trace to {target}")
-    return {"times": measured["times"], "file": str(target),
-            "memory_file": str(memory_target) if memory_target is not None else None}
+    return {
+        "times": measured["times"],
+        "file": str(target),
+        "memory_file": str(memory_target) if memory_target is not None else None,
+    }

@@ -1,4 +1,5 @@
 """``zero``: DDP with ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1: optimizer state sharded)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -95,12 +96,14 @@ class Zero(Strategy):
             kwargs["bucket_cap_mb"] = opts["bucket_cap_mb"]
         if self.device.type == "cuda":
             kwargs["device_ids"] = [self.device.index]
-        self.ddp = DistributedDataParallel(self.build_model().to(self.device), process_group=self.ctx.group,
-                                           **kwargs)
+        self.ddp = DistributedDataParallel(self.build_model().to(self.device), process_group=self.ctx.group, **kwargs)
         self.overlap = opts["overlap_with_ddp"]
         self.optimizer = ZeroRedundancyOptimizer(
-            self.ddp.parameters(), optimizer_class=optimizer_class(opts["optimizer"]),
-            process_group=self.ctx.group, overlap_with_ddp=self.overlap, lr=self.spec.lr,
+            self.ddp.parameters(),
+            optimizer_class=optimizer_class(opts["optimizer"]),
+            process_group=self.ctx.group,
+            overlap_with_ddp=self.overlap,
+            lr=self.spec.lr,
         )
         if self.overlap:
             self._start_overlap()
@@ -141,8 +144,11 @@ class Zero(Strategy):
 
     def memory_tensors(self) -> dict[str, list[Any]]:
         params = list(self.ddp.module.parameters())
-        return {"params": params, "grads": [p.grad for p in params if p.grad is not None],
-                "optimizer_state": optimizer_state_tensors([self._local_optimizer()])}
+        return {
+            "params": params,
+            "grads": [p.grad for p in params if p.grad is not None],
+            "optimizer_state": optimizer_state_tensors([self._local_optimizer()]),
+        }
 
     def _local_indices(self) -> list[int]:
         local = {id(p) for group in self._local_optimizer().param_groups for p in group["params"]}
@@ -161,8 +167,9 @@ class Zero(Strategy):
         local = [(params[i].numel(), str(params[i].dtype).replace("torch.", "")) for i in self._local_indices()]
         partitions: list[Any] = [None] * self.spec.world_size
         dist.all_gather_object(partitions, local, group=self.ctx.group)
-        plan = ddp_collectives(self.ddp.module, bucket_cap_mb=self.spec.options["bucket_cap_mb"],
-                               comm_dtype=None, broadcast_buffers=True)
+        plan = ddp_collectives(
+            self.ddp.module, bucket_cap_mb=self.spec.options["bucket_cap_mb"], comm_dtype=None, broadcast_buffers=True
+        )
         # After its local step each rank broadcasts its partition, parameter by parameter.
         for rank, partition in enumerate(partitions):
             plan += [Collective(op="broadcast", numel=n, dtype=d, src=rank) for n, d in partition]

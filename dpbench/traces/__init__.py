@@ -11,6 +11,7 @@ stages trace files during a session and publishes them beside the saved run.
 Pure: no torch. Used by ``dpbench.measure`` (extra_info) and ``dpbench.report``.
 May import: ``dpbench.schema``, ``dpbench.stats``, ``dpbench._atomic`` (nothing from launcher, measure or above).
 """
+
 from __future__ import annotations
 
 from dpbench.traces.analysis import (

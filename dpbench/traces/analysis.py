@@ -27,6 +27,7 @@ reference; HTA reads CUDA kernels only, so on CPU the same definitions are appli
 Pure Python (json, gzip): a trace that is truncated or not Kineto JSON becomes a
 :class:`TraceProblem` naming the file, and the others are analysed.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -40,8 +41,18 @@ from typing import Any, Iterable, Sequence
 
 from dpbench.traces.intervals import Interval, clip, intersection, length, subtract, union
 
-__all__ = ["AGREEMENT_TOLERANCE", "ALIGN_LABEL", "COMM_LABEL", "LABEL_PREFIX", "TraceProblem", "analyse_case", "analyse_rank",
-           "compare_two_pass", "describe", "read_trace"]
+__all__ = [
+    "AGREEMENT_TOLERANCE",
+    "ALIGN_LABEL",
+    "COMM_LABEL",
+    "LABEL_PREFIX",
+    "TraceProblem",
+    "analyse_case",
+    "analyse_rank",
+    "compare_two_pass",
+    "describe",
+    "read_trace",
+]
 
 # Our own record_function labels (strategies/_timing.py writes "dpbench:<phase>").
 LABEL_PREFIX = "dpbench:"
@@ -50,8 +61,11 @@ COMM_LABEL = LABEL_PREFIX + "communication"
 ALIGN_LABEL = LABEL_PREFIX + "align"
 # Collective ops as torch's profiler names them on the host (gloo's worker-thread ops
 # "gloo:all_reduce", the dispatcher's "c10d::allreduce_", "record_param_comms", nccl:*).
-_COMM_NAME = re.compile(r"gloo|nccl|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|"
-                        r"broadcast|all_?to_?all|barrier", re.IGNORECASE)
+_COMM_NAME = re.compile(
+    r"gloo|nccl|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|"
+    r"broadcast|all_?to_?all|barrier",
+    re.IGNORECASE,
+)
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Where the two-pass estimate (step − compute-only) and the trace's exposed communication may
@@ -91,8 +105,12 @@ def read_trace(path: str | Path) -> dict[str, Any]:
 def _complete(events: Iterable[Any]) -> list[dict[str, Any]]:
     out = []
     for e in events:
-        if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)) \
-                and isinstance(e.get("dur"), (int, float)):
+        if (
+            isinstance(e, dict)
+            and e.get("ph") == "X"
+            and isinstance(e.get("ts"), (int, float))
+            and isinstance(e.get("dur"), (int, float))
+        ):
             out.append(e)
     return out
 
@@ -145,14 +163,12 @@ def _device_kind(events: list[dict[str, Any]]) -> str:
     return "cuda" if any(_is_device(e) for e in events) else "cpu"
 
 
-def _arrivals(comm_events: list[dict[str, Any]], kind: str,
-              main_threads: set[Any]) -> list[dict[str, Any]]:
+def _arrivals(comm_events: list[dict[str, Any]], kind: str, main_threads: set[Any]) -> list[dict[str, Any]]:
     """One entry per collective this rank issued, in issue order: seq, name, arrival time."""
     if kind == "cuda":
         chosen = [e for e in comm_events if _is_device(e) and str(e.get("name", "")).lower().startswith("nccl")]
     else:
-        host = [e for e in comm_events if _on_host(e) and e.get("name") != COMM_LABEL
-                and _thread(e) in main_threads]
+        host = [e for e in comm_events if _on_host(e) and e.get("name") != COMM_LABEL and _thread(e) in main_threads]
         # The outermost collective op of each call (c10d::allreduce_ holds record_param_comms).
         host.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
         chosen, end = [], -math.inf
@@ -175,8 +191,7 @@ def _seq_of(e: dict[str, Any], comm_events: list[dict[str, Any]]) -> int | None:
     t0, t1 = float(e["ts"]), float(e["ts"]) + float(e["dur"])
     for inner in comm_events:
         inner_args = inner.get("args") if isinstance(inner.get("args"), dict) else {}
-        if (isinstance(inner_args.get("Seq"), int) and _thread(inner) == _thread(e)
-                and t0 <= float(inner["ts"]) <= t1):
+        if isinstance(inner_args.get("Seq"), int) and _thread(inner) == _thread(e) and t0 <= float(inner["ts"]) <= t1:
             return inner_args["Seq"]
     return None
 
@@ -210,8 +225,14 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     # time. Kept apart so the spans keep their sub-microsecond precision.
     clock_offset_ns = int(trace.get("baseTimeNanoseconds") or 0)
     kind = _device_kind(events)
-    steps = sorted(((int(m.group(1)), _span(e), _thread(e)) for e in events
-                    if _on_host(e) and (m := _STEP.match(str(e.get("name", ""))))), key=lambda s: s[0])
+    steps = sorted(
+        (
+            (int(m.group(1)), _span(e), _thread(e))
+            for e in events
+            if _on_host(e) and (m := _STEP.match(str(e.get("name", ""))))
+        ),
+        key=lambda s: s[0],
+    )
     if not steps:
         raise ValueError("no ProfilerStep#N annotation: the trace holds no profiled training step")
     main_threads = {thread for _, _, thread in steps}
@@ -222,16 +243,20 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     if kind == "cuda":
         # Our communication label as the device ran it (manual's copies between GPUs, allreduce's
         # packing around its nccl calls) is communication too.
-        device_label = [_span(e) for e in events if e.get("name") == COMM_LABEL and e.get("cat") == "gpu_user_annotation"]
+        device_label = [
+            _span(e) for e in events if e.get("name") == COMM_LABEL and e.get("cat") == "gpu_user_annotation"
+        ]
         comm_all = [_span(e) for e in comm_events if _is_device(e)] + device_label
         compute_all = subtract([_span(e) for e in events if _is_device(e) and not _is_comm_name(e)], device_label)
     else:
         comm_all = [s for spans in comm_by_thread.values() for s in spans]
-        ops = [(_thread(e), _span(e)) for e in events
-               if e.get("cat") == "cpu_op" and not _is_comm_name(e)]
+        ops = [(_thread(e), _span(e)) for e in events if e.get("cat") == "cpu_op" and not _is_comm_name(e)]
         compute_all = _per_thread_compute(ops, comm_by_thread)
-    phases = [(str(e["name"])[len(LABEL_PREFIX):], _span(e)) for e in events
-              if str(e.get("name", "")).startswith(LABEL_PREFIX) and e.get("name") != ALIGN_LABEL and _on_host(e)]
+    phases = [
+        (str(e["name"])[len(LABEL_PREFIX) :], _span(e))
+        for e in events
+        if str(e.get("name", "")).startswith(LABEL_PREFIX) and e.get("name") != ALIGN_LABEL and _on_host(e)
+    ]
     aligns = [_span(e) for e in events if e.get("name") == ALIGN_LABEL and _on_host(e)]
     steps = [(n, (_after_alignment(lo, hi, aligns), hi), t) for n, (lo, hi), t in steps]
     per_step = []
@@ -241,15 +266,28 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
         overlap = length(intersection(compute, comm))
         comm_s = length(comm)
         busy = length(compute + comm)
-        per_step.append({
-            "step": number, "span_s": hi - lo, "compute_s": length(compute), "comm_s": comm_s,
-            "overlap_s": overlap, "exposed_comm_s": comm_s - overlap, "idle_s": (hi - lo) - busy,
-        })
+        per_step.append(
+            {
+                "step": number,
+                "span_s": hi - lo,
+                "compute_s": length(compute),
+                "comm_s": comm_s,
+                "overlap_s": overlap,
+                "exposed_comm_s": comm_s - overlap,
+                "idle_s": (hi - lo) - busy,
+            }
+        )
     lo_all, hi_all = steps[0][1][0], steps[-1][1][1]
-    arrivals = [a for a in _arrivals(comm_events, kind, main_threads) if lo_all <= a["arrival_s"] <= hi_all
-                and not any(x <= a["arrival_s"] <= y for x, y in aligns)]
+    arrivals = [
+        a
+        for a in _arrivals(comm_events, kind, main_threads)
+        if lo_all <= a["arrival_s"] <= hi_all and not any(x <= a["arrival_s"] <= y for x, y in aligns)
+    ]
     return {
-        "rank": rank, "device_kind": kind, "steps": per_step, "collectives": arrivals,
+        "rank": rank,
+        "device_kind": kind,
+        "steps": per_step,
+        "collectives": arrivals,
         "memory_peak_bytes": _memory_peaks(trace, [p for p in phases if lo_all <= p[1][0] <= hi_all], kind),
         "clock_offset_ns": clock_offset_ns,
     }
@@ -278,19 +316,28 @@ def _skew(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in ranks:
         # Arrivals on one clock: each rank's trace offset relative to the first rank's.
         shift = (r["clock_offset_ns"] - ranks[0]["clock_offset_ns"]) / 1e9  # integers: exact
-        keyed.append({(a["seq"] if by_seq else i): {**a, "arrival_s": a["arrival_s"] + shift}
-                      for i, a in enumerate(r["collectives"])})
+        keyed.append(
+            {
+                (a["seq"] if by_seq else i): {**a, "arrival_s": a["arrival_s"] + shift}
+                for i, a in enumerate(r["collectives"])
+            }
+        )
     common = sorted(set.intersection(*(set(k) for k in keyed))) if keyed else []
     out = []
     for index, key in enumerate(common):
         arrivals = [k[key]["arrival_s"] for k in keyed]
         first = min(arrivals)
         straggler = max(range(len(arrivals)), key=lambda i: arrivals[i])
-        out.append({
-            "index": index, "seq": key if by_seq else None, "name": keyed[0][key]["name"],
-            "arrival_offsets_s": [a - first for a in arrivals], "skew_s": max(arrivals) - first,
-            "straggler": ranks[straggler]["rank"],
-        })
+        out.append(
+            {
+                "index": index,
+                "seq": key if by_seq else None,
+                "name": keyed[0][key]["name"],
+                "arrival_offsets_s": [a - first for a in arrivals],
+                "skew_s": max(arrivals) - first,
+                "straggler": ranks[straggler]["rank"],
+            }
+        )
     return out
 
 
@@ -302,8 +349,13 @@ def _skew_summary(collectives: list[dict[str, Any]]) -> dict[str, Any] | None:
     for c in collectives:
         counts[c["straggler"]] = counts.get(c["straggler"], 0) + 1
     straggler = max(counts, key=lambda r: (counts[r], -r))
-    return {"collectives": len(collectives), "median_skew_s": statistics.median(skews), "max_skew_s": max(skews),
-            "straggler": straggler, "straggler_share": counts[straggler] / len(collectives)}
+    return {
+        "collectives": len(collectives),
+        "median_skew_s": statistics.median(skews),
+        "max_skew_s": max(skews),
+        "straggler": straggler,
+        "straggler_share": counts[straggler] / len(collectives),
+    }
 
 
 def analyse_case(files: Sequence[str | Path], *, names: Sequence[str] | None = None) -> dict[str, Any]:
@@ -342,8 +394,9 @@ def _rank_from_name(path: str | Path, *, default: int) -> int:
 
 
 # ---------------------------------------------------------------- judgement in words
-def compare_two_pass(breakdown: dict[str, Any], *, exposed_comm_s: Any, overlap_fraction: Any,
-                     tolerance: float = AGREEMENT_TOLERANCE) -> dict[str, Any] | None:
+def compare_two_pass(
+    breakdown: dict[str, Any], *, exposed_comm_s: Any, overlap_fraction: Any, tolerance: float = AGREEMENT_TOLERANCE
+) -> dict[str, Any] | None:
     """The two-pass estimate beside the trace's, and whether they disagree by more than ``tolerance``
     (of the mean traced step span). None when either side is missing."""
     ranks = breakdown.get("ranks") or []
@@ -352,9 +405,14 @@ def compare_two_pass(breakdown: dict[str, Any], *, exposed_comm_s: Any, overlap_
     span = statistics.fmean(r["span_s"] for r in ranks)
     traced = statistics.fmean(r["exposed_comm_s"] for r in ranks)
     difference = abs(traced - float(exposed_comm_s)) / span if span > 0 else math.inf
-    return {"two_pass_exposed_comm_s": float(exposed_comm_s), "two_pass_overlap_fraction": overlap_fraction,
-            "trace_exposed_comm_s": traced, "difference_of_step": difference, "tolerance": tolerance,
-            "disagree": difference > tolerance}
+    return {
+        "two_pass_exposed_comm_s": float(exposed_comm_s),
+        "two_pass_overlap_fraction": overlap_fraction,
+        "trace_exposed_comm_s": traced,
+        "difference_of_step": difference,
+        "tolerance": tolerance,
+        "disagree": difference > tolerance,
+    }
 
 
 def describe(label: str, breakdown: dict[str, Any]) -> str:
@@ -363,9 +421,10 @@ def describe(label: str, breakdown: dict[str, Any]) -> str:
     if not ranks:
         return f"{label}: no trace could be analysed."
     span = statistics.fmean(r["span_s"] for r in ranks)
-    shares = {name: statistics.fmean(r[key] for r in ranks) / span if span > 0 else 0.0
-              for name, key in (("compute", "compute_s"), ("exposed communication", "exposed_comm_s"),
-                                ("idle", "idle_s"))}
+    shares = {
+        name: statistics.fmean(r[key] for r in ranks) / span if span > 0 else 0.0
+        for name, key in (("compute", "compute_s"), ("exposed communication", "exposed_comm_s"), ("idle", "idle_s"))
+    }
     top = max(shares, key=shares.get)
     text = f"{label}: {shares[top]:.0%} of the step is {top}"
     others = [f"{shares[n]:.0%} {n}" for n in shares if n != top]
@@ -373,6 +432,8 @@ def describe(label: str, breakdown: dict[str, Any]) -> str:
     skew = breakdown.get("skew")
     # A straggler worth naming: late at most collectives by more than 5% of the step.
     if skew and skew["straggler_share"] >= 0.5 and span > 0 and skew["median_skew_s"] > 0.05 * span:
-        text += (f"; rank {skew['straggler']} arrives {skew['median_skew_s'] * 1e3:.3g} ms late (median) at "
-                 f"{round(skew['straggler_share'] * skew['collectives'])} of {skew['collectives']} collectives")
+        text += (
+            f"; rank {skew['straggler']} arrives {skew['median_skew_s'] * 1e3:.3g} ms late (median) at "
+            f"{round(skew['straggler_share'] * skew['collectives'])} of {skew['collectives']} collectives"
+        )
     return text + "."

@@ -3,6 +3,7 @@
 Written by hand: it is a dozen lines of sorting, and the libraries that do it (portion,
 intervaltree, pandas' IntervalIndex) either add a dependency or do not merge overlaps.
 """
+
 from __future__ import annotations
 
 from typing import Iterable

@@ -4,6 +4,7 @@
 The same habit as the sampler's timelines (dpbench/measure/plugin/storage.py): nothing appears under
 ``results/`` unless the run itself is saved, and a published directory is complete or absent.
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ facts every run records, and the seam that lets another pool provider take over
 May import: ``dpbench.schema`` and ``dpbench.stats``. Never strategies (a worker runs whatever
 picklable function it is sent), the launcher, the cluster runner or anything above.
 """
+
 from dpbench._lazy import lazy_attributes
 
 __all__ = [

@@ -15,6 +15,7 @@ therefore pins its single main thread first thing (a forkserver child starts wit
 thread), and every thread torch and gloo create later inherits it. The parent, which may
 already run several threads, is moved thread by thread through ``/proc/self/task``.
 """
+
 from __future__ import annotations
 
 import os
@@ -118,35 +119,52 @@ def plan_affinity(
     if mode == "off":
         return AffinityPlan(mode=mode, pinned=False, reason=off_reason or "pinning off", available_cores=available)
     if cores is None:
-        return AffinityPlan(mode=mode, pinned=False, available_cores=available,
-                            reason=f"os.sched_setaffinity is not available on this platform ({sys.platform})")
+        return AffinityPlan(
+            mode=mode,
+            pinned=False,
+            available_cores=available,
+            reason=f"os.sched_setaffinity is not available on this platform ({sys.platform})",
+        )
     n = len(available)
     if n < world_size:
-        return AffinityPlan(mode=mode, pinned=False, available_cores=available,
-                            reason=f"fewer cores ({n}) than ranks ({world_size}): left to the OS scheduler")
+        return AffinityPlan(
+            mode=mode,
+            pinned=False,
+            available_cores=available,
+            reason=f"fewer cores ({n}) than ranks ({world_size}): left to the OS scheduler",
+        )
     if cores_per_worker is None:
         if world_size * threads_per_worker > n:
             return AffinityPlan(
-                mode=mode, pinned=False, available_cores=available,
-                reason=(f"{world_size} rank(s) x {threads_per_worker} thread(s) > {n} cores (oversubscribed): "
-                        "left to the OS scheduler"),
+                mode=mode,
+                pinned=False,
+                available_cores=available,
+                reason=(
+                    f"{world_size} rank(s) x {threads_per_worker} thread(s) > {n} cores (oversubscribed): "
+                    "left to the OS scheduler"
+                ),
             )
         block = n // world_size
     else:
         if world_size * cores_per_worker > n:
             return AffinityPlan(
-                mode=mode, pinned=False, available_cores=available,
+                mode=mode,
+                pinned=False,
+                available_cores=available,
                 reason=f"{world_size} rank(s) x {cores_per_worker} core(s) > {n} cores: left to the OS scheduler",
             )
         block = cores_per_worker
-    rank_cores = tuple(available[r * block:(r + 1) * block] for r in range(world_size))
-    spare = available[world_size * block:]
+    rank_cores = tuple(available[r * block : (r + 1) * block] for r in range(world_size))
+    spare = available[world_size * block :]
     if spare:
         where = f"parent and sampler on the {len(spare)} spare core(s) {list(spare)}"
     else:
         where = "no spare core: the parent is not moved"
     return AffinityPlan(
-        mode=mode, pinned=True, available_cores=available, rank_cores=rank_cores,
+        mode=mode,
+        pinned=True,
+        available_cores=available,
+        rank_cores=rank_cores,
         parent_cores=spare or None,
         reason=f"{world_size} rank(s) x {block} core(s) each; {where}",
     )

@@ -2,13 +2,22 @@
 ``RemotePool`` (:mod:`dpbench.cluster.remote`): their errors, their start-up and failure timing,
 the cores and threads a pool may use, and the process-group backend it picks.
 """
+
 from __future__ import annotations
 
 import os
 from typing import Any
 
-__all__ = ["FAILURE_GRACE_SECONDS", "MIN_START_SECONDS", "WorkerError", "WorkerTimeoutError", "available_cores",
-           "default_threads", "pick_backend", "require_cuda"]
+__all__ = [
+    "FAILURE_GRACE_SECONDS",
+    "MIN_START_SECONDS",
+    "WorkerError",
+    "WorkerTimeoutError",
+    "available_cores",
+    "default_threads",
+    "pick_backend",
+    "require_cuda",
+]
 
 # Spawning imports torch in every child; on a busy machine that alone can take many
 # seconds, so start-up gets at least this long regardless of the (per-call) ``timeout``.

@@ -3,6 +3,7 @@ preloads, whether it is alive, and :func:`fresh_forkserver`, which the suites ca
 pass (its docstring says why). :class:`~dpbench.workers.pool.WorkerPool` registers
 itself here (:func:`track_pool`) so that the helper is never restarted under a live pool.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -17,8 +18,15 @@ __all__ = ["PRELOAD", "START_METHOD", "fresh_forkserver", "helper_alive", "track
 # "spawn" child pays ~3-8 s importing torch and torch._dynamo (pulled in by torch.optim);
 # a forkserver child starts in ~0.1 s. Where there is no forkserver, spawn is used.
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-PRELOAD = ["torch", "torch.distributed", "torch.optim", "torch._dynamo", "torch.nn.parallel",
-           "dpbench.workers.worker", "dpbench.workers.lifeline"]
+PRELOAD = [
+    "torch",
+    "torch.distributed",
+    "torch.optim",
+    "torch._dynamo",
+    "torch.nn.parallel",
+    "dpbench.workers.worker",
+    "dpbench.workers.lifeline",
+]
 
 _OPEN_POOLS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -82,8 +90,10 @@ def fresh_forkserver() -> bool:
         return False
     open_pools = [p for p in list(_OPEN_POOLS) if not p.closed]
     if open_pools:
-        raise RuntimeError(f"fresh_forkserver: {len(open_pools)} worker pool(s) still open; their workers would die "
-                           f"with the helper: close them first")
+        raise RuntimeError(
+            f"fresh_forkserver: {len(open_pools)} worker pool(s) still open; their workers would die "
+            f"with the helper: close them first"
+        )
     from multiprocessing import forkserver
 
     server = forkserver._forkserver

@@ -36,6 +36,7 @@ is always this process's own token: the reaper kills only what *this* process st
 This file runs as the reaper with ``python -I -S lifeline.py --reap TOKEN``: the standard
 library only, no dpbench, no torch.
 """
+
 from __future__ import annotations
 
 import glob
@@ -49,8 +50,19 @@ import threading
 import time
 import uuid
 
-__all__ = ["HELPER_ENV", "LIFELINE_ENV", "REAPER_GRACE_SECONDS", "RUN_ID_ENV", "die_with_parent", "guard_worker", "helper_environ", "mark_process",
-           "marked_pids", "reaper", "watch_parent"]
+__all__ = [
+    "HELPER_ENV",
+    "LIFELINE_ENV",
+    "REAPER_GRACE_SECONDS",
+    "RUN_ID_ENV",
+    "die_with_parent",
+    "guard_worker",
+    "helper_environ",
+    "mark_process",
+    "marked_pids",
+    "reaper",
+    "watch_parent",
+]
 
 RUN_ID_ENV = "DPBENCH_RUN_ID"
 LIFELINE_ENV = "DPBENCH_LIFELINE"
@@ -196,8 +208,13 @@ class _Reaper:
         env = {k: v for k, v in os.environ.items() if k != LIFELINE_ENV}  # it must not find itself
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", os.path.abspath(__file__), "--reap", token, str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, env=env, close_fds=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
 
     def _send(self, **message) -> None:
         with self._lock:
@@ -214,13 +231,28 @@ class _Reaper:
     def release(self, path: str | os.PathLike) -> None:
         self._send(op="drop", path=os.fspath(path))
 
-    def guard_save(self, key: str, *, root: str | os.PathLike, pattern: str, before: list[str],
-                   also: list[str], keep_complete: bool) -> None:
+    def guard_save(
+        self,
+        key: str,
+        *,
+        root: str | os.PathLike,
+        pattern: str,
+        before: list[str],
+        also: list[str],
+        keep_complete: bool,
+    ) -> None:
         """A save in progress: should this process die before :meth:`release` of ``key``, files
         matching ``root/pattern`` that were not in ``before`` are removed unless one of them
         parses as JSON and ``keep_complete``; then ``also`` goes with them."""
-        self._send(op="guard", key=key, root=os.fspath(root), pattern=pattern, before=before, also=also,
-                   keep_complete=keep_complete)
+        self._send(
+            op="guard",
+            key=key,
+            root=os.fspath(root),
+            pattern=pattern,
+            before=before,
+            also=also,
+            keep_complete=keep_complete,
+        )
 
 
 _REAPER: list[_Reaper] = []

@@ -3,6 +3,7 @@
 Gathered in one place (the suites' machine_info hook and the report both use it) and
 without creating a CUDA context: GPU facts come from NVML, versions from the torch build.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,14 +42,20 @@ def gpu_inventory() -> dict[str, Any]:
         gpus = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            gpus.append({
-                "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
-                "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
-            })
+            gpus.append(
+                {
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                    "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                }
+            )
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        return {"gpus": gpus, "gpu_count": len(gpus), "driver": driver,
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {
+            "gpus": gpus,
+            "gpu_count": len(gpus),
+            "driver": driver,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
     finally:
         pynvml.nvmlShutdown()
 

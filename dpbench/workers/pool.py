@@ -27,6 +27,7 @@ reaper process in its own session removes the rendezvous directory and SIGKILLs 
 carries this process's marker. Every worker, and the helper, carries ``DPBENCH_RUN_ID`` and
 ``DPBENCH_LIFELINE`` in its environment.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -41,13 +42,25 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from dpbench.workers.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD, helper_alive as _helper_alive, \
-    track_pool
+from dpbench.workers.forkserver import (
+    PRELOAD as _PRELOAD,
+    START_METHOD as _START_METHOD,
+    helper_alive as _helper_alive,
+    track_pool,
+)
 from dpbench.workers.lifeline import helper_environ, reaper
 from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
-from dpbench.workers.base import (FAILURE_GRACE_SECONDS, MIN_START_SECONDS, WorkerError, WorkerTimeoutError,
-                                  available_cores, default_threads, pick_backend, require_cuda)
+from dpbench.workers.base import (
+    FAILURE_GRACE_SECONDS,
+    MIN_START_SECONDS,
+    WorkerError,
+    WorkerTimeoutError,
+    available_cores,
+    default_threads,
+    pick_backend,
+    require_cuda,
+)
 from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
 
 # After a polite "close", how long a worker gets to tear down its process group and exit.
@@ -61,6 +74,7 @@ __all__ = [
     "available_cores",
     "default_threads",
 ]
+
 
 def _helper_gone(within: float = 1.0) -> bool:
     """Has the forkserver helper died? Its pipes close while it exits, before the kernel lets
@@ -115,9 +129,7 @@ class WorkerPool:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if threads_per_worker is not None and (
-            not isinstance(threads_per_worker, int) or threads_per_worker < 1
-        ):
+        if threads_per_worker is not None and (not isinstance(threads_per_worker, int) or threads_per_worker < 1):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if cores_per_worker is not None and (
             isinstance(cores_per_worker, bool) or not isinstance(cores_per_worker, int) or cores_per_worker < 1
@@ -130,12 +142,14 @@ class WorkerPool:
         self.device = device
         self.backend = pick_backend(device, world_size, backend) if process_group else None
         self.timeout = float(timeout)
-        self.threads_per_worker = (
-            threads_per_worker if threads_per_worker is not None else default_threads(world_size)
-        )
+        self.threads_per_worker = threads_per_worker if threads_per_worker is not None else default_threads(world_size)
         plan = plan_affinity(
-            mode=mode, cores=current_cores() if pinning_supported() else None, world_size=world_size,
-            threads_per_worker=self.threads_per_worker, cores_per_worker=cores_per_worker, off_reason=off_reason,
+            mode=mode,
+            cores=current_cores() if pinning_supported() else None,
+            world_size=world_size,
+            threads_per_worker=self.threads_per_worker,
+            cores_per_worker=cores_per_worker,
+            off_reason=off_reason,
         )
         self._plan = plan
         self._parent = ParentAffinity()
@@ -359,7 +373,8 @@ class WorkerPool:
                         proc = self._procs[rank]
                         proc.join(0.1)
                         failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}" + (
-                            _HELPER_GONE if proc.exitcode == 255 and _helper_gone() else "")
+                            _HELPER_GONE if proc.exitcode == 255 and _helper_gone() else ""
+                        )
                 if failures and first_failure_at is None:
                     first_failure_at = time.monotonic()
         if failures:
@@ -383,8 +398,7 @@ class WorkerPool:
         )
 
 
-_HELPER_GONE = (" (the forkserver helper that started it is gone, and the worker was killed with it: "
-                "PR_SET_PDEATHSIG)")
+_HELPER_GONE = " (the forkserver helper that started it is gone, and the worker was killed with it: PR_SET_PDEATHSIG)"
 
 
 # The longest path a Unix socket may have (``sun_path``, its NUL included: 108 bytes on Linux, 104
@@ -400,9 +414,11 @@ def check_socket_dir(directory: str) -> None:
     """
     length = len(os.fsencode(os.path.join(directory, "listener-" + "x" * 8)))
     if length > _SOCKET_PATH_MAX:
-        raise ValueError(f"the temp directory {tempfile.gettempdir()!r} is too long for the forkserver's Unix "
-                         f"socket ({length} bytes under {directory}, at most {_SOCKET_PATH_MAX}): set TMPDIR to "
-                         f"a shorter directory")
+        raise ValueError(
+            f"the temp directory {tempfile.gettempdir()!r} is too long for the forkserver's Unix "
+            f"socket ({length} bytes under {directory}, at most {_SOCKET_PATH_MAX}): set TMPDIR to "
+            f"a shorter directory"
+        )
 
 
 def _start_process(proc: Any, rank: int) -> None:
@@ -419,5 +435,7 @@ def _start_process(proc: Any, rank: int) -> None:
     try:
         proc.start()
     except (EOFError, ConnectionError, FileNotFoundError) as exc:
-        raise RuntimeError(f"could not start worker rank {rank}: the forkserver helper died twice while "
-                           f"starting it ({type(first).__name__}, then {type(exc).__name__}: {exc})") from exc
+        raise RuntimeError(
+            f"could not start worker rank {rank}: the forkserver helper died twice while "
+            f"starting it ({type(first).__name__}, then {type(exc).__name__}: {exc})"
+        ) from exc

@@ -6,6 +6,7 @@ torchrun runner (:mod:`dpbench.cluster`) installs its provider with :func:`provi
 pytest session runs, so its cases' ranks spread over the nodes; without one, every pool is a
 local :class:`~dpbench.workers.pool.WorkerPool`.
 """
+
 from __future__ import annotations
 
 import contextlib

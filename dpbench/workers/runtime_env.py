@@ -16,14 +16,21 @@ the workers' cores); those are kept quiet (``WorkerContext.heartbeat`` is rate-l
 sampler samples less often without a spare core), and the default is the runtime's own. What the workers really ran with
 is in each worker's facts (``runtime_env``) and so in every benchmark's ``extra_info``.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 from typing import Iterator, Mapping
 
-__all__ = ["RUNTIME_DEFAULTS", "RUNTIME_PREFIXES", "RUNTIME_VARIABLES", "patched_environ", "runtime_env_patch",
-           "user_runtime_env"]
+__all__ = [
+    "RUNTIME_DEFAULTS",
+    "RUNTIME_PREFIXES",
+    "RUNTIME_VARIABLES",
+    "patched_environ",
+    "runtime_env_patch",
+    "user_runtime_env",
+]
 
 # Nothing: a setting a user's script would not have is never a silent default.
 RUNTIME_DEFAULTS: dict[str, str] = {}

@@ -5,6 +5,7 @@ A worker sets up its device and (optionally) its torch.distributed process group
 Every message is ``(tag, value)`` as standard-pickle bytes: "ready" (with the worker's
 facts), "alive" (heartbeat), "result" or "error" (with the formatted traceback).
 """
+
 from __future__ import annotations
 
 import os
@@ -146,8 +147,9 @@ def _matmul_precision(torch: Any) -> str:
         return f"fp32_precision={torch.backends.cuda.matmul.fp32_precision}"
 
 
-def worker_facts(rank: int, device_type: str, affinity_error: str | None,
-                 runtime_env: dict[str, str] | None = None) -> dict[str, Any]:
+def worker_facts(
+    rank: int, device_type: str, affinity_error: str | None, runtime_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """What this worker actually runs with (JSON-safe), sent to the parent at "ready".
 
     ``rank``, ``pid``, ``cpu_affinity`` (sorted core list; None where the OS cannot tell),
@@ -212,8 +214,11 @@ def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
         device = _worker_device(rank, config.device_type, config.local_rank)
         group = None
         if config.backend is not None:
-            store = (config.store_factory() if config.store_factory is not None
-                     else dist.FileStore(config.store_path, config.world_size))
+            store = (
+                config.store_factory()
+                if config.store_factory is not None
+                else dist.FileStore(config.store_path, config.world_size)
+            )
             dist.init_process_group(
                 config.backend,
                 store=store,

@@ -10,6 +10,7 @@ whose ``params`` record every size.
 May import: torch and ``dpbench.schema`` (``main_module`` checks that a launching script's
 factories are importable by the workers). Never strategies, the launcher or anything above.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """Argument checks shared by the workload factories: errors name the argument and the value."""
+
 from __future__ import annotations
 
 import operator

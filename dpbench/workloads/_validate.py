@@ -1,4 +1,5 @@
 """Checks behind ``Workload``: each names the part and says what it must be, before any worker starts."""
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,11 @@ __all__ = ["check_parts", "json_params", "main_references", "function_name", "te
 
 # What each part is called with, and how to say what it must be.
 _PARTS = {
-    "model": (0, "a zero-argument callable that returns a new nn.Module (a function, an nn.Module "
-                 "class or a functools.partial of one), called once per replica after seeding"),
+    "model": (
+        0,
+        "a zero-argument callable that returns a new nn.Module (a function, an nn.Module "
+        "class or a functools.partial of one), called once per replica after seeding",
+    ),
     "batch": (3, "a function batch(step, global_batch, seed) -> (inputs, target)"),
     "loss": (2, "a function loss(output, target) -> scalar tensor"),
 }
@@ -33,8 +37,10 @@ def _call_problem(value: Any, arity: int, *, module_allowed: bool) -> str | None
     if isinstance(value, nn.Module) and not module_allowed:
         # A module is callable, but it is one set of weights: every replica needs its own,
         # built from the same seed, so the workload holds the recipe, not the result.
-        return (f"got an nn.Module instance ({type(value).__name__}); pass the function that builds it, "
-                f"e.g. functools.partial({type(value).__name__}, ...) or a def returning it")
+        return (
+            f"got an nn.Module instance ({type(value).__name__}); pass the function that builds it, "
+            f"e.g. functools.partial({type(value).__name__}, ...) or a def returning it"
+        )
     if not callable(value):
         return f"got {type(value).__name__}"
     try:
@@ -45,9 +51,11 @@ def _call_problem(value: Any, arity: int, *, module_allowed: bool) -> str | None
         signature.bind(*([None] * arity))
     except TypeError:
         name = function_name(value)
-        missing = [p.name for p in signature.parameters.values()
-                   if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
-                                                          p.KEYWORD_ONLY)]
+        missing = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
         if arity == 0 and missing:
             return f"but {name} needs argument {missing[0]!r} (bind it with functools.partial)"
         return f"but {name} cannot take {arity} positional arguments: {name}{signature}"
@@ -63,9 +71,12 @@ def function_name(value: Any) -> str:
 
 def json_params(params: Any) -> dict[str, Any]:
     """``params`` as JSON data (tuples become lists, a copy); ``TypeError`` naming what is not."""
+
     def fail(found: str) -> TypeError:
-        return TypeError(f"Workload.params must be a dict of JSON values (str keys; numbers, str, bool, None, "
-                         f"lists and dicts of them), {found}")
+        return TypeError(
+            f"Workload.params must be a dict of JSON values (str keys; numbers, str, bool, None, "
+            f"lists and dicts of them), {found}"
+        )
 
     if not isinstance(params, dict):
         raise fail(f"got {type(params).__name__}")

@@ -1,4 +1,5 @@
 """The Workload: what every strategy trains — a model factory, a batch factory and a loss."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -59,8 +60,12 @@ class Workload:
         object.__setattr__(self, "params", json_params(self.params))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "stateful": self.stateful,
-                "params": dict(self.params)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "stateful": self.stateful,
+            "params": dict(self.params),
+        }
 
 
 def check_picklable(workload: Workload) -> None:
@@ -87,11 +92,15 @@ def check_picklable(workload: Workload) -> None:
 def _unimportable_from_main(obj: Any) -> str | None:
     name = obj.__qualname__
     if not main_is_reimported():
-        return (f"{name}, defined in __main__, but the worker processes cannot import it (this main module "
-                f"is no file they run again: python -c, stdin or a notebook); move {name} into a module")
+        return (
+            f"{name}, defined in __main__, but the worker processes cannot import it (this main module "
+            f"is no file they run again: python -c, stdin or a notebook); move {name} into a module"
+        )
     if definition_is_guarded(name.split(".")[0]):
-        return (f"{name}, defined under `{GUARD}`; the worker processes import the main module without "
-                f"running that block, so they cannot find it: define {name} at module level, above the guard")
+        return (
+            f"{name}, defined under `{GUARD}`; the worker processes import the main module without "
+            f"running that block, so they cannot find it: define {name} at module level, above the guard"
+        )
     return None
 
 

@@ -15,6 +15,7 @@ The data is learnable on purpose (loss must go down in a few dozen SGD steps):
   current token, with successors drawn from a skewed (Zipf-like) distribution over the
   vocabulary, so a model first learns token frequencies and then the transitions.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache, partial
@@ -147,9 +148,7 @@ def _markov_cached(seed: int, vocab: int, branching: int) -> tuple[torch.Tensor,
     # skewed (quick early gains) while each token still has its own successor set (bigrams).
     popularity = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
     popularity = popularity[torch.randperm(vocab, generator=gen)]
-    successors = torch.multinomial(
-        popularity.expand(vocab, vocab), branching, replacement=True, generator=gen
-    )
+    successors = torch.multinomial(popularity.expand(vocab, vocab), branching, replacement=True, generator=gen)
     return successors, popularity
 
 

@@ -12,6 +12,7 @@ it is biased. The gathered ``"logits"`` are the whole batch's logits in order, s
 ``cross_entropy(logits, target)`` is exactly the global-batch mean loss whether the output came
 from one module or from a gather — the same number ``single`` computes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -38,7 +39,9 @@ class DictClassifier(nn.Module):
         hidden = positive_int("hidden", hidden)
         num_classes = positive_int("num_classes", num_classes)
         in_features = IMAGE_SHAPE[0] * IMAGE_SHAPE[1] * IMAGE_SHAPE[2]
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+        self.net = nn.Sequential(
+            nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
+        )
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
         logits = self.net(x)

@@ -9,6 +9,7 @@ The train/test split is fixed by ``split_seed`` alone (not the training seed), s
 nothing: a seeded permutation, the first :data:`TEST_FRACTION` of it the test split. Pixels are
 the dataset's integers 0–16, kept as ``uint8`` ``[N, 1, 8, 8]``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -34,8 +35,9 @@ def digits_unavailable() -> str | None:
     try:
         import sklearn.datasets  # noqa: F401
     except ImportError as exc:
-        return (f"the digits dataset needs scikit-learn ({exc}); install dpbench's extra: "
-                "pip install -e '.[convergence]'")
+        return (
+            f"the digits dataset needs scikit-learn ({exc}); install dpbench's extra: pip install -e '.[convergence]'"
+        )
     return None
 
 
@@ -67,8 +69,9 @@ def load_digits_split(split_seed: int = 0, train: bool = True) -> tuple[torch.Te
 
 def digits_split(*, train: bool, split_seed: int = 0) -> Split:
     """The split, read here (scikit-learn is imported once, in this process) and carried to the workers."""
-    return Split(dataset="digits", train=train, load=InMemory(*load_digits_split(split_seed, train)),
-                 pixel_max=PIXEL_MAX)
+    return Split(
+        dataset="digits", train=train, load=InMemory(*load_digits_split(split_seed, train)), pixel_max=PIXEL_MAX
+    )
 
 
 def digits_mlp(*, hidden: int = 128) -> nn.Module:

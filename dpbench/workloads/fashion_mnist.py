@@ -9,6 +9,7 @@ permutation seeded by ``(seed, epoch)`` — the same global batch for every stra
 The batch factory carries the directory, not the pixels, so pickling it for worker processes is
 cheap; each process reads the files once (cached, keyed by path, size and modification time).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -27,7 +28,13 @@ from dpbench.workloads.lenet import lenet_workload
 from dpbench.workloads.mlp import mlp_workload
 from dpbench.workloads.resnet import resnet18_workload
 
-__all__ = ["read_idx", "find_fashion_mnist_files", "load_fashion_mnist", "fashion_mnist_batch", "fashion_mnist_workload"]
+__all__ = [
+    "read_idx",
+    "find_fashion_mnist_files",
+    "load_fashion_mnist",
+    "fashion_mnist_batch",
+    "fashion_mnist_workload",
+]
 
 # IDX type byte -> (torch dtype, bytes per item). Multi-byte items are big-endian in the file.
 _IDX_TYPES = {
@@ -125,9 +132,7 @@ def _load_cached(images_path: Path, labels_path: Path, _stamp: tuple) -> tuple[t
     if labels.dtype != torch.uint8 or labels.dim() != 1:
         raise ValueError(f"{labels_path}: expected uint8 labels of shape [N], got {labels.dtype} {list(labels.shape)}")
     if labels.shape[0] != images.shape[0]:
-        raise ValueError(
-            f"{labels_path} has {labels.shape[0]} labels but {images_path} has {images.shape[0]} images"
-        )
+        raise ValueError(f"{labels_path} has {labels.shape[0]} labels but {images_path} has {images.shape[0]} images")
     if images.shape[0] == 0:
         raise ValueError(f"{images_path}: contains no images")
     if int(labels.max()) >= NUM_CLASSES:

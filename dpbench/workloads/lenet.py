@@ -4,6 +4,7 @@ d2l defines it functionally (explicit weight tensors); the layers are: conv 20@3
 avg-pool 2/2 → conv 50@5×5 → ReLU → avg-pool 2/2 → flatten (50·4·4 = 800) → 128 → ReLU → 10.
 On a 1×28×28 input the feature maps are 20×26×26 → 20×13×13 → 50×9×9 → 50×4×4.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -24,9 +25,7 @@ def _after_conv_and_pool(size: int, kernel: int) -> int:
 
 
 class LeNet(nn.Module):
-    def __init__(
-        self, *, conv1: int = 20, conv2: int = 50, hidden: int = 128, num_classes: int = NUM_CLASSES
-    ) -> None:
+    def __init__(self, *, conv1: int = 20, conv2: int = 50, hidden: int = 128, num_classes: int = NUM_CLASSES) -> None:
         super().__init__()
         conv1 = positive_int("conv1", conv1)
         conv2 = positive_int("conv2", conv2)
@@ -56,8 +55,9 @@ def lenet_workload(*, conv1: int = 20, conv2: int = 50, hidden: int = 128, noise
     """d2l's multi-GPU LeNet on synthetic Fashion-MNIST-shaped images."""
     conv1, conv2, hidden = positive_int("conv1", conv1), positive_int("conv2", conv2), positive_int("hidden", hidden)
     batch = image_batch_factory(noise=noise)
-    name, params = variant("lenet", lenet_workload, conv1=conv1, conv2=conv2, hidden=hidden,
-                           noise=batch.keywords["noise"])
+    name, params = variant(
+        "lenet", lenet_workload, conv1=conv1, conv2=conv2, hidden=hidden, noise=batch.keywords["noise"]
+    )
     return Workload(
         model=partial(LeNet, conv1=conv1, conv2=conv2, hidden=hidden),
         batch=batch,

@@ -8,6 +8,7 @@ launches again) and a factory defined inside the guard (the workers never define
 Both are read off the script's syntax tree; where the source cannot be read the answer is
 "unknown" and nothing is refused.
 """
+
 from __future__ import annotations
 
 import ast
@@ -139,8 +140,9 @@ def _guarded_statements(filename: str) -> list[tuple[int, int]] | None:
     tree = _tree(filename)
     if tree is None:
         return None
-    return [(_first_line(stmt), stmt.end_lineno or stmt.lineno)
-            for stmt, guarded in _module_level(tree.body) if guarded]
+    return [
+        (_first_line(stmt), stmt.end_lineno or stmt.lineno) for stmt, guarded in _module_level(tree.body) if guarded
+    ]
 
 
 def _module_bindings(filename: str) -> dict[str, list[int]] | None:

@@ -3,6 +3,7 @@
 The point of this workload is communication: its gradients are large relative to its compute,
 so it shows the cost of gradient synchronisation more than any other registered workload.
 """
+
 from __future__ import annotations
 
 from functools import partial

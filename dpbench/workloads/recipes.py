@@ -13,6 +13,7 @@ N(0, 0.01²) with zero biases (``scale = 0.01``); the concise chapter's ResNet-1
 ``nn.init.normal_(weight, std=0.01)`` to every Linear and Conv2d. Both chapters train plain SGD
 on the global-batch mean loss, as every dpbench strategy does.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,18 @@ from dpbench.workloads.lenet import LeNet
 from dpbench.workloads.resnet import ResNet18
 from dpbench.workloads.splits import Split, epoch_batch
 
-__all__ = ["Recipe", "RECIPES", "DIGITS", "FASHION_MNIST", "FASHION_MNIST_ENV", "get_recipe", "recipe_unavailable",
-           "fashion_mnist_split", "d2l_lenet", "d2l_resnet18"]
+__all__ = [
+    "Recipe",
+    "RECIPES",
+    "DIGITS",
+    "FASHION_MNIST",
+    "FASHION_MNIST_ENV",
+    "get_recipe",
+    "recipe_unavailable",
+    "fashion_mnist_split",
+    "d2l_lenet",
+    "d2l_resnet18",
+]
 
 DIGITS = "digits"
 FASHION_MNIST = "fashion-mnist"
@@ -68,16 +79,22 @@ def _fashion_arrays(root: str, train: bool) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def fashion_mnist_split(root: str | os.PathLike, *, train: bool) -> Split:
-    return Split(dataset=FASHION_MNIST, train=train, load=partial(_fashion_arrays, str(Path(root).resolve()), train),
-                 pixel_max=255.0)
+    return Split(
+        dataset=FASHION_MNIST,
+        train=train,
+        load=partial(_fashion_arrays, str(Path(root).resolve()), train),
+        pixel_max=255.0,
+    )
 
 
 def fashion_mnist_unavailable(root: str | None) -> str | None:
     """None when the four Fashion-MNIST files under ``root`` read and match, else the one-line reason."""
     if not root:
-        return (f"Fashion-MNIST is not configured: set {FASHION_MNIST_ENV}=/path/to/dir holding train-images-idx3-ubyte, "
-                "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (plain or .gz; dpbench "
-                "never downloads)")
+        return (
+            f"Fashion-MNIST is not configured: set {FASHION_MNIST_ENV}=/path/to/dir holding train-images-idx3-ubyte, "
+            "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (plain or .gz; dpbench "
+            "never downloads)"
+        )
     if not Path(root).is_dir():
         return f"{FASHION_MNIST_ENV}={root}: not a directory"
     for train in (True, False):
@@ -123,68 +140,112 @@ class Recipe:
 
     def runs(self) -> list[tuple[str, int]]:
         """``(strategy, world_size)`` of every run the recipe asks for, ``single`` first."""
-        return [(strategy, size) for strategy in self.strategies
-                for size in ((1,) if strategy == "single" else self.replicas)]
+        return [
+            (strategy, size)
+            for strategy in self.strategies
+            for size in ((1,) if strategy == "single" else self.replicas)
+        ]
 
     def splits(self, *, fashion_mnist_root: str | None = None) -> tuple[Split, Split]:
         if self.dataset == DIGITS:
             return digits_split(train=True), digits_split(train=False)
         if not fashion_mnist_root:
             raise ValueError(f"recipe {self.name!r} needs the Fashion-MNIST directory ({FASHION_MNIST_ENV})")
-        return (fashion_mnist_split(fashion_mnist_root, train=True),
-                fashion_mnist_split(fashion_mnist_root, train=False))
+        return (
+            fashion_mnist_split(fashion_mnist_root, train=True),
+            fashion_mnist_split(fashion_mnist_root, train=False),
+        )
 
     def build(self, *, fashion_mnist_root: str | None = None) -> tuple[Workload, Split]:
         """The training workload (epoch-aligned batches of the train split) and the test split."""
         train, test = self.splits(fashion_mnist_root=fashion_mnist_root)
         workload = Workload(
-            model=self.model, batch=partial(epoch_batch, split=train), loss=cross_entropy, name=self.name,
-            description=self.description, stateful=self.stateful, tags=("image", "classification", self.dataset),
-            params={"recipe": self.name, "dataset": self.dataset, "train_samples": train.samples(),
-                    "test_samples": test.samples()},
+            model=self.model,
+            batch=partial(epoch_batch, split=train),
+            loss=cross_entropy,
+            name=self.name,
+            description=self.description,
+            stateful=self.stateful,
+            tags=("image", "classification", self.dataset),
+            params={
+                "recipe": self.name,
+                "dataset": self.dataset,
+                "train_samples": train.samples(),
+                "test_samples": test.samples(),
+            },
         )
         return workload, test
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dataset": self.dataset, "epochs": self.epochs,
-                "hyper": [list(h) for h in self.hyper], "replicas": list(self.replicas), "strategies": list(self.strategies),
-                "target_accuracy": self.target_accuracy, "expected_accuracy": self.expected_accuracy,
-                "parity_tolerance": self.parity_tolerance, "stateful": self.stateful, "source": self.source,
-                "options": dict(self.options)}
+        return {
+            "name": self.name,
+            "dataset": self.dataset,
+            "epochs": self.epochs,
+            "hyper": [list(h) for h in self.hyper],
+            "replicas": list(self.replicas),
+            "strategies": list(self.strategies),
+            "target_accuracy": self.target_accuracy,
+            "expected_accuracy": self.expected_accuracy,
+            "parity_tolerance": self.parity_tolerance,
+            "stateful": self.stateful,
+            "source": self.source,
+            "options": dict(self.options),
+        }
 
 
 _D2L_STRATEGIES = ("single", "manual", "dp", "torch-dp", "ddp")
 
-RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in (
-    Recipe(
-        name="digits-mlp",
-        description="MLP 64→128→10, AdamW lr 0.01, batch 64, on scikit-learn's 8×8 digits "
-                    "(1,438 train / 359 test images, split seed 0)",
-        dataset=DIGITS, model=digits_mlp, epochs=10, options={"optimizer": "adamw"},
-        hyper=((1, 64, 0.01), (2, 64, 0.01)), replicas=(2,),
-        strategies=("single", "dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero"),
-        # Plain SGD plateaus near 0.94 here within seconds; AdamW passes 0.95 by epoch 4 (0.964 after 10).
-        target_accuracy=0.95, expected_accuracy=0.95, parity_tolerance=0.005,
-        source="packaged data: runs anywhere scikit-learn is installed",
-    ),
-    Recipe(
-        name="d2l-lenet",
-        description="d2l's scratch LeNet (N(0, 0.01²) init) on Fashion-MNIST, batch 256, lr 0.2",
-        dataset=FASHION_MNIST, model=d2l_lenet, epochs=10,
-        hyper=((1, 256, 0.2), (2, 256, 0.2)), replicas=(1, 2),
-        strategies=_D2L_STRATEGIES, target_accuracy=0.8, expected_accuracy=0.8, parity_tolerance=0.01,
-        source="d2l 'Multiple GPUs from scratch': 1 GPU, batch 256, lr 0.2 → test acc 0.84, 3.7 sec/epoch",
-    ),
-    Recipe(
-        name="d2l-resnet18",
-        description="d2l's ResNet-18 for 1×28×28 on Fashion-MNIST: batch 256 lr 0.1 on 1, batch 512 lr 0.2 on 2",
-        dataset=FASHION_MNIST, model=d2l_resnet18, epochs=10,
-        hyper=((1, 256, 0.1), (2, 512, 0.2)), replicas=(1, 2),
-        strategies=_D2L_STRATEGIES, target_accuracy=0.9, expected_accuracy=0.88, parity_tolerance=None,
-        stateful=True,
-        source="d2l 'Concise multi-GPU': 1 GPU, batch 256, lr 0.1 → test acc 0.92, 27.5 sec/epoch",
-    ),
-)}
+RECIPES: dict[str, Recipe] = {
+    recipe.name: recipe
+    for recipe in (
+        Recipe(
+            name="digits-mlp",
+            description="MLP 64→128→10, AdamW lr 0.01, batch 64, on scikit-learn's 8×8 digits "
+            "(1,438 train / 359 test images, split seed 0)",
+            dataset=DIGITS,
+            model=digits_mlp,
+            epochs=10,
+            options={"optimizer": "adamw"},
+            hyper=((1, 64, 0.01), (2, 64, 0.01)),
+            replicas=(2,),
+            strategies=("single", "dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero"),
+            # Plain SGD plateaus near 0.94 here within seconds; AdamW passes 0.95 by epoch 4 (0.964 after 10).
+            target_accuracy=0.95,
+            expected_accuracy=0.95,
+            parity_tolerance=0.005,
+            source="packaged data: runs anywhere scikit-learn is installed",
+        ),
+        Recipe(
+            name="d2l-lenet",
+            description="d2l's scratch LeNet (N(0, 0.01²) init) on Fashion-MNIST, batch 256, lr 0.2",
+            dataset=FASHION_MNIST,
+            model=d2l_lenet,
+            epochs=10,
+            hyper=((1, 256, 0.2), (2, 256, 0.2)),
+            replicas=(1, 2),
+            strategies=_D2L_STRATEGIES,
+            target_accuracy=0.8,
+            expected_accuracy=0.8,
+            parity_tolerance=0.01,
+            source="d2l 'Multiple GPUs from scratch': 1 GPU, batch 256, lr 0.2 → test acc 0.84, 3.7 sec/epoch",
+        ),
+        Recipe(
+            name="d2l-resnet18",
+            description="d2l's ResNet-18 for 1×28×28 on Fashion-MNIST: batch 256 lr 0.1 on 1, batch 512 lr 0.2 on 2",
+            dataset=FASHION_MNIST,
+            model=d2l_resnet18,
+            epochs=10,
+            hyper=((1, 256, 0.1), (2, 512, 0.2)),
+            replicas=(1, 2),
+            strategies=_D2L_STRATEGIES,
+            target_accuracy=0.9,
+            expected_accuracy=0.88,
+            parity_tolerance=None,
+            stateful=True,
+            source="d2l 'Concise multi-GPU': 1 GPU, batch 256, lr 0.1 → test acc 0.92, 27.5 sec/epoch",
+        ),
+    )
+}
 
 
 def get_recipe(name: str) -> Recipe:

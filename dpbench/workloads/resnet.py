@@ -10,6 +10,7 @@ BatchNorm keeps running statistics and normalises with *per-replica* batch stati
 training mode, so this workload is ``stateful``: strategies are not expected to match
 ``single`` exactly (see the strategies' BatchNorm notes).
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -37,9 +38,7 @@ class Residual(nn.Module):
         self.bn2 = nn.BatchNorm2d(out_channels)
         # A 1×1 convolution matches shape when the block changes channels or resolution.
         needs_projection = stride != 1 or in_channels != out_channels
-        self.shortcut = (
-            nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=stride) if needs_projection else None
-        )
+        self.shortcut = nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=stride) if needs_projection else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
@@ -89,8 +88,9 @@ def resnet18_workload(
     widths = positive_ints("widths", widths)
     blocks_per_stage = positive_int("blocks_per_stage", blocks_per_stage)
     batch = image_batch_factory(noise=noise)
-    name, params = variant("resnet18", resnet18_workload, widths=widths, blocks_per_stage=blocks_per_stage,
-                           noise=batch.keywords["noise"])
+    name, params = variant(
+        "resnet18", resnet18_workload, widths=widths, blocks_per_stage=blocks_per_stage, noise=batch.keywords["noise"]
+    )
     return Workload(
         model=partial(ResNet18, widths=widths, blocks_per_stage=blocks_per_stage),
         batch=batch,

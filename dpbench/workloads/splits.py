@@ -17,6 +17,7 @@ last batch instead. The same global batches for every strategy and world size.
 with the trained parameters and buffers (gathered by the strategy), in ``eval()`` mode, fp32,
 on one device. It is the same code whatever strategy trained the weights.
 """
+
 from __future__ import annotations
 
 import time
@@ -85,8 +86,10 @@ def steps_per_epoch(samples: int, global_batch: int) -> int:
     """Full global batches in one pass over ``samples`` (the remainder is dropped)."""
     samples, global_batch = positive_int("samples", samples), positive_int("global_batch", global_batch)
     if global_batch > samples:
-        raise ValueError(f"global_batch={global_batch} is larger than the split's {samples} samples: "
-                         "an epoch would have no full batch")
+        raise ValueError(
+            f"global_batch={global_batch} is larger than the split's {samples} samples: "
+            "an epoch would have no full batch"
+        )
     return samples // global_batch
 
 
@@ -103,7 +106,7 @@ def epoch_batch(step: int, global_batch: int, seed: int, *, split: Split) -> tup
     samples = int(labels.shape[0])
     per_epoch = steps_per_epoch(samples, global_batch)
     epoch, position = divmod(step, per_epoch)
-    index = _epoch_order(seed, epoch, samples)[position * global_batch:(position + 1) * global_batch]
+    index = _epoch_order(seed, epoch, samples)[position * global_batch : (position + 1) * global_batch]
     return split.inputs(images[index]), labels[index]
 
 
@@ -118,17 +121,25 @@ def _load_trained(model: torch.nn.Module, params: dict[str, torch.Tensor], buffe
     missing = sorted((set(own_params) - set(params)) | (set(own_buffers) - set(buffers)))
     extra = sorted(set(params) - set(own_params))
     if missing or extra:
-        raise ValueError(f"the trained state does not fit a fresh model of the workload: missing {missing}, "
-                         f"unexpected {extra}")
+        raise ValueError(
+            f"the trained state does not fit a fresh model of the workload: missing {missing}, unexpected {extra}"
+        )
     with torch.no_grad():
         for name, tensor in {**params, **{k: v for k, v in buffers.items() if k in own_buffers}}.items():
             target = own_params.get(name, own_buffers.get(name))
             target.copy_(tensor.to(target.device, target.dtype))
 
 
-def evaluate_state(workload: Any, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
-                   split: Split, *, device: str, cache: dict[str, Any] | None = None,
-                   heartbeat: Callable[[], None] | None = None) -> dict[str, Any]:
+def evaluate_state(
+    workload: Any,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    split: Split,
+    *,
+    device: str,
+    cache: dict[str, Any] | None = None,
+    heartbeat: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Test accuracy and mean loss of the trained state on ``split`` (untimed by the training clock).
 
     ``cache`` (a worker's state dict) keeps the evaluation model between epochs; ``heartbeat``
@@ -148,13 +159,18 @@ def evaluate_state(workload: Any, params: dict[str, torch.Tensor], buffers: dict
     correct, loss_sum = 0, 0.0
     with torch.no_grad():
         for start in range(0, labels.shape[0], EVAL_BATCH):
-            x = split.inputs(images[start:start + EVAL_BATCH]).to(device)
-            y = labels[start:start + EVAL_BATCH].to(device)
+            x = split.inputs(images[start : start + EVAL_BATCH]).to(device)
+            y = labels[start : start + EVAL_BATCH].to(device)
             output = model(x)
             loss_sum += float(workload.loss(output, y)) * y.shape[0]  # the loss is a batch mean
             correct += int((output.argmax(dim=1) == y).sum())
             if heartbeat is not None:
                 heartbeat()
     samples = int(labels.shape[0])
-    return {"accuracy": correct / samples, "loss": loss_sum / samples, "samples": samples,
-            "eval_s": time.perf_counter() - started, "device": str(device)}
+    return {
+        "accuracy": correct / samples,
+        "loss": loss_sum / samples,
+        "samples": samples,
+        "eval_s": time.perf_counter() - started,
+        "device": str(device),
+    }

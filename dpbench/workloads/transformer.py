@@ -5,6 +5,7 @@ embeddings, an untied output head. No dropout anywhere, so forward is determinis
 strategies can be compared exactly. ``forward(tokens [B, T]) -> logits [B, T, vocab]``; the
 loss is the cross-entropy over every position (target ``[B, T]``, the next tokens).
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -53,7 +54,9 @@ class DecoderBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, *, vocab: int = 512, context: int = 64, layers: int = 2, heads: int = 4, d_model: int = 64) -> None:
+    def __init__(
+        self, *, vocab: int = 512, context: int = 64, layers: int = 2, heads: int = 4, d_model: int = 64
+    ) -> None:
         super().__init__()
         self.vocab = positive_int("vocab", vocab)
         self.context = positive_int("context", context)
@@ -91,12 +94,24 @@ def transformer_workload(
     ~310 ms on one CPU thread, at 64 ~90 ms, which keeps the quick profile quick on small CPUs.
     """
     vocab, context = positive_int("vocab", vocab), positive_int("context", context)
-    layers, heads, d_model = positive_int("layers", layers), positive_int("heads", heads), positive_int("d_model", d_model)
+    layers, heads, d_model = (
+        positive_int("layers", layers),
+        positive_int("heads", heads),
+        positive_int("d_model", d_model),
+    )
     if d_model % heads:
         raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
     branching = positive_int("branching", branching)
-    name, params = variant("transformer", transformer_workload, vocab=vocab, context=context, layers=layers,
-                           heads=heads, d_model=d_model, branching=branching)
+    name, params = variant(
+        "transformer",
+        transformer_workload,
+        vocab=vocab,
+        context=context,
+        layers=layers,
+        heads=heads,
+        d_model=d_model,
+        branching=branching,
+    )
     return Workload(
         model=partial(GPT, vocab=vocab, context=context, layers=layers, heads=heads, d_model=d_model),
         batch=partial(token_batch, vocab=vocab, context=context, branching=branching),

@@ -3,6 +3,7 @@
 ``finish``: wait until the other node's worker runs (FLAG exists), leave dpbench's exit-barrier
 watch behind as the cluster runner does, exit 0 (its torchrun then waits in the exit barrier).
 ``stay``: create FLAG and sleep (the test kills this node's whole tree: a node lost after its goodbye)."""
+
 import os
 import sys
 import time

@@ -1,4 +1,5 @@
 """Module-level per-rank functions for the RemotePool tests (workers unpickle them by reference)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,14 @@ def describe(ctx):
 
     total = torch.tensor([float(ctx.rank + 1)])
     dist.all_reduce(total, group=ctx.group)
-    return {"rank": ctx.rank, "world": dist.get_world_size(), "sum": total.item(), "pid": os.getpid(),
-            "env_rank": os.environ.get("RANK"), "ifname": os.environ.get("GLOO_SOCKET_IFNAME")}
+    return {
+        "rank": ctx.rank,
+        "world": dist.get_world_size(),
+        "sum": total.item(),
+        "pid": os.getpid(),
+        "env_rank": os.environ.get("RANK"),
+        "ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
+    }
 
 
 def fail_on(ctx, rank):

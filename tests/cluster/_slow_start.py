@@ -4,6 +4,7 @@ Run by torchrun in place of the real module on one node: it opens the real start
 (as the cluster runner's main() does, before torch is imported) and then sleeps, as a node importing
 torch under load would, printing ``slow start: checked in`` (an agent) or ``slow start: rank 1 checked
 in`` (the head) once the check-in is done, so a test knows when to kill it."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ free loopback port; they find each other exactly as torchrun agents on different
 Every process the tests start inherits ``DPBENCH_CLUSTER_MARKER`` so :func:`leftovers` can
 find any that outlived its test (psutil reads the environment of every process).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,10 +32,18 @@ def free_port() -> int:
 
 def cluster_env(marker: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_TRIALS": "1",
-                "GLOO_SOCKET_IFNAME": "lo", "PYTHONUNBUFFERED": "1", MARKER_ENV: marker,
-                # Two "nodes" share this host's cores: pinning each node's ranks would stack them.
-                "DPBENCH_PIN": "0"})
+    env.update(
+        {
+            "DPBENCH_PROFILE": "quick",
+            "DPBENCH_WORKLOADS": "mlp",
+            "DPBENCH_TRIALS": "1",
+            "GLOO_SOCKET_IFNAME": "lo",
+            "PYTHONUNBUFFERED": "1",
+            MARKER_ENV: marker,
+            # Two "nodes" share this host's cores: pinning each node's ranks would stack them.
+            "DPBENCH_PIN": "0",
+        }
+    )
     env.update(extra)
     return env
 
@@ -87,9 +96,18 @@ class Cluster:
                 node.proc.wait(10)
 
 
-def start(tmp_path: Path, args: list[str], *, env: dict[str, str], nodes: int = 2, nproc: int = 1,
-          rdzv_conf: str = "join_timeout=60", modules: list[list[str] | None] | None = None,
-          only: int | None = None, node_env: list[dict[str, str]] | None = None) -> Cluster:
+def start(
+    tmp_path: Path,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    nodes: int = 2,
+    nproc: int = 1,
+    rdzv_conf: str = "join_timeout=60",
+    modules: list[list[str] | None] | None = None,
+    only: int | None = None,
+    node_env: list[dict[str, str]] | None = None,
+) -> Cluster:
     """Start ``nodes`` agents of ``--nnodes={nodes} --nproc-per-node={nproc}`` running
     ``-m dpbench.cluster ARGS`` (``modules[i]`` replaces node i's program and arguments;
     ``only``: start just the first ``only`` of them, the others never join; ``node_env[i]``: more
@@ -97,19 +115,39 @@ def start(tmp_path: Path, args: list[str], *, env: dict[str, str], nodes: int = 
     port, run_id = free_port(), uuid.uuid4().hex[:8]
     cluster = Cluster()
     for index in range(nodes if only is None else only):
-        program = (modules[index] if modules and index < len(modules) and modules[index] is not None
-                   else ["-m", "dpbench.cluster", *args])
+        program = (
+            modules[index]
+            if modules and index < len(modules) and modules[index] is not None
+            else ["-m", "dpbench.cluster", *args]
+        )
         # The first node hosts the rendezvous store, as the head node's agent would.
         conf = f"{rdzv_conf},is_host={1 if index == 0 else 0}"
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={nproc}",
-               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}",
-               f"--rdzv-conf={conf}", "--local-addr=127.0.0.1", "--monitor-interval=0.2", *program]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--nproc-per-node={nproc}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            f"--rdzv-id={run_id}",
+            f"--rdzv-conf={conf}",
+            "--local-addr=127.0.0.1",
+            "--monitor-interval=0.2",
+            *program,
+        ]
         log = tmp_path / f"node{index}.log"
         with open(log, "w") as out:
             # SIGINT as in a terminal (a background job starts with it ignored).
             mine = {**env, **(node_env[index] if node_env and index < len(node_env) else {})}
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=mine, stdout=out, stderr=subprocess.STDOUT,
-                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=mine,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
         cluster.nodes.append(Node(proc=proc, log=log))
         if index == 0:
             time.sleep(0.5)  # the store host binds first

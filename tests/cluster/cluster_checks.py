@@ -5,6 +5,7 @@ Not collected on its own (the name does not start with ``test_``): outside a clu
 there is no torchrun world to check. Module-level workload functions, so the workers on
 every node can unpickle them (the agents add the head's import path, this directory included).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,15 @@ def where(ctx):
 
     total = torch.tensor([float(ctx.rank + 1)])
     dist.all_reduce(total, group=ctx.group)
-    return {"rank": ctx.rank, "dist_rank": dist.get_rank(), "world": dist.get_world_size(), "sum": total.item(),
-            "pid": os.getpid(), "node_env": os.environ.get("GROUP_RANK"), "host": socket.gethostname()}
+    return {
+        "rank": ctx.rank,
+        "dist_rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "sum": total.item(),
+        "pid": os.getpid(),
+        "node_env": os.environ.get("GROUP_RANK"),
+        "host": socket.gethostname(),
+    }
 
 
 def fail_on_last(ctx):
@@ -59,8 +67,9 @@ def fail_on_last(ctx):
 
 
 def _train(strategy: str, world_size: int, **options):
-    with dpbench.launch(strategy, TOY, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=0.1,
-                        timeout=60.0, **options) as run:
+    with dpbench.launch(
+        strategy, TOY, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=0.1, timeout=60.0, **options
+    ) as run:
         run.step(K)
         return run.parameters(), dict(run.info), list(run.pids)
 

@@ -1,6 +1,7 @@
 """The start-up check-in (dpbench/cluster/checkin.py) on loopback sockets: the handshake, a lost
 agent and a lost head named at once, the head's final word, strangers and wrong keys refused, the
 store probe, and the port's derivation and setting. No torch: the check-in runs before its import."""
+
 from __future__ import annotations
 
 import socket
@@ -47,8 +48,9 @@ def server():
 
 def _client(server, rank=1, key=KEY, store=None):
     lost = Lost()
-    client = CheckinClient(("127.0.0.1", server.port), key, {"rank": rank, "node": 1, "host": "b12", "pid": 42},
-                           lost, store=store)
+    client = CheckinClient(
+        ("127.0.0.1", server.port), key, {"rank": rank, "node": 1, "host": "b12", "pid": 42}, lost, store=store
+    )
     client.start()
     return client, lost
 
@@ -57,8 +59,9 @@ def test_the_port_is_derived_from_what_every_node_shares():
     port = checkin_port("job7", 0, 29400)
     assert port == checkin_port("job7", 0, 29400) and 49152 <= port <= 60999
     # Another job, another restart, another store: (almost surely) another port and key.
-    assert len({port, checkin_port("job8", 0, 29400), checkin_port("job7", 1, 29400),
-                checkin_port("job7", 0, 29401)}) == 4
+    assert (
+        len({port, checkin_port("job8", 0, 29400), checkin_port("job7", 1, 29400), checkin_port("job7", 0, 29401)}) == 4
+    )
     assert KEY != checkin_key("job8", 0, 29400) and KEY == checkin_key("job7", 0, 29400)
 
 
@@ -72,8 +75,9 @@ def test_the_port_setting(raw, expected):
 def test_a_bad_port_setting_is_one_line_naming_the_variable(raw):
     with pytest.raises(ValueError) as err:
         port_setting({checkin.PORT_ENV: raw})
-    assert str(err.value) == (f"DPBENCH_CHECKIN_PORT must be a TCP port number (1-65535) or 0 to turn the start-up "
-                              f"check-in off, got {raw!r}")
+    assert str(err.value) == (
+        f"DPBENCH_CHECKIN_PORT must be a TCP port number (1-65535) or 0 to turn the start-up check-in off, got {raw!r}"
+    )
 
 
 def test_an_agent_checks_in_and_the_heads_joined_ends_it_quietly(server):
@@ -92,8 +96,9 @@ def test_an_agent_that_dies_while_it_starts_is_named_at_once(server):
     client.sock.shutdown(socket.SHUT_RDWR)  # what the kernel does for a killed process: FIN
     seconds = _until(lambda: server.lost())
     assert seconds < 1.5
-    assert server.lost() == ["node 1 (host b12, rank 3) was lost while it started: its check-in link closed "
-                             "(the process or its node died)"]
+    assert server.lost() == [
+        "node 1 (host b12, rank 3) was lost while it started: its check-in link closed (the process or its node died)"
+    ]
 
 
 def test_a_node_whose_ranks_die_together_is_one_line_naming_them(server):
@@ -103,8 +108,10 @@ def test_a_node_whose_ranks_die_together_is_one_line_naming_them(server):
     for client, _ in clients:  # node 1's two ranks (the _client default node): its node died
         client.sock.shutdown(socket.SHUT_RDWR)
     _until(lambda: "ranks 4, 5" in " ".join(server.lost()))
-    assert server.lost() == ["node 1 (host b12, ranks 4, 5) was lost while it started: its check-in link closed "
-                             "(the process or its node died)"]
+    assert server.lost() == [
+        "node 1 (host b12, ranks 4, 5) was lost while it started: its check-in link closed "
+        "(the process or its node died)"
+    ]
 
 
 def test_a_head_that_dies_makes_a_starting_agent_leave_with_one_line(server):
@@ -114,8 +121,9 @@ def test_a_head_that_dies_makes_a_starting_agent_leave_with_one_line(server):
         sock.shutdown(socket.SHUT_RDWR)
     seconds = _until(lambda: lost.lines)
     assert seconds < 1.5 and client.state == "lost"
-    assert lost.lines == ["lost the head (rank 0) while starting: its check-in link closed (the process or its "
-                          "node died)"]
+    assert lost.lines == [
+        "lost the head (rank 0) while starting: its check-in link closed (the process or its node died)"
+    ]
 
 
 def test_an_interrupt_as_the_head_dies_waits_for_the_loss_to_be_said(server):
@@ -147,13 +155,15 @@ def test_the_loss_and_an_interrupt_never_interleave_their_last_lines():
     import sys
 
     # A slow stderr keeps leave() inside its print while the main thread comes to say its line.
-    probe = ("import sys, threading, time; from dpbench.cluster import checkin\n"
-             "class Slow:\n"
-             "    def write(self, s): time.sleep(0.2); return sys.__stderr__.write(s)\n"
-             "    def flush(self): sys.__stderr__.flush()\n"
-             "sys.stderr = Slow()\n"
-             "threading.Thread(target=checkin.leave, args=('lost the head',)).start(); time.sleep(0.05)\n"
-             "checkin.last_word('interrupted')\n")
+    probe = (
+        "import sys, threading, time; from dpbench.cluster import checkin\n"
+        "class Slow:\n"
+        "    def write(self, s): time.sleep(0.2); return sys.__stderr__.write(s)\n"
+        "    def flush(self): sys.__stderr__.flush()\n"
+        "sys.stderr = Slow()\n"
+        "threading.Thread(target=checkin.leave, args=('lost the head',)).start(); time.sleep(0.05)\n"
+        "checkin.last_word('interrupted')\n"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stderr) == (1, "lost the head\n")
 
@@ -164,8 +174,10 @@ def test_a_head_that_gives_up_the_start_says_why_to_every_agent(server):
     server.finish(failed="node 2 (host c3, rank 5) was lost while it started: its check-in link closed\nsecond line")
     for client, lost in clients:
         client.join(5)
-        assert lost.lines == ["the head (rank 0) gave up the start: node 2 (host c3, rank 5) was lost while it "
-                              "started: its check-in link closed second line"]
+        assert lost.lines == [
+            "the head (rank 0) gave up the start: node 2 (host c3, rank 5) was lost while it "
+            "started: its check-in link closed second line"
+        ]
 
 
 def test_after_handover_a_closing_link_is_not_news_and_the_agent_keeps_its_end_open(server):
@@ -226,8 +238,10 @@ def test_an_agent_whose_head_and_store_both_refuse_says_node_0_is_gone():
     client.start()
     seconds = _until(lambda: lost.lines, seconds=6.0)
     assert 0.9 <= seconds < 4.0  # three refusals, half a second apart
-    assert lost.lines == [f"node 0's torchrun is gone: its store at 127.0.0.1:{store} refuses connections and the "
-                          f"head's check-in port was never reached"]
+    assert lost.lines == [
+        f"node 0's torchrun is gone: its store at 127.0.0.1:{store} refuses connections and the "
+        f"head's check-in port was never reached"
+    ]
 
 
 def test_while_the_store_answers_an_agent_waits_for_the_head_and_handover_ends_it():
@@ -256,17 +270,28 @@ def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsy
     taken.bind(("0.0.0.0", 0))
     taken.listen(1)
     port = taken.getsockname()[1]
-    info = ClusterInfo(rank=0, world_size=2, local_rank=0, local_world_size=1, node_rank=0, nodes=2,
-                       master_addr="127.0.0.1", master_port=29400, run_id="job7")
+    info = ClusterInfo(
+        rank=0,
+        world_size=2,
+        local_rank=0,
+        local_world_size=1,
+        node_rank=0,
+        nodes=2,
+        master_addr="127.0.0.1",
+        master_port=29400,
+        run_id="job7",
+    )
     try:
         assert _start_checkin(info, port, "rank 0, node 0, host a1") is None
     finally:
         taken.close()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
-        f"dpbench.cluster (rank 0, node 0, host a1): no start-up check-in (port {port}: ")
-    assert err[0].endswith("DPBENCH_CHECKIN_PORT picks another): a node that dies while the run starts is noticed at "
-                           "the join deadline")
+        f"dpbench.cluster (rank 0, node 0, host a1): no start-up check-in (port {port}: "
+    )
+    assert err[0].endswith(
+        "DPBENCH_CHECKIN_PORT picks another): a node that dies while the run starts is noticed at the join deadline"
+    )
     assert _start_checkin(info, 0, "w") is None  # 0: off
 
 
@@ -277,9 +302,11 @@ def test_the_cluster_runner_reaches_its_check_in_without_torch_or_the_pools():
     import subprocess
     import sys
 
-    probe = ("import sys, dpbench.cluster, dpbench.cluster.runner, dpbench.cluster.node; "
-             "print(sorted(m for m in ('torch', 'dpbench.workers.pool', 'dpbench.cluster.remote', "
-             "'dpbench.launcher.run') if m in sys.modules))")
+    probe = (
+        "import sys, dpbench.cluster, dpbench.cluster.runner, dpbench.cluster.node; "
+        "print(sorted(m for m in ('torch', 'dpbench.workers.pool', 'dpbench.cluster.remote', "
+        "'dpbench.launcher.run') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -2,6 +2,7 @@
 middle of a case (its worker, or its dpbench.cluster agent), Ctrl-C on the head node, and world
 sizes the torchrun world cannot hold. In every case every agent exits non-zero, nothing hangs,
 and no process is left on any node (psutil, by an environment marker)."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ pytestmark = pytest.mark.slow
 def test_a_node_that_never_joins_fails_the_rendezvous_with_torchrun_error(tmp_path):
     marker = uuid.uuid4().hex
     started = time.monotonic()
-    cluster = start(tmp_path, ["suites/", "-q"], env=cluster_env(marker), only=1,
-                    rdzv_conf="join_timeout=4,last_call_timeout=1")
+    cluster = start(
+        tmp_path, ["suites/", "-q"], env=cluster_env(marker), only=1, rdzv_conf="join_timeout=4,last_call_timeout=1"
+    )
     codes, left = finish(cluster, marker, timeout=120)
     out = cluster.output()
     assert codes[0] not in (0, None), out[-4000:]
@@ -34,8 +36,12 @@ def test_a_node_that_never_joins_fails_the_rendezvous_with_torchrun_error(tmp_pa
 def test_a_node_whose_dpbench_never_connects_fails_the_head_in_one_line(tmp_path):
     marker = uuid.uuid4().hex
     # Node 1 joins torchrun's rendezvous but runs something else: the head gives up on it.
-    cluster = start(tmp_path, ["suites/", "-q", "--dpbench-join-timeout=5"], env=cluster_env(marker),
-                    modules=[None, ["--no-python", "sleep", "120"]])
+    cluster = start(
+        tmp_path,
+        ["suites/", "-q", "--dpbench-join-timeout=5"],
+        env=cluster_env(marker),
+        modules=[None, ["--no-python", "sleep", "120"]],
+    )
     try:
         codes = [cluster.nodes[0].proc.wait(120), None]
     finally:
@@ -52,8 +58,13 @@ def test_a_node_whose_dpbench_never_connects_fails_the_head_in_one_line(tmp_path
 
 def test_world_sizes_beyond_the_torchrun_world_are_a_usage_error_before_any_case(tmp_path):
     marker = uuid.uuid4().hex
-    cluster = start(tmp_path, ["suites/test_throughput.py", "-q"], nodes=1, nproc=2,
-                    env=cluster_env(marker, DPBENCH_WORLD_SIZES="1,8"))
+    cluster = start(
+        tmp_path,
+        ["suites/test_throughput.py", "-q"],
+        nodes=1,
+        nproc=2,
+        env=cluster_env(marker, DPBENCH_WORLD_SIZES="1,8"),
+    )
     codes, left = finish(cluster, marker, timeout=120)
     out = cluster.output()
     assert codes[0] != 0, out[-4000:]
@@ -63,7 +74,7 @@ def test_world_sizes_beyond_the_torchrun_world_are_a_usage_error_before_any_case
     assert not left, [p.cmdline() for p in left]
 
 
-_KILL_SUITE = '''
+_KILL_SUITE = """
 import os
 import signal
 
@@ -103,7 +114,7 @@ CASES = [TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch
 def test_case(benchmark, case, profile, trials):
     info, _ = measure_training(benchmark, case, session=trials, profile=profile, suite="fault")
     assert info["samples_per_s"] > 0
-'''
+"""
 
 
 @pytest.mark.parametrize("victim", ["worker", "agent"])
@@ -114,9 +125,21 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
     (suite / "test_kill.py").write_text(textwrap.dedent(_KILL_SUITE.format(victim=victim)))
     storage = tmp_path / "results"
     started = time.monotonic()
-    cluster = start(tmp_path, [str(suite), "-q", "--dpbench", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-                               f"--benchmark-storage=file://{storage}",
-                               "--benchmark-save=killed"], env=cluster_env(marker))
+    cluster = start(
+        tmp_path,
+        [
+            str(suite),
+            "-q",
+            "--dpbench",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=killed",
+        ],
+        env=cluster_env(marker),
+    )
     codes, left = finish(cluster, marker, timeout=150)
     out = cluster.output()
     assert all(code not in (0, None) for code in codes), (codes, out[-6000:])  # every agent exits non-zero
@@ -131,8 +154,9 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
     else:
         # The node's agent is gone (its heartbeat connection closed): the run stops, saving nothing,
         # with one line naming the node, its host and its ranks.
-        assert re.search(r"the run was stopped: node 1 \(host [^,]+, rank 1\) lost: its connection closed", out), \
-            out[-6000:]
+        assert re.search(r"the run was stopped: node 1 \(host [^,]+, rank 1\) lost: its connection closed", out), out[
+            -6000:
+        ]
         assert "interrupted: nothing was saved" in out and not list(storage.rglob("*.json")), out[-6000:]
     assert not left, [p.cmdline() for p in left]
 
@@ -140,9 +164,20 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
 def test_ctrl_c_on_the_head_node_stops_every_node(tmp_path):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    cluster = start(tmp_path, ["suites/", "-q", "-p", "no:cacheprovider", "-k", "test_throughput and mlp and ddp",
-                               f"--benchmark-storage=file://{storage}", "--benchmark-save=interrupted"],
-                    env=cluster_env(marker, DPBENCH_TRIALS="3"))
+    cluster = start(
+        tmp_path,
+        [
+            "suites/",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "test_throughput and mlp and ddp",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=interrupted",
+        ],
+        env=cluster_env(marker, DPBENCH_TRIALS="3"),
+    )
     try:
         deadline = time.monotonic() + 120
         head = None
@@ -221,7 +256,8 @@ def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tm
     assert re.fullmatch(
         r"dpbench\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
         r"it started: its check-in link closed \(the process or its node died\)",
-        _one_line(out, "dpbench.cluster (rank 0")), out[-4000:]
+        _one_line(out, "dpbench.cluster (rank 0"),
+    ), out[-4000:]
     assert not left, [p.cmdline() for p in left]
 
 
@@ -232,7 +268,8 @@ def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_withi
     assert re.fullmatch(
         r"dpbench\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
         r"check-in link closed \(the process or its node died\); this rank had started no workers",
-        _one_line(out, "dpbench.cluster (rank 1")), out[-4000:]
+        _one_line(out, "dpbench.cluster (rank 1"),
+    ), out[-4000:]
     assert not left, [p.cmdline() for p in left]
 
 
@@ -244,9 +281,20 @@ def test_a_node_whose_torchrun_agent_dies_alone_stops_the_run_in_seconds(tmp_pat
 
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    cluster = start(tmp_path, ["suites/test_throughput.py", "-q", "-p", "no:cacheprovider", "-k", "ddp and mlp",
-                               f"--benchmark-storage=file://{storage}", "--benchmark-save=orphan"],
-                    env=cluster_env(marker, DPBENCH_TRIALS="5"))
+    cluster = start(
+        tmp_path,
+        [
+            "suites/test_throughput.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "ddp and mlp",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=orphan",
+        ],
+        env=cluster_env(marker, DPBENCH_TRIALS="5"),
+    )
     try:
         deadline = time.monotonic() + 120
         while "trial 1/" not in cluster.nodes[0].output() and time.monotonic() < deadline:
@@ -266,10 +314,14 @@ def test_a_node_whose_torchrun_agent_dies_alone_stops_the_run_in_seconds(tmp_pat
     out = cluster.output()
     assert code not in (0, None) and took <= 10, (code, took, out[-6000:])
     assert not alive, [p.pid for p in alive]
-    assert re.search(r"node 1 \(host [^,]+, rank 1\) lost: torchrun's agent \(pid \d+\) on that node died", out), \
-        out[-6000:]
-    assert re.search(r"rank 1, node 1, host [^)]+\): torchrun's agent \(pid \d+\) died: stopping this rank; "
-                     r"nothing was saved", out), out[-6000:]
+    assert re.search(r"node 1 \(host [^,]+, rank 1\) lost: torchrun's agent \(pid \d+\) on that node died", out), out[
+        -6000:
+    ]
+    assert re.search(
+        r"rank 1, node 1, host [^)]+\): torchrun's agent \(pid \d+\) died: stopping this rank; "
+        r"nothing was saved",
+        out,
+    ), out[-6000:]
     assert "TCPStore" not in out and "connectFullMesh" not in out, out[-6000:]  # not a store's timeout
     assert not list(storage.rglob("*.json"))  # nothing half-measured was saved
     assert not left, [p.cmdline() for p in left]

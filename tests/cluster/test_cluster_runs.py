@@ -4,6 +4,7 @@ its own ``python -m torch.distributed.run`` process, running ``-m dpbench.cluste
 Saved run (nodes, ranks per node, machine_info.cluster, busbw across nodes) and its report; the
 equivalence of ddp / allreduce across nodes with ``single``; and no process left on any node.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,29 @@ from _torchrun import ROOT, cluster_env, finish, start
 
 pytestmark = pytest.mark.slow
 
-SUITE_SELECTION = ("test_throughput and mlp and (single or ddp)"
-                   " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket")
+SUITE_SELECTION = (
+    "test_throughput and mlp and (single or ddp)"
+    " or test_collective and all_reduce and 4KiB and not 64KiB and not bucket"
+)
 
 
 def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    cluster = start(tmp_path, ["suites/", "-q", "-p", "no:cacheprovider", "-k", SUITE_SELECTION,
-                               f"--benchmark-storage=file://{storage}", "--benchmark-save=two-nodes"],
-                    env=cluster_env(marker))
+    cluster = start(
+        tmp_path,
+        [
+            "suites/",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            SUITE_SELECTION,
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=two-nodes",
+        ],
+        env=cluster_env(marker),
+    )
     codes, left = finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]
@@ -37,14 +51,18 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     cluster_info = run["machine_info"]["cluster"]
     assert cluster_info["nodes"] == 2 and cluster_info["world_size"] == 2 and cluster_info["processes_per_node"] == 1
     assert [n["node"] for n in cluster_info["per_node"]] == [0, 1]
-    assert all(n["hostname"] and "gpus" in n and n["env"].get("GLOO_SOCKET_IFNAME") == "lo"
-               for n in cluster_info["per_node"])
+    assert all(
+        n["hostname"] and "gpus" in n and n["env"].get("GLOO_SOCKET_IFNAME") == "lo" for n in cluster_info["per_node"]
+    )
     by_name = {b["name"]: b["extra_info"] for b in run["benchmarks"]}
     ddp = by_name["test_throughput[ddp-mlp-w2]"]
     assert (ddp["nodes"], ddp["ranks_per_node"], ddp["world_size"]) == (2, 1, 2)
     # Each node's agent forks its ranks from its own helper, kept for the session (not restarted per pass).
-    assert ddp["harness_settings"]["worker_start"] == run["machine_info"]["dpbench"]["worker_start"] == (
-        "forkserver, one helper per session")
+    assert (
+        ddp["harness_settings"]["worker_start"]
+        == run["machine_info"]["dpbench"]["worker_start"]
+        == ("forkserver, one helper per session")
+    )
     assert [w["node"] for w in ddp["workers"]] == [0, 1]
     single = by_name["test_throughput[single-mlp-w1]"]
     assert (single["nodes"], single["ranks_per_node"]) == (1, 1)  # in-process: on the head's node
@@ -53,8 +71,13 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
     # nccl-tests' all_reduce busbw = algbw × 2(n-1)/n, from the time measured across the nodes.
     assert comm["busbw_gbps"] == pytest.approx(comm["size_bytes"] / comm["time_s"] / 1e9 * 2 * (2 - 1) / 2)
     html = tmp_path / "report.html"
-    made = subprocess.run([sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    made = subprocess.run(
+        [sys.executable, "-m", "dpbench.cli", "report", str(saved[0]), "-o", str(html)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     assert "ddp" in html.read_text()
 
@@ -62,8 +85,9 @@ def test_suites_run_across_two_nodes_and_save_once_on_the_head(tmp_path):
 def test_four_ranks_on_two_nodes_train_like_single(tmp_path):
     """ddp and allreduce over 2 nodes × 2 ranks, through dpbench.launch: parameters equal single's."""
     marker = uuid.uuid4().hex
-    cluster = start(tmp_path, ["tests/cluster/cluster_checks.py", "-q", "-p", "no:cacheprovider"],
-                    env=cluster_env(marker), nproc=2)
+    cluster = start(
+        tmp_path, ["tests/cluster/cluster_checks.py", "-q", "-p", "no:cacheprovider"], env=cluster_env(marker), nproc=2
+    )
     codes, left = finish(cluster, marker, timeout=180)
     out = cluster.output()
     assert codes == [0, 0], out[-6000:]

@@ -1,6 +1,7 @@
 """dpbench.cluster without torchrun: the entry point's bad input, the world sizes a cluster
 sweeps, the profile's bounds, machine_info["cluster"], and RemotePool driving real workers
 through agents that run as threads here (each "node" an agent, a real TCPStore as torchrun's)."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -26,20 +27,43 @@ from dpbench.cluster.remote import AgentLink
 from dpbench.workers.provider import placement_for, pool_layout
 from dpbench.measure import resolve_profile
 
-TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
-                "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "2",
-                "TORCHELASTIC_RUN_ID": "job7"}
+TORCHRUN_ENV = {
+    "RANK": "0",
+    "WORLD_SIZE": "4",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+    "LOCAL_RANK": "0",
+    "LOCAL_WORLD_SIZE": "2",
+    "GROUP_RANK": "0",
+    "GROUP_WORLD_SIZE": "2",
+    "TORCHELASTIC_RUN_ID": "job7",
+}
 
 
 def _info(world=4, per_node=2, nodes=2, **kw) -> ClusterInfo:
-    return ClusterInfo(rank=0, world_size=world, local_rank=0, local_world_size=per_node, node_rank=0,
-                       nodes=nodes, master_addr="127.0.0.1", master_port=29500, **kw)
+    return ClusterInfo(
+        rank=0,
+        world_size=world,
+        local_rank=0,
+        local_world_size=per_node,
+        node_rank=0,
+        nodes=nodes,
+        master_addr="127.0.0.1",
+        master_port=29500,
+        **kw,
+    )
 
 
 def test_outside_torchrun_it_says_how_to_start_in_one_line_and_exits_2():
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
-    proc = subprocess.run([sys.executable, "-m", "dpbench.cluster", "suites/"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpbench.cluster", "suites/"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "torchrun --nnodes=N --nproc-per-node=P --rdzv-backend=c10d" in proc.stderr
@@ -48,12 +72,20 @@ def test_outside_torchrun_it_says_how_to_start_in_one_line_and_exits_2():
 
 def test_the_old_module_name_still_runs_the_cluster_runner_and_says_it_is_deprecated():
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
-    proc = subprocess.run([sys.executable, "-m", "dpbench.launcher.cluster", "suites/"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpbench.launcher.cluster", "suites/"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     first, usage = proc.stderr.strip().splitlines()
-    assert first == ("dpbench: `-m dpbench.launcher.cluster` is deprecated and will be removed in the next release; "
-                     "use `-m dpbench.cluster`")
+    assert first == (
+        "dpbench: `-m dpbench.launcher.cluster` is deprecated and will be removed in the next release; "
+        "use `-m dpbench.cluster`"
+    )
     assert usage.startswith("dpbench.cluster runs under torchrun") and "RANK" in usage
 
 
@@ -76,13 +108,16 @@ def test_cluster_info_reads_what_torchrun_set():
         ClusterInfo.from_environ({**TORCHRUN_ENV, "WORLD_SIZE": "four"})
 
 
-@pytest.mark.parametrize("local_max,world,per_node,nodes,expected", [
-    (4, 2, 1, 2, (1, 2)),
-    (4, 4, 2, 2, (1, 2, 4)),
-    (4, 16, 8, 2, (1, 2, 3, 4, 8, 16)),  # node 0 up to the profile's bound, then whole nodes
-    (8, 32, 8, 4, (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32)),
-    (2, 2, 2, 1, (1, 2)),
-])
+@pytest.mark.parametrize(
+    "local_max,world,per_node,nodes,expected",
+    [
+        (4, 2, 1, 2, (1, 2)),
+        (4, 4, 2, 2, (1, 2, 4)),
+        (4, 16, 8, 2, (1, 2, 3, 4, 8, 16)),  # node 0 up to the profile's bound, then whole nodes
+        (8, 32, 8, 4, (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32)),
+        (2, 2, 2, 1, (1, 2)),
+    ],
+)
 def test_cluster_world_sizes_fill_node_0_then_whole_nodes(local_max, world, per_node, nodes, expected):
     assert cluster_world_sizes(local_max, _info(world, per_node, nodes)) == expected
 
@@ -90,12 +125,14 @@ def test_cluster_world_sizes_fill_node_0_then_whole_nodes(local_max, world, per_
 def test_profile_world_sizes_are_bounded_by_the_torchrun_world():
     profile = resolve_profile(cuda_count=0, cpu_count=2, environ={}, cluster=_info())
     assert profile.world_sizes == (1, 2, 4) and profile.throughput_world_sizes == (4,)
-    assert resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORLD_SIZES": "2,4"},
-                           cluster=_info()).world_sizes == (2, 4)
+    assert resolve_profile(
+        cuda_count=0, cpu_count=2, environ={"DPBENCH_WORLD_SIZES": "2,4"}, cluster=_info()
+    ).world_sizes == (2, 4)
     with pytest.raises(ValueError) as err:
         resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORLD_SIZES": "1,8"}, cluster=_info())
-    assert str(err.value) == ("DPBENCH_WORLD_SIZES='1,8' asks for 8 ranks, but the torchrun world has 4 "
-                              "(WORLD_SIZE: 2 node(s) × 2 per node)")
+    assert str(err.value) == (
+        "DPBENCH_WORLD_SIZES='1,8' asks for 8 ranks, but the torchrun world has 4 (WORLD_SIZE: 2 node(s) × 2 per node)"
+    )
     # One host, no cluster: as before.
     assert resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORLD_SIZES": "1,8"}).world_sizes == (1, 8)
 
@@ -105,13 +142,20 @@ def _link(rank, node, host, conn=None, **facts):
 
 
 def test_cluster_facts_describe_every_node():
-    gpu = {"gpus": [{"name": "H100", "uuid": "GPU-1", "memory_bytes": 80}], "gpu_count": 1, "driver": "550",
-           "env": {"NCCL_SOCKET_IFNAME": "eth0"}, "torch": "2.13.0"}
+    gpu = {
+        "gpus": [{"name": "H100", "uuid": "GPU-1", "memory_bytes": 80}],
+        "gpu_count": 1,
+        "driver": "550",
+        "env": {"NCCL_SOCKET_IFNAME": "eth0"},
+        "torch": "2.13.0",
+    }
     links = {0: _link(0, 0, "a", **gpu), 1: _link(1, 0, "a"), 2: _link(2, 1, "b", **gpu)}
     facts = cluster_facts(HeadSession(info=_info(world=3), links=links))
     assert facts["nodes"] == 2 and facts["world_size"] == 3 and facts["processes_per_node"] == [2, 1]
     assert [(n["node"], n["hostname"], n["ranks"]) for n in facts["per_node"]] == [(0, "a", [0, 1]), (1, "b", [2])]
-    assert facts["per_node"][1]["gpus"][0]["name"] == "H100" and facts["per_node"][1]["env"] == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert facts["per_node"][1]["gpus"][0]["name"] == "H100" and facts["per_node"][1]["env"] == {
+        "NCCL_SOCKET_IFNAME": "eth0"
+    }
     assert facts["rendezvous_id"] == "none" and cluster_facts() is None  # no session in this process
 
 
@@ -120,8 +164,9 @@ def test_without_a_session_the_launcher_stays_on_this_host():
     from dpbench.strategies import get_strategy
 
     ddp = get_strategy("ddp")
-    assert placement_for(ddp, world_size=2, device="cpu", options={}) == ddp.placement(world_size=2, device="cpu",
-                                                                                         options={})
+    assert placement_for(ddp, world_size=2, device="cpu", options={}) == ddp.placement(
+        world_size=2, device="cpu", options={}
+    )
     with pytest.raises(RuntimeError, match="torchrun .* -m dpbench.cluster"):
         RemotePool(2)
     with make_pool(1, timeout=60.0) as pool:
@@ -139,8 +184,16 @@ def session(monkeypatch):
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     monkeypatch.setenv("DPBENCH_PIN", "0")
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    info = ClusterInfo(rank=0, world_size=4, local_rank=0, local_world_size=2, node_rank=0, nodes=2,
-                       master_addr="127.0.0.1", master_port=store.port)
+    info = ClusterInfo(
+        rank=0,
+        world_size=4,
+        local_rank=0,
+        local_world_size=2,
+        node_rank=0,
+        nodes=2,
+        master_addr="127.0.0.1",
+        master_port=store.port,
+    )
     links, threads = {}, []
     for rank in range(4):
         head_end, agent_end = mp.Pipe(duplex=True)
@@ -164,8 +217,12 @@ def _workers() -> list[psutil.Process]:
     for child in psutil.Process().children(recursive=True):
         try:
             cmdline = " ".join(child.cmdline())
-            if ("forkserver" not in cmdline and "resource_tracker" not in cmdline and "lifeline.py" not in cmdline
-                    and child.status() != psutil.STATUS_ZOMBIE):
+            if (
+                "forkserver" not in cmdline
+                and "resource_tracker" not in cmdline
+                and "lifeline.py" not in cmdline
+                and child.status() != psutil.STATUS_ZOMBIE
+            ):
                 out.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -195,7 +252,9 @@ def test_remote_pool_runs_on_every_rank_and_knows_the_nodes(session):
 @pytest.mark.slow  # 5.6 s alone (starts two ranks and the forkserver helper): over the fast tier's 5 s
 def test_a_rank_that_raises_is_named_with_its_node(session):
     pool = RemotePool(4, session=session, timeout=30.0)
-    with pytest.raises(WorkerError, match=r"(?s)worker rank 3 \(node 1, host host1\) failed.*injected failure on rank 3"):
+    with pytest.raises(
+        WorkerError, match=r"(?s)worker rank 3 \(node 1, host host1\) failed.*injected failure on rank 3"
+    ):
         pool.run(helpers.fail_on, 3)
     assert pool.closed and not _workers()
 
@@ -257,6 +316,9 @@ def test_an_agent_lost_while_the_others_join_is_named_at_once():
     _check_joined({3: link}, {3: head_end})  # alive: the beat is read, nothing raised
     assert not head_end.poll(0)
     agent_end.close()
-    with pytest.raises(ClusterError, match=r"^node 1 \(host b12, rank 3\) was lost while the agents joined: its "
-                                           r"connection to the head closed \(the process or its node died\)$"):
+    with pytest.raises(
+        ClusterError,
+        match=r"^node 1 \(host b12, rank 3\) was lost while the agents joined: its "
+        r"connection to the head closed \(the process or its node died\)$",
+    ):
         _check_joined({3: link}, {3: head_end})

@@ -1,5 +1,6 @@
 """A node lost after the session's goodbye: torchrun's exit barrier (300 s) would keep the other
 node waiting; dpbench's exit watch stops that torchrun within 10 s, with one line naming the node."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,8 +21,12 @@ def _lose_node_1_after_goodbye(tmp_path, wait: float = 20.0, **env):
     is then killed whole. → (the cluster, node 0's exit code or None, seconds from the kill)."""
     marker = uuid.uuid4().hex
     flag = tmp_path / "node1-runs"
-    cluster = start(tmp_path, [], env=cluster_env(marker, **env),
-                    modules=[[WORKER, "finish", str(flag)], [WORKER, "stay", str(flag)]])
+    cluster = start(
+        tmp_path,
+        [],
+        env=cluster_env(marker, **env),
+        modules=[[WORKER, "finish", str(flag)], [WORKER, "stay", str(flag)]],
+    )
     deadline = time.monotonic() + 120
     while not flag.exists() and time.monotonic() < deadline and cluster.nodes[0].proc.poll() is None:
         time.sleep(0.05)

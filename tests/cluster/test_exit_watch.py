@@ -1,6 +1,7 @@
 """dpbench.cluster.exit_watch on this machine: a stand-in torchrun that does not leave is stopped
 after the grace with one line; one that leaves in time is left alone; the grace's bad values;
 torchrun recognised as the parent only when it is one."""
+
 from __future__ import annotations
 
 import subprocess
@@ -31,14 +32,23 @@ def test_a_torchrun_still_waiting_after_the_grace_is_stopped_with_one_line(capsy
         agent.kill()
     assert 0.5 <= took < 0.5 + exit_watch.KILL_AFTER_SECONDS + 1.0
     err = capsys.readouterr().err
-    assert err == (f"dpbench.cluster (node 3, host h, rank 3): torchrun (pid {agent.pid}) still waits in "
-                   "its exit barrier 0.5 s after this node's session ended: another node stopped before torchrun's "
-                   "exit barrier (lost after its goodbye); stopping torchrun so that this node exits now\n")
+    assert err == (
+        f"dpbench.cluster (node 3, host h, rank 3): torchrun (pid {agent.pid}) still waits in "
+        "its exit barrier 0.5 s after this node's session ended: another node stopped before torchrun's "
+        "exit barrier (lost after its goodbye); stopping torchrun so that this node exits now\n"
+    )
 
 
 def test_a_torchrun_that_ignores_sigterm_is_killed():
-    agent = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                              "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert agent.stdout.readline() == b"ready\n"
         assert exit_watch.watch(_finished_pid(), agent.pid, 0.2, "node 1") == 0
@@ -73,10 +83,12 @@ def test_the_grace_default_and_off(monkeypatch):
 def test_torchrun_is_recognised_as_the_parent_only_when_it_is_one(tmp_path):
     child = "from dpbench.cluster.exit_watch import torchrun_parent; import os; print(torchrun_parent(), os.getppid())"
     fake = tmp_path / "torchrun"  # what a torchrun console script's command line looks like
-    fake.write_text(textwrap.dedent(f"""\
+    fake.write_text(
+        textwrap.dedent(f"""\
         import subprocess, sys
         sys.exit(subprocess.run([sys.executable, "-c", {child!r}]).returncode)
-        """))
+        """)
+    )
     out = subprocess.run([sys.executable, str(fake)], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == out[1]  # the parent's pid
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.split()

@@ -1,5 +1,6 @@
 """A rank that loses its torchrun agent: the parent watch sees it, the agent's heartbeat says why,
 and the head names the cause (the end-to-end run is in test_cluster_faults.py)."""
+
 from __future__ import annotations
 
 import os
@@ -29,12 +30,20 @@ _GRANDCHILD = textwrap.dedent("""
 
 def test_the_parent_watch_fires_once_the_parent_dies(tmp_path):
     """A middle process starts the watching child and is then SIGKILLed, as torchrun's agent is."""
-    middle = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    middle = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c", {_GRANDCHILD!r}], stdout=open({str(tmp_path / 'out')!r}, "w"))
+        child = subprocess.Popen([sys.executable, "-c", {_GRANDCHILD!r}], stdout=open({str(tmp_path / "out")!r}, "w"))
         print(child.pid, flush=True)
         time.sleep(60)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     child = int(middle.stdout.readline())
     out = tmp_path / "out"
     deadline = time.monotonic() + 30

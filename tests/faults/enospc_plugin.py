@@ -3,6 +3,7 @@ under the benchmark storage "full": the first write there that reaches ``DPBENCH
 (``json``: the run file, ``timelines``: the published timelines; default ``json``) writes half
 its bytes, then raises ``OSError(ENOSPC)`` — what a full disk does to a write. Used where no
 small tmpfs can be mounted (issue 18's soak and its tests)."""
+
 from __future__ import annotations
 
 import builtins
@@ -64,7 +65,7 @@ def _open(file, mode="r", *args, **kwargs):
 def pytest_configure(config):
     storage = config.getoption("benchmark_storage", None) or ""
     if storage.startswith("file://"):
-        _STATE["root"] = os.path.abspath(os.path.expanduser(storage[len("file://"):]))
+        _STATE["root"] = os.path.abspath(os.path.expanduser(storage[len("file://") :]))
         builtins.open = io.open = _open  # pathlib's Path.open calls io.open
 
 

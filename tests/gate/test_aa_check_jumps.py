@@ -1,4 +1,5 @@
 """scripts/aa_check's expected jump count: what the trials' spread alone gives, against an exact reference."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,6 +38,7 @@ def _p_median_of_3_differs(sd: float, threshold: float) -> float:
         def median_cdf(y):
             cdf = stats.norm.cdf(y, scale=sd)
             return 3 * cdf**2 - 2 * cdf**3
+
         return (1 - median_cdf(x + c)) + median_cdf(x - c)
 
     return integrate.quad(lambda x: density(x) * tail(x), -10 * sd, 10 * sd)[0]
@@ -49,8 +51,9 @@ def test_no_spread_expects_no_jump_and_the_count_sums_over_cases():
     a = 0.08  # log trial times −a, 0, +a: a within-run sd of exactly a
     spread = [math.exp(-a) * 0.01, 0.01, math.exp(a) * 0.01]
     one = aa.expected_jumps([_frame({"a": spread}), _frame({"a": spread})], 1.10, draws=50_000)
-    two = aa.expected_jumps([_frame({"a": spread, "b": spread}), _frame({"a": spread, "b": spread})], 1.10,
-                            draws=50_000)
+    two = aa.expected_jumps(
+        [_frame({"a": spread, "b": spread}), _frame({"a": spread, "b": spread})], 1.10, draws=50_000
+    )
     assert two == pytest.approx(2 * one, abs=0.02)
 
 

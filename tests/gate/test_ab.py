@@ -6,6 +6,7 @@ interpreter (so no packages are installed) and logs each run; a version marker p
 see which source each invocation imported; a different lock file; a broken suite. The suites run
 a tiny selection (one collective, one world size), one trial per invocation.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,13 @@ pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="dpbench ab
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
-                           *args], check=True, capture_output=True, text=True, timeout=120).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.strip()
 
 
 def _commit(repo: Path, tag: str, message: str) -> None:
@@ -74,8 +80,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ab")
     path = root / "repo"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(path)], check=True, timeout=120)
-    (path / "scripts" / "setup-env").write_text(FAKE_SETUP_ENV.format(python=sys.executable,
-                                                                      log=root / "setup-env.log"))
+    (path / "scripts" / "setup-env").write_text(
+        FAKE_SETUP_ENV.format(python=sys.executable, log=root / "setup-env.log")
+    )
     _set_version(path, VERSIONS["ab-base"])
     _commit(path, "ab-base", "base: stand-in setup-env, version marker")
     _set_version(path, VERSIONS["ab-head"])
@@ -101,8 +108,7 @@ def _setup_log(repo: Path) -> list[str]:
 
 
 def _run_ab(repo: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(_ab_command(*args), cwd=repo, env=_ab_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(_ab_command(*args), cwd=repo, env=_ab_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def _ab_command(*args: str) -> list[str]:
@@ -201,9 +207,15 @@ def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(r
         for rev, tag in zip(revisions, ("ab-base", "ab-head")):
             # From a neutral directory: only PYTHONPATH can make dpbench resolve to the worktree
             # (the shared environment's interpreter has this checkout's dpbench installed).
-            out = subprocess.run([str(rev.python), "-c", "import dpbench; print(dpbench.__file__, dpbench.__version__)"],
-                                 cwd=tmp_path, env=invocation_env(rev), capture_output=True, text=True,
-                                 timeout=60, check=True).stdout.split()
+            out = subprocess.run(
+                [str(rev.python), "-c", "import dpbench; print(dpbench.__file__, dpbench.__version__)"],
+                cwd=tmp_path,
+                env=invocation_env(rev),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout.split()
             assert out == [str(rev.worktree / "dpbench" / "__init__.py"), VERSIONS[tag]]
     finally:
         cleanup(repo, revisions)
@@ -225,15 +237,25 @@ def test_another_lock_gets_its_own_environment(repo, tmp_path, envs):
     assert len(_worktrees(repo)) == 1
 
 
-
-
 @pytest.fixture(scope="module")
 def ab_run(repo: Path, envs: Path, tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp("abwork")
     # Without the multi-run compare, ab's own part (order, saving, clean-up) is still checked.
     compare = ["--json", str(workdir / "compare.json")]
-    proc = _run_ab(repo, "ab-base", "ab-head", "--trials", "2", "--workdir", str(workdir),
-                   "--envs", str(envs), *compare, "--", *SELECTION)
+    proc = _run_ab(
+        repo,
+        "ab-base",
+        "ab-head",
+        "--trials",
+        "2",
+        "--workdir",
+        str(workdir),
+        "--envs",
+        str(envs),
+        *compare,
+        "--",
+        *SELECTION,
+    )
     runs = sorted(workdir.glob("*/*/*/[0-9][0-9][0-9][0-9]_ab-*.json"))
     return proc, workdir, runs
 
@@ -273,8 +295,10 @@ def test_ab_exit_code_and_output_are_the_compares(ab_run):
     # The same comparison run directly gives the same verdict and exit code.
     direct = workdir / "direct.json"
     # ab pairs trial i of base with trial i of head (they ran next to each other): --paired.
-    assert main(["compare", "--baseline", *base, "--candidate", *head, "--paired", "--json", str(direct)]) \
+    assert (
+        main(["compare", "--baseline", *base, "--candidate", *head, "--paired", "--json", str(direct)])
         == proc.returncode
+    )
     ab_json, direct_json = json.loads((workdir / "compare.json").read_text()), json.loads(direct.read_text())
     assert ab_json == direct_json
     assert ab_json["paired"] is True and ab_json["family"]["method"] == "paired"
@@ -297,8 +321,9 @@ def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo, envs)
     proc = _run_ab(repo, "ab-broken", "ab-head", "--trials", "3", "--envs", str(envs), "--", *SELECTION)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("dpbench ab: error:")]
-    assert len(errors) == 1 and re.search(r"base \(ab-broken = [0-9a-f]{10}\) trial 1 of 3 failed: pytest exited",
-                                          errors[0]), proc.stderr
+    assert len(errors) == 1 and re.search(
+        r"base \(ab-broken = [0-9a-f]{10}\) trial 1 of 3 failed: pytest exited", errors[0]
+    ), proc.stderr
     assert "broken on purpose" in proc.stderr  # the log's tail
     (run_dir,) = _run_dirs(repo)  # under the default work directory
     assert [p.name for p in (run_dir / "logs").glob("ab-*.log")] == ["ab-base-t01.log"], "nothing ran after it"
@@ -309,19 +334,29 @@ def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo, envs)
 @pytest.mark.parametrize("sig, side", [(signal.SIGINT, HEAD), (signal.SIGTERM, BASE)], ids=["ctrl-c", "sigterm"])
 def test_an_interrupt_stops_everything_and_keeps_the_saved_runs(repo, tmp_path, envs, sig, side):
     """Ctrl-C during head's first trial (base's is saved by then); SIGTERM (a CI cancel) during base's."""
-    proc = subprocess.Popen(_ab_command("ab-base", "ab-head", "--trials", "3", "--workdir", str(tmp_path),
-                                        "--envs", str(envs), "--", *SELECTION),
-                            cwd=repo, env=_ab_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            # A test runner started in the background may have SIGINT ignored; ab must see it.
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        _ab_command(
+            "ab-base", "ab-head", "--trials", "3", "--workdir", str(tmp_path), "--envs", str(envs), "--", *SELECTION
+        ),
+        cwd=repo,
+        env=_ab_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A test runner started in the background may have SIGINT ignored; ab must see it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 180
         # Once the trial's workers are up: pytest, the forkserver and two ranks work in its worktree.
         while time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             worktree = list(tmp_path.glob(f"*/worktrees/{side}"))
-            if (worktree and list(tmp_path.glob(f"*/logs/ab-{side}-t01.log"))
-                    and len(_processes_under(worktree[0])) >= 4):
+            if (
+                worktree
+                and list(tmp_path.glob(f"*/logs/ab-{side}-t01.log"))
+                and len(_processes_under(worktree[0])) >= 4
+            ):
                 break
             time.sleep(0.2)
         proc.send_signal(sig)

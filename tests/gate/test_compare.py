@@ -1,4 +1,5 @@
 """The regression gate: every verdict from a constructed case, pooling, exit codes and outputs."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,9 +27,17 @@ _numbers = itertools.count(1)
 
 def frames(*docs: dict) -> pd.DataFrame:
     """One side built in memory (no files), each document one run."""
-    runs = [Run(path=Path(f"/nowhere/m/{next(_numbers):04d}_x.json"), machine_info=doc["machine_info"],
-                commit_info=doc["commit_info"], datetime=doc["datetime"], version=doc["version"],
-                benchmarks=doc["benchmarks"]) for doc in docs]
+    runs = [
+        Run(
+            path=Path(f"/nowhere/m/{next(_numbers):04d}_x.json"),
+            machine_info=doc["machine_info"],
+            commit_info=doc["commit_info"],
+            datetime=doc["datetime"],
+            version=doc["version"],
+            benchmarks=doc["benchmarks"],
+        )
+        for doc in docs
+    ]
     return runs_frame(runs)
 
 
@@ -57,8 +66,7 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     out = capsys.readouterr().out
     family = json.loads((tmp_path / "c.json").read_text())["family"]
     assert family["prior_slope"] != 0.0  # 15 cases: the prior's centre follows their level
-    assert (f"sd of logs {family['prior_spread']:.2f}, {family['prior_slope']:+.2f} per log of the step time)"
-            in out)
+    assert f"sd of logs {family['prior_spread']:.2f}, {family['prior_slope']:+.2f} per log of the step time)" in out
     assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.01 after Holm): {SLOW}" in out
     assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
@@ -124,7 +132,9 @@ def test_the_control_informs_it_does_not_veto():
     assert b.verdict == Verdict.REGRESSED and cmp.exit_code == 1
     assert cmp.family.shift_basis == "benchmarks" and cmp.family.control_shift == pytest.approx(1.12, abs=0.01)
     assert b.excess == pytest.approx(1.5, rel=0.05) and b.ratio == pytest.approx(1.68, rel=0.05)
-    assert b.note.startswith(f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (the other benchmarks moved +1")
+    assert b.note.startswith(
+        f"slower by {(b.excess - 1) * 100:+.1f}% beyond the machine (the other benchmarks moved +1"
+    )
     assert f"p = {b.p_value:.2g} against no change, {b.p_adjusted:.2g} after Holm over 15 cases" in b.note
     assert [x.name for x in cmp.regressions] == [b.name]  # the machine's +12% flags nothing else
     # Only the controls moved +12% (the benchmarks did not): within the threshold of each other, the
@@ -182,8 +192,9 @@ def test_disjoint_sides_are_unusable_input():
 # ---------------------------------------------------------------- several runs per side
 def test_a_side_pools_the_trials_of_its_runs():
     docs = [report_synth.make_doc(seed=s, trials=2) for s in (1, 2, 3)]
-    pooled_times = [t for d in docs for b in d["benchmarks"] if b["name"] == SLOW
-                    for t in b["extra_info"]["trials"]["step_time_s"]]
+    pooled_times = [
+        t for d in docs for b in d["benchmarks"] if b["name"] == SLOW for t in b["extra_info"]["trials"]["step_time_s"]
+    ]
     cmp = compare_frames(frames(*docs), frames(report_synth.make_doc(seed=4, trials=3, slowdown={SLOW: 1.4})))
     b = by_name(cmp)[SLOW]
     assert (b.baseline_trials, b.candidate_trials) == (6, 3)
@@ -242,8 +253,9 @@ def test_a_side_of_mixed_runs_is_unusable_input(tmp_path: Path, capsys, what):
     else:
         assert "baseline: runs from different machines (torch:" in err and "2.14.0" in err
     # Another host of the same kind (machine fields equal) pools fine.
-    d = report_synth.make_run(tmp_path, number=4, seed=4, timelines=False,
-                              machine=report_synth.default_machine(node="gpu-runner-2"))
+    d = report_synth.make_run(
+        tmp_path, number=4, seed=4, timelines=False, machine=report_synth.default_machine(node="gpu-runner-2")
+    )
     assert main(["compare", "--baseline", str(a), str(d), "--candidate", str(c)]) == 0
 
 
@@ -253,24 +265,38 @@ def test_the_same_run_twice_in_a_side_is_refused(tmp_path: Path, capsys):
     assert "given twice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["compare", "A"], ["compare", "A", "B", "C"], ["compare", "--baseline", "A"],
-                                  ["compare", "A", "--candidate", "B"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "A"],
+        ["compare", "A", "B", "C"],
+        ["compare", "--baseline", "A"],
+        ["compare", "A", "--candidate", "B"],
+    ],
+)
 def test_the_two_forms_of_compare_do_not_mix(tmp_path: Path, capsys, argv):
     for spec in ("A", "B", "C"):
         report_synth.make_run(tmp_path, number=1, name=spec, timelines=False, machine_id=f"m{spec}")
     files = {spec: str(next(tmp_path.glob(f"m{spec}/*.json"))) for spec in ("A", "B", "C")}
     assert main([files.get(a, a) for a in argv]) == 2
-    assert "expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]" in capsys.readouterr().err
+    assert (
+        "expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]" in capsys.readouterr().err
+    )
 
 
 def test_an_unknown_run_id_lists_the_runs_that_exist(tmp_path: Path, capsys):
     results = tmp_path / "results"
     report_synth.make_run(results, number=1, name="base", timelines=False)
     report_synth.make_run(results, number=2, name="head", timelines=False)
-    for argv in (["compare", "0009", "--results", str(results)], ["compare", "0001", "0009", "--results", str(results)]):
+    for argv in (
+        ["compare", "0009", "--results", str(results)],
+        ["compare", "0001", "0009", "--results", str(results)],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert "run '0009'" in err and f"{report_synth.MACHINE_ID}/0001_base, {report_synth.MACHINE_ID}/0002_head" in err
+        assert (
+            "run '0009'" in err and f"{report_synth.MACHINE_ID}/0001_base, {report_synth.MACHINE_ID}/0002_head" in err
+        )
         assert err.count("\n") == 1
 
 
@@ -282,7 +308,9 @@ def test_machine_mismatch_is_printed_first(tmp_path: Path, capsys):
     md = tmp_path / "summary.md"
     assert main(["compare", str(base), str(cand), "--markdown", str(md)]) == 0
     warnings = capsys.readouterr().err.splitlines()
-    assert warnings[0] == "warning: machines differ: gpu: baseline NVIDIA H100 80GB HBM3, candidate NVIDIA A100-SXM4-40GB"
+    assert (
+        warnings[0] == "warning: machines differ: gpu: baseline NVIDIA H100 80GB HBM3, candidate NVIDIA A100-SXM4-40GB"
+    )
     assert warnings[1] == "warning: machines differ: driver: baseline 550.54, candidate 560.1"
     text = md.read_text()
     assert text.index("machines differ") < text.index("| benchmark |")
@@ -293,21 +321,44 @@ def test_output_files(tmp_path: Path):
     report_synth.make_run(tmp_path / "results", number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     md, js, gab = tmp_path / "s.md", tmp_path / "s.json", tmp_path / "gab.json"
     # ids resolve against --results; BASELINE given as a file
-    rc = main(["compare", str(base), "0002", "--results", str(tmp_path / "results"), "--threshold", "15%",
-               "--markdown", str(md), "--json", str(js), "--github-action-benchmark", str(gab)])
+    rc = main(
+        [
+            "compare",
+            str(base),
+            "0002",
+            "--results",
+            str(tmp_path / "results"),
+            "--threshold",
+            "15%",
+            "--markdown",
+            str(md),
+            "--json",
+            str(js),
+            "--github-action-benchmark",
+            str(gab),
+        ]
+    )
     assert rc == 1
     data = json.loads(js.read_text())
     assert data["exit_code"] == 1 and data["threshold"] == 0.15
-    assert data["counts"] == {"regressed": 1, "improved": 0, "unchanged": 14, "inconclusive": 0, "incomparable": 0,
-                              "missing": 0, "new": 0}
+    assert data["counts"] == {
+        "regressed": 1,
+        "improved": 0,
+        "unchanged": 14,
+        "inconclusive": 0,
+        "incomparable": 0,
+        "missing": 0,
+        "new": 0,
+    }
     assert [n.rsplit("::", 1)[-1] for n in data["regressions"]] == [SLOW]
     slow = data["benchmarks"][0]
     assert slow["verdict"] == "regressed" and slow["test"] == "moderated test on log trials + between-run"
     assert (slow["baseline_trials"], slow["candidate_trials"]) == (6, 6)
     assert 0 <= slow["p_value"] <= slow["p_adjusted"] < 0.05 and slow["control_ratio"] == pytest.approx(1.0, abs=0.02)
     assert data["family"]["size"] == 15 and data["family"]["method"] == "trials" and data["paired"] is False
-    assert slow["note"].startswith(f"slower by {(slow['excess'] - 1) * 100:+.1f}% beyond the machine (the other "
-                                   "benchmarks moved ")
+    assert slow["note"].startswith(
+        f"slower by {(slow['excess'] - 1) * 100:+.1f}% beyond the machine (the other benchmarks moved "
+    )
     assert data["family"]["shift_basis"] == "benchmarks" and data["family"]["broad_change"] > 0
     assert slow["unit"] == "s/step"
     summary = md.read_text()
@@ -343,8 +394,10 @@ def test_an_aa_run_widens_the_between_run_spread_of_benchmarks_that_move_between
     assert by_name(with_aa)[OTHER].verdict == Verdict.REGRESSED
     assert not math.isnan(with_aa.family.between_run_sd_aa)
     # The same through the CLI, with --aa repeatable.
-    paths = [report_synth.make_run(tmp_path, number=n, seed=n, slowdown=s, timelines=False)
-             for n, s in ((1, None), (2, {SLOW: 1.45}), (3, {SLOW: 1.4, OTHER: 1.4}), (4, None))]
+    paths = [
+        report_synth.make_run(tmp_path, number=n, seed=n, slowdown=s, timelines=False)
+        for n, s in ((1, None), (2, {SLOW: 1.45}), (3, {SLOW: 1.4, OTHER: 1.4}), (4, None))
+    ]
     assert main(["compare", str(paths[0]), str(paths[2]), "--aa", str(paths[1]), "--aa", str(paths[3])]) == 1
     out = capsys.readouterr().out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
@@ -355,18 +408,24 @@ def test_an_aa_run_widens_the_between_run_spread_of_benchmarks_that_move_between
 def test_an_aa_run_from_another_machine_is_unusable_input(tmp_path: Path, capsys):
     a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
     b = report_synth.make_run(tmp_path, number=2, seed=2, timelines=False)
-    other = report_synth.make_run(tmp_path, number=3, seed=3, timelines=False,
-                                  machine=report_synth.default_machine(torch="2.14.0"))
+    other = report_synth.make_run(
+        tmp_path, number=3, seed=3, timelines=False, machine=report_synth.default_machine(torch="2.14.0")
+    )
     assert main(["compare", str(a), str(b), "--aa", str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--aa run from another machine than the baseline (torch: baseline 2.13.0" in err
 
 
-@pytest.mark.parametrize("argv,message", [(["--alpha", "0"], "--alpha: expected a probability in (0, 0.5], found 0.0"),
-                                          (["--alpha", "0.6"], "--alpha: expected a probability in (0, 0.5], found 0.6"),
-                                          (["--alpha", "x"], "--alpha: expected a probability in (0, 0.5], found 'x'"),
-                                          (["--threshold", "0%"], "--threshold: expected a percentage like 10%"),
-                                          (["--threshold", "1"], "--threshold: expected a percentage like 10%")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--alpha", "0"], "--alpha: expected a probability in (0, 0.5], found 0.0"),
+        (["--alpha", "0.6"], "--alpha: expected a probability in (0, 0.5], found 0.6"),
+        (["--alpha", "x"], "--alpha: expected a probability in (0, 0.5], found 'x'"),
+        (["--threshold", "0%"], "--threshold: expected a percentage like 10%"),
+        (["--threshold", "1"], "--threshold: expected a percentage like 10%"),
+    ],
+)
 def test_bad_alpha_or_threshold_is_one_line_exit_2(tmp_path: Path, capsys, argv, message):
     a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
     assert main(["compare", str(a), str(a), *argv]) == 2
@@ -376,8 +435,11 @@ def test_bad_alpha_or_threshold_is_one_line_exit_2(tmp_path: Path, capsys, argv,
 
 def test_paired_needs_as_many_runs_a_side():
     with pytest.raises(ResultsError, match="--paired: expected as many baseline runs as candidate runs, found 2 and 1"):
-        compare_frames(frames(report_synth.make_doc(seed=1, trials=1), report_synth.make_doc(seed=2, trials=1)),
-                       frame(seed=3, trials=1), paired=True)
+        compare_frames(
+            frames(report_synth.make_doc(seed=1, trials=1), report_synth.make_doc(seed=2, trials=1)),
+            frame(seed=3, trials=1),
+            paired=True,
+        )
 
 
 def test_bad_alpha_is_named():
@@ -393,10 +455,14 @@ def _with_runtime_env(doc: dict, env: dict | None) -> dict:
 
 
 def test_runtime_settings_on_one_side_only_are_warned_about():
-    said = ("runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset, candidate 1000000000 (the workers' "
-            "runtimes read it: a change may be that setting)")
+    said = (
+        "runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset, candidate 1000000000 (the workers' "
+        "runtimes read it: a change may be that setting)"
+    )
     base = _with_runtime_env(report_synth.make_doc(seed=1), {"OMP_NUM_THREADS": "2"})
-    cand = _with_runtime_env(report_synth.make_doc(seed=2), {"OMP_NUM_THREADS": "2", "MALLOC_TRIM_THRESHOLD_": "1000000000"})
+    cand = _with_runtime_env(
+        report_synth.make_doc(seed=2), {"OMP_NUM_THREADS": "2", "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+    )
     assert [w for w in compare_frames(frames(base), frames(cand)).warnings if w.startswith("runtime")] == [said]
     # The same settings on both sides, or a side that recorded none (older runs): nothing to say.
     same = _with_runtime_env(report_synth.make_doc(seed=3), {"OMP_NUM_THREADS": "2"})
@@ -407,4 +473,5 @@ def test_runtime_settings_on_one_side_only_are_warned_about():
     mixed = compare_frames(frames(base, cand), frames(same)).warnings
     assert [w for w in mixed if w.startswith("runtime")] == [
         "runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset / 1000000000, candidate unset (the "
-        "workers' runtimes read it: a change may be that setting)"]
+        "workers' runtimes read it: a change may be that setting)"
+    ]

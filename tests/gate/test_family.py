@@ -3,6 +3,7 @@
 The simulation here is the one ``scripts/simulate_gate.py`` runs at full size (1,000 jobs of 70
 benchmarks; README), kept small and seeded: a rate check that fails when the gate changes.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,18 @@ import pytest
 from scipy import special, stats
 
 from dpbench.gate.family import Item, judge_family
-from dpbench.gate.judge import (Method, Pooled, Prior, between_run_variance, evidence, fit_prior, holm, posterior,
-                                posterior_variance, tail_p)
+from dpbench.gate.judge import (
+    Method,
+    Pooled,
+    Prior,
+    between_run_variance,
+    evidence,
+    fit_prior,
+    holm,
+    posterior,
+    posterior_variance,
+    tail_p,
+)
 from dpbench.gate.simulation import CLEAN, TrialNoiseModel, draw_case_params, draw_side, fit_noise_model
 from dpbench.gate.verdicts import Verdict
 
@@ -53,8 +64,12 @@ def _mixture_p(excess: float, a: float, extra: float, s2: float, df: float, prio
         return stats.norm.pdf(x, centre, spread) * stats.chi2.pdf(s2 * df / v, df) / v
 
     norm = integrate.quad(weight, centre - 10 * spread, centre + 10 * spread, limit=200)[0]
-    tail = integrate.quad(lambda x: weight(x) * stats.norm.sf(excess / math.sqrt(math.exp(2 * x) * a + extra)),
-                          centre - 10 * spread, centre + 10 * spread, limit=200)[0]
+    tail = integrate.quad(
+        lambda x: weight(x) * stats.norm.sf(excess / math.sqrt(math.exp(2 * x) * a + extra)),
+        centre - 10 * spread,
+        centre + 10 * spread,
+        limit=200,
+    )[0]
     return tail / norm
 
 
@@ -64,9 +79,11 @@ def test_the_p_value_is_the_normal_tail_averaged_over_the_posterior_variance():
     prior = Prior(sd=0.15, spread=0.4)
     for excess in (0.1, 0.2, 0.3):
         assert tail_p(excess, 0.0, 0.4, 0.0002, posterior(0.0025, 8, prior), upper=True) == pytest.approx(
-            _mixture_p(excess, 0.4, 0.0002, 0.0025, 8, prior), rel=2e-3)
+            _mixture_p(excess, 0.4, 0.0002, 0.0025, 8, prior), rel=2e-3
+        )
     assert tail_p(-0.2, 0.0, 0.4, 0.0, posterior(0.0025, 8, prior), upper=False) == pytest.approx(
-        _mixture_p(0.2, 0.4, 0.0, 0.0025, 8, prior), rel=2e-3)
+        _mixture_p(0.2, 0.4, 0.0, 0.0025, 8, prior), rel=2e-3
+    )
     # Pooled in logs: the posterior's typical sd (exp E[log sd], by quadrature) is 7.7%, between its own 5%
     # and the family's 15%; limma's additive pooling (its prior df for a spread of 0.4: ~4.2) lent this
     # case (4.2·0.15² + 8·0.05²)/12.2 → sd 9.7%.
@@ -92,7 +109,7 @@ def test_the_prior_follows_the_cases_level_and_reads_each_case_on_its_trend():
     rng = np.random.default_rng(11)
     levels = rng.normal(-4.0, 1.5, 400)
     true_sd = 0.12 * np.exp(-0.3 * (levels + 4.0) + rng.normal(0, 0.2, 400))
-    s2 = true_sd ** 2 * rng.chisquare(8, 400) / 8
+    s2 = true_sd**2 * rng.chisquare(8, 400) / 8
     prior = fit_prior(list(s2), [8] * 400, list(levels))
     assert prior.slope == pytest.approx(-0.3, abs=0.05) and prior.spread == pytest.approx(0.2, abs=0.06)
     assert prior.centre == pytest.approx(float(np.mean(levels)), rel=1e-12)
@@ -118,8 +135,11 @@ def test_evidence_of_each_method():
     assert e.diff == pytest.approx(statistics.fmean(logs_c) - statistics.fmean(logs_b), rel=1e-12)
     assert e.s2 == pytest.approx((statistics.variance(logs_b) + statistics.variance(logs_c)) / 2, rel=1e-12)
     assert (e.df, e.a, e.b) == (4, pytest.approx(2 / 3), 2.0)
-    p = evidence(Pooled(unit="s/step", runs=[[0.010], [0.011], [0.012]]),
-                 Pooled(unit="s/step", runs=[[0.012], [0.0125], [0.013]]), Method.PAIRED)
+    p = evidence(
+        Pooled(unit="s/step", runs=[[0.010], [0.011], [0.012]]),
+        Pooled(unit="s/step", runs=[[0.012], [0.0125], [0.013]]),
+        Method.PAIRED,
+    )
     ratios = [math.log(c / b) for b, c in ((0.010, 0.012), (0.011, 0.0125), (0.012, 0.013))]
     assert p.diff == pytest.approx(statistics.fmean(ratios)) and p.s2 == pytest.approx(statistics.variance(ratios))
     assert (p.df, p.pairs, p.b) == (2, 3, 0.0)
@@ -127,8 +147,14 @@ def test_evidence_of_each_method():
 
 def _twenty(effects: dict[int, float], spread=(0.95, 1.0, 1.05)) -> list[Item]:
     """Twenty cases with the same trial spread (prior known exactly), no scatter between them (tau = 0)."""
-    return [Item(name=f"b{i}", base=pooled([0.01 * f for f in spread], key=f"k{i}"),
-                 cand=pooled([0.01 * f * effects.get(i, 1.0) for f in spread], key=f"k{i}")) for i in range(20)]
+    return [
+        Item(
+            name=f"b{i}",
+            base=pooled([0.01 * f for f in spread], key=f"k{i}"),
+            cand=pooled([0.01 * f * effects.get(i, 1.0) for f in spread], key=f"k{i}"),
+        )
+        for i in range(20)
+    ]
 
 
 def _z(change: float, against: float = 1.0, spread=(0.95, 1.0, 1.05), cases: int = 20) -> float:
@@ -156,8 +182,10 @@ def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_test_agains
     assert b.verdict == Verdict.REGRESSED and b.ratio == pytest.approx(1.2)
     assert b.p_value == pytest.approx(stats.norm.sf(z), rel=1e-3)
     assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
-    assert b.note == (f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%), "
-                      f"p = {b.p_value:.2g} against no change, {b.p_adjusted:.2g} after Holm over 20 cases")
+    assert b.note == (
+        f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%), "
+        f"p = {b.p_value:.2g} against no change, {b.p_adjusted:.2g} after Holm over 20 cases"
+    )
     assert all(x.verdict == Verdict.UNCHANGED for x in judged[1:])
 
 
@@ -171,15 +199,19 @@ def test_without_aa_runs_the_test_is_against_no_change_and_carries_the_fitted_be
     assert math.isnan(family.between_run_sd_aa)
     assert b.verdict == Verdict.REGRESSED and b.p_value == pytest.approx(stats.norm.sf(_z(1.2)), rel=1e-3)
     assert b.p_adjusted == pytest.approx(20 * b.p_value, rel=1e-12)
-    assert b.note == (f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%), "
-                      f"p = {b.p_value:.2g} against no change, {b.p_adjusted:.2g} after Holm over 20 cases")
+    assert b.note == (
+        f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%), "
+        f"p = {b.p_value:.2g} against no change, {b.p_adjusted:.2g} after Holm over 20 cases"
+    )
     b = judge_family(_twenty({0: 1.2}), threshold=0.1, alpha=0.05, null="threshold")[0][0]
     assert _z(1.2, 1.1) == pytest.approx(2.050, abs=1e-3)
     assert b.verdict == Verdict.INCONCLUSIVE and b.p_value == pytest.approx(stats.norm.sf(_z(1.2, 1.1)), rel=1e-3)
-    assert b.note == (f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%) "
-                      f"but not significant: "
-                      f"p = {b.p_value:.2g} against +10.0%, {b.p_adjusted:.2g} after Holm over 20 cases, "
-                      f"with 3 vs 3 trials")
+    assert b.note == (
+        f"slower by +20.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%) "
+        f"but not significant: "
+        f"p = {b.p_value:.2g} against +10.0%, {b.p_adjusted:.2g} after Holm over 20 cases, "
+        f"with 3 vs 3 trials"
+    )
 
 
 def test_the_between_run_offset_is_a_log_normal_mixture_in_the_p_value():
@@ -197,12 +229,13 @@ def test_the_between_run_offset_is_a_log_normal_mixture_in_the_p_value():
 
         def tail(x: float) -> float:  # x = log τ
             return stats.norm.pdf(x, math.log(0.03), 0.7) * stats.norm.sf(
-                excess / math.sqrt(0.0025 * 0.4 + 2.0 * math.exp(2 * x)))
+                excess / math.sqrt(0.0025 * 0.4 + 2.0 * math.exp(2 * x))
+            )
 
         exact = integrate.quad(tail, math.log(0.03) - 6, math.log(0.03) + 6, limit=200)[0]
         assert got == pytest.approx(exact, rel=2e-3)
     # Heavier than a normal of the same median: a case 3.5 times the typical offset is not rare.
-    median_only = float(stats.norm.sf(0.2 / math.sqrt(0.0025 * 0.4 + 2.0 * 0.03 ** 2)))
+    median_only = float(stats.norm.sf(0.2 / math.sqrt(0.0025 * 0.4 + 2.0 * 0.03**2)))
     assert got > 100 * median_only
     assert float(np.sum(between.weights)) == pytest.approx(1.0, rel=1e-12)
 
@@ -216,12 +249,12 @@ def test_fit_between_recovers_the_median_offset_and_holds_the_spread_within_its_
 
     rng = np.random.default_rng(3)
     tau = 0.04 * np.exp(rng.normal(0, 0.3, 400))
-    within = np.full(400, 0.02 ** 2)
-    residuals = rng.normal(0, np.sqrt(within + 2 * tau ** 2))
+    within = np.full(400, 0.02**2)
+    residuals = rng.normal(0, np.sqrt(within + 2 * tau**2))
     fitted = fit_between(list(residuals), list(within), [2.0] * 400)
     assert fitted.spread == BETWEEN_SPREAD_FLOOR == 0.7
     # Refitted for the wider spread, the median falls about as far as keeping the mean τ (3.4% here).
-    assert fitted.sd == pytest.approx(0.04 * math.exp(-0.5 * (0.7 ** 2 - 0.3 ** 2)), rel=0.1)
+    assert fitted.sd == pytest.approx(0.04 * math.exp(-0.5 * (0.7**2 - 0.3**2)), rel=0.1)
     free = fit_between(list(residuals), list(within), [2.0] * 400, floor=0.0)
     assert free.sd == pytest.approx(0.04, rel=0.15) and free.spread < 0.6
     assert fit_between([0.1, -0.1], [0.01, 0.01], [2.0, 2.0]).sd == 0.0  # fewer than three: none
@@ -249,20 +282,26 @@ def test_significant_but_below_the_threshold_is_unchanged_and_beyond_it_but_not_
     judged, _ = _judge_with_aa(_twenty({0: 1.12}))
     b = judged[0]
     assert b.p_value == pytest.approx(stats.norm.sf(_z(1.12)), rel=1e-3) and b.verdict == Verdict.INCONCLUSIVE
-    assert b.note.startswith("slower by +12.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%) "
-                             "but not significant: ")
+    assert b.note.startswith(
+        "slower by +12.0% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%) but not significant: "
+    )
     # -20%: improved, with the same kind of note.
     judged, _ = _judge_with_aa(_twenty({0: 1 / 1.2}))
-    assert judged[0].verdict == Verdict.IMPROVED and judged[0].p_value == pytest.approx(stats.norm.sf(_z(1.2)), rel=1e-3)
-    assert judged[0].note.startswith("faster by -16.7% beyond the machine (the other benchmarks moved +0.0%, "
-                                     "controls +0.0%), p = ")
+    assert judged[0].verdict == Verdict.IMPROVED and judged[0].p_value == pytest.approx(
+        stats.norm.sf(_z(1.2)), rel=1e-3
+    )
+    assert judged[0].note.startswith(
+        "faster by -16.7% beyond the machine (the other benchmarks moved +0.0%, controls +0.0%), p = "
+    )
     assert "against no change" in judged[0].note
 
 
 def test_a_case_published_twice_is_judged_once():
     times = [0.010, 0.0105, 0.0098]
-    items = [Item(name=n, base=pooled(times, key="same"), cand=pooled([t * 1.5 for t in times], key="same"))
-             for n in ("suite_a::x", "suite_b::x")]
+    items = [
+        Item(name=n, base=pooled(times, key="same"), cand=pooled([t * 1.5 for t in times], key="same"))
+        for n in ("suite_a::x", "suite_b::x")
+    ]
     items += [Item(name=f"o{i}", base=pooled(times, key=f"o{i}"), cand=pooled(times, key=f"o{i}")) for i in range(3)]
     judged, family = judge_family(items, threshold=0.1, alpha=0.05)
     assert family.size == 4
@@ -293,20 +332,28 @@ def test_everything_moving_beyond_the_controls_is_judged_against_the_controls():
 
     judged, family = judge_family(_twenty({i: 1.4 for i in range(20)}), threshold=0.1, alpha=0.05)
     v = statistics.variance([math.log(f) for f in (0.95, 1.0, 1.05)]) * 2 / 3
-    z = (math.log(1.4) - math.log(1.1)) / math.sqrt(math.pi / 2 * v / 20 + 2 * CONTROL_RUN_SD ** 2)
+    z = (math.log(1.4) - math.log(1.1)) / math.sqrt(math.pi / 2 * v / 20 + 2 * CONTROL_RUN_SD**2)
     assert z == pytest.approx(4.08, abs=0.01)
     assert family.shift_basis == "controls" and family.broad_change == pytest.approx(1.4, rel=1e-12)
     assert all(x.verdict == Verdict.REGRESSED and x.excess == pytest.approx(1.4, rel=1e-12) for x in judged)
     assert judged[0].note.startswith("slower by +40.0% beyond the machine (controls moved +0.0%), p = ")
     # +12% everywhere, the controls +12% too: the machine; nothing is flagged (beyond the threshold by the raw
     # ratio, within it beyond the machine: inconclusive, "the machine changed").
-    items = [Item(name=i.name, base=i.base, cand=pooled([t * 1.12 for t in i.cand.times], key=i.cand.case_key,
-                                                        controls=0.004 * 1.12)) for i in _twenty({})]
+    items = [
+        Item(
+            name=i.name,
+            base=i.base,
+            cand=pooled([t * 1.12 for t in i.cand.times], key=i.cand.case_key, controls=0.004 * 1.12),
+        )
+        for i in _twenty({})
+    ]
     judged, family = judge_family(items, threshold=0.1, alpha=0.05)
     assert family.shift_basis == "benchmarks" and family.control_shift == pytest.approx(1.12, rel=1e-12)
     assert all(x.verdict == Verdict.INCONCLUSIVE and x.excess == pytest.approx(1.0, rel=1e-12) for x in judged)
-    assert judged[0].note == ("slower by +12.0%, but the other benchmarks moved +12.0%, controls +12.0%: the machine "
-                              "changed, not (only) the code (+0.0% beyond it)")
+    assert judged[0].note == (
+        "slower by +12.0%, but the other benchmarks moved +12.0%, controls +12.0%: the machine "
+        "changed, not (only) the code (+0.0% beyond it)"
+    )
 
 
 def test_too_few_cases_for_a_median_are_judged_against_the_controls_or_nothing():
@@ -317,8 +364,14 @@ def test_too_few_cases_for_a_median_are_judged_against_the_controls_or_nothing()
     items = _twenty({0: 1.5, 1: 1.5})[:4]
     judged, family = judge_family(items, threshold=0.1, alpha=0.05)
     assert family.shift_basis == "controls" and judged[0].excess == pytest.approx(1.5, rel=1e-12)
-    bare = [Item(name=i.name, base=Pooled(unit="s/step", runs=i.base.runs, case_key=i.base.case_key),
-                 cand=Pooled(unit="s/step", runs=i.cand.runs, case_key=i.cand.case_key)) for i in items]
+    bare = [
+        Item(
+            name=i.name,
+            base=Pooled(unit="s/step", runs=i.base.runs, case_key=i.base.case_key),
+            cand=Pooled(unit="s/step", runs=i.cand.runs, case_key=i.cand.case_key),
+        )
+        for i in items
+    ]
     judged, family = judge_family(bare, threshold=0.1, alpha=0.05)
     assert family.shift_basis == "none" and judged[0].excess == pytest.approx(1.5, rel=1e-12)
     assert "the machine's move unknown" in judged[0].note
@@ -331,15 +384,31 @@ def test_the_fit_recovers_the_model_it_was_drawn_from():
     of the within-run trial sd and of the per-case-per-run offset, and the controls' sd, are the drawn ones."""
     import pandas as pd
 
-    model = TrialNoiseModel(trial_sd=0.05, trial_sd_spread=0.5, case_run_sd=0.04, case_run_sd_spread=0.5, run_sd=0.03,
-                       control_sd=0.01, control_run_sd=0.0)
+    model = TrialNoiseModel(
+        trial_sd=0.05,
+        trial_sd_spread=0.5,
+        case_run_sd=0.04,
+        case_run_sd_spread=0.5,
+        run_sd=0.03,
+        control_sd=0.01,
+        control_run_sd=0.0,
+    )
     rng = random.Random(3)
     cases = draw_case_params(model, rng, 200)
     runs = [draw_side(model, cases, rng, runs=1, trials=5) for _ in range(4)]
-    frames = [pd.DataFrame({"run_id": [f"r{r}"] * 200, "fullname": [f"b{i}" for i in range(200)],
-                            "case_key": [f"k{i}" for i in range(200)], "trial_times": [p.times for p in side],
-                            "trial_controls": [p.controls for p in side], "incomparable": [None] * 200})
-              for r, side in enumerate(runs)]
+    frames = [
+        pd.DataFrame(
+            {
+                "run_id": [f"r{r}"] * 200,
+                "fullname": [f"b{i}" for i in range(200)],
+                "case_key": [f"k{i}" for i in range(200)],
+                "trial_times": [p.times for p in side],
+                "trial_controls": [p.controls for p in side],
+                "incomparable": [None] * 200,
+            }
+        )
+        for r, side in enumerate(runs)
+    ]
     fitted = fit_noise_model(frames)
     assert fitted.trial_sd == pytest.approx(0.05, rel=0.1) and fitted.trial_sd_spread == pytest.approx(0.5, abs=0.1)
     assert fitted.case_run_sd == pytest.approx(0.04, rel=0.3)
@@ -363,8 +432,8 @@ def test_lognormal_ml_is_the_log_normal_fit_when_each_estimate_is_exact_and_sees
     assert spread == pytest.approx(statistics.pstdev(logs), rel=2e-2)
     rng = np.random.default_rng(5)
     true = 0.04 * np.exp(rng.normal(0, 0.5, 400))
-    trial_part = np.full(400, 0.03 ** 2)  # each benchmark's run means also scatter by its trials
-    squares = (true ** 2 + trial_part) * rng.chisquare(3, 400)
+    trial_part = np.full(400, 0.03**2)  # each benchmark's run means also scatter by its trials
+    squares = (true**2 + trial_part) * rng.chisquare(3, 400)
     median_sd, spread = lognormal_ml(list(squares), [3] * 400, list(trial_part))
     assert median_sd == pytest.approx(0.04, rel=0.2) and spread == pytest.approx(0.5, abs=0.2)
     naive = np.log(np.sqrt(np.maximum(squares / 3 - trial_part, 4e-6)))
@@ -383,7 +452,7 @@ def test_lognormal_ml_of_a_component_that_is_not_there_is_tiny_and_warns_of_noth
     from dpbench.gate.simulation import lognormal_ml
 
     rng = np.random.default_rng(7)
-    trial_part = np.full(300, 0.05 ** 2)
+    trial_part = np.full(300, 0.05**2)
     squares = trial_part * rng.chisquare(3, 300)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a RuntimeWarning fails the test
@@ -392,18 +461,39 @@ def test_lognormal_ml_of_a_component_that_is_not_there_is_tiny_and_warns_of_noth
 
 
 # ---------------------------------------------------------------- rates, against the simulation
-def _jobs(model: TrialNoiseModel, *, jobs: int, seed: int, benchmarks: int, trials: int, paired: bool,
-          effect: float = 1.0, target_sd: float | None = None, machine: float = 1.0, aa_runs: int = 0
-          ) -> tuple[int, int]:
+def _jobs(
+    model: TrialNoiseModel,
+    *,
+    jobs: int,
+    seed: int,
+    benchmarks: int,
+    trials: int,
+    paired: bool,
+    effect: float = 1.0,
+    target_sd: float | None = None,
+    machine: float = 1.0,
+    aa_runs: int = 0,
+) -> tuple[int, int]:
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("simulate_gate", Path(__file__).parents[2] / "scripts" /
-                                                  "simulate_gate.py")
+    spec = importlib.util.spec_from_file_location(
+        "simulate_gate", Path(__file__).parents[2] / "scripts" / "simulate_gate.py"
+    )
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)
-    failed, caught, _ = sim.rate(model, jobs=jobs, seed=seed, benchmarks=benchmarks, trials=trials, paired=paired,
-                                 target_effect=effect, target_sd=target_sd, machine=machine, aa_runs=aa_runs)
+    failed, caught, _ = sim.rate(
+        model,
+        jobs=jobs,
+        seed=seed,
+        benchmarks=benchmarks,
+        trials=trials,
+        paired=paired,
+        target_effect=effect,
+        target_sd=target_sd,
+        machine=machine,
+        aa_runs=aa_runs,
+    )
     return failed, caught
 
 
@@ -422,8 +512,9 @@ def test_simulated_large_slowdown_of_a_steady_case_is_caught(paired):
 def test_simulated_machine_slowdown_alone_fails_no_job_and_a_real_one_beyond_it_is_caught():
     failed, _ = _jobs(UNIFORM, jobs=15, seed=3, benchmarks=30, trials=5, paired=False, machine=1.12)
     assert failed == 0
-    _, caught = _jobs(UNIFORM, jobs=15, seed=4, benchmarks=30, trials=5, paired=False, effect=2.0, target_sd=0.02,
-                      machine=1.12)
+    _, caught = _jobs(
+        UNIFORM, jobs=15, seed=4, benchmarks=30, trials=5, paired=False, effect=2.0, target_sd=0.02, machine=1.12
+    )
     assert caught >= 14
 
 
@@ -434,8 +525,9 @@ def test_with_aa_runs_a_25pc_slowdown_of_a_steady_case_is_caught_far_more_often_
     for every case), 20 seeded jobs of 30 cases, a +25% slowdown at CV 2%: caught in 9 with them, 2
     without (seed 6); A/A with them fails none of 20."""
     without = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02)[1]
-    with_aa = _jobs(UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02,
-                    aa_runs=3)[1]
+    with_aa = _jobs(
+        UNIFORM, jobs=20, seed=6, benchmarks=30, trials=5, paired=False, effect=1.25, target_sd=0.02, aa_runs=3
+    )[1]
     assert with_aa >= 7 and with_aa >= without + 5
     failed, _ = _jobs(UNIFORM, jobs=20, seed=5, benchmarks=30, trials=5, paired=False, aa_runs=3)
     assert failed <= 1  # the full simulation's A/A rate with --aa is ~0.3-1.3%: 2 of 20 would be p < 0.03

@@ -1,5 +1,6 @@
 """Change points on synthetic series from the noise model (a small, fast version of
 scripts/sim_history.py) and exact cases where the answer is known."""
+
 from __future__ import annotations
 
 import random
@@ -61,10 +62,11 @@ def test_two_real_regressions_a_few_commits_apart_stay_two():
 def test_creep_steps_that_read_beyond_the_threshold_are_still_one_creep():
     """Three +6% steps 5 commits apart: each beyond 5% but not significantly so: one regression over all three."""
     rng = random.Random(5)
-    points = _flat(0.010, 12, rng) + _flat(0.0106, 5, rng) + _flat(0.010 * 1.06 ** 2, 5, rng) \
-        + _flat(0.010 * 1.06 ** 3, 12, rng)
+    points = (
+        _flat(0.010, 12, rng) + _flat(0.0106, 5, rng) + _flat(0.010 * 1.06**2, 5, rng) + _flat(0.010 * 1.06**3, 12, rng)
+    )
     (change,) = find_changes(points).changes
-    assert change.direction == "regression" and change.ratio == pytest.approx(1.06 ** 3, rel=0.03)
+    assert change.direction == "regression" and change.ratio == pytest.approx(1.06**3, rel=0.03)
     assert change.last_before <= 12 and change.first_after >= 22 - 1
 
 
@@ -94,8 +96,13 @@ def test_detection_rates_on_the_noise_model():
     def creep(rng):
         at = rng.randint(8, 30)
         found = find_changes(draw_series(creep_levels(50, [at, at + 5, at + 10], 1.04), rng, noise)).changes
-        return (len(found) == 1 and found[0].direction == "regression" and found[0].ratio >= 1.08
-                and found[0].last_before < at + 10 and found[0].first_after >= at)
+        return (
+            len(found) == 1
+            and found[0].direction == "regression"
+            and found[0].ratio >= 1.08
+            and found[0].last_before < at + 10
+            and found[0].first_after >= at
+        )
 
     assert _rate(stationary, 40, 1) <= 0.05
     assert _rate(step, 40, 2) >= 0.85

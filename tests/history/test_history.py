@@ -1,5 +1,6 @@
 """dpbench history: series from saved runs, git order, accepted changes, bad input, JSON,
 Markdown and the command's exit status."""
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,7 @@ def test_git_order_beats_the_dates_and_the_slow_commit_is_named(repo, tmp_path):
     _write(tmp_path / "results", commits, dates=[f"2026-01-{28 - i:02d}T00:00:00" for i in range(12)])
     history = load_history(run_files([tmp_path / "results"]), cwd=root)
     assert history.order == "git" and history.commits == commits
-    (series, change), = history.changes()
+    ((series, change),) = history.changes()
     assert series.name == SLOW and change.commit == commits[STEP_AT]
     assert change.commit_range == (commits[STEP_AT - 1], commits[STEP_AT])
     assert change.change.ratio == pytest.approx(1.3, rel=0.06) and change.direction == "regression"
@@ -70,7 +71,7 @@ def test_without_commit_info_the_runs_are_ordered_by_date(tmp_path):
     _write(tmp_path / "results", [None] * 12, dates=[f"2026-01-{1 + i:02d}T00:00:00" for i in range(12)])
     history = load_history(run_files([tmp_path / "results"]), cwd=tmp_path)
     assert history.order == "date" and "12 of 12 runs have no commit info" in history.order_note
-    (series, change), = history.changes()
+    ((series, change),) = history.changes()
     assert series.name == SLOW and change.change.first == STEP_AT
 
 
@@ -95,10 +96,12 @@ def test_accepted_changes_are_shown_not_flagged_and_give_the_gate_a_baseline(rep
     root, commits = repo
     _write(tmp_path / "results", commits)
     accepted = tmp_path / "accepted.toml"
-    accepted.write_text(f'[[accepted]]\nbenchmark = "test_throughput[*lenet*]"\ncommit = "{commits[STEP_AT][:9]}"\n'
-                        'reason = "LeNet does more work on purpose"\n')
+    accepted.write_text(
+        f'[[accepted]]\nbenchmark = "test_throughput[*lenet*]"\ncommit = "{commits[STEP_AT][:9]}"\n'
+        'reason = "LeNet does more work on purpose"\n'
+    )
     history = load_history(run_files([tmp_path / "results"]), cwd=root, accepted=read_accepted(accepted))
-    (series, change), = history.changes()
+    ((series, change),) = history.changes()
     assert change.accepted is not None and change.accepted.reason == "LeNet does more work on purpose"
     assert history.new_regressions(12) == []
     baseline = accepted_baseline(history, SLOW)
@@ -106,12 +109,15 @@ def test_accepted_changes_are_shown_not_flagged_and_give_the_gate_a_baseline(rep
     assert accepted_baseline(history, STEADY) is None
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('[[accepted]]\nbenchmark = "x"\ncommit = "zz"\nreason = "r"\n', "expected 7 to 40 hex digits"),
-    ('[[accepted]]\nbenchmark = "x"\ncommit = "abcdef1"\n', "'reason': expected a non-empty string"),
-    ('[[accepted]]\nbenchmark = "x"\ncommit = "abcdef1"\nreason = "r"\nwhy = 1\n', "unknown keys why"),
-    ("accepted = [", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('[[accepted]]\nbenchmark = "x"\ncommit = "zz"\nreason = "r"\n', "expected 7 to 40 hex digits"),
+        ('[[accepted]]\nbenchmark = "x"\ncommit = "abcdef1"\n', "'reason': expected a non-empty string"),
+        ('[[accepted]]\nbenchmark = "x"\ncommit = "abcdef1"\nreason = "r"\nwhy = 1\n', "unknown keys why"),
+        ("accepted = [", "not valid TOML"),
+    ],
+)
 def test_a_bad_accepted_file_says_what_is_wrong(tmp_path, text, expected):
     from dpbench.results.load import ResultsError
 
@@ -132,8 +138,12 @@ def test_json_and_markdown_carry_the_verdicts(repo, tmp_path):
     doc = json.loads(json.dumps(history_json(history)))
     (change,) = doc["changes"]
     assert {k: change[k] for k in ("benchmark", "commit", "commit_range", "direction", "accepted")} == {
-        "benchmark": SLOW, "commit": commits[STEP_AT], "commit_range": [commits[STEP_AT - 1], commits[STEP_AT]],
-        "direction": "regression", "accepted": False}
+        "benchmark": SLOW,
+        "commit": commits[STEP_AT],
+        "commit_range": [commits[STEP_AT - 1], commits[STEP_AT]],
+        "direction": "regression",
+        "accepted": False,
+    }
     assert change["after_s"] / change["before_s"] == pytest.approx(change["ratio"])
     assert change["p"] < 1e-4 and len(doc["series"]) == 2 and len(doc["series"][0]["points"]) == 12
     text = history_markdown(history, newest=12)
@@ -147,8 +157,16 @@ def test_the_command_names_a_corrupt_file_and_fails_on_a_new_regression(repo, tm
     before = {p: p.read_bytes() for p in (tmp_path / "results").rglob("*.json")}
     monkeypatch.chdir(root)
     out = tmp_path / "h.html"
-    args = ["history", str(tmp_path / "results"), "-o", str(out), "--json", str(tmp_path / "h.json"),
-            "--markdown", str(tmp_path / "h.md")]
+    args = [
+        "history",
+        str(tmp_path / "results"),
+        "-o",
+        str(out),
+        "--json",
+        str(tmp_path / "h.json"),
+        "--markdown",
+        str(tmp_path / "h.md"),
+    ]
     assert main(args) == 2  # a file was skipped: named, and the exit status says so
     err = capsys.readouterr().err
     assert "skipped" in err and "0099_broken.json" in err and "corrupt JSON" in err
@@ -174,8 +192,10 @@ def test_since_keeps_only_later_commits(repo, tmp_path):
 # ---------------------------------------------------------------- the gate's baseline (compare --history)
 def _accepted_file(tmp_path: Path, commit: str) -> Path:
     path = tmp_path / "accepted.toml"
-    path.write_text(f'[[accepted]]\nbenchmark = "test_throughput[*lenet*]"\ncommit = "{commit[:9]}"\n'
-                    'reason = "LeNet does more work on purpose"\n')
+    path.write_text(
+        f'[[accepted]]\nbenchmark = "test_throughput[*lenet*]"\ncommit = "{commit[:9]}"\n'
+        'reason = "LeNet does more work on purpose"\n'
+    )
     return path
 
 
@@ -216,9 +236,10 @@ def test_accepted_levels_replace_only_a_baseline_older_than_the_accepted_change(
 
     root, commits = repo
     paths = _write_family(tmp_path / "results", commits)
-    history = load_history(run_files([tmp_path / "results"]), cwd=root,
-                           accepted=read_accepted(_accepted_file(tmp_path, commits[STEP_AT])))
-    (series, change), = history.changes()
+    history = load_history(
+        run_files([tmp_path / "results"]), cwd=root, accepted=read_accepted(_accepted_file(tmp_path, commits[STEP_AT]))
+    )
+    ((series, change),) = history.changes()
     levels, said = accepted_levels(history, runs_frame([read_run(paths[2])]))
     (name,) = levels
     side, note = levels[name]
@@ -226,15 +247,20 @@ def test_accepted_levels_replace_only_a_baseline_older_than_the_accepted_change(
     # The level after the change, commit by commit: one run of the side per commit.
     assert side.runs == [p.trials for p in series.points[STEP_AT:]] and len(side.runs) == 12 - STEP_AT
     assert side.control_runs == [p.controls for p in series.points[STEP_AT:]]
-    assert note == (f"baseline: the accepted level from {commits[STEP_AT][:10]} on (LeNet does more work on purpose): "
-                    f"{5 * (12 - STEP_AT)} trials over {12 - STEP_AT} commits, not the baseline's own")
-    assert said == ["--history: 1 benchmark(s) judged against the level after an accepted change newer than the "
-                    "baseline's commit (their notes say which)"]
+    assert note == (
+        f"baseline: the accepted level from {commits[STEP_AT][:10]} on (LeNet does more work on purpose): "
+        f"{5 * (12 - STEP_AT)} trials over {12 - STEP_AT} commits, not the baseline's own"
+    )
+    assert said == [
+        "--history: 1 benchmark(s) judged against the level after an accepted change newer than the "
+        "baseline's commit (their notes say which)"
+    ]
     # A baseline measured at or after the accepted change already has its level: left alone.
     assert accepted_levels(history, runs_frame([read_run(paths[STEP_AT])])) == ({}, [])
     assert accepted_levels(history, runs_frame([read_run(_candidate(tmp_path))]))[1] == [
         "--history: the baseline has no commit info (commit_info.id), so it cannot be placed in the history: "
-        "accepted levels not used"]
+        "accepted levels not used"
+    ]
 
 
 def test_compare_with_history_does_not_flag_an_accepted_slowdown_again(repo, tmp_path, monkeypatch, capsys):
@@ -252,8 +278,17 @@ def test_compare_with_history_does_not_flag_an_accepted_slowdown_again(repo, tmp
     assert not any(verdicts[name]["verdict"] == "regressed" for name in FAMILY)
     capsys.readouterr()
     # ... and with the history and its accepted change it is judged against the level after it.
-    args = ["compare", str(paths[2]), str(candidate), "--history", str(tmp_path / "results"), "--accepted",
-            str(accepted), "--json", str(json_out)]
+    args = [
+        "compare",
+        str(paths[2]),
+        str(candidate),
+        "--history",
+        str(tmp_path / "results"),
+        "--accepted",
+        str(accepted),
+        "--json",
+        str(json_out),
+    ]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "warning: --history: 1 benchmark(s) judged against the level after an accepted change" in err
@@ -270,11 +305,14 @@ def test_compare_with_history_does_not_flag_an_accepted_slowdown_again(repo, tmp
     assert {p: p.read_bytes() for p in tmp_path.rglob("*.json") if p != json_out} == before  # nothing rewritten
 
 
-@pytest.mark.parametrize("extra, expected", [
-    (["--accepted", "ACCEPTED"], "--accepted: only with --history"),
-    (["--history", "RESULTS", "--accepted", "MISSING"], "--accepted: MISSING is not a file"),
-    (["--history", "RESULTS", "--accepted", "ACCEPTED", "--paired"], "--history with --paired"),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (["--accepted", "ACCEPTED"], "--accepted: only with --history"),
+        (["--history", "RESULTS", "--accepted", "MISSING"], "--accepted: MISSING is not a file"),
+        (["--history", "RESULTS", "--accepted", "ACCEPTED", "--paired"], "--history with --paired"),
+    ],
+)
 def test_compare_history_bad_input_is_one_line_and_exit_2(repo, tmp_path, monkeypatch, capsys, extra, expected):
     root, commits = repo
     paths = _write_family(tmp_path / "results", commits)

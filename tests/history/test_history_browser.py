@@ -1,5 +1,6 @@
 """Open the history page in headless Chromium, with the report's own browser check
 (tests/report/test_report_browser.py: console errors, dialogs, outside fetches, broken images)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,13 +16,16 @@ from dpbench.history.simulation import synthetic_run
 from dpbench.report.history_page import render_history_page
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None,
-                                reason="needs Chromium (apt-get install chromium; .ci/run installs it)")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="needs playwright (scripts/setup-env installs the test extras)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium (apt-get install chromium; .ci/run installs it)"
+)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="needs playwright (scripts/setup-env installs the test extras)"
+)
 
 _spec = importlib.util.spec_from_file_location(
-    "report_browser_check", Path(__file__).resolve().parents[1] / "report" / "test_report_browser.py")
+    "report_browser_check", Path(__file__).resolve().parents[1] / "report" / "test_report_browser.py"
+)
 check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check)
 
@@ -42,10 +46,15 @@ def _page(tmp_path: Path) -> tuple[Path, int]:
     names = ["test_throughput[ddp-mlp-w2]", "test_throughput[ddp-lenet-w2]", f"test_x[{XSS}-lenet-w2]"]
     for i in range(12):
         levels = {n: 0.01 * (1.3 if i >= 6 and "lenet" in n and k == 1 else 1.0) for k, n in enumerate(names)}
-        machine = {"node": f"host{XSS}", "gpus": [{"name": "H100"}], "driver": "550" if i < 9 else "560",
-                   "torch": "2.13.0"}
-        doc = synthetic_run(commit=f"{i + 1:040x}", date=f"2026-01-{i + 1:02d}T00:00:00", levels=levels, rng=rng,
-                            machine=machine)
+        machine = {
+            "node": f"host{XSS}",
+            "gpus": [{"name": "H100"}],
+            "driver": "550" if i < 9 else "560",
+            "torch": "2.13.0",
+        }
+        doc = synthetic_run(
+            commit=f"{i + 1:040x}", date=f"2026-01-{i + 1:02d}T00:00:00", levels=levels, rng=rng, machine=machine
+        )
         (results / f"{i + 1:04d}_c.json").write_text(json.dumps(doc))
     history = load_history(run_files([tmp_path / "results"]), cwd=Path("/"))
     page = tmp_path / "history.html"

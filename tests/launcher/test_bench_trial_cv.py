@@ -1,4 +1,5 @@
 """scripts/bench_trial_cv.py: bad input, and a tiny real run that switches pinning through DPBENCH_PIN."""
+
 from __future__ import annotations
 
 import json
@@ -14,24 +15,30 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_trial_cv.py"
 
 def _run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DPBENCH_PIN"}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--trials", "1"], "--trials must be an int >= 2"),
-    (["--trials", "two"], "invalid int value"),
-    (["--cases", "ddp-mlp-w9"], "unknown case(s) ddp-mlp-w9; known: single-mlp-w1"),
-    (["--target-s", "0"], "--target-s must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--trials", "1"], "--trials must be an int >= 2"),
+        (["--trials", "two"], "invalid int value"),
+        (["--cases", "ddp-mlp-w9"], "unknown case(s) ddp-mlp-w9; known: single-mlp-w1"),
+        (["--target-s", "0"], "--target-s must be a positive number"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args, message):
     out = _run(*args, timeout=60)
     assert out.returncode == 2 and message in out.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs Linux pinning and 2 usable cores")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux pinning and 2 usable cores",
+)
 def test_two_trials_of_ddp_alternate_pinned_and_unpinned_workers(tmp_path):
     out = _run("--trials", "2", "--cases", "ddp-mlp-w2", "--target-s", "0.01", "--json", str(tmp_path / "cv.json"))
     assert out.returncode == 0, out.stderr

@@ -1,5 +1,6 @@
 """The control runs on every device a case uses, sized for the device type; the CPU control is
 the one saved runs were measured with. CUDA is faked at the module boundary."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -1,5 +1,6 @@
 """Which GPU a worker takes, and how per-device memory is named across hosts: on CPU, with a
 fake ``torch.cuda`` surface at the module boundary and a fake pool."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -35,9 +36,22 @@ def test_a_cluster_rank_takes_the_gpu_of_its_local_rank_not_of_its_global_rank(f
 def test_the_agent_hands_the_worker_its_local_rank():
     from dpbench.cluster.agent import WorkerOrder, _worker_config
 
-    order = WorkerOrder(pool_id="p", rank=3, world_size=4, device_type="cuda", backend="nccl", timeout=5.0,
-                        threads=1, affinity="off", cores_per_worker=None, local_index=1, local_count=2,
-                        store_host="127.0.0.1", store_port=1, sys_path=())
+    order = WorkerOrder(
+        pool_id="p",
+        rank=3,
+        world_size=4,
+        device_type="cuda",
+        backend="nccl",
+        timeout=5.0,
+        threads=1,
+        affinity="off",
+        cores_per_worker=None,
+        local_index=1,
+        local_count=2,
+        store_host="127.0.0.1",
+        store_port=1,
+        sys_path=(),
+    )
     config = _worker_config(order)
     assert config.local_rank == 1 == int(config.environ["LOCAL_RANK"])
 
@@ -53,8 +67,9 @@ class _TwoNodePool:
     closed = False
 
     def run(self, fn, *args):
-        return [{"times": [0.1], "loss_parts": [0.25], "phases": {}, "memory": {f"cuda:{r % 2}": 100 + r}}
-                for r in range(4)]
+        return [
+            {"times": [0.1], "loss_parts": [0.25], "phases": {}, "memory": {f"cuda:{r % 2}": 100 + r}} for r in range(4)
+        ]
 
     def on_head_node(self, rank):
         return rank < 2

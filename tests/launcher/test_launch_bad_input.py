@@ -1,4 +1,5 @@
 """Bad input to dpbench.launch: a clear error naming the argument, before any process starts."""
+
 from __future__ import annotations
 
 import re
@@ -14,34 +15,96 @@ from dpbench.workloads.base import Workload
 
 CASES = [
     # (strategy, workload, kwargs, exception, message)
-    ("nope", HEALTHY, {}, ValueError,
-     "Unknown strategy 'nope'. Available names: single, dp, torch-dp, ddp, manual, allreduce, fsdp, zero"),
+    (
+        "nope",
+        HEALTHY,
+        {},
+        ValueError,
+        "Unknown strategy 'nope'. Available names: single, dp, torch-dp, ddp, manual, allreduce, fsdp, zero",
+    ),
     ("ddp", "no-such-workload", {}, ValueError, "Unknown workload 'no-such-workload'. Available names: "),
     ("ddp", 42, {}, TypeError, "workload must be a registered workload name (str) or a dpbench.Workload, got int"),
     ("ddp", HEALTHY, {"world_size": 0}, ValueError, "world_size must be an int >= 1, got 0"),
-    ("ddp", HEALTHY, {"world_size": 4, "global_batch": 3}, ValueError,
-     "global_batch must be >= world_size so every replica gets at least one sample, got global_batch=3 with world_size=4"),
+    (
+        "ddp",
+        HEALTHY,
+        {"world_size": 4, "global_batch": 3},
+        ValueError,
+        "global_batch must be >= world_size so every replica gets at least one sample, got global_batch=3 with world_size=4",
+    ),
     ("single", HEALTHY, {"world_size": 2}, ValueError, "world_size must be 1, got 2"),
     ("ddp", HEALTHY, {"device": "tpu"}, ValueError, "device must be 'cpu' or 'cuda', got 'tpu'"),
     ("ddp", HEALTHY, {"lr": 0}, ValueError, "lr must be a positive number, got 0"),
     ("ddp", HEALTHY, {"timeout": -1}, ValueError, "timeout must be a positive number of seconds, got -1"),
     ("ddp", HEALTHY, {"threads_per_worker": 0}, ValueError, "threads_per_worker must be an int >= 1, got 0"),
-    ("ddp", HEALTHY, {"bogus": 1}, ValueError, "Unknown option(s) 'bogus' for strategy 'ddp'. Known options: "
-     "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, compile, find_unused_parameters, "
-     "gradient_as_bucket_view, optimizer, precision, static_graph, sync_batchnorm"),
-    ("single", HEALTHY, {"mode": "overlap"}, ValueError, "Unknown option(s) 'mode' for strategy 'single'. Known options: compile, optimizer, precision"),
-    ("allreduce", HEALTHY, {"mode": "ring"}, ValueError, "allreduce option mode must be one of per-param, bucketed, overlap, got 'ring'"),
-    ("allreduce", HEALTHY, {"bucket_cap_mb": 0}, ValueError, "allreduce option bucket_cap_mb must be a positive number, got 0"),
-    ("ddp", HEALTHY, {"bucket_cap_mb": -1}, ValueError, "ddp option bucket_cap_mb must be None or a positive number, got -1"),
-    ("ddp", HEALTHY, {"comm_hook": "int8"}, ValueError, "ddp option comm_hook must be None or one of fp16, bf16, powersgd, got 'int8'"),
+    (
+        "ddp",
+        HEALTHY,
+        {"bogus": 1},
+        ValueError,
+        "Unknown option(s) 'bogus' for strategy 'ddp'. Known options: "
+        "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, compile, find_unused_parameters, "
+        "gradient_as_bucket_view, optimizer, precision, static_graph, sync_batchnorm",
+    ),
+    (
+        "single",
+        HEALTHY,
+        {"mode": "overlap"},
+        ValueError,
+        "Unknown option(s) 'mode' for strategy 'single'. Known options: compile, optimizer, precision",
+    ),
+    (
+        "allreduce",
+        HEALTHY,
+        {"mode": "ring"},
+        ValueError,
+        "allreduce option mode must be one of per-param, bucketed, overlap, got 'ring'",
+    ),
+    (
+        "allreduce",
+        HEALTHY,
+        {"bucket_cap_mb": 0},
+        ValueError,
+        "allreduce option bucket_cap_mb must be a positive number, got 0",
+    ),
+    (
+        "ddp",
+        HEALTHY,
+        {"bucket_cap_mb": -1},
+        ValueError,
+        "ddp option bucket_cap_mb must be None or a positive number, got -1",
+    ),
+    (
+        "ddp",
+        HEALTHY,
+        {"comm_hook": "int8"},
+        ValueError,
+        "ddp option comm_hook must be None or one of fp16, bf16, powersgd, got 'int8'",
+    ),
     ("ddp", HEALTHY, {"static_graph": "yes"}, ValueError, "ddp option static_graph must be True or False, got 'yes'"),
-    ("ddp", HEALTHY, {"world_size": 2, "global_batch": 8, "accumulation_steps": 5}, ValueError,
-     "ddp option accumulation_steps must be an int between 1 and the smallest per-rank batch (4), got 5"),
+    (
+        "ddp",
+        HEALTHY,
+        {"world_size": 2, "global_batch": 8, "accumulation_steps": 5},
+        ValueError,
+        "ddp option accumulation_steps must be an int between 1 and the smallest per-rank batch (4), got 5",
+    ),
     ("ddp", HEALTHY, {"accumulation_steps": 2, "static_graph": True}, StrategyUnavailable, "pytorch/pytorch#143580"),
     ("ddp", HEALTHY, {"comm_hook": "bf16"}, StrategyUnavailable, "comm_hook='bf16' needs device='cuda'"),
-    ("dp", HEALTHY, {"world_size": 2, "global_batch": 8, "chunk_sizes": [5, 4]}, ValueError,
-     "dp option chunk_sizes must be 2 positive ints summing to global_batch=8, got [5, 4]"),
-    ("dp", HEALTHY, {"replicas_per_device": 0}, ValueError, "dp option replicas_per_device must be None or an int >= 1, got 0"),
+    (
+        "dp",
+        HEALTHY,
+        {"world_size": 2, "global_batch": 8, "chunk_sizes": [5, 4]},
+        ValueError,
+        "dp option chunk_sizes must be 2 positive ints summing to global_batch=8, got [5, 4]",
+    ),
+    (
+        "dp",
+        HEALTHY,
+        {"replicas_per_device": 0},
+        ValueError,
+        "dp option replicas_per_device must be None or an int >= 1, got 0",
+    ),
     ("torch-dp", HEALTHY, {}, StrategyUnavailable, "torch-dp needs CUDA"),
 ]
 
@@ -77,8 +140,11 @@ def test_registry_lists_every_strategy_and_rejects_unknown():
     import dpbench.launcher
 
     assert dpbench.launch is dpbench.launcher.launch  # the lazy top-level name is the function
-    assert dpbench.list_strategies() == list_strategies() == [
-        "single", "dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero"]
+    assert (
+        dpbench.list_strategies()
+        == list_strategies()
+        == ["single", "dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero"]
+    )
     for name in list_strategies():
         assert get_strategy(name).name == name
     with pytest.raises(ValueError, match=re.escape("Unknown strategy 'DDP'. Available names: single, dp")):
@@ -96,7 +162,8 @@ def test_batch_of_the_wrong_size_is_named_before_any_process():
     with pytest.raises(ValueError) as info:
         dpbench.launch("ddp", workload, world_size=2, global_batch=64)
     assert str(info.value).startswith(
-        "Workload.batch of workload 'short': short_batch returned 61 rows in inputs for global_batch=64")
+        "Workload.batch of workload 'short': short_batch returned 61 rows in inputs for global_batch=64"
+    )
     assert {p.pid for p in stray_children()} == before
     # The first batch is built on the CPU: checking it initialises no CUDA in the caller.
     assert not torch.cuda.is_initialized()
@@ -111,9 +178,13 @@ def test_a_temp_directory_too_long_for_the_forkserver_socket_is_named():
     from dpbench.workers.pool import check_socket_dir
 
     check_socket_dir("/tmp/" + "x" * 84)  # 5 + 84 + 18 = 107 bytes: fits
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
             "is too long for the forkserver's Unix socket (108 bytes under /tmp/" + "x" * 85 + ", at most 107): "
-            "set TMPDIR to a shorter directory")):
+            "set TMPDIR to a shorter directory"
+        ),
+    ):
         check_socket_dir("/tmp/" + "x" * 85)
 
 
@@ -125,10 +196,17 @@ def test_a_pool_under_a_too_long_tmpdir_fails_in_one_line(tmp_path):
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     code = "from dpbench.launcher import WorkerPool\nWorkerPool(1)\n"
-    proc = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "TMPDIR": str(deep)},
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**__import__("os").environ, "TMPDIR": str(deep)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"ValueError: the temp directory '{deep}' is too long for the forkserver's Unix socket"), last
+    assert last.startswith(f"ValueError: the temp directory '{deep}' is too long for the forkserver's Unix socket"), (
+        last
+    )
     assert "AF_UNIX" not in proc.stderr
     assert list(deep.iterdir()) == []  # nothing of the pool's is left there

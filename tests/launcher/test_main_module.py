@@ -3,6 +3,7 @@
 Every test runs a real script in a fresh interpreter, as a user would, and checks the one-line
 error and that no process of that script is left behind (found by a marker in its environment).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GUARD_HINT = 'if __name__ == "__main__":'
 
 
-def _run_script(tmp_path: Path, source: str, *, name: str = "script.py", args: list[str] | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess:
+def _run_script(
+    tmp_path: Path, source: str, *, name: str = "script.py", args: list[str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     marker = uuid.uuid4().hex
     script = tmp_path / name
     script.write_text(textwrap.dedent(source))
@@ -77,7 +79,9 @@ def test_unguarded_launch_is_refused_in_one_line_before_any_process(tmp_path):
 
 @pytest.mark.slow
 def test_unguarded_call_through_a_function_is_refused(tmp_path):
-    proc = _run_script(tmp_path, """
+    proc = _run_script(
+        tmp_path,
+        """
         import dpbench
 
         def main():
@@ -85,7 +89,8 @@ def test_unguarded_call_through_a_function_is_refused(tmp_path):
                 run.step(1)
 
         main()
-    """)
+    """,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "script.py, line 8" in _last_line(proc) and GUARD_HINT in _last_line(proc)
 
@@ -102,7 +107,9 @@ def test_unguarded_script_run_with_dash_m_is_refused(tmp_path):
 @pytest.mark.slow
 def test_code_that_the_workers_do_not_reimport_may_launch_unguarded(tmp_path):
     # `python -c` has no main file: the workers do not run it again, so no guard is needed.
-    code = "from dpbench.workloads.main_module import refuse_unguarded_launch\nrefuse_unguarded_launch()\nprint('allowed')"
+    code = (
+        "from dpbench.workloads.main_module import refuse_unguarded_launch\nrefuse_unguarded_launch()\nprint('allowed')"
+    )
     proc = _run_script(tmp_path, "", args=["-c", code])
     assert proc.returncode == 0 and proc.stdout.strip() == "allowed", proc.stderr[-3000:]
 
@@ -151,7 +158,9 @@ def test_factory_defined_under_the_main_guard_is_refused_before_any_process(tmp_
 
 @pytest.mark.slow
 def test_factory_nested_in_a_partial_under_the_guard_is_refused(tmp_path):
-    proc = _run_script(tmp_path, """
+    proc = _run_script(
+        tmp_path,
+        """
         import functools
         import dpbench
         from dpbench.workloads.base import check_picklable
@@ -166,14 +175,17 @@ def test_factory_nested_in_a_partial_under_the_guard_is_refused(tmp_path):
 
             mlp = dpbench.get_workload("mlp")
             check_picklable(dpbench.Workload(name="inner", model=functools.partial(make, relu), batch=mlp.batch))
-    """)
+    """,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert _last_line(proc).startswith("TypeError: Workload.model of workload 'inner' refers to relu"), proc.stderr
 
 
 @pytest.mark.slow
 def test_module_level_factories_of_a_guarded_script_are_accepted(tmp_path):
-    proc = _run_script(tmp_path, """
+    proc = _run_script(
+        tmp_path,
+        """
         from torch import nn
         import dpbench
         from dpbench.workloads.base import check_picklable
@@ -190,7 +202,8 @@ def test_module_level_factories_of_a_guarded_script_are_accepted(tmp_path):
             check_picklable(dpbench.Workload(name="ok", model=make_model, batch=batch))
             check_picklable(dpbench.Workload(name="ok-class", model=Model, batch=batch))
             print("accepted")
-    """)
+    """,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "accepted"
 
@@ -214,8 +227,9 @@ def test_factory_from_a_main_that_the_workers_do_not_import_is_refused(tmp_path)
     assert "the worker processes cannot import it" in line and "move make_model into a module" in line, line
 
 
-@pytest.mark.parametrize("guard", ['__name__ == "__main__"', "'__main__' == __name__",
-                                   '__name__ == "__main__" and True'])
+@pytest.mark.parametrize(
+    "guard", ['__name__ == "__main__"', "'__main__' == __name__", '__name__ == "__main__" and True']
+)
 def test_guard_spellings_are_recognised(tmp_path, guard):
     from dpbench.workloads.main_module import line_is_guarded
 

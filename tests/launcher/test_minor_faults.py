@@ -1,4 +1,5 @@
 """Minor page faults per step (StepStats.minor_faults): counted where the steps run, every rank summed."""
+
 from __future__ import annotations
 
 import resource

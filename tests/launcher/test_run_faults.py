@@ -1,4 +1,5 @@
 """dpbench.launch runs: info, per-step stats, and faults injected through custom Workloads."""
+
 from __future__ import annotations
 
 import os

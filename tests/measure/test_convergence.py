@@ -1,4 +1,5 @@
 """Convergence settings, cases and the ``extra_info["convergence"]`` they publish (no processes)."""
+
 from __future__ import annotations
 
 import math
@@ -6,17 +7,31 @@ import statistics
 
 import pytest
 
-from dpbench.measure.convergence import (ConvergenceCase, ConvergenceSettings, convergence_cases, convergence_info,
-                                         resolve_convergence)
+from dpbench.measure.convergence import (
+    ConvergenceCase,
+    ConvergenceSettings,
+    convergence_cases,
+    convergence_info,
+    resolve_convergence,
+)
 from dpbench.measure.trials import CaseResult, TrialResult
 from dpbench.stats import log_t_interval
 
 
-@pytest.mark.parametrize("name, raw", [
-    ("DPBENCH_EPOCHS", "0"), ("DPBENCH_EPOCHS", "-2"), ("DPBENCH_EPOCHS", "1.5"), ("DPBENCH_EPOCHS", "ten"),
-    ("DPBENCH_TARGET_ACCURACY", "0"), ("DPBENCH_TARGET_ACCURACY", "1.01"), ("DPBENCH_TARGET_ACCURACY", "nan"),
-    ("DPBENCH_TARGET_ACCURACY", "-0.5"), ("DPBENCH_TARGET_ACCURACY", "high"),
-])
+@pytest.mark.parametrize(
+    "name, raw",
+    [
+        ("DPBENCH_EPOCHS", "0"),
+        ("DPBENCH_EPOCHS", "-2"),
+        ("DPBENCH_EPOCHS", "1.5"),
+        ("DPBENCH_EPOCHS", "ten"),
+        ("DPBENCH_TARGET_ACCURACY", "0"),
+        ("DPBENCH_TARGET_ACCURACY", "1.01"),
+        ("DPBENCH_TARGET_ACCURACY", "nan"),
+        ("DPBENCH_TARGET_ACCURACY", "-0.5"),
+        ("DPBENCH_TARGET_ACCURACY", "high"),
+    ],
+)
 def test_bad_settings_are_refused_naming_the_variable(name, raw):
     with pytest.raises(ValueError, match=f"^{name} must be .*got '{raw}'$"):
         resolve_convergence({"DPBENCH_CONVERGENCE": "digits-mlp", name: raw})
@@ -24,10 +39,17 @@ def test_bad_settings_are_refused_naming_the_variable(name, raw):
 
 def test_settings_read_recipes_epochs_target_and_the_data_directory():
     assert resolve_convergence({}) == ConvergenceSettings()
-    settings = resolve_convergence({"DPBENCH_CONVERGENCE": " d2l-lenet,digits-mlp ", "DPBENCH_EPOCHS": "3",
-                                    "DPBENCH_TARGET_ACCURACY": "1", "DPBENCH_FASHION_MNIST": "/data/fm"})
-    assert settings == ConvergenceSettings(recipes=("d2l-lenet", "digits-mlp"), epochs=3, target_accuracy=1.0,
-                                           fashion_mnist="/data/fm")
+    settings = resolve_convergence(
+        {
+            "DPBENCH_CONVERGENCE": " d2l-lenet,digits-mlp ",
+            "DPBENCH_EPOCHS": "3",
+            "DPBENCH_TARGET_ACCURACY": "1",
+            "DPBENCH_FASHION_MNIST": "/data/fm",
+        }
+    )
+    assert settings == ConvergenceSettings(
+        recipes=("d2l-lenet", "digits-mlp"), epochs=3, target_accuracy=1.0, fashion_mnist="/data/fm"
+    )
     assert resolve_convergence({"DPBENCH_CONVERGENCE": "all"}).recipes == ("digits-mlp", "d2l-lenet", "d2l-resnet18")
     with pytest.raises(ValueError, match="unknown recipe\\(s\\) 'lenet'. Known names: digits-mlp, d2l-lenet"):
         resolve_convergence({"DPBENCH_CONVERGENCE": "lenet"})
@@ -35,9 +57,17 @@ def test_settings_read_recipes_epochs_target_and_the_data_directory():
 
 def test_cases_follow_the_recipe_and_are_judged_against_single():
     cases = convergence_cases(ConvergenceSettings(recipes=("d2l-resnet18",), epochs=2, target_accuracy=0.5))
-    assert [c.id for c in cases] == ["single-d2l-resnet18-w1", "manual-d2l-resnet18-w1", "manual-d2l-resnet18-w2",
-                                     "dp-d2l-resnet18-w1", "dp-d2l-resnet18-w2", "torch-dp-d2l-resnet18-w1",
-                                     "torch-dp-d2l-resnet18-w2", "ddp-d2l-resnet18-w1", "ddp-d2l-resnet18-w2"]
+    assert [c.id for c in cases] == [
+        "single-d2l-resnet18-w1",
+        "manual-d2l-resnet18-w1",
+        "manual-d2l-resnet18-w2",
+        "dp-d2l-resnet18-w1",
+        "dp-d2l-resnet18-w2",
+        "torch-dp-d2l-resnet18-w1",
+        "torch-dp-d2l-resnet18-w2",
+        "ddp-d2l-resnet18-w1",
+        "ddp-d2l-resnet18-w2",
+    ]
     assert [(c.global_batch, c.lr) for c in cases if c.world_size == 2] == [(512, 0.2)] * 4
     assert all(c.epochs == 2 and c.target_accuracy == 0.5 for c in cases)
     assert cases[0].reference is None and all(c.reference == cases[0] for c in cases[1:])
@@ -50,21 +80,47 @@ def test_a_case_refuses_bad_epochs_and_targets():
     with pytest.raises(ValueError, match="epochs must be an integer >= 1"):
         ConvergenceCase(recipe="digits-mlp", strategy="single", world_size=1, global_batch=64, lr=0.1, epochs=0)
     with pytest.raises(ValueError, match="target_accuracy must be a test accuracy in \\(0, 1\\]"):
-        ConvergenceCase(recipe="digits-mlp", strategy="single", world_size=1, global_batch=64, lr=0.1, epochs=1,
-                        target_accuracy=1.5)
+        ConvergenceCase(
+            recipe="digits-mlp", strategy="single", world_size=1, global_batch=64, lr=0.1, epochs=1, target_accuracy=1.5
+        )
 
 
 def _trial(i: int, curve: list[float], times: list[float]) -> TrialResult:
-    epochs = [{"time_s": t, "wall_s": t + 0.01, "train_loss": 1.0 / (e + 1), "test_accuracy": a, "test_loss": 1 - a,
-               "eval_s": 0.002, "eval_device": "cpu"} for e, (a, t) in enumerate(zip(curve, times))]
-    return TrialResult(trial=i, order=i, started_at=0.0, steps_per_round=22, round_times=[t / 22 for t in times],
-                       unit_times=[t / 22 for t in times], control_s=0.01,
-                       detail={"epochs": epochs, "samples": {"train": 1438, "test": 359}})
+    epochs = [
+        {
+            "time_s": t,
+            "wall_s": t + 0.01,
+            "train_loss": 1.0 / (e + 1),
+            "test_accuracy": a,
+            "test_loss": 1 - a,
+            "eval_s": 0.002,
+            "eval_device": "cpu",
+        }
+        for e, (a, t) in enumerate(zip(curve, times))
+    ]
+    return TrialResult(
+        trial=i,
+        order=i,
+        started_at=0.0,
+        steps_per_round=22,
+        round_times=[t / 22 for t in times],
+        unit_times=[t / 22 for t in times],
+        control_s=0.01,
+        detail={"epochs": epochs, "samples": {"train": 1438, "test": 359}},
+    )
 
 
 def _case(strategy: str, reference=None) -> ConvergenceCase:
-    return ConvergenceCase(recipe="digits-mlp", strategy=strategy, world_size=1 if strategy == "single" else 2,
-                           global_batch=64, lr=0.01, epochs=3, target_accuracy=0.9, reference=reference)
+    return ConvergenceCase(
+        recipe="digits-mlp",
+        strategy=strategy,
+        world_size=1 if strategy == "single" else 2,
+        global_batch=64,
+        lr=0.01,
+        epochs=3,
+        target_accuracy=0.9,
+        reference=reference,
+    )
 
 
 def test_convergence_info_reports_curves_epoch_times_time_to_target_and_parity():
@@ -92,8 +148,9 @@ def test_convergence_info_reports_curves_epoch_times_time_to_target_and_parity()
 
 def test_a_curve_that_moves_between_trials_is_not_deterministic_and_a_missed_target_has_no_time():
     case = _case("single")
-    result = CaseResult(key=case.key, trials=[_trial(0, [0.5, 0.6, 0.7], [1, 1, 1]),
-                                              _trial(1, [0.5, 0.61, 0.7], [1, 1, 1])])
+    result = CaseResult(
+        key=case.key, trials=[_trial(0, [0.5, 0.6, 0.7], [1, 1, 1]), _trial(1, [0.5, 0.61, 0.7], [1, 1, 1])]
+    )
     info = convergence_info(case, result)
     assert info["deterministic"] is False and info["test_accuracy_trials"][1] == [0.5, 0.61, 0.7]
     assert info["epochs_to_target"] is None and info["time_to_target_s"] is None

@@ -1,6 +1,7 @@
 """The convergence suite as a user runs it: the packaged digits under every CPU strategy (the parity
 target), d2l's LeNet recipe on a synthetic Fashion-MNIST directory (the path a GPU user takes), the
 saved extra_info and its report, and bad input refused in one line before any process starts."""
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,24 @@ def _suite(tmp_path, env: dict[str, str], *args: str, timeout: float = 400) -> s
     for name in ("DPBENCH_EPOCHS", "DPBENCH_TARGET_ACCURACY", "DPBENCH_FASHION_MNIST"):
         if name not in env:
             full.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/test_convergence.py",
-                           f"--benchmark-storage=file://{tmp_path / 'results'}", "-rs", *args],
-                          cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "suites/test_convergence.py",
+            f"--benchmark-storage=file://{tmp_path / 'results'}",
+            "-rs",
+            *args,
+        ],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _saved(tmp_path) -> list[dict]:
@@ -36,7 +52,7 @@ def _saved(tmp_path) -> list[dict]:
 def _readme_section() -> str:
     text = (ROOT / "README.md").read_text()
     start = text.index("## Time to accuracy")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def test_every_cpu_strategy_trains_the_digits_to_singles_accuracy(tmp_path):
@@ -58,8 +74,21 @@ def test_every_cpu_strategy_trains_the_digits_to_singles_accuracy(tmp_path):
     undocumented = [key for key in single if f"`{key}`" not in documented]
     assert not undocumented, f"README's Time to accuracy section does not document {undocumented}"
     report = tmp_path / "report.html"
-    rendered = subprocess.run([sys.executable, "-m", "dpbench.cli", "report", str(next((tmp_path / "results").glob(
-        "*/0001_conv.json"))), "-o", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    rendered = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpbench.cli",
+            "report",
+            str(next((tmp_path / "results").glob("*/0001_conv.json"))),
+            "-o",
+            str(report),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rendered.returncode == 0, rendered.stderr
     html = report.read_text()
     assert "Time to accuracy" in html and re.search(r"ddp w2: test acc 0\.9\d, [\d.]+ sec/epoch", html)
@@ -69,9 +98,14 @@ def test_every_cpu_strategy_trains_the_digits_to_singles_accuracy(tmp_path):
 def test_d2l_lenet_runs_end_to_end_on_fashion_mnist_idx_files(tmp_path):
     # One full batch of 256 per epoch, two epochs: the chapter's own batch and lr, the real file path.
     data = write_fashion_dir(tmp_path / "fashion", train=300, test=500)
-    proc = _suite(tmp_path, {"DPBENCH_CONVERGENCE": "d2l-lenet", "DPBENCH_FASHION_MNIST": str(data),
-                             "DPBENCH_EPOCHS": "2"}, "--benchmark-save=conv", "-q", "-k",
-                  "single or (w2 and (manual or ddp))")
+    proc = _suite(
+        tmp_path,
+        {"DPBENCH_CONVERGENCE": "d2l-lenet", "DPBENCH_FASHION_MNIST": str(data), "DPBENCH_EPOCHS": "2"},
+        "--benchmark-save=conv",
+        "-q",
+        "-k",
+        "single or (w2 and (manual or ddp))",
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     benches = {b["extra_info"]["strategy"]: b["extra_info"] for b in _saved(tmp_path)}
     assert set(benches) == {"single", "manual", "ddp"}

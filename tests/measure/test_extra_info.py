@@ -1,4 +1,5 @@
 """dpbench.measure.extra_info and dpbench.measure.collectives pieces that need no worker processes."""
+
 from __future__ import annotations
 
 import math
@@ -27,20 +28,27 @@ def test_quick_world_sizes_follow_the_core_count():
 
 
 def test_environment_overrides():
-    env = {"DPBENCH_PROFILE": "full", "DPBENCH_DEVICE": "cpu", "DPBENCH_WORLD_SIZES": "1,3",
-           "DPBENCH_WORKLOADS": "lenet, mlp"}
+    env = {
+        "DPBENCH_PROFILE": "full",
+        "DPBENCH_DEVICE": "cpu",
+        "DPBENCH_WORLD_SIZES": "1,3",
+        "DPBENCH_WORKLOADS": "lenet, mlp",
+    }
     cfg = resolve_profile(cuda_count=0, cpu_count=2, environ=env)
     assert (cfg.name, cfg.device, cfg.world_sizes, cfg.workloads) == (Profile.FULL, "cpu", (1, 3), ("lenet", "mlp"))
     assert cfg.knob_workload == "lenet"
 
 
-@pytest.mark.parametrize("env, needle", [
-    ({"DPBENCH_PROFILE": "fast"}, "DPBENCH_PROFILE"),
-    ({"DPBENCH_DEVICE": "tpu"}, "DPBENCH_DEVICE"),
-    ({"DPBENCH_DEVICE": "cuda"}, "no CUDA device"),
-    ({"DPBENCH_WORLD_SIZES": "1,x"}, "DPBENCH_WORLD_SIZES"),
-    ({"DPBENCH_WORLD_SIZES": "0"}, "DPBENCH_WORLD_SIZES"),
-])
+@pytest.mark.parametrize(
+    "env, needle",
+    [
+        ({"DPBENCH_PROFILE": "fast"}, "DPBENCH_PROFILE"),
+        ({"DPBENCH_DEVICE": "tpu"}, "DPBENCH_DEVICE"),
+        ({"DPBENCH_DEVICE": "cuda"}, "no CUDA device"),
+        ({"DPBENCH_WORLD_SIZES": "1,x"}, "DPBENCH_WORLD_SIZES"),
+        ({"DPBENCH_WORLD_SIZES": "0"}, "DPBENCH_WORLD_SIZES"),
+    ],
+)
 def test_bad_environment_is_a_clear_error(env, needle):
     with pytest.raises(ValueError, match=needle):
         resolve_profile(cuda_count=0, cpu_count=2, environ=env)
@@ -59,10 +67,21 @@ def test_steps_for_round():
 
 
 def test_merge_step_stats_weights_phases_by_steps_and_keeps_peaks():
-    a = StepStats(step_times=[1.0, 1.0], global_batch=8, phases={"compute": 0.5}, peak_memory_bytes={"cpu:rank0": 10},
-                  minor_faults=30)
-    b = StepStats(step_times=[2.0], global_batch=8, phases={"compute": 2.0, "communication": 0.3},
-                  peak_memory_bytes={"cpu:rank0": 7, "cpu:rank1": 9}, losses=[0.1], minor_faults=4)
+    a = StepStats(
+        step_times=[1.0, 1.0],
+        global_batch=8,
+        phases={"compute": 0.5},
+        peak_memory_bytes={"cpu:rank0": 10},
+        minor_faults=30,
+    )
+    b = StepStats(
+        step_times=[2.0],
+        global_batch=8,
+        phases={"compute": 2.0, "communication": 0.3},
+        peak_memory_bytes={"cpu:rank0": 7, "cpu:rank1": 9},
+        losses=[0.1],
+        minor_faults=4,
+    )
     merged = merge_step_stats([a, b])
     assert merged.minor_faults == 34 and merged.minor_faults_per_step == 34 / 3  # every fault, per step of all rounds
     assert a.to_dict()["minor_faults_per_step"] == 15.0
@@ -134,5 +153,7 @@ def test_strategy_cases_cover_every_strategy_and_world_size_with_single_at_one()
 def test_unknown_workload_names_are_refused_in_one_line_listing_the_known_ones():
     with pytest.raises(ValueError) as info:
         resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORKLOADS": "mlp, mpl,lenett"})
-    assert str(info.value) == ("DPBENCH_WORKLOADS names unknown workload(s) 'mpl', 'lenett'. "
-                               "Known names: dict_model, lenet, mlp, resnet18, transformer")
+    assert str(info.value) == (
+        "DPBENCH_WORKLOADS names unknown workload(s) 'mpl', 'lenett'. "
+        "Known names: dict_model, lenet, mlp, resnet18, transformer"
+    )

@@ -7,6 +7,7 @@ The fresh environment borrows the dependencies (torch, pytest, …) of the runni
 path entry: installing them again would take minutes and test pip, not dpbench. A path entry
 is not a site directory, so the running environment's editable install of dpbench (a ``.pth``
 hook) is not loaded there."""
+
 from __future__ import annotations
 
 import json
@@ -28,16 +29,41 @@ pytestmark = pytest.mark.slow
 def installed(tmp_path_factory) -> Path:
     """A fresh environment's python with the built wheel and the running environment's dependencies."""
     work = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(work / "dist"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (work / "dist").glob("dpbench-*.whl")
     venv.EnvBuilder(with_pip=False).create(work / "env")
     python = work / "env" / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    put = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q",
-                          "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    put = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert put.returncode == 0, put.stderr[-3000:]
     (site / "borrowed-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
@@ -53,25 +79,50 @@ def _run(python: Path, args: list[str], cwd: Path, timeout: float) -> subprocess
 def test_the_wheel_holds_every_file_of_the_package_and_the_suites(installed):
     """Every tracked file under dpbench/ (templates, scripts of the report) and suites/ is in the
     installed package: a file left out of the package data breaks only an installed dpbench."""
-    tracked = subprocess.run(["git", "ls-files", "dpbench", "suites"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "dpbench", "suites"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     site = installed.parent.parent / "lib"
     (package,) = site.glob("python*/site-packages/dpbench")
-    shipped = {str(p.relative_to(package.parent)) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    shipped = {
+        str(p.relative_to(package.parent)) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
     wanted = {("dpbench/" + f) if f.startswith("suites/") else f for f in tracked}
     assert wanted - shipped == set()
 
 
 def test_the_installed_wheel_runs_the_suites_and_its_run_renders(installed, tmp_path):
-    where = _run(installed, ["-c", "import dpbench, dpbench.suites, dpbench.measure.plugin as p; "
-                                   "print(dpbench.__file__); print(p.suites_dir())"], tmp_path, 60)
+    where = _run(
+        installed,
+        [
+            "-c",
+            "import dpbench, dpbench.suites, dpbench.measure.plugin as p; "
+            "print(dpbench.__file__); print(p.suites_dir())",
+        ],
+        tmp_path,
+        60,
+    )
     assert where.returncode == 0, where.stderr
     module, suites = where.stdout.split()
     assert not module.startswith(str(ROOT)) and not suites.startswith(str(ROOT)), where.stdout  # the wheel's
     assert Path(suites, "test_throughput.py").is_file()
 
-    proc = _run(installed, ["-m", "pytest", "--pyargs", "dpbench.suites", "-k", "test_throughput and ddp and mlp",
-                            "-p", "no:cacheprovider", "--benchmark-save=x"], tmp_path, 600)
+    proc = _run(
+        installed,
+        [
+            "-m",
+            "pytest",
+            "--pyargs",
+            "dpbench.suites",
+            "-k",
+            "test_throughput and ddp and mlp",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-save=x",
+        ],
+        tmp_path,
+        600,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "1 passed" in out and "measuring 1 cases × 2 trials" in out, out[-4000:]
@@ -84,8 +135,12 @@ def test_the_installed_wheel_runs_the_suites_and_its_run_renders(installed, tmp_
     assert len(bench["stats"]["data"]) > 0  # the per-round data, as a checkout's pyproject.toml saves it
     print(bench["fullname"])
 
-    report = _run(installed, ["-c", "import sys; from dpbench.cli import main; sys.exit(main())", "report",
-                              "-o", "report.html"], tmp_path, 300)
+    report = _run(
+        installed,
+        ["-c", "import sys; from dpbench.cli import main; sys.exit(main())", "report", "-o", "report.html"],
+        tmp_path,
+        300,
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     page = (tmp_path / "report.html").read_text()
     assert "ddp" in page and "<img" in page

@@ -1,4 +1,5 @@
 """The measuring plugin's pure parts: when a session measures, and how suite benchmarks are named."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,7 +21,9 @@ def test_a_session_measures_the_suites_or_when_asked(tmp_path):
     assert measures(["suites"], asked=False, **here)
     assert measures(["suites/test_x.py::test_y[a-b]"], asked=False, **here)
     assert measures(["suites/sub"], asked=False, **here)
-    assert measures(["dpbench.suites"], asked=False, **here) and measures(["dpbench.suites.test_x"], asked=False, **here)
+    assert measures(["dpbench.suites"], asked=False, **here) and measures(
+        ["dpbench.suites.test_x"], asked=False, **here
+    )
     assert measures([], asked=False, invocation_dir=suites, suites=suites)  # run inside the suites directory
     assert not measures(["tests"], asked=False, **here)
     assert not measures([], asked=False, **here)  # the invocation directory holds the suites, is not in them
@@ -32,14 +35,19 @@ def test_a_session_measures_the_suites_or_when_asked(tmp_path):
 def test_suite_benchmarks_are_named_as_in_a_checkout_wherever_they_ran(tmp_path):
     suites = tmp_path / "site" / "dpbench" / "suites"
     suites.mkdir(parents=True)
-    files = {"test_throughput.py::test_throughput[ddp-mlp-w2]": suites / "test_throughput.py",  # --pyargs, rootdir elsewhere
-             "suites/test_scaling.py::test_scaling[x]": suites / "test_scaling.py",  # a checkout
-             "tests/test_other.py::test_x": tmp_path / "tests" / "test_other.py"}
+    files = {
+        "test_throughput.py::test_throughput[ddp-mlp-w2]": suites / "test_throughput.py",  # --pyargs, rootdir elsewhere
+        "suites/test_scaling.py::test_scaling[x]": suites / "test_scaling.py",  # a checkout
+        "tests/test_other.py::test_x": tmp_path / "tests" / "test_other.py",
+    }
     benches = [{"fullname": name} for name in [*files, "never/collected.py::test_y"]]
     suite_fullnames(benches, files=files, suites=suites)
-    assert [b["fullname"] for b in benches] == ["suites/test_throughput.py::test_throughput[ddp-mlp-w2]",
-                                                "suites/test_scaling.py::test_scaling[x]",
-                                                "tests/test_other.py::test_x", "never/collected.py::test_y"]
+    assert [b["fullname"] for b in benches] == [
+        "suites/test_throughput.py::test_throughput[ddp-mlp-w2]",
+        "suites/test_scaling.py::test_scaling[x]",
+        "tests/test_other.py::test_x",
+        "never/collected.py::test_y",
+    ]
     unchanged = [{"fullname": "test_throughput.py::test_throughput[ddp-mlp-w2]"}]
     suite_fullnames(unchanged, files=files, suites=None)
     assert unchanged == [{"fullname": "test_throughput.py::test_throughput[ddp-mlp-w2]"}]

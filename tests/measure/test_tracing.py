@@ -1,4 +1,5 @@
 """Tracing in the measuring engine: the switch, who is asked to trace, what extra_info gets."""
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,9 @@ from _kineto import cpu_rank, write  # noqa: E402
 
 def test_dpbench_trace_values():
     assert [trace_env({"DPBENCH_TRACE": v}) for v in ("1", "true", "YES", "on")] == [True] * 4
-    assert [trace_env(e) for e in ({}, {"DPBENCH_TRACE": ""}, {"DPBENCH_TRACE": "0"}, {"DPBENCH_TRACE": "no"})] \
-        == [False] * 4
+    assert [trace_env(e) for e in ({}, {"DPBENCH_TRACE": ""}, {"DPBENCH_TRACE": "0"}, {"DPBENCH_TRACE": "no"})] == [
+        False
+    ] * 4
     with pytest.raises(ValueError, match="DPBENCH_TRACE must be 1 or 0 .* got 'maybe'"):
         trace_env({"DPBENCH_TRACE": "maybe"})
 
@@ -29,8 +31,9 @@ class _Case:
 
     def measure_trial(self, profile, *, trial, steps_per_round, timeline, first, **kwargs):
         self.seen.append(kwargs)
-        return TrialResult(trial=trial, order=-1, started_at=0.0, steps_per_round=1, round_times=[1.0],
-                           unit_times=[1.0], control_s=1.0)
+        return TrialResult(
+            trial=trial, order=-1, started_at=0.0, steps_per_round=1, round_times=[1.0], unit_times=[1.0], control_s=1.0
+        )
 
 
 def test_only_traceable_cases_are_asked_to_trace_and_only_when_tracing_is_on():
@@ -51,8 +54,13 @@ def test_only_traceable_cases_are_asked_to_trace_and_only_when_tracing_is_on():
 
 def test_extra_info_holds_the_breakdown_overhead_and_two_pass_or_the_skip(tmp_path):
     files = [write(tmp_path / "rank0.json.gz", cpu_rank(70))]
-    traced = {"staged": [str(f) for f in files], "files": ["traces/r/c/rank0.json.gz"], "memory_files": [],
-              "traced_step_s": 0.012, "untraced_step_s": 0.010}
+    traced = {
+        "staged": [str(f) for f in files],
+        "files": ["traces/r/c/rank0.json.gz"],
+        "memory_files": [],
+        "traced_step_s": 0.012,
+        "untraced_step_s": 0.010,
+    }
     info = trace_extra_info(traced, {"exposed_comm_s": 7e-6, "overlap_fraction": 0.5})
     assert info["files"] == ["traces/r/c/rank0.json.gz"] and info["ranks"][0]["exposed_comm_s"] == pytest.approx(7e-6)
     assert info["overhead"] == {"traced_step_s": 0.012, "untraced_step_s": 0.010, "ratio": pytest.approx(1.2)}

@@ -1,5 +1,6 @@
 """dpbench.measure.trials: the interleaved schedule and its failure rules;
 dpbench.measure.cases: one real trial of each kind of case."""
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,16 @@ class FakeCase:
         if trial == self.fail_on_trial:
             raise RuntimeError(f"{self.name} broke in trial {trial}")
         value = 0.01 * (trial + 1)
-        return TrialResult(trial=trial, order=-1, started_at=math.nan, steps_per_round=steps_per_round or 7,
-                           round_times=[value], unit_times=[value, value], control_s=0.001,
-                           detail={"case_metrics": {"flops": 1} if first else None})
+        return TrialResult(
+            trial=trial,
+            order=-1,
+            started_at=math.nan,
+            steps_per_round=steps_per_round or 7,
+            round_times=[value],
+            unit_times=[value, value],
+            control_s=0.001,
+            detail={"case_metrics": {"flops": 1} if first else None},
+        )
 
 
 def _session(trials=3):
@@ -67,7 +75,11 @@ def test_trials_are_interleaved_trial_major_and_each_case_measured_once():
     assert [t.trial for t in result.trials] == [0, 1, 2]
     assert [t.order for t in result.trials] == [0, 3, 6]  # the global schedule position
     # Every trial of a case does the same work: k from the first trial is reused.
-    assert [call["k"] for call in a.calls] == [None, 7, 7] and [call["first"] for call in a.calls] == [True, False, False]
+    assert [call["k"] for call in a.calls] == [None, 7, 7] and [call["first"] for call in a.calls] == [
+        True,
+        False,
+        False,
+    ]
     assert result.case_metrics == {"flops": 1}
     assert result.values == [0.01, 0.02, 0.03] and result.controls == [0.001] * 3
 
@@ -88,7 +100,11 @@ def test_between_passes_runs_before_every_trial_pass_and_never_inside_one():
 def test_an_unavailable_case_is_skipped_and_a_failing_one_is_not_tried_again():
     log: list = []
     session = _session(3)
-    ok, gone, broken = FakeCase("ok", log), FakeCase("gone", log, unavailable=True), FakeCase("broken", log, fail_on_trial=1)
+    ok, gone, broken = (
+        FakeCase("ok", log),
+        FakeCase("gone", log, unavailable=True),
+        FakeCase("broken", log, fail_on_trial=1),
+    )
     for case in (ok, gone, broken):
         session.add(case)
     session.run()
@@ -134,10 +150,12 @@ def test_worker_clock_moves_only_when_told():
 
 def test_training_case_key_uses_resolved_options():
     plain = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64)
-    explicit = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64,
-                            options={"mode": "bucketed"})  # the default mode
-    other = TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=64,
-                         options={"mode": "overlap"})
+    explicit = TrainingCase(
+        strategy="allreduce", workload="mlp", world_size=2, global_batch=64, options={"mode": "bucketed"}
+    )  # the default mode
+    other = TrainingCase(
+        strategy="allreduce", workload="mlp", world_size=2, global_batch=64, options={"mode": "overlap"}
+    )
     assert plain.key == explicit.key != other.key
     assert plain.key != TrainingCase(strategy="allreduce", workload="mlp", world_size=2, global_batch=32).key
     assert CollectiveCase(collective="all_reduce", size_bytes=4096, world_size=2).key != plain.key
@@ -152,7 +170,7 @@ def test_one_real_training_trial_measures_in_the_workers():
     assert len(trial.unit_times) == 3 * profile.rounds
     # Each round's value is the mean of its own steps, as the workers timed them.
     for i, value in enumerate(trial.round_times):
-        assert value == pytest.approx(statistics.fmean(trial.unit_times[3 * i: 3 * i + 3]))
+        assert value == pytest.approx(statistics.fmean(trial.unit_times[3 * i : 3 * i + 3]))
     # The sampler ticks during the timed rounds and takes one final sample when stopped.
     assert trial.control_s > 0 and trial.sampler["sample_count"] >= 1
     assert trial.detail["run_info"]["strategy"] == "ddp"

@@ -1,4 +1,5 @@
 """Small modules and reference checks shared by the dpbench.parallel tests."""
+
 from __future__ import annotations
 
 import copy
@@ -60,7 +61,12 @@ class StructOut(nn.Module):
     def forward(self, x):
         logits = self.lin(x)
         if self.kind == "dict":
-            return {"logits": logits, "aux": {"hidden": torch.tanh(logits), "norm": logits.pow(2).sum()}, "tag": "ok", "none": None}
+            return {
+                "logits": logits,
+                "aux": {"hidden": torch.tanh(logits), "norm": logits.pow(2).sum()},
+                "tag": "ok",
+                "none": None,
+            }
         if self.kind == "namedtuple":
             return Pair(logits, torch.tanh(logits))
         return Result(logits=logits, name="r", scale=2.0)

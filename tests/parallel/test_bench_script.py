@@ -1,4 +1,5 @@
 """Smoke test of scripts/bench_dp_overhead.py with a tiny model, so the benchmark cannot rot."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,15 +14,34 @@ def test_bench_script_prints_every_case_and_writes_json(tmp_path, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out_file = tmp_path / "bench.json"
-    args = ["--device", "cpu", "--rounds", "2", "--iters", "1", "--width", "16", "--depth", "1", "--batch", "4", "--json", str(out_file)]
+    args = [
+        "--device",
+        "cpu",
+        "--rounds",
+        "2",
+        "--iters",
+        "1",
+        "--width",
+        "16",
+        "--depth",
+        "1",
+        "--batch",
+        "4",
+        "--json",
+        str(out_file),
+    ]
     assert bench.main(args) == 0
     printed = capsys.readouterr().out
     rows = json.loads(out_file.read_text())["rows"]
     assert {(r["case"], r["variant"]) for r in rows} == {
-        ("forward", "plain"), ("forward", "dpbench DP x1"),
-        ("forward tiny", "plain"), ("forward tiny", "dpbench DP x1"),
-        ("fwd+bwd small", "plain"), ("fwd+bwd small", "dpbench DP x1"),
-        ("fwd+bwd", "plain"), ("fwd+bwd", "dpbench DP x2 (same device)"),
+        ("forward", "plain"),
+        ("forward", "dpbench DP x1"),
+        ("forward tiny", "plain"),
+        ("forward tiny", "dpbench DP x1"),
+        ("fwd+bwd small", "plain"),
+        ("fwd+bwd small", "dpbench DP x1"),
+        ("fwd+bwd", "plain"),
+        ("fwd+bwd", "dpbench DP x2 (same device)"),
     }
     for r in rows:
         assert r["median_ms"] > 0 and r["variant"] in printed

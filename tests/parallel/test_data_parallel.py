@@ -1,4 +1,5 @@
 """DataParallel on CPU replicas against the single-device module: outputs and every param.grad."""
+
 from __future__ import annotations
 
 import copy
@@ -54,11 +55,15 @@ def test_nested_and_keyword_inputs(devices):
 
 def test_dict_namedtuple_and_dataclass_outputs():
     x = torch.randn(6, 4)
-    out, expected, ref = run_both(StructOut("dict"), ["cpu"] * 3, x, loss=lambda o: o["logits"].sum() + o["aux"]["hidden"].sum())
+    out, expected, ref = run_both(
+        StructOut("dict"), ["cpu"] * 3, x, loss=lambda o: o["logits"].sum() + o["aux"]["hidden"].sum()
+    )
     torch.testing.assert_close(out["logits"], expected["logits"])
     torch.testing.assert_close(out["aux"]["hidden"], expected["aux"]["hidden"])
     # 0-dim outputs become one entry per replica; str leaves a list per replica; None stays None
-    torch.testing.assert_close(out["aux"]["norm"], torch.stack([expected["logits"][i:i + 2].pow(2).sum() for i in (0, 2, 4)]))
+    torch.testing.assert_close(
+        out["aux"]["norm"], torch.stack([expected["logits"][i : i + 2].pow(2).sum() for i in (0, 2, 4)])
+    )
     assert out["tag"] == ["ok"] * 3 and out["none"] is None
     net = StructOut("namedtuple")
     out, expected, ref = run_both(net, ["cpu"] * 2, x, loss=lambda o: o.logits.sum() + o.hidden.pow(2).sum())
@@ -79,7 +84,10 @@ class LossModel(nn.Module):
 
     def forward(self, x, target):
         out = self.net(x)
-        return {"loss": nn.functional.mse_loss(out, target, reduction="sum"), "stats": {"out": out, "abs": out.abs().sum()}}
+        return {
+            "loss": nn.functional.mse_loss(out, target, reduction="sum"),
+            "stats": {"out": out, "abs": out.abs().sum()},
+        }
 
 
 def test_gather_layout_sum_loss_and_nested_keys_match_single_module():
@@ -199,9 +207,11 @@ def test_exception_in_a_replica_then_instance_is_still_usable():
     with DataParallel(net, ["cpu"] * 2) as dp:
         dp(torch.randn(4, 4))
         threads = threading.active_count()
-        with pytest.raises(RuntimeError, match=r"^Caught RuntimeError in replica 1 on device cpu\.\nOriginal Traceback") as info:
+        with pytest.raises(
+            RuntimeError, match=r"^Caught RuntimeError in replica 1 on device cpu\.\nOriginal Traceback"
+        ) as info:
             dp(x)
-        assert "raise RuntimeError(\"bad shard\")" in str(info.value)
+        assert 'raise RuntimeError("bad shard")' in str(info.value)
         net.fail = False
         torch.testing.assert_close(dp(x), net(x))
         assert threading.active_count() == threads
@@ -295,14 +305,34 @@ def test_training_steps_match_single_module():
     "kwargs, exc, match",
     [
         ({"device_ids": []}, ValueError, r"device_ids: expected at least one device, got an empty list"),
-        ({"device_ids": ["cpu", "gpu"]}, ValueError, r"device_ids\[1\]: expected an int CUDA index, 'cuda:N' or 'cpu', got 'gpu'"),
-        ({"device_ids": ["cpu", "mps"]}, ValueError, r"device_ids\[1\]: expected a device of type cpu or cuda, got 'mps'"),
+        (
+            {"device_ids": ["cpu", "gpu"]},
+            ValueError,
+            r"device_ids\[1\]: expected an int CUDA index, 'cuda:N' or 'cpu', got 'gpu'",
+        ),
+        (
+            {"device_ids": ["cpu", "mps"]},
+            ValueError,
+            r"device_ids\[1\]: expected a device of type cpu or cuda, got 'mps'",
+        ),
         ({"device_ids": "cpu"}, TypeError, r"device_ids: expected a list of devices, got a single device"),
         ({"device_ids": ["cpu", 1.5]}, TypeError, r"device_ids\[1\]: expected an int CUDA index.*got 1.5 \(float\)"),
         ({"device_ids": ["cpu"], "output_device": "gpu"}, ValueError, r"output_device: expected"),
-        ({"device_ids": ["cpu"] * 2, "chunk_sizes": [1, 2, 3]}, ValueError, r"chunk_sizes: expected one size per device \(2\)"),
-        ({"device_ids": ["cpu"] * 2, "chunk_sizes": [-1, 2]}, ValueError, r"chunk_sizes\[0\]: expected a positive int, got -1"),
-        ({"device_ids": ["cpu"], "gather_layout": {"a": "avg"}}, ValueError, r"gather_layout\['a'\]: expected one of concat"),
+        (
+            {"device_ids": ["cpu"] * 2, "chunk_sizes": [1, 2, 3]},
+            ValueError,
+            r"chunk_sizes: expected one size per device \(2\)",
+        ),
+        (
+            {"device_ids": ["cpu"] * 2, "chunk_sizes": [-1, 2]},
+            ValueError,
+            r"chunk_sizes\[0\]: expected a positive int, got -1",
+        ),
+        (
+            {"device_ids": ["cpu"], "gather_layout": {"a": "avg"}},
+            ValueError,
+            r"gather_layout\['a'\]: expected one of concat",
+        ),
         ({"device_ids": ["cpu"], "dim": "0"}, TypeError, r"dim: expected an int, got '0'"),
     ],
 )
@@ -313,7 +343,9 @@ def test_bad_constructor_arguments(kwargs, exc, match):
 
 def test_bad_forward_inputs():
     with DataParallel(mlp(), ["cpu"] * 2, dim=2) as dp:
-        with pytest.raises(ValueError, match=r"dim: expected a dimension in \[-2, 2\) for an input tensor of shape \(4, 4\), got 2"):
+        with pytest.raises(
+            ValueError, match=r"dim: expected a dimension in \[-2, 2\) for an input tensor of shape \(4, 4\), got 2"
+        ):
             dp(torch.randn(4, 4))
     with DataParallel(mlp(), ["cpu"] * 2, chunk_sizes=[2, 3]) as dp:
         with pytest.raises(ValueError, match=r"chunk_sizes: expected sizes summing to the batch size 4"):
@@ -323,7 +355,10 @@ def test_bad_forward_inputs():
 def test_module_on_the_wrong_device_gives_torchs_error():
     net = mlp().to("meta")  # a second device type that exists on every machine
     dp = DataParallel(net, ["cpu", "cpu"])
-    with pytest.raises(RuntimeError, match=r"module must have its parameters and buffers on device cpu \(device_ids\[0\]\) but found one of them on device: meta"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"module must have its parameters and buffers on device cpu \(device_ids\[0\]\) but found one of them on device: meta",
+    ):
         dp(torch.randn(4, 4))
     with pytest.raises(RuntimeError, match=r"module must have its parameters and buffers on device cpu"):
         data_parallel(net, torch.randn(4, 4), ["cpu", "cpu"])

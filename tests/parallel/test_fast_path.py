@@ -3,6 +3,7 @@
 No scatter, no copy, no autograd node of DataParallel's own: the output is the module's
 output (same autograd history), and a module on the wrong device still gets the clear error.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ more than two GPUs: to float rounding, see assert_grads_match).
 Every test here needs CUDA and is skipped with that reason elsewhere; the same logic is covered
 on CPU replicas by the other files in this directory.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,11 @@ pytestmark = [
 def deterministic_cuda():
     """Bit-for-bit comparisons need deterministic kernels and no TF32 rounding in convolutions."""
     saved = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32)
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = True, False, False
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = (
+        True,
+        False,
+        False,
+    )
     yield
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = saved
 
@@ -39,8 +44,12 @@ class SpatialMean(nn.Module):
 def convnet(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
-        SpatialMean(), nn.Linear(8, 5),
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1),
+        nn.ReLU(),
+        SpatialMean(),
+        nn.Linear(8, 5),
     ).cuda()
 
 
@@ -60,8 +69,9 @@ def assert_grads_match(ours: torch.Tensor, theirs: torch.Tensor, *, replicas: in
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
 
 
-def assert_identical(ours: nn.Module, theirs: nn.Module, out_ours: torch.Tensor, out_theirs: torch.Tensor,
-                     *, replicas: int = 1) -> None:
+def assert_identical(
+    ours: nn.Module, theirs: nn.Module, out_ours: torch.Tensor, out_theirs: torch.Tensor, *, replicas: int = 1
+) -> None:
     # Same shards, same kernels: outputs agree bit for bit; gradients too up to two replicas.
     assert out_ours.device == out_theirs.device
     assert torch.equal(out_ours, out_theirs)
@@ -162,7 +172,10 @@ def test_struct_outputs_and_record_phases_on_gpu():
 def test_module_on_cpu_with_gpu_device_ids_gives_torchs_error():
     net = nn.Linear(4, 2)
     with DataParallel(net, ["cuda:0", "cuda:0"]) as dp:
-        with pytest.raises(RuntimeError, match=r"module must have its parameters and buffers on device cuda:0 \(device_ids\[0\]\) but found one of them on device: cpu"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"module must have its parameters and buffers on device cuda:0 \(device_ids\[0\]\) but found one of them on device: cpu",
+        ):
             dp(torch.randn(4, 4))
 
 

@@ -1,5 +1,6 @@
 """The gradient comparison of tests/parallel/test_gpu.py, on CPU: exact for two replicas, a float
 tolerance beyond, because a sum of three or more depends on its order."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """parallel_apply and ReplicaThreads: ordering, thread state, exceptions, persistent threads."""
+
 from __future__ import annotations
 
 import threading
@@ -69,7 +70,9 @@ def test_exception_is_reraised_with_type_replica_device_and_traceback(failing):
     with pytest.raises(ValueError) as info:
         parallel_apply(mods, [torch.ones(1, 3)] * 2, devices=["cpu", "cpu"])
     msg = str(info.value)
-    assert msg.startswith(f"Caught ValueError in replica {failing} on device cpu.\nOriginal Traceback (most recent call last):")
+    assert msg.startswith(
+        f"Caught ValueError in replica {failing} on device cpu.\nOriginal Traceback (most recent call last):"
+    )
     assert "in forward" in msg and "ValueError: replica exploded" in msg
     # the other replica finished before the call returned (nothing is left running)
     other = mods[1 - failing]

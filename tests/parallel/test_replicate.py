@@ -1,4 +1,5 @@
 """replicate on CPU (repeated devices): storage sharing, buffers, gradient flow back to the original."""
+
 from __future__ import annotations
 
 import pytest
@@ -90,8 +91,11 @@ def test_empty_devices_and_unreplicable_modules():
     with pytest.raises(TypeError, match="network: cannot replicate ScriptModule"):
         replicate(torch.jit.script(nn.Linear(2, 2)), ["cpu", "cpu"])
     # RuntimeError, as torch raises for a lazy module; the message also names the parameter.
-    with pytest.raises(RuntimeError, match=r"uninitialized parameters can't be used with `DataParallel`\. "
-                                           r"network: parameter weight is uninitialized"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"uninitialized parameters can't be used with `DataParallel`\. "
+        r"network: parameter weight is uninitialized",
+    ):
         replicate(nn.LazyLinear(2), ["cpu", "cpu"])
     with pytest.raises(ValueError, match=r"devices\[0\]: expected an int CUDA index"):
         replicate(mlp(), ["tpu"])

@@ -1,4 +1,5 @@
 """scatter / scatter_kwargs / gather on CPU devices, against torch.chunk / torch.cat references."""
+
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
@@ -99,19 +100,31 @@ def test_scatter_chunk_sizes_uneven_shares():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: scatter(torch.ones(10), CPU2, chunk_sizes=[3, 3]), r"chunk_sizes: expected sizes summing to the batch size 10.*sum 6"),
+        (
+            lambda: scatter(torch.ones(10), CPU2, chunk_sizes=[3, 3]),
+            r"chunk_sizes: expected sizes summing to the batch size 10.*sum 6",
+        ),
         (lambda: scatter(torch.ones(10), CPU2, chunk_sizes=[10]), r"chunk_sizes: expected one size per device \(2\)"),
         (lambda: scatter(torch.ones(10), CPU2, chunk_sizes=[10, 0]), r"chunk_sizes\[1\]: expected a positive int"),
         (lambda: scatter(torch.ones(4, 2), CPU2, dim=2), r"dim: expected a dimension in \[-2, 2\).*got 2"),
         (lambda: scatter(torch.tensor(1.0), CPU2), r"inputs: cannot scatter a 0-dim tensor"),
         (lambda: scatter(torch.ones(4), []), r"target_gpus: expected at least one device, got an empty list"),
-        (lambda: scatter(torch.ones(4), ["cpu", "gpu0"]), r"target_gpus\[1\]: expected an int CUDA index, 'cuda:N' or 'cpu', got 'gpu0'"),
+        (
+            lambda: scatter(torch.ones(4), ["cpu", "gpu0"]),
+            r"target_gpus\[1\]: expected an int CUDA index, 'cuda:N' or 'cpu', got 'gpu0'",
+        ),
         (lambda: gather([torch.ones(2, 2)] * 2, "cpu", dim=3), r"dim: expected a dimension in \[-2, 2\).*got 3"),
         (lambda: gather([], "cpu"), r"outputs: expected one output per replica"),
         (lambda: gather([{"a": 1}, {"a": 1, "b": 2}], "cpu"), r"All dicts must have the same number of keys"),
         (lambda: gather([{"a": 1}, {"b": 1}], "cpu"), r"All dicts must have the same keys.*replica 1 has \['b'\]"),
-        (lambda: gather([torch.ones(1)] * 2, "cpu", layout="median"), r"gather_layout\[''\]: expected one of concat, stack, skip, mean, sum"),
-        (lambda: gather([{"a": torch.ones(1)}] * 2, "cpu", layout={"b": "mean"}), r"gather_layout: key\(s\) \['b'\] matched nothing.*'a'"),
+        (
+            lambda: gather([torch.ones(1)] * 2, "cpu", layout="median"),
+            r"gather_layout\[''\]: expected one of concat, stack, skip, mean, sum",
+        ),
+        (
+            lambda: gather([{"a": torch.ones(1)}] * 2, "cpu", layout={"b": "mean"}),
+            r"gather_layout: key\(s\) \['b'\] matched nothing.*'a'",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(call, match):
@@ -207,7 +220,7 @@ def test_gradcheck_through_scatter_and_gather():
 
     def reduced(inp):
         shards = scatter(inp, CPU2, dim=1, chunk_sizes=[1, 2])
-        outs = [{"s": (s ** 2).sum(), "t": s.sum(1)} for s in shards]
+        outs = [{"s": (s**2).sum(), "t": s.sum(1)} for s in shards]
         g = gather(outs, "cpu", dim=0, layout={"s": "mean", "t": "stack"})
         return g["s"], g["t"]
 

@@ -23,6 +23,7 @@ Skipped: none of these tests is CUDA-only in what it asserts. What is dropped is
 machinery around the assertions: ``torch.cuda.device(...)`` contexts (the mapped device is
 passed instead) and cuDNN flags.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -347,8 +348,9 @@ def test_data_parallel_device_args(device_map: DeviceMap):
 def test_data_parallel_function_deletion(device_map: DeviceMap):
     def gradient_penalty(net, x):
         output = net(x)
-        return torch.autograd.grad(outputs=output, inputs=x, grad_outputs=x.new_ones(output.size()),
-                                   create_graph=True, retain_graph=True)[0].mean()
+        return torch.autograd.grad(
+            outputs=output, inputs=x, grad_outputs=x.new_ones(output.size()), create_graph=True, retain_graph=True
+        )[0].mean()
 
     net = nn.Linear(4, 1).to(device_map.d0)
     dpn = DataParallel(net, device_map.ids)
@@ -415,14 +417,20 @@ def test_strided_grad_layout(device_map: DeviceMap):
             x = self.conv2(x).to(self.dtypes[3])
             return self.conv3(x)
 
-    layer_formats = ([torch.contiguous_format] * 4, [torch.channels_last] * 2 + [torch.contiguous_format] * 2,
-                     [torch.channels_last] * 4)
+    layer_formats = (
+        [torch.contiguous_format] * 4,
+        [torch.channels_last] * 2 + [torch.contiguous_format] * 2,
+        [torch.channels_last] * 4,
+    )
     layer_dtypes = ([torch.float] * 4, [torch.float] * 2 + [torch.half] * 2, [torch.half] * 4)
     ndevs = len(device_map.all_ids)
     input = torch.randn(ndevs * 8, 8, 8, 8, device=device_map.d0, dtype=torch.float)
     target = torch.randn(ndevs * 8, 8, 4, 4, device=device_map.d0, dtype=torch.float)
-    flags = (torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False)
-             if device_map.is_cuda else contextlib.nullcontext())
+    flags = (
+        torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False)
+        if device_map.is_cuda
+        else contextlib.nullcontext()
+    )
     with flags:
         for formats, dtype_list in product(layer_formats, layer_dtypes):
             m = ConvNet(formats, dtype_list).to(device_map.d0)

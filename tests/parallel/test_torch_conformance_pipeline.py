@@ -23,6 +23,7 @@ Mapping and adaptations as in ``test_torch_conformance.py`` (the module-level te
 
 Skipped: none (nothing these tests assert is CUDA-only).
 """
+
 from __future__ import annotations
 
 import collections
@@ -277,8 +278,8 @@ def test_scatter_namedtuple(device_map: DeviceMap):
     for pair_type in (collections.namedtuple("NamedTuple", fields), _TypedPair):
         a = torch.rand(num_gpus * 2, device=device_map.d0)
         b = torch.rand(num_gpus * 2, device=device_map.d0)
-        a_tensors_for_gpu = [a[2 * i: 2 * i + 2].to(d) for i, d in enumerate(target_gpus)]
-        b_tensors_for_gpu = [b[2 * i: 2 * i + 2].to(d) for i, d in enumerate(target_gpus)]
+        a_tensors_for_gpu = [a[2 * i : 2 * i + 2].to(d) for i, d in enumerate(target_gpus)]
+        b_tensors_for_gpu = [b[2 * i : 2 * i + 2].to(d) for i, d in enumerate(target_gpus)]
         inp = pair_type(a, b)
         scatter_out = scatter(inp, target_gpus)
         for i, x in enumerate(scatter_out):
@@ -324,14 +325,17 @@ def test_ParameterList_replication(device_map: DeviceMap):
 
 # upstream (test_nn): test_ParameterDict_replication
 def test_ParameterDict_replication(device_map: DeviceMap):
-    parameters = {"foo": nn.Parameter(torch.randn(2, 2, device=device_map.d0)),
-                  "bar": nn.Parameter(torch.randn(2, 2, device=device_map.d0))}
+    parameters = {
+        "foo": nn.Parameter(torch.randn(2, 2, device=device_map.d0)),
+        "bar": nn.Parameter(torch.randn(2, 2, device=device_map.d0)),
+    }
     param_dict = nn.ParameterDict(parameters)
     replicas = replicate(param_dict, device_map.ids)
     for replica in replicas:
         assert [k for k, _ in param_dict.items()] == [k for k, _ in replica.items()]
-    _check_replicated_parameters([p for _, p in param_dict.items()], [[p for _, p in r.items()] for r in replicas],
-                                 device_map)
+    _check_replicated_parameters(
+        [p for _, p in param_dict.items()], [[p for _, p in r.items()] for r in replicas], device_map
+    )
     torch.testing.assert_close(param_dict["foo"], replicas[0]["foo"])
 
 

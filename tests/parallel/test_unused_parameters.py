@@ -7,6 +7,7 @@ decay (AdamW, SGD) and momentum to a zero one. The reference is ``torch.nn.DataP
 two GPUs are visible, else the plain module with its ``None`` grads replaced by zeros before
 each step (the semantics torch's DataParallel has).
 """
+
 from __future__ import annotations
 
 import copy

@@ -6,6 +6,7 @@ its ``range(torch.cuda.device_count())``, ``amp`` its CUDA autocast. The ``devic
 (conftest.py) yields the CPU mapping everywhere and the original CUDA mapping where two GPUs
 are visible (skipped with the reason elsewhere).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ through ``executable_path``, so no browser is ever downloaded and ``playwright i
 never needed. The same check is run on small pages that break each rule, so it is known to fail
 when the report would.
 """
+
 from __future__ import annotations
 
 import html.parser
@@ -16,14 +17,16 @@ from typing import Any
 import pytest
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None,
-                                reason="needs Chromium (apt-get install chromium; .ci/run installs it)")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="needs playwright (scripts/setup-env installs the test extras)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium (apt-get install chromium; .ci/run installs it)"
+)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="needs playwright (scripts/setup-env installs the test extras)"
+)
 
 IMAGES = """() => Array.from(document.images).map(img => ({
   alt: img.alt, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight}))"""
-PNG_1PX = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +47,14 @@ def inspect_page(browser, url: str, screenshot: Path) -> dict[str, Any]:
     try:
         page = context.new_page()
         # Console errors include what Chromium logs itself: a script refused by the CSP, a failed load.
-        page.on("console", lambda msg: msg.type in ("error", "assert")
-                and found["errors"].append(f"console {msg.type}: {msg.text}"))
+        page.on(
+            "console",
+            lambda msg: msg.type in ("error", "assert") and found["errors"].append(f"console {msg.type}: {msg.text}"),
+        )
         page.on("pageerror", lambda exc: found["errors"].append(f"uncaught: {exc}"))
-        page.on("dialog", lambda dialog: (found["dialogs"].append(f"{dialog.type}: {dialog.message}"),
-                                          dialog.dismiss()))
+        page.on(
+            "dialog", lambda dialog: (found["dialogs"].append(f"{dialog.type}: {dialog.message}"), dialog.dismiss())
+        )
         page.on("request", lambda request: found["requests"].append(request.url))
         page.goto(url, wait_until="load")
         images = page.evaluate(IMAGES)
@@ -64,8 +70,11 @@ def problems(result: dict[str, Any], *, expected_images: int) -> list[str]:
     found = list(result["errors"]) + [f"dialog {d}" for d in result["dialogs"]]
     if len(result["images"]) != expected_images:
         found.append(f"expected {expected_images} images, the page has {len(result['images'])}")
-    found += [f"image not decoded: {img}" for img in result["images"]
-              if not (img["complete"] and img["width"] > 0 and img["height"] > 0)]
+    found += [
+        f"image not decoded: {img}"
+        for img in result["images"]
+        if not (img["complete"] and img["width"] > 0 and img["height"] > 0)
+    ]
     # Nothing may be fetched from anywhere but the file itself and its data: images.
     found += [f"fetched {url}" for url in result["requests"] if not url.startswith(("file:", "data:"))]
     return found
@@ -190,23 +199,37 @@ def _layout_only(browser, path: Path, name: str) -> None:
         context.close()
 
 
-CSP = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:\">"
+CSP = '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:">'
 GOOD_IMAGE = f'<img alt="ok" src="data:image/png;base64,{PNG_1PX}">'
 
 
-@pytest.mark.parametrize("body, expected, images", [
-    pytest.param(f"<script>console.error('boom')</script>{GOOD_IMAGE}", "console error: boom", 1, id="console-error"),
-    pytest.param(f"{CSP}<script>document.title = 'ran'</script>{GOOD_IMAGE}", "Content Security Policy", 1,
-                 id="script-refused-by-csp"),
-    pytest.param(f"<script>undefined_function()</script>{GOOD_IMAGE}", "uncaught: ", 1, id="uncaught-exception"),
-    pytest.param(f"<script>alert('hi')</script>{GOOD_IMAGE}", "dialog alert: hi", 1, id="dialog"),
-    pytest.param('<img alt="broken" src="data:image/png;base64,iVBORw0KGgo=">', "image not decoded", 1,
-                 id="broken-image"),
-    pytest.param(GOOD_IMAGE, "expected 2 images, the page has 1", 2, id="missing-image"),
-    # Loopback, port 9 (discard): refused at once, but the attempt is what the check catches.
-    pytest.param(f'{GOOD_IMAGE}<img alt="remote" src="http://127.0.0.1:9/x.png">', "fetched http://127.0.0.1:9/x.png",
-                 2, id="outside-fetch"),
-])
+@pytest.mark.parametrize(
+    "body, expected, images",
+    [
+        pytest.param(
+            f"<script>console.error('boom')</script>{GOOD_IMAGE}", "console error: boom", 1, id="console-error"
+        ),
+        pytest.param(
+            f"{CSP}<script>document.title = 'ran'</script>{GOOD_IMAGE}",
+            "Content Security Policy",
+            1,
+            id="script-refused-by-csp",
+        ),
+        pytest.param(f"<script>undefined_function()</script>{GOOD_IMAGE}", "uncaught: ", 1, id="uncaught-exception"),
+        pytest.param(f"<script>alert('hi')</script>{GOOD_IMAGE}", "dialog alert: hi", 1, id="dialog"),
+        pytest.param(
+            '<img alt="broken" src="data:image/png;base64,iVBORw0KGgo=">', "image not decoded", 1, id="broken-image"
+        ),
+        pytest.param(GOOD_IMAGE, "expected 2 images, the page has 1", 2, id="missing-image"),
+        # Loopback, port 9 (discard): refused at once, but the attempt is what the check catches.
+        pytest.param(
+            f'{GOOD_IMAGE}<img alt="remote" src="http://127.0.0.1:9/x.png">',
+            "fetched http://127.0.0.1:9/x.png",
+            2,
+            id="outside-fetch",
+        ),
+    ],
+)
 def test_the_check_fails_on_a_broken_page(browser, tmp_path: Path, body: str, expected: str, images: int):
     page = tmp_path / "bad.html"
     page.write_text(f"<!doctype html><html><head><title>bad</title></head><body>{body}</body></html>")

@@ -1,4 +1,5 @@
 """Valid JSON with nonsense in dpbench's fields: a clear ResultsError or a report, never a crash."""
+
 from __future__ import annotations
 
 import copy
@@ -14,10 +15,28 @@ from dpbench.report.sections import build_sections, report_data
 
 GARBAGE = ["x", [1, 2], {"a": 1}, None, True, -1, 1e308, math.nan]
 NAME_KEYS = ["kind", "strategy", "workload", "collective", "suite"]
-VALUE_KEYS = ["world_size", "global_batch", "steps_per_round", "samples_per_s", "phases", "peak_memory_bytes",
-              "scaling_efficiency", "baseline_samples_per_s", "size_bytes", "busbw_gbps", "algbw_gbps", "time_s",
-              "options", "sampler", "per_replica_batch", "step_time_s", "step_time_ci95", "time_ci95",
-              "scaling_efficiency_ci95", "samples_per_s_ci95"]
+VALUE_KEYS = [
+    "world_size",
+    "global_batch",
+    "steps_per_round",
+    "samples_per_s",
+    "phases",
+    "peak_memory_bytes",
+    "scaling_efficiency",
+    "baseline_samples_per_s",
+    "size_bytes",
+    "busbw_gbps",
+    "algbw_gbps",
+    "time_s",
+    "options",
+    "sampler",
+    "per_replica_batch",
+    "step_time_s",
+    "step_time_ci95",
+    "time_ci95",
+    "scaling_efficiency_ci95",
+    "samples_per_s_ci95",
+]
 TRIAL_KEYS = ["count", "step_time_s", "control_s", "cv", "sampler", "timelines", "order"]
 
 
@@ -37,8 +56,9 @@ def test_nonsense_values_still_render(doc, value, tmp_path: Path):
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", bad))
     sections = build_sections(report_data(frame))
     # every benchmark is still listed, with what could be read
-    assert sorted(r[4] for s in sections for p in s.parts if p.key == "headline" for r in p.tables[0].rows) == \
-        sorted(b["name"] for b in bad["benchmarks"])
+    assert sorted(r[4] for s in sections for p in s.parts if p.key == "headline" for r in p.tables[0].rows) == sorted(
+        b["name"] for b in bad["benchmarks"]
+    )
 
 
 @pytest.mark.parametrize("value", [v for v in GARBAGE if v is not None and not isinstance(v, str)], ids=repr)

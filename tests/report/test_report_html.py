@@ -1,4 +1,5 @@
 """The HTML report: self-contained, escaped, every case in every view, claims from trials."""
+
 from __future__ import annotations
 
 import base64
@@ -144,8 +145,16 @@ def test_a_suite_without_single_is_compared_with_the_runs_single_at_the_same_bat
 
 def test_the_decision_view_is_first_and_the_sections_follow(page: str):
     ids = re.findall(r'<section id="([^"]+)"', page)
-    assert ids == ["decision", "comparison", "throughput", "step-times", "resources", "communication", "numbers",
-                   "provenance"]
+    assert ids == [
+        "decision",
+        "comparison",
+        "throughput",
+        "step-times",
+        "resources",
+        "communication",
+        "numbers",
+        "provenance",
+    ]
     parts = parse(page).rows
     assert "throughput-scaling" in parts and "communication-busbw" in parts
 
@@ -159,8 +168,9 @@ def _grids(page: str) -> dict[str, dict[str, dict[str, tuple[str, str, str]]]]:
         table = {}
         for label, cells in re.findall(r'<tr><th><span class="swatch"[^>]*></span>(.*?)</th>(.*?)</tr>', body, re.S):
             found = re.findall(r'<td class="([^"]*)"(?: style="[^"]*" title="([^"]*)")?>(.*?)</td>', cells)
-            table[html.unescape(label)] = {col: (text, cls, html.unescape(tip))
-                                           for col, (cls, tip, text) in zip(head[1:], found) if text}
+            table[html.unescape(label)] = {
+                col: (text, cls, html.unescape(tip)) for col, (cls, tip, text) in zip(head[1:], found) if text
+            }
         out.setdefault(html.unescape(title), []).append(table)
     return out
 
@@ -174,8 +184,10 @@ def test_decision_heatmap_is_the_paired_ratio_and_the_gates_verdicts(page: str, 
     ddp = cand[cand["name"] == "test_throughput[ddp-mlp-w2]"].iloc[0]
     expected = paired_ratio([64 / t for t in ddp["trial_times"]], [64 / t for t in single["trial_times"]])
     text, cls, tip = ratio_grid["ddp"]["w2"]
-    assert text == f"{expected.ratio:.2f}×" and tip == f"ddp w2 is {expected.ratio:.2f}× single (CI " \
-        f"{expected.lo:.2f}–{expected.hi:.2f}, 6 paired trials)"
+    assert (
+        text == f"{expected.ratio:.2f}×"
+        and tip == f"ddp w2 is {expected.ratio:.2f}× single (CI {expected.lo:.2f}–{expected.hi:.2f}, 6 paired trials)"
+    )
     assert ("strong" in cls.split()) == expected.significant
     # the 40% slowdown is the gate's regression, coloured as such; the others are unchanged
     change = grids["Change 0001_base → 0002_cand"][0]
@@ -224,20 +236,25 @@ def test_every_benchmark_of_every_run_is_shown_once_per_configuration(many):
     assert sorted((r[0], name) for r in rows for name in r[4].split()) == sorted(zip(frame["run"], frame["name"]))
     assert len({(r[0], r[1], r[2]) for r in rows}) == len(rows)  # no configuration twice
     for part, applies in APPLIES.items():
-        expected = sorted((r["run"], r["workload"] if isinstance(r["workload"], str) else "–", r["config"])
-                          for _, r in configs.iterrows() if applies(r))
+        expected = sorted(
+            (r["run"], r["workload"] if isinstance(r["workload"], str) else "–", r["config"])
+            for _, r in configs.iterrows()
+            if applies(r)
+        )
         shown = sorted((cells[0], cells[1], cells[2]) for cells in parsed.rows[part])
         assert shown == expected, part
     collectives = frame[frame["kind"] == "collective"]
-    assert sorted((c[0], c[1]) for c in parsed.rows["communication-busbw"]) == \
-        sorted(zip(collectives["run"], collectives["name"]))
+    assert sorted((c[0], c[1]) for c in parsed.rows["communication-busbw"]) == sorted(
+        zip(collectives["run"], collectives["name"])
+    )
     # the newest run's configurations with a timeline (dp_phases; the throughput suite published the
     # same cases), each once: the figure draws the newest run, its table lists what it drew
     timelines = [(c[0], c[2]) for c in parsed.rows["resources-timelines"]]
     with_timeline = frame[frame["sampler.timeline"].map(lambda v: isinstance(v, str)) & (frame["run"] == "0002_many2")]
     assert len(timelines) == len(set(timelines)) == len(with_timeline)
-    assert {(run, name) for run, names in timelines for name in names.split()} >= \
-        set(zip(with_timeline["run"], with_timeline["name"]))
+    assert {(run, name) for run, names in timelines for name in names.split()} >= set(
+        zip(with_timeline["run"], with_timeline["name"])
+    )
 
 
 @pytest.mark.slow  # renders 2 runs × 73 benchmarks (module fixture)
@@ -247,13 +264,17 @@ def test_the_summary_has_one_line_per_configuration(many, many_html: str):
     view = many_html.split('<section id="decision"', 1)[1].split("</section>", 1)[0]
     assert view.count("<details") == frame["workload"].nunique()
     configs = configurations(frame)
-    newest = configs[(configs["run"] == "0002_many2") & (configs["kind"] == "training")
-                     & (configs["strategy"] != "single")]
+    newest = configs[
+        (configs["run"] == "0002_many2") & (configs["kind"] == "training") & (configs["strategy"] != "single")
+    ]
     claims = [c for c in parsed.claims if not c.startswith("fastest: ")]
     assert len(claims) == len(newest)
     for config, count in newest["config"].value_counts().items():  # dp w2: once in each of the 3 workloads
-        mine = [c for c in claims if c.startswith(f"{config} is ")
-                or c.startswith(f"no significant difference between {config} and single")]
+        mine = [
+            c
+            for c in claims
+            if c.startswith(f"{config} is ") or c.startswith(f"no significant difference between {config} and single")
+        ]
         assert len(mine) == count, config
 
 
@@ -294,14 +315,17 @@ def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
     assert f"{ratio:.2f}" == "1.31"
     ratio, lo, hi = _expected_ci(single, dp)
     assert lo < 1 < hi
-    assert f"no significant difference between dp w2 and single ({ratio:.2f}×, CI {lo:.2f}–{hi:.2f}, " \
-           "4 paired trials)" in claims
+    assert (
+        f"no significant difference between dp w2 and single ({ratio:.2f}×, CI {lo:.2f}–{hi:.2f}, "
+        "4 paired trials)" in claims
+    )
     assert any(c.startswith("fastest: ddp w2 at ") for c in claims)
 
 
 def test_with_one_trial_the_spread_is_said_to_be_unknown(tmp_path: Path):
-    run = report_synth.make_run(tmp_path / "results", schema=1, comm=False, timelines=False,
-                                cases=report_synth.TRAINING_CASES[:3])
+    run = report_synth.make_run(
+        tmp_path / "results", schema=1, comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:3]
+    )
     claims = parse(write_report([run], tmp_path / "r.html").read_text()).claims
     assert any(c.startswith("ddp w2 is ") and "the spread across processes is unknown" in c for c in claims)
     assert not any("CI" in c for c in claims if c.startswith("ddp w2"))
@@ -309,15 +333,21 @@ def test_with_one_trial_the_spread_is_said_to_be_unknown(tmp_path: Path):
 
 def test_drifting_controls_and_clock_warnings_are_shown(tmp_path: Path):
     name = report_synth.bench_id(report_synth.TRAINING_CASES[1])
-    run = report_synth.make_run(tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:3],
-                                control_passes=[1.0, 1.0, 1.0, 1.25, 1.3, 1.3],
-                                clock_warnings={name: ["sm clock 1410 MHz, below its 1980 MHz maximum (thermal)"]})
+    run = report_synth.make_run(
+        tmp_path / "results",
+        comm=False,
+        timelines=False,
+        cases=report_synth.TRAINING_CASES[:3],
+        control_passes=[1.0, 1.0, 1.0, 1.25, 1.3, 1.3],
+        clock_warnings={name: ["sm clock 1410 MHz, below its 1980 MHz maximum (thermal)"]},
+    )
     warnings = parse(write_report([run], tmp_path / "r.html").read_text()).warnings
     drift = [w for w in warnings if "the controls drifted" in w]
     assert len(drift) == 1 and "the machine's speed changed during the run" in drift[0]
     assert any(name in w and "trial 6: sm clock 1410 MHz, below its 1980 MHz maximum (thermal)" in w for w in warnings)
-    steady = report_synth.make_run(tmp_path / "results2", comm=False, timelines=False,
-                                   cases=report_synth.TRAINING_CASES[:3])
+    steady = report_synth.make_run(
+        tmp_path / "results2", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:3]
+    )
     assert not parse(write_report([steady], tmp_path / "s.html").read_text()).warnings
 
 
@@ -332,8 +362,9 @@ def test_headline_table_shows_trials_cv_and_control(many):
 
 # ---------------------------------------------------------------- files and errors
 def test_single_run_has_no_comparison(tmp_path: Path):
-    run = report_synth.make_run(tmp_path / "results", comm=False, timelines=False,
-                                cases=report_synth.TRAINING_CASES[:2])
+    run = report_synth.make_run(
+        tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:2]
+    )
     text = write_report([run], tmp_path / "r.html").read_text()
     assert 'id="comparison"' not in text and "Decision view" in text
 
@@ -346,10 +377,12 @@ def test_disjoint_runs_render_with_a_note(tmp_path: Path):
 
 
 def test_output_that_is_a_directory_is_refused(tmp_path: Path):
-    run = report_synth.make_run(tmp_path / "results", comm=False, timelines=False,
-                                cases=report_synth.TRAINING_CASES[:1])
-    with pytest.raises(ResultsError, match="-o/--output: expected the path of the HTML file to write, found a "
-                                           "directory") as info:
+    run = report_synth.make_run(
+        tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:1]
+    )
+    with pytest.raises(
+        ResultsError, match="-o/--output: expected the path of the HTML file to write, found a directory"
+    ) as info:
         write_report([run], tmp_path)
     assert "\n" not in str(info.value)
 
@@ -379,10 +412,24 @@ def test_provenance_names_the_runtime_settings_the_workers_inherited():
     def run(*envs):
         benches = [{"extra_info": {"harness_settings": {"user_runtime_env": env}}} for env in envs]
         benches.append({"extra_info": {"kind": "collective"}})  # records none: not counted
-        return Run(path=Path("/nowhere/m/0001_x.json"), machine_info={}, commit_info={}, datetime="", version="",
-                   benchmarks=benches)
+        return Run(
+            path=Path("/nowhere/m/0001_x.json"),
+            machine_info={},
+            commit_info={},
+            datetime="",
+            version="",
+            benchmarks=benches,
+        )
 
-    assert _runtime_env(run({"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"}, {"OMP_NUM_THREADS": "2"},
-                            {"OMP_NUM_THREADS": "2"})) == '{"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"} | {"OMP_NUM_THREADS": "2"}'
+    assert (
+        _runtime_env(
+            run(
+                {"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"},
+                {"OMP_NUM_THREADS": "2"},
+                {"OMP_NUM_THREADS": "2"},
+            )
+        )
+        == '{"MALLOC_TRIM_THRESHOLD_": "9", "OMP_NUM_THREADS": "2"} | {"OMP_NUM_THREADS": "2"}'
+    )
     assert _runtime_env(run({}, {})) == "none set"
     assert _runtime_env(run()) is None

@@ -1,5 +1,6 @@
 """The figures drawn by forked workers: the same page as drawn in one process, errors raised as
 the serial build raises them, a dead worker's figure drawn here, serial when threads run."""
+
 from __future__ import annotations
 
 import os
@@ -14,15 +15,16 @@ from dpbench.report import sections as sections_mod
 from dpbench.report.figures import Part
 from dpbench.report.sections import build_sections, figure_section, report_data
 
-pytestmark = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
-                                reason="the report draws in forked workers only where fork exists")
+pytestmark = pytest.mark.skipif(
+    "fork" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="the report draws in forked workers only where fork exists",
+)
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("parallel") / "results"
-    return load_runs([report_synth.make_run(root, number=i, name=f"r{i}", seed=i, trials=3, rounds=3)
-                      for i in (1, 2)])
+    return load_runs([report_synth.make_run(root, number=i, name=f"r{i}", seed=i, trials=3, rounds=3) for i in (1, 2)])
 
 
 @pytest.fixture
@@ -34,8 +36,11 @@ def no_other_threads(monkeypatch):
 
 def _flat(built):
     """Every part's images (their bytes) and tables (their cells), in page order."""
-    return [(s.key, p.key, [i.data for i in p.images], [(t.columns, t.rows) for t in p.tables], p.note)
-            for s in built for p in s.parts]
+    return [
+        (s.key, p.key, [i.data for i in p.images], [(t.columns, t.rows) for t in p.tables], p.note)
+        for s in built
+        for p in s.parts
+    ]
 
 
 @pytest.mark.slow  # two whole builds, ~2.3 s

@@ -1,4 +1,5 @@
 """The figure sections and their parts: a decodable SVG or PNG where there is data, tables that match the frame."""
+
 from __future__ import annotations
 
 import base64
@@ -51,13 +52,27 @@ def _svg_texts(part) -> set[str]:
 
 
 # The column of each figure's table that names what the figure draws, one label per row.
-LABEL_COLUMN = {"throughput": "configuration", "step-times": "configuration", "phases": "configuration",
-                "memory": "configuration", "scaling": "strategy", "busbw": "size"}
+LABEL_COLUMN = {
+    "throughput": "configuration",
+    "step-times": "configuration",
+    "phases": "configuration",
+    "memory": "configuration",
+    "scaling": "strategy",
+    "busbw": "size",
+}
 
 
 def test_each_view_is_one_figure_with_its_numbers(sections):
-    assert list(sections) == ["throughput", "scaling", "step-times", "phases", "memory", "timelines", "busbw",
-                              "headline"]
+    assert list(sections) == [
+        "throughput",
+        "scaling",
+        "step-times",
+        "phases",
+        "memory",
+        "timelines",
+        "busbw",
+        "headline",
+    ]
     for key, part in sections.items():
         assert part.tables and part.tables[0].rows, key
         if key not in LABEL_COLUMN:
@@ -108,7 +123,9 @@ def test_scaling_table_has_the_efficiency_interval(sections, full_frame):
     rows = full_frame[full_frame["scaling_efficiency"].notna()]
     table = sections["scaling"].tables[0].rows
     assert sorted(r[7] for r in table) == sorted(f"{v:.1%}" for v in rows["scaling_efficiency"])
-    expected = {f"{lo:.1%} – {hi:.1%}" for lo, hi in zip(rows["scaling_efficiency_ci95_lo"], rows["scaling_efficiency_ci95_hi"])}
+    expected = {
+        f"{lo:.1%} – {hi:.1%}" for lo, hi in zip(rows["scaling_efficiency_ci95_lo"], rows["scaling_efficiency_ci95_hi"])
+    }
     assert {r[8] for r in table} == expected
 
 
@@ -152,10 +169,20 @@ def test_timeline_written_by_the_sampler_is_plotted(tmp_path: Path):
 
     rows = []
     for i in range(10):
-        rows.append((i * 0.05, "cpu", [40.0 if n == "cpu_pct" else (8e9 if n == "mem_used_bytes" else math.nan)
-                                       for n in METRIC_COLUMNS]))
-        rows.append((i * 0.05, "pid:123", [150.0 if n == "cpu_pct" else (5e8 if n == "rss_bytes" else math.nan)
-                                           for n in METRIC_COLUMNS]))
+        rows.append(
+            (
+                i * 0.05,
+                "cpu",
+                [40.0 if n == "cpu_pct" else (8e9 if n == "mem_used_bytes" else math.nan) for n in METRIC_COLUMNS],
+            )
+        )
+        rows.append(
+            (
+                i * 0.05,
+                "pid:123",
+                [150.0 if n == "cpu_pct" else (5e8 if n == "rss_bytes" else math.nan) for n in METRIC_COLUMNS],
+            )
+        )
     run_dir = tmp_path / "m"
     write_timeline(run_dir / "timelines" / "t.csv", build_frame(rows), build_marks([(0.1, "measure")]))
     doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]], comm=False)

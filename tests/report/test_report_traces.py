@@ -1,4 +1,5 @@
 """The report's "Traces" section: sentence, bars, skew table, file links, skip and disagreement notes."""
+
 from __future__ import annotations
 
 import json
@@ -56,11 +57,13 @@ def test_each_traced_case_gets_its_sentence_bars_skew_and_confined_links(results
 def test_the_traces_section_says_what_dominates_and_links_the_files(results: Path):
     html = render_report([read_run(_traced_run(results))])
     start = html.index('<section id="traces"')
-    section = html[start:html.index("</section>", start)]
+    section = html[start : html.index("</section>", start)]
     assert 'href="#traces"' in html
     # Rank 0: compute 68, rank 1 (all-reduce issued at 90): 70 of 100 µs; rank 1 is 20 µs late.
-    assert ("ddp w2: 69% of the step is compute (6% exposed communication, 25% idle); rank 1 arrives 0.02 ms "
-            "late (median) at 1 of 1 collectives.") in section
+    assert (
+        "ddp w2: 69% of the step is compute (6% exposed communication, 25% idle); rank 1 arrives 0.02 ms "
+        "late (median) at 1 of 1 collectives."
+    ) in section
     assert "dp w2: not traced — dp cannot be traced per rank: threads." in section
     assert section.count("data:image/svg+xml;base64,") == 1  # one stacked bar: the traced case
     assert section.count('<a href="file://') == 2 and "outside.json.gz" not in section.split("Files:")[1]

@@ -9,6 +9,7 @@ SM clocks and clock-event reasons can be scripted per read (``sm_clock_seq``,
 (each a FakeGpu with its own UUID, name and readings); ``mig_enabled`` turns MIG mode on
 with no instance created.
 """
+
 from __future__ import annotations
 
 import threading
@@ -88,8 +89,7 @@ class FakeNvml:
     NVML_DEVICE_MIG_ENABLE = 1
     nvmlMemory_v2 = 0x02000028
 
-    def __init__(self, gpus, *, v1_only=False, temperature_v=True, init_error=None, event_reasons=True,
-                 hide=()):
+    def __init__(self, gpus, *, v1_only=False, temperature_v=True, init_error=None, event_reasons=True, hide=()):
         self.hide = frozenset(hide)  # set first: __getattribute__ reads it
         self.event_reasons = event_reasons
         self.reads: dict[tuple[str, str], int] = {}

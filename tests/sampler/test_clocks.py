@@ -3,6 +3,7 @@
 Through the sampler with the fake pynvml (scripted clocks and reasons), and the pure
 summary function on hand-made sample lists.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,20 +47,28 @@ def _record(fake: FakeNvml, samples: int = 8) -> ResourceSampler:
 def test_reason_bits_decode_to_names_in_bit_order():
     assert decode_reasons(0) == []
     assert decode_reasons(IDLE | POWER_CAP) == ["gpu_idle", "sw_power_cap"]
-    assert decode_reasons(0x20 | 0x40 | 0x80 | 0x100) == ["sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks"]
+    assert decode_reasons(0x20 | 0x40 | 0x80 | 0x100) == [
+        "sw_thermal",
+        "hw_thermal",
+        "hw_power_brake",
+        "display_clocks",
+    ]
     assert decode_reasons(APP | 0x10 | 0x8000) == ["applications_clocks_setting", "sync_boost", "unknown_0x8000"]
 
 
-@pytest.mark.parametrize("clocks, reasons, locked, spread", [
-    ([1980] * 5, [0] * 5, True, 0.0),
-    ([1980, 1975, 1980, 1972], [APP] * 4, True, pytest.approx(0.404, abs=1e-3)),  # app clocks held: benign
-    ([1980, 1800, 1980, 1700], [0] * 4, False, pytest.approx(14.14, abs=0.01)),
-    ([1980] * 4, [0, POWER_CAP, 0, 0], False, 0.0),
-    ([345, 345, 1980, 1980, 1980], [IDLE, IDLE, 0, 0, 0], True, 0.0),  # idle dips are left out
-    ([1980, 1980], [0, 0], None, 0.0),  # too few busy samples to tell
-    ([1980] * 4, [NAN] * 4, True, 0.0),  # reasons unreadable: judged on clocks alone
-    ([NAN] * 4, [0] * 4, None, None),  # no clock readings
-])
+@pytest.mark.parametrize(
+    "clocks, reasons, locked, spread",
+    [
+        ([1980] * 5, [0] * 5, True, 0.0),
+        ([1980, 1975, 1980, 1972], [APP] * 4, True, pytest.approx(0.404, abs=1e-3)),  # app clocks held: benign
+        ([1980, 1800, 1980, 1700], [0] * 4, False, pytest.approx(14.14, abs=0.01)),
+        ([1980] * 4, [0, POWER_CAP, 0, 0], False, 0.0),
+        ([345, 345, 1980, 1980, 1980], [IDLE, IDLE, 0, 0, 0], True, 0.0),  # idle dips are left out
+        ([1980, 1980], [0, 0], None, 0.0),  # too few busy samples to tell
+        ([1980] * 4, [NAN] * 4, True, 0.0),  # reasons unreadable: judged on clocks alone
+        ([NAN] * 4, [0] * 4, None, None),  # no clock readings
+    ],
+)
 def test_clock_summary_judges_locked_from_busy_samples(clocks, reasons, locked, spread):
     out = clock_summary([float(c) for c in clocks], [float(r) for r in reasons])
     assert out["clocks_locked"] is locked, out["clocks_locked_basis"]
@@ -145,8 +154,12 @@ def test_pynvml_without_the_new_name_uses_the_old_one():
 @pytest.mark.parametrize("how", ["not supported", "not in pynvml"])
 def test_unreadable_reasons_are_missing_not_errors(how):
     gpus = three_gpus()
-    names = {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
-             "nvmlDeviceGetClock", "nvmlDeviceGetMaxClockInfo"}
+    names = {
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetClock",
+        "nvmlDeviceGetMaxClockInfo",
+    }
     if how == "not supported":
         fake = FakeNvml(gpus)
         _gpu(fake).unsupported = set(names)

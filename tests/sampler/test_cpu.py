@@ -1,4 +1,5 @@
 """The psutil backend for real: CPU %, per-process RSS (with children), pids that end."""
+
 from __future__ import annotations
 
 import os
@@ -136,7 +137,9 @@ def test_busy_thread_raises_cpu_utilisation():
     assert rise >= 0.75 * r["used"] - 10, (rise, r["used"])
     # What the sampler read for the process matches what the process itself says it used.
     assert statistics.fmean(busy) == pytest.approx(r["process"], abs=10 + 0.25 * r["process"]), (
-        statistics.fmean(busy), r["process"])
+        statistics.fmean(busy),
+        r["process"],
+    )
     # System CPU % is over all cores, and other users of the machine only add to it.
     assert statistics.fmean(r["system_busy"]) >= 0.5 * r["used"] / r["cpus"]
 
@@ -144,9 +147,7 @@ def test_busy_thread_raises_cpu_utilisation():
 @pytest.mark.parametrize("script", [ALLOCATOR, PARENT], ids=["process", "child-of-process"])
 @pytest.mark.slow
 def test_allocating_200_mb_shows_in_rss(script):
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         _wait_line(proc, "ready")
         # The parent's children are rescanned once a second; let the scan find the child.

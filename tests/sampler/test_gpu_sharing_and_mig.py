@@ -1,5 +1,6 @@
 """GPUs shared by several ranks, MIG instances as CUDA devices, and per-process memory that NVML
 cannot attribute: against the fake pynvml (tests/sampler/fake_nvml.py)."""
+
 from __future__ import annotations
 
 import math
@@ -63,15 +64,21 @@ def _mig_machine() -> list[FakeGpu]:
     """three_gpus() with MIG on the GPU CUDA calls cuda:0 (cc): two instances there."""
     gpus = three_gpus()
     cc = next(g for g in gpus if g.uuid == CUDA_ORDER[0])
-    cc.mig = [FakeGpu("MIG-1111-0000", "", name="Fake GPU 80GB MIG 3g.40gb", temperature=71),
-              FakeGpu("MIG-2222-0000", "", name="Fake GPU 80GB MIG 1g.10gb", temperature=72)]
+    cc.mig = [
+        FakeGpu("MIG-1111-0000", "", name="Fake GPU 80GB MIG 3g.40gb", temperature=71),
+        FakeGpu("MIG-2222-0000", "", name="Fake GPU 80GB MIG 1g.10gb", temperature=72),
+    ]
     return gpus
 
 
 def test_without_a_mask_cuda_enumerates_mig_instances_in_place_of_their_gpu():
     sampler = _run(ResourceSampler(0.02, nvml=FakeNvml(_mig_machine())))
-    assert _uuids(sampler) == {"cuda:0": "MIG-1111-0000", "cuda:1": "MIG-2222-0000",
-                               "cuda:2": CUDA_ORDER[1], "cuda:3": CUDA_ORDER[2]}
+    assert _uuids(sampler) == {
+        "cuda:0": "MIG-1111-0000",
+        "cuda:1": "MIG-2222-0000",
+        "cuda:2": CUDA_ORDER[1],
+        "cuda:3": CUDA_ORDER[2],
+    }
     devices = sampler.summary()["devices"]
     assert devices["cuda:1"]["name"] == "Fake GPU 80GB MIG 1g.10gb"  # the instance's own name
     assert devices["cuda:1"]["temperature_c_max"] == 72  # read through the instance's handle

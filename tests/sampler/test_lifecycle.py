@@ -1,4 +1,5 @@
 """Start/stop, context manager, concurrent samplers, bad input, summary and saved timeline."""
+
 from __future__ import annotations
 
 import gc

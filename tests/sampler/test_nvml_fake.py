@@ -1,4 +1,5 @@
 """The NVML backend against a fake pynvml module injected through ``ResourceSampler(nvml=…)``."""
+
 from __future__ import annotations
 
 import math
@@ -93,7 +94,9 @@ def test_devices_accept_torch_like_device_objects():
 
 def test_mig_uuid_in_cuda_visible_devices_samples_that_instance(monkeypatch):
     gpus = three_gpus()
-    mig = FakeGpu("MIG-5e1f-0000", "", used=2 << 30, unsupported={"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage"})
+    mig = FakeGpu(
+        "MIG-5e1f-0000", "", used=2 << 30, unsupported={"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPowerUsage"}
+    )
     gpus[0].mig = [FakeGpu("MIG-77aa-0000", ""), mig]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-5e1f")
     sampler = _run(ResourceSampler(0.02, nvml=FakeNvml(gpus)))
@@ -205,7 +208,12 @@ def test_v1_only_driver_falls_back_and_reports_used_with_reserved():
 def test_not_supported_metrics_are_missing_asked_once_and_not_errors():
     gpus = three_gpus()
     target = next(g for g in gpus if g.uuid == CUDA_ORDER[1])
-    target.unsupported = {"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"}
+    target.unsupported = {
+        "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetTemperature",
+    }
     fake = FakeNvml(gpus)
     sampler = _run(ResourceSampler(0.02, nvml=fake))
     frame, summary = sampler.frame(), sampler.summary()

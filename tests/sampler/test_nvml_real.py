@@ -1,4 +1,5 @@
 """The NVML backend against the real driver: skipped with a reason where there is no GPU."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The Linux /proc readers against psutil (the portable fallback) on the same process."""
+
 from __future__ import annotations
 
 import os

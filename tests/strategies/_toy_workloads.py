@@ -3,6 +3,7 @@
 Module-level so spawned workers can unpickle them: children inherit the parent's
 ``sys.path``, where pytest put this directory.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,4 +37,3 @@ def cross_entropy(output, target):
 
 MLP = Workload(model=tiny_mlp, batch=random_batch, loss=cross_entropy, name="toy-mlp")
 BN = Workload(model=tiny_bn, batch=random_batch, loss=cross_entropy, name="toy-bn", stateful=True)
-

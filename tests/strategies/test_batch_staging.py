@@ -4,6 +4,7 @@ timed step copies nothing more (ddp's micro-batches were a blocking copy, a host
 On CPU: a tensor subclass records the copies a strategy asks for (``pin_memory``, ``.to``) and
 answers them without a device — a fake CUDA surface at the tensor boundary.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,10 +54,19 @@ def test_stage_pins_then_copies_without_blocking(log):
 def _spec(strategy: str, world_size: int, devices: tuple[str, ...], **options) -> RunSpec:
     cls = get_strategy(strategy)
     resolved = cls.resolve_options(options, device="cpu", world_size=world_size, global_batch=12)
-    return RunSpec(strategy=strategy, options=resolved, world_size=world_size, global_batch=12,
-                   per_replica_batch=tuple(cls.per_replica_batch(12, world_size, resolved)),
-                   device_type="cpu", devices=devices, backend="gloo" if cls.multiprocess else None,
-                   seed=0, lr=0.05, threads_per_worker=1)
+    return RunSpec(
+        strategy=strategy,
+        options=resolved,
+        world_size=world_size,
+        global_batch=12,
+        per_replica_batch=tuple(cls.per_replica_batch(12, world_size, resolved)),
+        device_type="cpu",
+        devices=devices,
+        backend="gloo" if cls.multiprocess else None,
+        seed=0,
+        lr=0.05,
+        threads_per_worker=1,
+    )
 
 
 @pytest.fixture
@@ -73,8 +83,9 @@ def one_rank_group(tmp_path):
 @pytest.mark.slow  # DistributedDataParallel's first construction imports a lot (~8 s on a busy machine)
 def test_ddp_accumulation_copies_no_micro_batch_inside_the_step(log, one_rank_group):
     spec = _spec("ddp", 1, ("cpu",), accumulation_steps=3)
-    ctx = SimpleNamespace(rank=0, world_size=1, device=torch.device("cpu"), group=one_rank_group,
-                          at_close=lambda fn: None)
+    ctx = SimpleNamespace(
+        rank=0, world_size=1, device=torch.device("cpu"), group=one_rank_group, at_close=lambda fn: None
+    )
     trainer = get_strategy("ddp")(spec, MLP, ctx)
     trainer.setup()
     x, y = MLP.batch(0, 12, 0)

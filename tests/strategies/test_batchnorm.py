@@ -6,6 +6,7 @@
   statistics of replica / rank 0 (its slice only).
 * ``ddp`` with ``sync_batchnorm=True`` needs CUDA (torch's SyncBatchNorm rejects CPU input).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,9 @@ SEED = 5
 
 
 def run_strategy(strategy: str, world_size: int, device: str = "cpu", **options):
-    with dpbench.launch(strategy, BN, world_size=world_size, global_batch=GLOBAL_BATCH, seed=SEED, lr=LR, device=device,
-                        **options) as run:
+    with dpbench.launch(
+        strategy, BN, world_size=world_size, global_batch=GLOBAL_BATCH, seed=SEED, lr=LR, device=device, **options
+    ) as run:
         run.step(K)
         return run.parameters(), run.buffers()
 
@@ -44,7 +46,7 @@ def reference(per_slice: bool):
         else:
             start, kept = 0, None
             for rank, size in enumerate(sizes):
-                loss = F.cross_entropy(model(x[start:start + size]), y[start:start + size])
+                loss = F.cross_entropy(model(x[start : start + size]), y[start : start + size])
                 (loss * size / GLOBAL_BATCH).backward()
                 start += size
                 if rank == 0:  # replica 0's running statistics are the ones that survive
@@ -55,8 +57,7 @@ def reference(per_slice: bool):
         with torch.no_grad():
             for p in model.parameters():
                 p -= LR * p.grad
-    return ({n: p.detach() for n, p in model.named_parameters()},
-            {n: b.detach() for n, b in model.named_buffers()})
+    return ({n: p.detach() for n, p in model.named_parameters()}, {n: b.detach() for n, b in model.named_buffers()})
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,9 @@ def references():
 def assert_same(actual, expected, atol=1e-5):
     assert set(actual) == set(expected)
     for name in expected:
-        torch.testing.assert_close(actual[name].float(), expected[name].float(), atol=atol, rtol=1e-4,
-                                   msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            actual[name].float(), expected[name].float(), atol=atol, rtol=1e-4, msg=lambda m: f"{name}: {m}"
+        )
 
 
 def test_references_differ(references):
@@ -84,12 +86,16 @@ def test_single_uses_global_batch_statistics(references):
     assert_same(buffers, global_buffers)
 
 
-@pytest.mark.parametrize("strategy,options", [
-    ("dp", {}),
-    ("manual", {}),
-    ("ddp", {}),
-    ("allreduce", {"mode": "overlap"}),
-], ids=["dp", "manual", "ddp", "allreduce"])
+@pytest.mark.parametrize(
+    "strategy,options",
+    [
+        ("dp", {}),
+        ("manual", {}),
+        ("ddp", {}),
+        ("allreduce", {"mode": "overlap"}),
+    ],
+    ids=["dp", "manual", "ddp", "allreduce"],
+)
 def test_replicas_use_their_slice_statistics(strategy, options, references):
     _, (slice_params, slice_buffers) = references
     params, buffers = run_strategy(strategy, WORLD, **options)

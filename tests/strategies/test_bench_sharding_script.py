@@ -1,4 +1,5 @@
 """Smoke test of scripts/bench_sharding.py on a small case, so the benchmark cannot rot."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,12 @@ def test_bench_sharding_prints_every_variant_and_the_optimizer_state_split(tmp_p
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out_file = tmp_path / "sharding.json"
-    assert bench.main(["--workload", "mlp", "--global-batch", "8", "--rounds", "2", "--steps", "1",
-                       "--json", str(out_file)]) == 0
+    assert (
+        bench.main(
+            ["--workload", "mlp", "--global-batch", "8", "--rounds", "2", "--steps", "1", "--json", str(out_file)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     rows = {r["variant"]: r for r in json.loads(out_file.read_text())["rows"]}
     assert list(rows) == ["ddp", "zero", "fsdp reshard_after_forward=True", "fsdp reshard_after_forward=False"]

@@ -4,6 +4,7 @@ The model is six equal 32→32 Linear layers, so an even split exists: DDP ranks
 byte, FSDP ranks half of each parameter, ZeRO ranks half of the optimizer state (three
 weights and three biases each).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,16 @@ ADAMW_BYTES = 2 * PARAM_BYTES + 4 * PARAM_COUNT
 
 
 def measure(strategy: str, world_size: int, workload=STACK, global_batch: int = BATCH, **options):
-    with dpbench.launch(strategy, workload, world_size=world_size, global_batch=global_batch, seed=1, lr=0.05,
-                        optimizer="adamw", **options) as run:
+    with dpbench.launch(
+        strategy,
+        workload,
+        world_size=world_size,
+        global_batch=global_batch,
+        seed=1,
+        lr=0.05,
+        optimizer="adamw",
+        **options,
+    ) as run:
         stats = run.step(3)
         metrics = run.case_metrics()
     json.dumps(metrics)  # JSON-safe as it is
@@ -156,8 +165,9 @@ def test_token_workloads_report_tokens_per_step():
 @pytest.mark.slow
 def test_case_metrics_leave_training_exactly_where_it_was(strategy, options):
     def train(with_metrics: bool):
-        with dpbench.launch(strategy, STACK, world_size=2, global_batch=BATCH, seed=1, lr=0.05,
-                            optimizer="adamw", **options) as run:
+        with dpbench.launch(
+            strategy, STACK, world_size=2, global_batch=BATCH, seed=1, lr=0.05, optimizer="adamw", **options
+        ) as run:
             run.step(2)
             if with_metrics:
                 run.case_metrics()

@@ -4,6 +4,7 @@ torch.compile builds C++ on CPU (inductor); these are skipped with the reason wh
 is installed (the refusal itself is tested in test_strategy_options.py). Kept to two steps and
 the toy MLP: compilation dominates the time.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.skipif(NO_COMPILER is not None, reason=NO_COMPILER or "
 
 
 def train(strategy: str, world_size: int, *, metrics: bool = False, **options):
-    with dpbench.launch(strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR,
-                        timeout=300.0, **options) as run:
+    with dpbench.launch(
+        strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=300.0, **options
+    ) as run:
         run.step(K)
         return run.parameters(), run.case_metrics() if metrics else None
 

@@ -4,6 +4,7 @@ World size is 2 when there are two GPUs, else 2 replicas share one GPU (dp with
 replicas_per_device=2, ddp/allreduce over gloo on the shared device). torch-dp needs one
 GPU per replica. Tolerances are looser than on CPU: cuDNN/cuBLAS reduce in other orders.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,9 @@ def gpus() -> int:
 
 
 def train(strategy: str, world_size: int, **options):
-    with dpbench.launch(strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, device="cuda",
-                        seed=3, lr=LR, **options) as run:
+    with dpbench.launch(
+        strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, device="cuda", seed=3, lr=LR, **options
+    ) as run:
         stats = run.step(K)
         assert all(label.startswith("cuda:") for label in stats.peak_memory_bytes)
         return run.parameters(), run.info
@@ -60,8 +62,9 @@ def test_cuda_parameters_match_single(strategy, options, reference):
 def test_powersgd_runs_on_nccl(reference):
     if gpus() < 2:
         pytest.skip("comm_hook='powersgd' needs nccl, i.e. one GPU per rank: needs 2 GPUs")
-    with dpbench.launch("ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, device="cuda", seed=3, lr=LR,
-                        comm_hook="powersgd") as run:
+    with dpbench.launch(
+        "ddp", MLP, world_size=2, global_batch=GLOBAL_BATCH, device="cuda", seed=3, lr=LR, comm_hook="powersgd"
+    ) as run:
         stats = run.step(K)
         params = run.parameters()
     assert all(torch.isfinite(torch.tensor(stats.losses)))

@@ -1,4 +1,5 @@
 """dpbench.strategies._metrics: FLOPs counted by torch against a hand count, peaks, and the derived metrics."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,15 @@ import torch
 from torch import nn
 
 from dpbench.measure.derive import derive
-from dpbench.strategies._metrics import (PEAK_ENV, count_step_flops, env_peak_flops, local_bytes, measure_matmul_flops,
-                             peak_flops, table_peak_flops)
+from dpbench.strategies._metrics import (
+    PEAK_ENV,
+    count_step_flops,
+    env_peak_flops,
+    local_bytes,
+    measure_matmul_flops,
+    peak_flops,
+    table_peak_flops,
+)
 
 
 def linear_stack(widths: list[int], *, bias: bool) -> nn.Module:
@@ -66,8 +74,9 @@ def test_flops_under_bf16_autocast_are_the_same_count():
     model = linear_stack([12, 16, 5], bias=True)
     x, y = torch.randn(7, 12), torch.randint(0, 5, (7,))
     plain = count_step_flops(model, x, y, nn.functional.cross_entropy)
-    cast = count_step_flops(model, x, y, nn.functional.cross_entropy,
-                            autocast=torch.autocast("cpu", dtype=torch.bfloat16))
+    cast = count_step_flops(
+        model, x, y, nn.functional.cross_entropy, autocast=torch.autocast("cpu", dtype=torch.bfloat16)
+    )
     assert plain == cast == hand_count(7, [12, 16, 5])
 
 
@@ -82,13 +91,18 @@ def test_table_peaks_pick_the_specific_name_first():
 
 
 def test_peak_sums_over_gpus_and_the_env_overrides_the_table():
-    assert peak_flops(device_type="cuda", device_names=["NVIDIA A100-SXM4-80GB"] * 2, dtype="bf16",
-                      environ={}) == (624e12, "table:NVIDIA A100-SXM4-80GB")
-    assert peak_flops(device_type="cuda", device_names=["NVIDIA A100"] * 2, dtype="bf16",
-                      environ={PEAK_ENV: "100"}) == (200e12, f"env:{PEAK_ENV}")
+    assert peak_flops(device_type="cuda", device_names=["NVIDIA A100-SXM4-80GB"] * 2, dtype="bf16", environ={}) == (
+        624e12,
+        "table:NVIDIA A100-SXM4-80GB",
+    )
+    assert peak_flops(
+        device_type="cuda", device_names=["NVIDIA A100"] * 2, dtype="bf16", environ={PEAK_ENV: "100"}
+    ) == (200e12, f"env:{PEAK_ENV}")
     # On CPU the env is the whole CPU's peak; without it the caller measures (None here).
     assert peak_flops(device_type="cpu", device_names=[], dtype="fp32", environ={PEAK_ENV: "0.5"}) == (
-        0.5e12, f"env:{PEAK_ENV}")
+        0.5e12,
+        f"env:{PEAK_ENV}",
+    )
     assert peak_flops(device_type="cpu", device_names=[], dtype="fp32", environ={}) == (None, None)
     assert peak_flops(device_type="cuda", device_names=["Unknown GPU"], dtype="fp32", environ={}) == (None, None)
 
@@ -112,8 +126,13 @@ def test_local_bytes_counts_each_tensor_once():
     assert local_bytes([]) == 0 and local_bytes([torch.zeros(0)]) == 0
 
 
-METRICS = {"model_flops_per_step": 4e9, "peak_flops_per_s": 1e11, "tokens_per_step": 4096,
-           "compute_only_step_s": 0.08, "collective_time_s": 0.05}
+METRICS = {
+    "model_flops_per_step": 4e9,
+    "peak_flops_per_s": 1e11,
+    "tokens_per_step": 4096,
+    "compute_only_step_s": 0.08,
+    "collective_time_s": 0.05,
+}
 
 
 def test_derive_mfu_tokens_and_exposed_communication():
@@ -142,8 +161,10 @@ def test_derive_clamps_and_leaves_out_what_does_not_apply():
 
 
 def test_derive_needs_no_torch():
-    code = ("import sys; from dpbench.measure.derive import derive; "
-            "print(derive({'model_flops_per_step': 1.0, 'peak_flops_per_s': 2.0}, step_time_s=1.0, world_size=1)['mfu']); "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; from dpbench.measure.derive import derive; "
+        "print(derive({'model_flops_per_step': 1.0, 'peak_flops_per_s': 2.0}, step_time_s=1.0, world_size=1)['mfu']); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0.5", "False"]

@@ -7,6 +7,7 @@ Checked in a fresh interpreter each time: earlier GPU tests in the pytest proces
 On CPU the parent side runs against a fake ``torch.cuda`` (two GPUs "available", any CUDA
 initialisation raising) up to the point where workers would start.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,9 @@ _FAKE_PARENT = textwrap.dedent("""
 
 @pytest.mark.slow  # a fresh interpreter importing torch: ~5-9 s on a busy 2-core machine
 def test_parent_side_of_every_strategy_never_touches_cuda():
-    out = subprocess.run([sys.executable, "-c", _FAKE_PARENT.format(here=HERE)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAKE_PARENT.format(here=HERE)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     # Every case got as far as starting workers; three ranks on two GPUs: gloo, cuda:0 shared.
     assert out.stdout.split() == ["9", "('cuda:0',", "'cuda:1',", "'cuda:0')", "gloo"]

@@ -1,4 +1,5 @@
 """PhaseTimer: host clock on CPU; on CUDA, events read after the timed work — never a sync inside it."""
+
 from __future__ import annotations
 
 import time

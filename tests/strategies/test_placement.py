@@ -1,5 +1,6 @@
 """Where replicas go on CUDA machines of different sizes, checked on any machine by telling the
 strategies how many GPUs there are (placement only counts devices; nothing touches CUDA)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,6 +13,7 @@ from dpbench.strategies import StrategyUnavailable, get_strategy
 def gpus(monkeypatch):
     def set_count(n: int) -> None:
         monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
     return set_count
 
 
@@ -22,12 +24,15 @@ def placement(strategy: str, world_size: int, **options):
     return cls.placement(world_size=world_size, device="cuda", options=defaults)
 
 
-@pytest.mark.parametrize("count, world, expected", [
-    (1, 2, ("cuda:0", "cuda:0")),            # two replicas share the only GPU
-    (2, 2, ("cuda:0", "cuda:1")),
-    (2, 3, ("cuda:0", "cuda:0", "cuda:1")),  # as few per GPU as fit
-    (4, 2, ("cuda:0", "cuda:1")),
-])
+@pytest.mark.parametrize(
+    "count, world, expected",
+    [
+        (1, 2, ("cuda:0", "cuda:0")),  # two replicas share the only GPU
+        (2, 2, ("cuda:0", "cuda:1")),
+        (2, 3, ("cuda:0", "cuda:0", "cuda:1")),  # as few per GPU as fit
+        (4, 2, ("cuda:0", "cuda:1")),
+    ],
+)
 def test_dp_spreads_replicas_and_shares_gpus_only_when_needed(gpus, count, world, expected):
     gpus(count)
     assert placement("dp", world).devices == expected

@@ -3,6 +3,7 @@
 Stateful workloads (BatchNorm, dropout: resnet18) are left out on purpose: their replicas
 legitimately differ from ``single`` (see test_batchnorm.py for those semantics).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -17,15 +18,15 @@ LR = 0.3
 # (steps, global batch): odd batches so the two replicas get uneven slices.
 PLAN = {"lenet": (12, 31)}
 DEFAULT_PLAN = (2, 15)
-STRATEGIES = [("dp", {}), ("manual", {}), ("ddp", {}), ("allreduce", {"mode": "overlap"}), ("fsdp", {}),
-              ("zero", {})]
+STRATEGIES = [("dp", {}), ("manual", {}), ("ddp", {}), ("allreduce", {"mode": "overlap"}), ("fsdp", {}), ("zero", {})]
 WORKLOADS = [name for name in dpbench.list_workloads() if not dpbench.get_workload(name).stateful]
 
 
 def train(strategy: str, workload: str, world_size: int, **options):
     steps, global_batch = PLAN.get(workload, DEFAULT_PLAN)
-    with dpbench.launch(strategy, workload, world_size=world_size, global_batch=global_batch,
-                        seed=1, lr=LR, **options) as run:
+    with dpbench.launch(
+        strategy, workload, world_size=world_size, global_batch=global_batch, seed=1, lr=LR, **options
+    ) as run:
         stats = run.step(steps)
         return run.parameters(), stats.losses
 

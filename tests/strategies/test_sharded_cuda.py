@@ -5,6 +5,7 @@ overlap_with_ddp (NCCL only, one GPU per rank), compile on CUDA, and the CUDA me
 figures of the case metrics. Compared with ``single`` on CUDA in the same precision;
 tolerances are looser than on CPU (cuBLAS reduces in other orders).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -30,8 +31,17 @@ def one_gpu_per_rank(world: int):
 
 
 def train(strategy: str, world_size: int, **options):
-    with dpbench.launch(strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, device="cuda", seed=3,
-                        lr=LR, timeout=120.0, **options) as run:
+    with dpbench.launch(
+        strategy,
+        MLP,
+        world_size=world_size,
+        global_batch=GLOBAL_BATCH,
+        device="cuda",
+        seed=3,
+        lr=LR,
+        timeout=120.0,
+        **options,
+    ) as run:
         stats = run.step(K)
         return run.parameters(), stats, run
 
@@ -95,8 +105,16 @@ def test_compile_on_cuda_matches_eager_single(single_runs):
 
 
 def test_case_metrics_on_cuda_report_allocator_peaks_and_the_table_peak():
-    with dpbench.launch("fsdp", MLP, world_size=min(2, gpus()), global_batch=GLOBAL_BATCH, device="cuda", seed=3,
-                        lr=LR, optimizer="adamw") as run:
+    with dpbench.launch(
+        "fsdp",
+        MLP,
+        world_size=min(2, gpus()),
+        global_batch=GLOBAL_BATCH,
+        device="cuda",
+        seed=3,
+        lr=LR,
+        optimizer="adamw",
+    ) as run:
         stats = run.step(K)
         metrics = run.case_metrics()
     for m in metrics["memory_per_rank"]:

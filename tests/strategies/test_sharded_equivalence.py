@@ -9,6 +9,7 @@ so rounding noise of bf16 on a near-zero gradient flips whole updates — a prop
 not of the strategy. bf16 (autocast) is compared with SGD, against ``single`` in bf16, with a
 tolerance of a few bf16 ulps of the parameter changes (bf16 keeps 8 significant bits).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -55,8 +56,9 @@ def _id(case) -> str:
 
 
 def train(strategy: str, world_size: int, **options):
-    with dpbench.launch(strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR,
-                        timeout=60.0, **options) as run:
+    with dpbench.launch(
+        strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=60.0, **options
+    ) as run:
         stats = run.step(K)
         return run.parameters(), stats.losses, dict(run.info)
 

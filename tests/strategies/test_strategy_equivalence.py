@@ -4,6 +4,7 @@ The toy MLP has no BatchNorm or dropout, so parameters after K steps must match 
 single-device run within float tolerance. Global batches are chosen uneven for the world
 sizes (11 over 2 and 3 replicas) so the loss weighting n_local·W/N is exercised.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -55,8 +56,9 @@ def _case_id(case) -> str:
 
 
 def train(strategy: str, world_size: int, **options):
-    with dpbench.launch(strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH,
-                        seed=3, lr=LR, timeout=60.0, **options) as run:
+    with dpbench.launch(
+        strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=60.0, **options
+    ) as run:
         stats = run.step(K)
         return run.parameters(), stats, dict(run.info)
 

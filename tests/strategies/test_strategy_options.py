@@ -1,4 +1,5 @@
 """The new options: defaults everywhere, and every bad value refused before any process starts."""
+
 from __future__ import annotations
 
 import psutil
@@ -19,31 +20,75 @@ def test_every_strategy_takes_optimizer_and_precision_and_three_take_compile():
         if name in COMPILE_STRATEGIES:
             assert defaults["compile"] is False
     assert get_strategy("fsdp").option_defaults == {
-        "reshard_after_forward": True, "shard": "layer", "mixed_precision": None, "cpu_offload": False,
-        "compile": False, "optimizer": "sgd", "precision": "fp32"}
+        "reshard_after_forward": True,
+        "shard": "layer",
+        "mixed_precision": None,
+        "cpu_offload": False,
+        "compile": False,
+        "optimizer": "sgd",
+        "precision": "fp32",
+    }
     assert get_strategy("zero").option_defaults == {
-        "bucket_cap_mb": None, "overlap_with_ddp": False, "optimizer": "sgd", "precision": "fp32"}
+        "bucket_cap_mb": None,
+        "overlap_with_ddp": False,
+        "optimizer": "sgd",
+        "precision": "fp32",
+    }
 
 
 BAD = [
     ("ddp", 2, {"optimizer": "adam"}, ValueError, "ddp option optimizer must be one of sgd, adamw, got 'adam'"),
-    ("single", 1, {"precision": "fp8"}, ValueError, "single option precision must be one of fp32, bf16, fp16, got 'fp8'"),
+    (
+        "single",
+        1,
+        {"precision": "fp8"},
+        ValueError,
+        "single option precision must be one of fp32, bf16, fp16, got 'fp8'",
+    ),
     ("dp", 2, {"precision": "fp16"}, StrategyUnavailable, "dp option precision='fp16' needs device='cuda'"),
     ("fsdp", 2, {"precision": "fp16"}, StrategyUnavailable, "fsdp option precision='fp16' needs device='cuda'"),
     ("single", 1, {"compile": "yes"}, ValueError, "single option compile must be True or False, got 'yes'"),
     ("manual", 2, {"compile": True}, ValueError, "Unknown option(s) 'compile' for strategy 'manual'"),
     ("fsdp", 2, {"shard": "block"}, ValueError, "fsdp option shard must be one of layer, model, got 'block'"),
-    ("fsdp", 2, {"reshard_after_forward": 1}, ValueError, "fsdp option reshard_after_forward must be True or False, got 1"),
-    ("fsdp", 2, {"mixed_precision": "int8"}, ValueError,
-     "fsdp option mixed_precision must be None, 'PARAM' or 'PARAM/REDUCE' with each of bf16, fp16, fp32"),
+    (
+        "fsdp",
+        2,
+        {"reshard_after_forward": 1},
+        ValueError,
+        "fsdp option reshard_after_forward must be True or False, got 1",
+    ),
+    (
+        "fsdp",
+        2,
+        {"mixed_precision": "int8"},
+        ValueError,
+        "fsdp option mixed_precision must be None, 'PARAM' or 'PARAM/REDUCE' with each of bf16, fp16, fp32",
+    ),
     ("fsdp", 2, {"mixed_precision": "bf16/fp32/fp32"}, ValueError, "fsdp option mixed_precision must be None"),
-    ("fsdp", 2, {"mixed_precision": "fp16"}, StrategyUnavailable, "fsdp option mixed_precision with fp16 needs device='cuda'"),
+    (
+        "fsdp",
+        2,
+        {"mixed_precision": "fp16"},
+        StrategyUnavailable,
+        "fsdp option mixed_precision with fp16 needs device='cuda'",
+    ),
     ("fsdp", 2, {"cpu_offload": True}, StrategyUnavailable, "fsdp option cpu_offload=True needs device='cuda'"),
     ("zero", 2, {"bucket_cap_mb": 0}, ValueError, "zero option bucket_cap_mb must be None or a positive number, got 0"),
     ("zero", 2, {"overlap_with_ddp": "no"}, ValueError, "zero option overlap_with_ddp must be True or False, got 'no'"),
-    ("zero", 2, {"overlap_with_ddp": True}, StrategyUnavailable,
-     "zero option overlap_with_ddp=True needs the nccl backend"),
-    ("zero", 2, {"gradient_as_bucket_view": True}, ValueError, "Unknown option(s) 'gradient_as_bucket_view' for strategy 'zero'"),
+    (
+        "zero",
+        2,
+        {"overlap_with_ddp": True},
+        StrategyUnavailable,
+        "zero option overlap_with_ddp=True needs the nccl backend",
+    ),
+    (
+        "zero",
+        2,
+        {"gradient_as_bucket_view": True},
+        ValueError,
+        "Unknown option(s) 'gradient_as_bucket_view' for strategy 'zero'",
+    ),
 ]
 
 
@@ -51,8 +96,11 @@ def _children() -> set[int]:
     return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
-@pytest.mark.parametrize("strategy,world,options,exc,message", BAD,
-                         ids=[f"{b[0]}-{'-'.join(f'{k}={v}' for k, v in b[2].items())}" for b in BAD])
+@pytest.mark.parametrize(
+    "strategy,world,options,exc,message",
+    BAD,
+    ids=[f"{b[0]}-{'-'.join(f'{k}={v}' for k, v in b[2].items())}" for b in BAD],
+)
 def test_bad_options_are_refused_before_any_process_starts(strategy, world, options, exc, message):
     before = _children()
     with pytest.raises(exc) as caught:
@@ -84,5 +132,9 @@ def test_compile_on_cpu_needs_the_cxx_compiler_inductor_calls(monkeypatch, tmp_p
 @pytest.mark.slow
 def test_resolved_options_are_recorded_with_their_defaults():
     with dpbench.launch("zero", MLP, world_size=2, global_batch=11, optimizer="adamw") as run:
-        assert run.info["options"] == {"bucket_cap_mb": None, "overlap_with_ddp": False, "optimizer": "adamw",
-                                       "precision": "fp32"}
+        assert run.info["options"] == {
+            "bucket_cap_mb": None,
+            "overlap_with_ddp": False,
+            "optimizer": "adamw",
+            "precision": "fp32",
+        }

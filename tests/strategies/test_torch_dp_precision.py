@@ -1,6 +1,7 @@
 """torch-dp refuses bf16 on >= 2 GPUs, before any process starts, because torch's DataParallel
 would silently compute in float16. The mechanism is shown on CPU: autocast's dtype does not
 follow a thread, and torch's parallel_apply re-enters autocast without it."""
+
 from __future__ import annotations
 
 import inspect
@@ -14,8 +15,9 @@ from dpbench.strategies.base import StrategyUnavailable
 
 
 def _resolve(**options):
-    return get_strategy("torch-dp").resolve_options(options, device="cuda", world_size=options.pop("w", 2),
-                                                    global_batch=8)
+    return get_strategy("torch-dp").resolve_options(
+        options, device="cuda", world_size=options.pop("w", 2), global_batch=8
+    )
 
 
 def test_bf16_on_two_replicas_is_refused_with_the_reason():

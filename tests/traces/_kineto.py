@@ -1,4 +1,5 @@
 """Hand-built Kineto traces with answers worked out by hand (times in microseconds)."""
+
 from __future__ import annotations
 
 import gzip
@@ -17,8 +18,15 @@ def step(number, ts, dur):
 
 
 def memory(ts, total):
-    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": MAIN, "ts": ts,
-            "args": {"Total Allocated": total, "Bytes": 1, "Device Type": 0}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 7,
+        "tid": MAIN,
+        "ts": ts,
+        "args": {"Total Allocated": total, "Bytes": 1, "Device Type": 0},
+    }
 
 
 def cpu_rank(call_at: float, *, base_ns: int = 10**18, shift_us: float = 0.0, rank: int = 0) -> dict:
@@ -31,16 +39,22 @@ def cpu_rank(call_at: float, *, base_ns: int = 10**18, shift_us: float = 0.0, ra
     s = shift_us
     events = [
         step(1, 0 + s, 100),
-        op("aten::mm", 10 + s, 30), op("aten::add", 30 + s, 20),
+        op("aten::mm", 10 + s, 30),
+        op("aten::add", 30 + s, 20),
         op("autograd::engine::evaluate_function: AddmmBackward0", 60 + s, 30),
         op("c10d::allreduce_", call_at + s, 2),
         op("gloo:all_reduce", 70 + s, 25, tid=GLOO, cat="user_annotation"),
         op("aten::copy_", 80 + s, 5, tid=GLOO),  # gloo's own copy: communication, not compute
         op("dpbench:forward", 10 + s, 40, cat="user_annotation"),
-        memory(20 + s, 1000), memory(30 + s, 4000), memory(55 + s, 9000),
+        memory(20 + s, 1000),
+        memory(30 + s, 4000),
+        memory(55 + s, 9000),
     ]
-    return {"traceEvents": events, "baseTimeNanoseconds": base_ns,
-            "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"}}
+    return {
+        "traceEvents": events,
+        "baseTimeNanoseconds": base_ns,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"},
+    }
 
 
 def cuda_rank() -> dict:
@@ -51,17 +65,32 @@ def cuda_rank() -> dict:
     """
     events = [
         step(1, 0, 100),
-        op("aten::mm", 5, 3), op("cudaLaunchKernel", 6, 1, cat="cuda_runtime"),
+        op("aten::mm", 5, 3),
+        op("cudaLaunchKernel", 6, 1, cat="cuda_runtime"),
         op("ampere_sgemm_128x64_nn", 10, 30, tid=7, cat="kernel"),
         op("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30, 30, tid=8, cat="kernel"),
         op("Memcpy DtoD (Device -> Device)", 60, 5, tid=7, cat="gpu_memcpy"),
         # Kineto mirrors host annotations onto the GPU timeline: not a second step.
         op("ProfilerStep#1", 10, 55, tid=7, cat="gpu_user_annotation"),
         op("dpbench:forward", 10, 30, cat="user_annotation"),
-        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": MAIN, "ts": 20,
-         "args": {"Total Allocated": 5000, "Device Type": 1}},
-        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": MAIN, "ts": 21,
-         "args": {"Total Allocated": 99, "Device Type": 0}},
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": 7,
+            "tid": MAIN,
+            "ts": 20,
+            "args": {"Total Allocated": 5000, "Device Type": 1},
+        },
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": 7,
+            "tid": MAIN,
+            "ts": 21,
+            "args": {"Total Allocated": 99, "Device Type": 0},
+        },
     ]
     return {"traceEvents": events, "baseTimeNanoseconds": 10**18}
 

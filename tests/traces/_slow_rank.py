@@ -2,6 +2,7 @@
 
 Module-level so spawned workers can unpickle it (pytest put this directory on sys.path).
 """
+
 from __future__ import annotations
 
 import time
@@ -30,8 +31,9 @@ class LateOnRankOne(nn.Module):
 
 def batch(step: int, global_batch: int, seed: int):
     gen = torch.Generator().manual_seed(seed * 100_003 + step)
-    return torch.randn(global_batch, IN_FEATURES, generator=gen), torch.randint(0, CLASSES, (global_batch,),
-                                                                                generator=gen)
+    return torch.randn(global_batch, IN_FEATURES, generator=gen), torch.randint(
+        0, CLASSES, (global_batch,), generator=gen
+    )
 
 
 def loss(output, target):

@@ -1,4 +1,5 @@
 """The breakdown of hand-built traces whose answers were worked out by hand (tests/traces/_kineto.py)."""
+
 from __future__ import annotations
 
 import gzip
@@ -35,7 +36,12 @@ def test_cuda_counts_kernels_and_labels_overlap_hidden(tmp_path):
     assert case["device_kind"] == "cuda" and case["overlap_label"] == "hidden"
     r = case["ranks"][0]
     assert (r["compute_s"], r["comm_s"], r["overlap_s"], r["exposed_comm_s"], r["idle_s"]) == (
-        _close(35 * US), _close(30 * US), _close(10 * US), _close(20 * US), _close(45 * US))
+        _close(35 * US),
+        _close(30 * US),
+        _close(10 * US),
+        _close(20 * US),
+        _close(45 * US),
+    )
     assert r["overlap_fraction"] == _close(10 / 30)
     assert r["steps"] == 1 and r["memory_peak_bytes"] == {"forward": 5000}  # the CUDA allocator's
 
@@ -46,14 +52,20 @@ def test_on_cuda_our_communication_label_as_the_device_ran_it_is_communication(t
     r = analyse_case([write(tmp_path / "rank0.json.gz", trace)])["ranks"][0]
     # The memcpy [60,65] inside it moves to communication: compute 30, comm [30,68] = 38, overlap 10.
     assert (r["compute_s"], r["comm_s"], r["overlap_s"], r["idle_s"]) == (
-        _close(30 * US), _close(38 * US), _close(10 * US), _close(42 * US))
+        _close(30 * US),
+        _close(38 * US),
+        _close(10 * US),
+        _close(42 * US),
+    )
 
 
 def test_skew_and_straggler_across_ranks_on_one_wall_clock(tmp_path):
     # Rank 1 issues the all-reduce at 75 instead of 70; its trace has another base time, shifted
     # back by the same amount, so only the 5 µs of the call remain.
-    files = [write(tmp_path / "rank0.json.gz", cpu_rank(70)),
-             write(tmp_path / "rank1.json.gz", cpu_rank(75, base_ns=10**18 + 3000, shift_us=-3.0, rank=1))]
+    files = [
+        write(tmp_path / "rank0.json.gz", cpu_rank(70)),
+        write(tmp_path / "rank1.json.gz", cpu_rank(75, base_ns=10**18 + 3000, shift_us=-3.0, rank=1)),
+    ]
     case = analyse_case(files, names=["traces/x/rank0.json.gz", "traces/x/rank1.json.gz"])
     assert case["overlap_label"] == "concurrent" and case["problems"] == []
     (collective,) = case["collectives"]
@@ -110,8 +122,7 @@ def test_two_pass_and_trace_are_compared_against_the_tolerance(tmp_path):
 
 
 def test_the_sentence_names_what_dominates_and_the_straggler(tmp_path):
-    files = [write(tmp_path / "rank0.json.gz", cpu_rank(70)),
-             write(tmp_path / "rank1.json.gz", cpu_rank(80, rank=1))]
+    files = [write(tmp_path / "rank0.json.gz", cpu_rank(70)), write(tmp_path / "rank1.json.gz", cpu_rank(80, rank=1))]
     text = describe("ddp w2", analyse_case(files))
     assert text.startswith("ddp w2: 68% of the step is compute (")
     assert text.endswith("; rank 1 arrives 0.01 ms late (median) at 1 of 1 collectives.")  # 10 of 100 µs
@@ -121,8 +132,11 @@ def test_the_sentence_names_what_dominates_and_the_straggler(tmp_path):
 
 def test_the_alignment_barrier_is_not_part_of_the_step_and_not_a_collective():
     trace = cpu_rank(70)
-    trace["traceEvents"] += [op("dpbench:align", 0, 8, cat="user_annotation"), op("c10d::barrier", 1, 6),
-                             op("gloo:barrier", 2, 5, tid=2, cat="user_annotation")]
+    trace["traceEvents"] += [
+        op("dpbench:align", 0, 8, cat="user_annotation"),
+        op("c10d::barrier", 1, 6),
+        op("gloo:barrier", 2, 5, tid=2, cat="user_annotation"),
+    ]
     rank = analyse_rank(trace)
     s = rank["steps"][0]
     assert s["span_s"] == _close(92 * US) and s["idle_s"] == _close(17 * US) and s["comm_s"] == _close(25 * US)

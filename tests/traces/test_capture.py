@@ -1,4 +1,5 @@
 """Traces captured by ``Run.trace`` in real workers (CPU/gloo; the CUDA path is gpu-marked)."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,13 +31,17 @@ def test_a_rank_that_sleeps_before_forward_is_the_straggler_at_every_collective(
         skews = [c["skew_s"] for c in case["collectives"]]
         # Named at every collective; late by the injected sleep: the median within ±25%, each one
         # within ±50% (a core shared with another test's processes delays single collectives).
-        ok = (len(skews) >= 3 and abs(statistics.median(skews) - LATE_S) <= 0.25 * LATE_S
-              and all(abs(s - LATE_S) <= 0.5 * LATE_S for s in skews)
-              and all(c["straggler"] == 1 for c in case["collectives"]))
+        ok = (
+            len(skews) >= 3
+            and abs(statistics.median(skews) - LATE_S) <= 0.25 * LATE_S
+            and all(abs(s - LATE_S) <= 0.5 * LATE_S for s in skews)
+            and all(c["straggler"] == 1 for c in case["collectives"])
+        )
         good += ok
         seen.append([(round(c["skew_s"] * 1e3, 1), c["straggler"]) for c in case["collectives"]])
-    assert good >= 9, (f"rank 1 was the 20 ms straggler (median ± 25%, each ± 50%) at every collective in {good} "
-                       f"of 10 trials: {seen}")
+    assert good >= 9, (
+        f"rank 1 was the 20 ms straggler (median ± 25%, each ± 50%) at every collective in {good} of 10 trials: {seen}"
+    )
 
 
 @pytest.mark.slow
@@ -57,8 +62,13 @@ def test_trace_files_are_gzipped_kineto_json_with_our_labels_and_one_per_rank(tm
     assert len(result.step_times) == 3 and result.warmup == 1 and len(result.active_step_times) == 2
     trace = json.loads(gzip.decompress(result.files[1].read_bytes()))
     names = {e.get("name") for e in trace["traceEvents"]}
-    assert {"ProfilerStep#1", "ProfilerStep#2", "dpbench:compute", "dpbench:communication",
-            "dpbench:optimizer"} <= names
+    assert {
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+        "dpbench:compute",
+        "dpbench:communication",
+        "dpbench:optimizer",
+    } <= names
     assert trace["distributedInfo"]["rank"] == 1
     assert not list(tmp_path.glob(".*"))  # no partial or temporary file left beside them
     assert [r["steps"] for r in case["ranks"]] == [2, 2] and case["problems"] == []
@@ -94,8 +104,9 @@ def test_bad_arguments_name_what_was_wrong(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_traces_hold_kernels_and_a_memory_snapshot_of_one_step(tmp_path):
-    with dpbench.launch("ddp", "mlp", world_size=min(2, max(1, torch.cuda.device_count())), global_batch=64,
-                        device="cuda") as run:
+    with dpbench.launch(
+        "ddp", "mlp", world_size=min(2, max(1, torch.cuda.device_count())), global_batch=64, device="cuda"
+    ) as run:
         run.step(2)
         result = run.trace(3, tmp_path)
     case = analyse_case(result.files)

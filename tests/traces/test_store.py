@@ -1,4 +1,5 @@
 """Traces are staged during a session and appear under results/ complete, in one rename."""
+
 from __future__ import annotations
 
 from dpbench.traces.store import TraceStore

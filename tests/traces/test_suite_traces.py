@@ -1,5 +1,6 @@
 """``--dpbench-trace`` end to end: traces published beside the saved run, the breakdown in
 extra_info, dp skipped with its reason and still measured, and nothing saved on Ctrl-C."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,18 @@ pytestmark = pytest.mark.slow
 def test_traced_suite_run_publishes_one_trace_per_rank_and_the_breakdown(tmp_path, short_tmp):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
-    proc = _pytest(["suites/test_throughput.py", "-q", "-k", "ddp-mlp-w2 or dp-mlp-w2", "--dpbench-trace",
-                    f"--benchmark-storage=file://{storage}", "--benchmark-save=traced"],
-                   _env(marker, DPBENCH_TRIALS="1", TMPDIR=str(short_tmp)))
+    proc = _pytest(
+        [
+            "suites/test_throughput.py",
+            "-q",
+            "-k",
+            "ddp-mlp-w2 or dp-mlp-w2",
+            "--dpbench-trace",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save=traced",
+        ],
+        _env(marker, DPBENCH_TRIALS="1", TMPDIR=str(short_tmp)),
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (run,) = storage.glob("*/0001_traced.json")
     infos = {b["extra_info"]["strategy"]: b["extra_info"] for b in json.loads(run.read_text())["benchmarks"]}
@@ -33,12 +43,17 @@ def test_traced_suite_run_publishes_one_trace_per_rank_and_the_breakdown(tmp_pat
 
 def test_ctrl_c_during_a_traced_run_publishes_no_trace(tmp_path):
     marker = uuid.uuid4().hex
-    _interrupted_run(tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2",
-                     args=["suites/", "-k", "test_throughput and ddp-mlp-w2", "--dpbench-trace"])
+    _interrupted_run(
+        tmp_path,
+        marker,
+        when=r"trial 2/2 · .*ddp-mlp-w2",
+        args=["suites/", "-k", "test_throughput and ddp-mlp-w2", "--dpbench-trace"],
+    )
     assert not list((tmp_path / "results").rglob("traces/*")), "an interrupted session published traces"
 
 
 def test_a_bad_dpbench_trace_value_is_a_usage_error(tmp_path):
-    proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q"], _env("none", DPBENCH_TRACE="maybe"),
-                   timeout=120)
+    proc = _pytest(
+        ["suites/test_throughput.py", "--collect-only", "-q"], _env("none", DPBENCH_TRACE="maybe"), timeout=120
+    )
     assert proc.returncode == 4 and "DPBENCH_TRACE must be 1 or 0" in proc.stderr, proc.stderr[-2000:]

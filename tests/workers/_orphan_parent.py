@@ -4,6 +4,7 @@
 rank 0, with a registered staging directory (as the suites' timeline store) and no pool at all,
 or inside a hanging call with the reaper killed first (the workers' own parent watch alone).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,10 @@ def main(mode: str) -> None:
         lifeline.proc.wait()
         os.rmdir(staged)
         staged = None
-    print(json.dumps({"pids": pool.pids if pool else [], "rdzv": pool._tmpdir if pool else None,
-                      "staged": staged}), flush=True)
+    print(
+        json.dumps({"pids": pool.pids if pool else [], "rdzv": pool._tmpdir if pool else None, "staged": staged}),
+        flush=True,
+    )
     if mode in ("call", "alone"):
         pool.run(sleep_on, 0)
     time.sleep(600)

@@ -1,4 +1,5 @@
 """The pinning plan as a pure function of (mode, cores, ranks, threads), on fake core lists."""
+
 from __future__ import annotations
 
 import json
@@ -43,11 +44,14 @@ def test_cores_outside_a_cpuset_are_never_used():
     assert p.rank_cores == ((2, 5), (7, 9)) and p.available_cores == (2, 5, 7, 9)
 
 
-@pytest.mark.parametrize("cores, world, threads, kwargs, reason", [
-    ([0], 2, 1, {}, "fewer cores (1) than ranks (2)"),
-    ([0, 1], 2, 2, {}, "2 rank(s) x 2 thread(s) > 2 cores (oversubscribed)"),
-    ([0, 1, 2], 2, 1, {"cores_per_worker": 2}, "2 rank(s) x 2 core(s) > 3 cores"),
-])
+@pytest.mark.parametrize(
+    "cores, world, threads, kwargs, reason",
+    [
+        ([0], 2, 1, {}, "fewer cores (1) than ranks (2)"),
+        ([0, 1], 2, 2, {}, "2 rank(s) x 2 thread(s) > 2 cores (oversubscribed)"),
+        ([0, 1, 2], 2, 1, {"cores_per_worker": 2}, "2 rank(s) x 2 core(s) > 3 cores"),
+    ],
+)
 def test_too_few_cores_means_no_pinning_and_says_why(cores, world, threads, kwargs, reason):
     p = plan(cores, world, threads, **kwargs)
     assert not p.pinned and p.rank_cores is None and p.parent_cores is None
@@ -64,8 +68,14 @@ def test_off_and_unsupported_platforms_pin_nothing():
 def test_plan_dict_is_json_with_lists():
     d = plan(range(4), 1, 1, cores_per_worker=1).to_dict()
     assert json.loads(json.dumps(d)) == d
-    assert d == {"mode": "auto", "pinned": True, "reason": d["reason"], "available_cores": [0, 1, 2, 3],
-                 "rank_cores": [[0]], "parent_cores": [1, 2, 3]}
+    assert d == {
+        "mode": "auto",
+        "pinned": True,
+        "reason": d["reason"],
+        "available_cores": [0, 1, 2, 3],
+        "rank_cores": [[0]],
+        "parent_cores": [1, 2, 3],
+    }
 
 
 @given(
@@ -90,22 +100,28 @@ def test_pinned_blocks_are_disjoint_and_cover_the_cores(cores, world, threads, b
     assert spare | set().union(*blocks) == cores
 
 
-@pytest.mark.parametrize("affinity, environ, expected", [
-    ("auto", {}, ("auto", None)),
-    ("auto", {"DPBENCH_PIN": "1"}, ("auto", None)),
-    ("auto", {"DPBENCH_PIN": "0"}, ("off", "DPBENCH_PIN=0 in the environment")),
-    ("off", {"DPBENCH_PIN": "1"}, ("off", "affinity='off'")),  # 1 does not force pinning on
-    ("off", {}, ("off", "affinity='off'")),
-])
+@pytest.mark.parametrize(
+    "affinity, environ, expected",
+    [
+        ("auto", {}, ("auto", None)),
+        ("auto", {"DPBENCH_PIN": "1"}, ("auto", None)),
+        ("auto", {"DPBENCH_PIN": "0"}, ("off", "DPBENCH_PIN=0 in the environment")),
+        ("off", {"DPBENCH_PIN": "1"}, ("off", "affinity='off'")),  # 1 does not force pinning on
+        ("off", {}, ("off", "affinity='off'")),
+    ],
+)
 def test_mode_from_argument_and_environment(affinity, environ, expected):
     assert resolve_mode(affinity, environ) == expected
 
 
-@pytest.mark.parametrize("affinity, environ, message", [
-    ("on", {}, "affinity must be one of 'auto', 'off', got 'on'"),
-    (True, {}, "affinity must be one of 'auto', 'off', got True"),
-    ("auto", {"DPBENCH_PIN": "no"}, "DPBENCH_PIN must be '0' (pinning off) or '1'"),
-])
+@pytest.mark.parametrize(
+    "affinity, environ, message",
+    [
+        ("on", {}, "affinity must be one of 'auto', 'off', got 'on'"),
+        (True, {}, "affinity must be one of 'auto', 'off', got True"),
+        ("auto", {"DPBENCH_PIN": "no"}, "DPBENCH_PIN must be '0' (pinning off) or '1'"),
+    ],
+)
 def test_bad_mode_is_a_clear_error(affinity, environ, message):
     with pytest.raises(ValueError) as info:
         resolve_mode(affinity, environ)

@@ -1,5 +1,6 @@
 """fresh_forkserver: the suites restart multiprocessing's forkserver helper before each trial pass,
 so that no session-wide luck of one helper is shared by every worker (workers/forkserver.py)."""
+
 from __future__ import annotations
 
 import psutil
@@ -10,7 +11,9 @@ from dpbench.launcher import WorkerPool
 from dpbench.workers import forkserver as forkserver_module
 from dpbench.workers.forkserver import fresh_forkserver, worker_start
 
-pytestmark = pytest.mark.skipif(forkserver_module.START_METHOD != "forkserver", reason="needs the forkserver start method")
+pytestmark = pytest.mark.skipif(
+    forkserver_module.START_METHOD != "forkserver", reason="needs the forkserver start method"
+)
 
 
 @pytest.mark.slow
@@ -35,8 +38,9 @@ def test_it_is_refused_while_a_pool_is_open_and_that_pool_goes_on():
     with WorkerPool(2, timeout=60.0) as workers:
         with pytest.raises(RuntimeError) as err:
             fresh_forkserver()
-        assert str(err.value) == ("fresh_forkserver: 1 worker pool(s) still open; their workers would die with the "
-                                  "helper: close them first")
+        assert str(err.value) == (
+            "fresh_forkserver: 1 worker pool(s) still open; their workers would die with the helper: close them first"
+        )
         workers.run(remember, 10)
         assert workers.run(recall) == [10, 20]
 

@@ -1,6 +1,7 @@
 """Nothing outlives a killed parent (issue 18): workers, the forkserver helper, rendezvous and
 staging directories are gone within 5 s of a SIGKILL of the process that owned them, found by
 the environment marker every process of the run carries (psutil)."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,13 @@ def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode, tmp_path):
     env.pop(LIFELINE_ENV, None)
     err = tmp_path / "stderr.txt"  # a file, not a pipe: nobody reads it while the child runs
     with open(err, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, str(HERE / "_orphan_parent.py"), mode], env=env,
-                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_orphan_parent.py"), mode],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
+        )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60.0)  # a stuck child fails here, not at the timeout
         if not ready:

@@ -1,4 +1,5 @@
 """Real CPU pinning of WorkerPool workers on this machine, the parent's affinity, and worker facts."""
+
 from __future__ import annotations
 
 import json
@@ -144,8 +145,10 @@ def test_worker_facts_are_json_and_describe_the_worker():
             assert f["cudnn_benchmark"] is None and f["cudnn_deterministic"] is None  # CPU pool
             assert f["env"]["OMP_NUM_THREADS"] == f["env"]["MKL_NUM_THREADS"] == "1"
             assert f["env"]["GLOO_SOCKET_IFNAME"] == "lo"
-            assert all(k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_"))
-                       for k in f["env"])
+            assert all(
+                k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_"))
+                for k in f["env"]
+            )
             assert all(k.startswith(("OMP_", "GOMP_", "KMP_", "MKL_")) for k in f["runtime_env"])
         facts[0]["env"]["X"] = "1"  # a copy: the pool's record is not changed through it
         assert "X" not in pool.worker_facts[0]["env"]
@@ -159,11 +162,14 @@ def test_nccl_settings_reach_the_facts(monkeypatch):
     assert env["NCCL_ALGO"] == "Ring" and env["NCCL_PROTO"] == "Simple"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"affinity": "on"}, "affinity must be one of 'auto', 'off', got 'on'"),
-    ({"affinity": None}, "affinity must be one of 'auto', 'off', got None"),
-    ({"cores_per_worker": 0}, "cores_per_worker must be None or an int >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"affinity": "on"}, "affinity must be one of 'auto', 'off', got 'on'"),
+        ({"affinity": None}, "affinity must be one of 'auto', 'off', got None"),
+        ({"cores_per_worker": 0}, "cores_per_worker must be None or an int >= 1, got 0"),
+    ],
+)
 def test_bad_affinity_arguments_fail_before_any_process_starts(kwargs, message):
     before = {p.pid for p in stray_children()}
     with pytest.raises(ValueError) as info:

@@ -1,5 +1,6 @@
 """Ctrl-C while a pool is closing still stops every worker and removes the rendezvous directory
 (issue: an interrupted suite left a dpbench-rdzv-* directory behind)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The workers' OpenMP runtime runs with the user's environment: dpbench adds no wait policy."""
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,21 @@ def test_no_runtime_variable_is_added_and_the_users_are_recorded():
     assert runtime_env_patch({}) == {}
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
         assert runtime_env_patch({name: "1"}) == {}
-    assert user_runtime_env({"OMP_WAIT_POLICY": "ACTIVE", "MKL_X": "1", "PATH": "/bin", "MALLOC_TRIM_THRESHOLD_": "9",
-                             "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=9", "MALLOCX": "no"}) == {
-        "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=9", "MALLOC_TRIM_THRESHOLD_": "9", "MKL_X": "1",
-        "OMP_WAIT_POLICY": "ACTIVE"}
+    assert user_runtime_env(
+        {
+            "OMP_WAIT_POLICY": "ACTIVE",
+            "MKL_X": "1",
+            "PATH": "/bin",
+            "MALLOC_TRIM_THRESHOLD_": "9",
+            "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=9",
+            "MALLOCX": "no",
+        }
+    ) == {
+        "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=9",
+        "MALLOC_TRIM_THRESHOLD_": "9",
+        "MKL_X": "1",
+        "OMP_WAIT_POLICY": "ACTIVE",
+    }
 
 
 def test_patched_environ_adds_for_the_duration_and_never_overrides(monkeypatch):

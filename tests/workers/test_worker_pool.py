@@ -1,4 +1,5 @@
 """WorkerPool: per-rank calls, state between calls, and failures turned into parent-side errors."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,17 @@ import time
 import pytest
 
 from _launch_helpers import (
-    HANG_SECONDS, assert_gone, describe, die_on, fail_on, listening_ports, recall, remember, sleep_on,
-    stray_children, unpicklable_result,
+    HANG_SECONDS,
+    assert_gone,
+    describe,
+    die_on,
+    fail_on,
+    listening_ports,
+    recall,
+    remember,
+    sleep_on,
+    stray_children,
+    unpicklable_result,
 )
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, default_threads
 
@@ -129,14 +139,17 @@ def test_close_is_idempotent_and_leaves_nothing():
     assert {p.pid for p in stray_children()} <= others
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"world_size": 0}, "world_size must be an int >= 1, got 0"),
-    ({"world_size": 2, "device": "tpu"}, "device must be 'cpu' or 'cuda', got 'tpu'"),
-    ({"world_size": 2, "timeout": 0}, "timeout must be a positive number"),
-    ({"world_size": 2, "threads_per_worker": 0}, "threads_per_worker must be None or an int >= 1"),
-    ({"world_size": 2, "backend": "mpi"}, "backend must be None, 'gloo' or 'nccl'"),
-    ({"world_size": 2, "backend": "nccl"}, "backend='nccl' needs device='cuda'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"world_size": 0}, "world_size must be an int >= 1, got 0"),
+        ({"world_size": 2, "device": "tpu"}, "device must be 'cpu' or 'cuda', got 'tpu'"),
+        ({"world_size": 2, "timeout": 0}, "timeout must be a positive number"),
+        ({"world_size": 2, "threads_per_worker": 0}, "threads_per_worker must be None or an int >= 1"),
+        ({"world_size": 2, "backend": "mpi"}, "backend must be None, 'gloo' or 'nccl'"),
+        ({"world_size": 2, "backend": "nccl"}, "backend='nccl' needs device='cuda'"),
+    ],
+)
 def test_bad_arguments_fail_before_any_process_starts(kwargs, message):
     before = {p.pid for p in stray_children()}
     world_size = kwargs.pop("world_size")

@@ -1,4 +1,5 @@
 """LeNet and ResNet-18 have the layers and feature-map shapes d2l specifies for 1×28×28 inputs."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,18 @@ def test_lenet_layers_and_shapes_match_d2l():
     assert isinstance(model, LeNet)
     layers = nn.Sequential(*model.features, *model.classifier)
     kinds = [type(layer).__name__ for layer in layers]
-    assert kinds == ["Conv2d", "ReLU", "AvgPool2d", "Conv2d", "ReLU", "AvgPool2d", "Flatten", "Linear", "ReLU", "Linear"]
+    assert kinds == [
+        "Conv2d",
+        "ReLU",
+        "AvgPool2d",
+        "Conv2d",
+        "ReLU",
+        "AvgPool2d",
+        "Flatten",
+        "Linear",
+        "ReLU",
+        "Linear",
+    ]
     conv1, conv2 = model.features[0], model.features[3]
     assert (conv1.in_channels, conv1.out_channels, conv1.kernel_size, conv1.padding) == (1, 20, (3, 3), (0, 0))
     assert (conv2.in_channels, conv2.out_channels, conv2.kernel_size, conv2.padding) == (20, 50, (5, 5), (0, 0))
@@ -33,14 +45,28 @@ def test_lenet_layers_and_shapes_match_d2l():
         assert (pool.kernel_size, pool.stride) == (2, 2)
     shapes = _shapes_after_each_layer(layers, torch.zeros(2, 1, 28, 28))
     assert shapes == [
-        (2, 20, 26, 26), (2, 20, 26, 26), (2, 20, 13, 13),
-        (2, 50, 9, 9), (2, 50, 9, 9), (2, 50, 4, 4),
-        (2, 800), (2, 128), (2, 128), (2, 10),
+        (2, 20, 26, 26),
+        (2, 20, 26, 26),
+        (2, 20, 13, 13),
+        (2, 50, 9, 9),
+        (2, 50, 9, 9),
+        (2, 50, 4, 4),
+        (2, 800),
+        (2, 128),
+        (2, 128),
+        (2, 10),
     ]
     # d2l's parameter tensors: W1 [20,1,3,3], b1 [20], W2 [50,20,5,5], b2 [50], W3 [800,128],
     # b3 [128], W4 [128,10], b4 [10] (nn.Linear stores its weight transposed).
     assert [tuple(p.shape) for p in model.parameters()] == [
-        (20, 1, 3, 3), (20,), (50, 20, 5, 5), (50,), (128, 800), (128,), (10, 128), (10,),
+        (20, 1, 3, 3),
+        (20,),
+        (50, 20, 5, 5),
+        (50,),
+        (128, 800),
+        (128,),
+        (10, 128),
+        (10,),
     ]
 
 

@@ -1,4 +1,5 @@
 """dict_model: its loss is the global-batch mean whether the output is one module's or a gather of replicas'."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Fashion-MNIST IDX reader and workload, on small IDX files the tests write themselves."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,8 +15,14 @@ from dpbench.workloads import fashion_mnist_workload, load_fashion_mnist, read_i
 from dpbench.workloads.data import image_batch
 
 # IDX type byte and struct format (big-endian) per dtype, written independently of the reader.
-_FORMATS = {torch.uint8: (0x08, "B"), torch.int8: (0x09, "b"), torch.int16: (0x0B, "h"),
-            torch.int32: (0x0C, "i"), torch.float32: (0x0D, "f"), torch.float64: (0x0E, "d")}
+_FORMATS = {
+    torch.uint8: (0x08, "B"),
+    torch.int8: (0x09, "b"),
+    torch.int16: (0x0B, "h"),
+    torch.int32: (0x0C, "i"),
+    torch.float32: (0x0D, "f"),
+    torch.float64: (0x0E, "d"),
+}
 
 
 def idx_bytes(tensor: torch.Tensor) -> bytes:
@@ -43,8 +50,9 @@ def write_split(root: Path, images: torch.Tensor, labels: torch.Tensor, *, train
 
 def random_split(n: int, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (n, 28, 28), generator=gen, dtype=torch.uint8), \
-        torch.randint(0, 10, (n,), generator=gen, dtype=torch.uint8)
+    return torch.randint(0, 256, (n, 28, 28), generator=gen, dtype=torch.uint8), torch.randint(
+        0, 10, (n,), generator=gen, dtype=torch.uint8
+    )
 
 
 @pytest.mark.parametrize("compress", [False, True])
@@ -112,11 +120,27 @@ def test_load_notices_replaced_files(tmp_path):
 @pytest.mark.parametrize(
     "images, labels, message",
     [
-        (torch.zeros(5, 28, 27, dtype=torch.uint8), torch.zeros(5, dtype=torch.uint8), r"shape \[N, 28, 28\], got torch.uint8 \[5, 28, 27\]"),
+        (
+            torch.zeros(5, 28, 27, dtype=torch.uint8),
+            torch.zeros(5, dtype=torch.uint8),
+            r"shape \[N, 28, 28\], got torch.uint8 \[5, 28, 27\]",
+        ),
         (torch.zeros(5, 28, 28, dtype=torch.int16), torch.zeros(5, dtype=torch.uint8), "expected uint8 images"),
-        (torch.zeros(5, 28, 28, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8), "has 4 labels but .* has 5 images"),
-        (torch.zeros(5, 28, 28, dtype=torch.uint8), torch.full((5,), 10, dtype=torch.uint8), r"labels must be in 0..9, found 10"),
-        (torch.zeros(5, 28, 28, dtype=torch.uint8), torch.zeros(5, 1, dtype=torch.uint8), r"expected uint8 labels of shape \[N\]"),
+        (
+            torch.zeros(5, 28, 28, dtype=torch.uint8),
+            torch.zeros(4, dtype=torch.uint8),
+            "has 4 labels but .* has 5 images",
+        ),
+        (
+            torch.zeros(5, 28, 28, dtype=torch.uint8),
+            torch.full((5,), 10, dtype=torch.uint8),
+            r"labels must be in 0..9, found 10",
+        ),
+        (
+            torch.zeros(5, 28, 28, dtype=torch.uint8),
+            torch.zeros(5, 1, dtype=torch.uint8),
+            r"expected uint8 labels of shape \[N\]",
+        ),
     ],
 )
 def test_load_rejects_inconsistent_files(tmp_path, images, labels, message):

@@ -1,4 +1,5 @@
 """Convergence recipes: the packaged digits, the d2l models and hyper-parameters, Fashion-MNIST checks."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,14 @@ import torch
 from fashion_synth import FILES, idx_bytes, write_fashion_dir
 
 from dpbench.workloads.digits import digits_unavailable, load_digits_split
-from dpbench.workloads.recipes import (RECIPES, d2l_lenet, d2l_resnet18, fashion_mnist_unavailable, get_recipe,
-                                       recipe_unavailable)
+from dpbench.workloads.recipes import (
+    RECIPES,
+    d2l_lenet,
+    d2l_resnet18,
+    fashion_mnist_unavailable,
+    get_recipe,
+    recipe_unavailable,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +65,20 @@ def test_recipes_carry_d2ls_hyper_parameters():
     lenet, resnet, digits = get_recipe("d2l-lenet"), get_recipe("d2l-resnet18"), get_recipe("digits-mlp")
     assert (lenet.batch_and_lr(1), lenet.batch_and_lr(2), lenet.epochs) == ((256, 0.2), (256, 0.2), 10)
     assert (resnet.batch_and_lr(1), resnet.batch_and_lr(2), resnet.epochs) == ((256, 0.1), (512, 0.2), 10)
-    assert lenet.runs() == [("single", 1), ("manual", 1), ("manual", 2), ("dp", 1), ("dp", 2),
-                            ("torch-dp", 1), ("torch-dp", 2), ("ddp", 1), ("ddp", 2)]
-    assert digits.runs() == [("single", 1)] + [(s, 2) for s in ("dp", "torch-dp", "ddp", "manual", "allreduce",
-                                                                "fsdp", "zero")]
+    assert lenet.runs() == [
+        ("single", 1),
+        ("manual", 1),
+        ("manual", 2),
+        ("dp", 1),
+        ("dp", 2),
+        ("torch-dp", 1),
+        ("torch-dp", 2),
+        ("ddp", 1),
+        ("ddp", 2),
+    ]
+    assert digits.runs() == [("single", 1)] + [
+        (s, 2) for s in ("dp", "torch-dp", "ddp", "manual", "allreduce", "fsdp", "zero")
+    ]
     assert resnet.stateful and resnet.parity_tolerance is None
     with pytest.raises(ValueError, match="no batch and lr for world size 4 \\(it has: 1, 2\\)"):
         lenet.batch_and_lr(4)
@@ -73,8 +90,12 @@ def test_recipes_carry_d2ls_hyper_parameters():
 def test_a_fashion_mnist_directory_builds_the_d2l_workloads(fashion_dir):
     assert fashion_mnist_unavailable(str(fashion_dir)) is None
     workload, test = get_recipe("d2l-lenet").build(fashion_mnist_root=str(fashion_dir))
-    assert workload.params == {"recipe": "d2l-lenet", "dataset": "fashion-mnist", "train_samples": 600,
-                               "test_samples": 100}
+    assert workload.params == {
+        "recipe": "d2l-lenet",
+        "dataset": "fashion-mnist",
+        "train_samples": 600,
+        "test_samples": 100,
+    }
     x, y = workload.batch(2, 256, 0)  # the third and last full batch of the 600 images
     assert x.shape == (256, 1, 28, 28) and x.dtype == torch.float32 and 0 <= float(x.min()) <= float(x.max()) <= 1
     assert workload.model()(x).shape == (256, 10) and y.dtype == torch.int64
@@ -100,11 +121,14 @@ def _broken(tmp_path, problem: str):
     return root
 
 
-@pytest.mark.parametrize("problem, named", [
-    ("missing", "t10k-images-idx3-ubyte"),
-    ("truncated", "train-images-idx3-ubyte"),
-    ("mismatched", "t10k-labels-idx1-ubyte has 19 labels but"),
-])
+@pytest.mark.parametrize(
+    "problem, named",
+    [
+        ("missing", "t10k-images-idx3-ubyte"),
+        ("truncated", "train-images-idx3-ubyte"),
+        ("mismatched", "t10k-labels-idx1-ubyte has 19 labels but"),
+    ],
+)
 def test_a_broken_fashion_mnist_file_is_named_in_one_line(tmp_path, problem, named):
     reason = fashion_mnist_unavailable(str(_broken(tmp_path, problem)))
     assert named in reason and "\n" not in reason and reason.startswith("DPBENCH_FASHION_MNIST=")

@@ -1,4 +1,5 @@
 """Epoch-aligned batches of a split, and the one evaluation every strategy shares."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -28,8 +29,10 @@ def test_an_epoch_is_one_pass_over_a_fresh_shuffle_in_full_batches():
     split = _indexed_split(50)
     per_epoch = steps_per_epoch(50, 8)
     assert per_epoch == 6  # 48 samples; the last 2 of each permutation are dropped
-    epochs = [[i for step in range(e * 6, (e + 1) * 6) for i in _taken(epoch_batch(step, 8, 3, split=split)[0])]
-              for e in range(3)]
+    epochs = [
+        [i for step in range(e * 6, (e + 1) * 6) for i in _taken(epoch_batch(step, 8, 3, split=split)[0])]
+        for e in range(3)
+    ]
     for taken in epochs:
         assert len(taken) == 48 and len(set(taken)) == 48
     assert epochs[0] != epochs[1] != epochs[2]  # every epoch its own order
@@ -99,8 +102,9 @@ def test_evaluation_uses_the_trained_running_statistics_in_eval_mode():
     trained.bn.running_var.fill_(0.09)
     trained.eval()
     workload = Workload(model=_BatchNormNet, batch=image_batch, stateful=True)
-    result = evaluate_state(workload, dict(trained.named_parameters()), dict(trained.named_buffers()), split,
-                            device="cpu")
+    result = evaluate_state(
+        workload, dict(trained.named_parameters()), dict(trained.named_buffers()), split, device="cpu"
+    )
     images, labels = split.load()
     with torch.no_grad():
         expected = (trained(images.float() / 255).argmax(1) == labels).float().mean().item()
@@ -110,5 +114,6 @@ def test_evaluation_uses_the_trained_running_statistics_in_eval_mode():
 def test_a_state_that_does_not_fit_the_workload_names_the_parameters():
     workload = Workload(model=partial(MLP, hidden=16, layers=1), batch=image_batch)
     with pytest.raises(ValueError, match=r"missing \['net.1.bias'.*unexpected \['other'\]"):
-        evaluate_state(workload, {"net.1.weight": torch.zeros(16, 784), "other": torch.zeros(1)}, {},
-                       _image_split(8), device="cpu")
+        evaluate_state(
+            workload, {"net.1.weight": torch.zeros(16, 784), "other": torch.zeros(1)}, {}, _image_split(8), device="cpu"
+        )

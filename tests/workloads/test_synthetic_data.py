@@ -1,4 +1,5 @@
 """Synthetic batches: shapes, determinism per (step, seed), independence from the global RNG and from slicing."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Every registered workload: builds, output shape, finite scalar loss, backward, pickling, learning."""
+
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,5 @@
 """The workload registry: names, lookups, the unknown-name message, register / replace."""
+
 from __future__ import annotations
 
 import functools
@@ -22,7 +23,9 @@ DEFAULT_NAMES = ["dict_model", "lenet", "mlp", "resnet18", "transformer"]
 
 
 def _tiny_workload(name: str, hidden: int = 8) -> Workload:
-    return Workload(model=functools.partial(MLP, hidden=hidden, layers=1), batch=image_batch, loss=cross_entropy, name=name)
+    return Workload(
+        model=functools.partial(MLP, hidden=hidden, layers=1), batch=image_batch, loss=cross_entropy, name=name
+    )
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """A Workload refuses, at construction, parts the strategies could not use, naming the part."""
+
 from __future__ import annotations
 
 import functools
@@ -43,31 +44,40 @@ def test_a_module_instance_as_model_is_refused_naming_model():
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("model, found", [
-    (None, "got NoneType"),
-    (model_with_argument, "model_with_argument needs argument 'hidden'"),
-    (functools.partial(model_with_argument), "model_with_argument needs argument 'hidden'"),
-])
+@pytest.mark.parametrize(
+    "model, found",
+    [
+        (None, "got NoneType"),
+        (model_with_argument, "model_with_argument needs argument 'hidden'"),
+        (functools.partial(model_with_argument), "model_with_argument needs argument 'hidden'"),
+    ],
+)
 def test_a_model_that_cannot_be_called_without_arguments_is_refused(model, found):
     with pytest.raises(TypeError, match=re.escape(f"Workload.model must be {MODEL_NEEDS}")) as info:
         Workload(model=model, batch=image_batch)
     assert found in str(info.value)
 
 
-@pytest.mark.parametrize("model", [make_model, MLP, functools.partial(model_with_argument, 8),
-                                   functools.partial(MLP, hidden=8, layers=1)])
+@pytest.mark.parametrize(
+    "model", [make_model, MLP, functools.partial(model_with_argument, 8), functools.partial(MLP, hidden=8, layers=1)]
+)
 def test_functions_classes_and_partials_are_accepted_as_model(model):
     workload = Workload(model=model, batch=image_batch)
     assert isinstance(workload.model(), nn.Module)
 
 
-@pytest.mark.parametrize("batch, found", [
-    (image_batch(0, 8, 0), "got tuple"),
-    (nn.Linear(3, 3), "got an nn.Module instance (Linear)"),
-    (batch_of_one_argument, "batch_of_one_argument cannot take 3 positional arguments"),
-])
+@pytest.mark.parametrize(
+    "batch, found",
+    [
+        (image_batch(0, 8, 0), "got tuple"),
+        (nn.Linear(3, 3), "got an nn.Module instance (Linear)"),
+        (batch_of_one_argument, "batch_of_one_argument cannot take 3 positional arguments"),
+    ],
+)
 def test_a_batch_that_is_not_a_batch_function_is_refused_naming_batch(batch, found):
-    with pytest.raises(TypeError, match=re.escape("Workload.batch must be a function batch(step, global_batch, seed)")) as info:
+    with pytest.raises(
+        TypeError, match=re.escape("Workload.batch must be a function batch(step, global_batch, seed)")
+    ) as info:
         Workload(model=make_model, batch=batch)
     assert found in str(info.value)
 
@@ -91,8 +101,13 @@ def test_a_blank_or_non_string_name_is_refused(name):
 def test_params_are_kept_as_json_data():
     params = {"hidden": 8, "widths": (1, 2), "noise": 0.5, "split": "train", "nested": {"a": [1, (2, 3)]}}
     workload = Workload(model=make_model, batch=image_batch, params=params)
-    assert workload.params == {"hidden": 8, "widths": [1, 2], "noise": 0.5, "split": "train",
-                               "nested": {"a": [1, [2, 3]]}}
+    assert workload.params == {
+        "hidden": 8,
+        "widths": [1, 2],
+        "noise": 0.5,
+        "split": "train",
+        "nested": {"a": [1, [2, 3]]},
+    }
     assert json.loads(json.dumps(workload.to_dict()))["params"] == workload.params
     params["hidden"] = 99  # the workload holds its own copy
     assert workload.params["hidden"] == 8
@@ -100,12 +115,15 @@ def test_params_are_kept_as_json_data():
     assert Workload(model=make_model, batch=image_batch).params == {}
 
 
-@pytest.mark.parametrize("params, found", [
-    ({"model": nn.Linear(2, 2)}, "params['model'] is Linear"),
-    ({"noise": float("nan")}, "params['noise'] is nan"),
-    ({3: 1}, "key 3 is int"),
-    ([("hidden", 8)], "got list"),
-])
+@pytest.mark.parametrize(
+    "params, found",
+    [
+        ({"model": nn.Linear(2, 2)}, "params['model'] is Linear"),
+        ({"noise": float("nan")}, "params['noise'] is nan"),
+        ({3: 1}, "key 3 is int"),
+        ([("hidden", 8)], "got list"),
+    ],
+)
 def test_params_that_are_not_json_data_are_refused(params, found):
     with pytest.raises(TypeError, match=re.escape("Workload.params must be a dict of JSON values")) as info:
         Workload(model=make_model, batch=image_batch, params=params)
@@ -137,13 +155,16 @@ def not_a_pair(step, global_batch, seed):
     return image_batch(step, global_batch, seed)[0]
 
 
-@pytest.mark.parametrize("batch, found", [
-    (short_batch, "short_batch returned 61 rows in inputs for global_batch=64"),
-    (short_target, "short_target returned 63 rows in target for global_batch=64"),
-    (short_second_input, "short_second_input returned 3 rows in inputs[1] for global_batch=64"),
-    (functools.partial(short_batch), "short_batch returned 61 rows in inputs for global_batch=64"),
-    (scalar_target, "scalar_target returned a 0-dim tensor (no rows) in target for global_batch=64"),
-])
+@pytest.mark.parametrize(
+    "batch, found",
+    [
+        (short_batch, "short_batch returned 61 rows in inputs for global_batch=64"),
+        (short_target, "short_target returned 63 rows in target for global_batch=64"),
+        (short_second_input, "short_second_input returned 3 rows in inputs[1] for global_batch=64"),
+        (functools.partial(short_batch), "short_batch returned 61 rows in inputs for global_batch=64"),
+        (scalar_target, "scalar_target returned a 0-dim tensor (no rows) in target for global_batch=64"),
+    ],
+)
 def test_a_batch_of_the_wrong_size_is_named_with_expected_and_actual(batch, found):
     workload = Workload(model=make_model, batch=batch, name="short")
     with pytest.raises(ValueError) as info:

@@ -1,4 +1,5 @@
 """Shared helpers for the workload tests (a plain module: imported by name, not a conftest)."""
+
 from __future__ import annotations
 
 import torch

@@ -11,6 +11,7 @@ machine info, saving), split by concern as pytest-benchmark's plugin is:
 :mod:`~dpbench.measure.plugin.signals` (SIGINT/SIGTERM from start-up to the last line) and
 :mod:`~dpbench.measure.plugin.terminal` (what it prints). ``-p no:dpbench`` turns it off.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,15 +27,28 @@ __all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("dpbench", "dpbench: data-parallel training benchmarks")
-    group.addoption("--dpbench", action="store_true", default=False, dest="dpbench_measure",
-                    help="measure this session's cases with dpbench's plugin (fresh-process trials, saved runs); "
-                         "on by itself for dpbench's own suites (paths under its suites directory, "
-                         "--pyargs dpbench.suites)")
-    group.addoption("--dpbench-trials", metavar="N", default=None,
-                    help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)")
-    group.addoption("--dpbench-trace", action="store_true", default=False,
-                    help="profile a few steps of every case after its first trial's timed rounds: per-rank "
-                         "traces in results/<machine>/traces/<run-id>/ (env DPBENCH_TRACE=1)")
+    group.addoption(
+        "--dpbench",
+        action="store_true",
+        default=False,
+        dest="dpbench_measure",
+        help="measure this session's cases with dpbench's plugin (fresh-process trials, saved runs); "
+        "on by itself for dpbench's own suites (paths under its suites directory, "
+        "--pyargs dpbench.suites)",
+    )
+    group.addoption(
+        "--dpbench-trials",
+        metavar="N",
+        default=None,
+        help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)",
+    )
+    group.addoption(
+        "--dpbench-trace",
+        action="store_true",
+        default=False,
+        help="profile a few steps of every case after its first trial's timed rounds: per-rank "
+        "traces in results/<machine>/traces/<run-id>/ (env DPBENCH_TRACE=1)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -42,8 +56,12 @@ def pytest_load_initial_conftests(early_config: Any, parser: Any, args: list[str
     """Before any conftest: register the measuring session when this session measures."""
     known = early_config.known_args_namespace
     paths = list(getattr(known, "file_or_dir", None) or [])
-    if not measures(paths, asked=bool(getattr(known, "dpbench_measure", False)),
-                    invocation_dir=Path(early_config.invocation_params.dir), suites=suites_dir()):
+    if not measures(
+        paths,
+        asked=bool(getattr(known, "dpbench_measure", False)),
+        invocation_dir=Path(early_config.invocation_params.dir),
+        suites=suites_dir(),
+    ):
         return
     from dpbench.measure.plugin import signals
 

@@ -1,5 +1,6 @@
 """Which pytest sessions the measuring plugin measures: those that run dpbench's suites, or that
 ask for it (``--dpbench``). Light on purpose: every pytest session asks."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -7,6 +7,7 @@ publishes its case's trials: pytest-benchmark reads them through ``worker_clock`
 statistics and terminal table are worker-measured seconds per step, and ``extra_info`` carries
 the trials. Saving and signals: :mod:`.storage`, :mod:`.signals`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,15 +39,18 @@ def pytest_configure(config):
     if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
         # Every xdist worker would measure its own share of the cases at the same time as the others,
         # on the same cores (and pytest-benchmark disables itself in a worker: nothing would be saved).
-        raise pytest.UsageError("the suites measure each case in fresh-process trials that must not share the "
-                                "machine with other measurements: run them without pytest-xdist's -n/--numprocesses")
+        raise pytest.UsageError(
+            "the suites measure each case in fresh-process trials that must not share the "
+            "machine with other measurements: run them without pytest-xdist's -n/--numprocesses"
+        )
     storage.use_results_storage(config)
     # Resolved once: the test modules parametrize from it at collection time.
     try:
         profile = resolve_profile(cuda_count=_cuda_count())
         if config.getoption("dpbench_trials", None) is not None:
-            profile = dataclasses.replace(profile, trials=parse_trials("--dpbench-trials",
-                                                                      config.getoption("dpbench_trials")))
+            profile = dataclasses.replace(
+                profile, trials=parse_trials("--dpbench-trials", config.getoption("dpbench_trials"))
+            )
         config._dpbench_convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
@@ -65,11 +69,16 @@ def pytest_configure(config):
     # Under torchrun each node's agent forks its ranks from its own helper, kept for the session:
     # only this process's is restarted, so the runs say one helper per session there.
     clustered = active_session() is not None
-    config._dpbench_trials = TrialSession(profile, profile.trials, timeline=config._dpbench_timelines.path_for,
-                                          trace=config._dpbench_traces and config._dpbench_traces.dir_for,
-                                          unavailable=(StrategyUnavailable,),
-                                          progress=lambda text: say(config, text),
-                                          between_passes=fresh_forkserver, worker_start=worker_start(not clustered))
+    config._dpbench_trials = TrialSession(
+        profile,
+        profile.trials,
+        timeline=config._dpbench_timelines.path_for,
+        trace=config._dpbench_traces and config._dpbench_traces.dir_for,
+        unavailable=(StrategyUnavailable,),
+        progress=lambda text: say(config, text),
+        between_passes=fresh_forkserver,
+        worker_start=worker_start(not clustered),
+    )
 
 
 def _trace_store(config):
@@ -194,8 +203,11 @@ def pytest_sessionfinish(session, exitstatus):
         if not sigterm:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
     # The run's last line (printed after pytest's own summary, in pytest_unconfigure).
-    session.config._dpbench_last_line = (f"{why}: nothing was saved" + (f" (removed {', '.join(removed)})" if removed
-                                                                       else "") + "; earlier runs are untouched")
+    session.config._dpbench_last_line = (
+        f"{why}: nothing was saved"
+        + (f" (removed {', '.join(removed)})" if removed else "")
+        + "; earlier runs are untouched"
+    )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -12,6 +12,7 @@
 Handlers are installed only in the main thread and only over the defaults (a handler the
 caller installed is theirs), and each is put back when the session ends.
 """
+
 from __future__ import annotations
 
 import signal
@@ -19,8 +20,16 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["EXIT_SIGTERM", "INTERRUPTED", "begin_start_up", "end_start_up_imports", "late_signals",
-           "not_started_line", "restore", "session_signals"]
+__all__ = [
+    "EXIT_SIGTERM",
+    "INTERRUPTED",
+    "begin_start_up",
+    "end_start_up_imports",
+    "late_signals",
+    "not_started_line",
+    "restore",
+    "session_signals",
+]
 
 EXIT_SIGTERM = 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
 # Whether (and by which signal) the session was interrupted; read by the saving hooks.

@@ -9,6 +9,7 @@ earlier runs are left exactly as they were. Staged timelines and a save in progr
 with the workers' reaper (:mod:`dpbench.workers.lifeline`), so even a SIGKILL of pytest leaves
 neither behind.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -83,7 +84,7 @@ def storage_dir(config: Any) -> Path | None:
     storage = config.getoption("benchmark_storage", None) or ""
     if not storage.startswith("file://"):
         return None
-    return Path(storage[len("file://"):]).expanduser().resolve()
+    return Path(storage[len("file://") :]).expanduser().resolve()
 
 
 def guard_save(config: Any, machine_id: str) -> None:
@@ -99,8 +100,14 @@ def guard_save(config: Any, machine_id: str) -> None:
     if config._dpbench_traces is not None:
         config._dpbench_traces.publish(machine_dir)
     published = [config._dpbench_timelines.published, getattr(config._dpbench_traces, "published", None)]
-    reaper().guard_save(str(storage), root=storage, pattern=RUN_GLOB, before=before,
-                        also=[str(p) for p in published if p], keep_complete=True)
+    reaper().guard_save(
+        str(storage),
+        root=storage,
+        pattern=RUN_GLOB,
+        before=before,
+        also=[str(p) for p in published if p],
+        keep_complete=True,
+    )
 
 
 def settle(config: Any, storage: Path | None, before: set[Path], *, interrupted: bool) -> list[str]:
@@ -135,4 +142,6 @@ def suite_fullnames(benchmarks: list[dict[str, Any]], *, files: dict[str, Path],
         name = str(bench.get("fullname", ""))
         where = files.get(name)
         if where is not None and suites in Path(where).resolve().parents:
-            bench["fullname"] = f"suites/{Path(where).resolve().relative_to(suites).as_posix()}::{name.partition('::')[2]}"
+            bench["fullname"] = (
+                f"suites/{Path(where).resolve().relative_to(suites).as_posix()}::{name.partition('::')[2]}"
+            )

@@ -1,5 +1,6 @@
 """What a measuring session says on the terminal: its progress lines and the note under
 pytest-benchmark's table."""
+
 from __future__ import annotations
 
 import sys
@@ -19,7 +20,9 @@ def say(config: Any, text: str) -> None:
 
 def table_note(profile: Any) -> str:
     """What pytest-benchmark's table shows when the plugin measured it."""
-    return (f"dpbench: pytest-benchmark's table shows seconds per step (per call for collectives), measured in "
-            f"the workers: one round = one fresh-process trial's median ({profile.trials} trials × "
-            f"{profile.rounds} timed rounds per case), so its Median is the headline step_time_s that "
-            f"`dpbench report` and `dpbench compare` use.")
+    return (
+        f"dpbench: pytest-benchmark's table shows seconds per step (per call for collectives), measured in "
+        f"the workers: one round = one fresh-process trial's median ({profile.trials} trials × "
+        f"{profile.rounds} timed rounds per case), so its Median is the headline step_time_s that "
+        f"`dpbench report` and `dpbench compare` use."
+    )
