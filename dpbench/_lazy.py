@@ -7,7 +7,8 @@ a name that needs them is used.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["lazy_attributes"]
 

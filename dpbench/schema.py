@@ -70,7 +70,9 @@ class Profile(str, Enum):
 EXTRA_INFO_FIELDS = (
     "schema",
     "case_key",
-    "trials",  # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler, timelines, minor_faults_per_step
+    # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler,
+    # timelines, minor_faults_per_step
+    "trials",
     "step_time_s",  # the headline: median over trials of each trial's median seconds per step
     "step_time_ci95",
     "kind",  # "training" or "collective"

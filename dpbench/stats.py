@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = [
     "PairedRatio",
@@ -96,7 +96,7 @@ class PairedRatio:
         """``[lo, hi]``, or None when unknown (as saved in results files)."""
         return None if math.isnan(self.lo) else [self.lo, self.hi]
 
-    def inverse(self) -> "PairedRatio":
+    def inverse(self) -> PairedRatio:
         """``denominator / numerator``: the same pairs, each ratio inverted."""
         return PairedRatio(
             ratio=1 / self.ratio,
@@ -106,7 +106,7 @@ class PairedRatio:
             ratios=tuple(1 / r for r in self.ratios),
         )
 
-    def scaled(self, factor: float) -> "PairedRatio":
+    def scaled(self, factor: float) -> PairedRatio:
         return PairedRatio(
             ratio=self.ratio * factor,
             lo=self.lo * factor,

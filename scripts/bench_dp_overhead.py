@@ -23,8 +23,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += summarize("fwd+bwd", interleaved(steps, args.rounds, args.iters, device), "plain")
 
     print(
-        f"device={device} threads={torch.get_num_threads()} model={args.depth}x Linear({args.width}) batch={args.batch} "
+        f"device={device} threads={torch.get_num_threads()} model={args.depth}x Linear({args.width}) "
+        f"batch={args.batch} "
         f"rounds={args.rounds} iters={args.iters} torch={torch.__version__}"
     )
     # "vs base %": ratio of medians; "paired +us": median over rounds of (variant - baseline) in the

@@ -8,7 +8,8 @@ alternate between the two so machine noise hits both alike; each round pair give
 median step times, and the verdict is ``dpbench.stats.paired_ratio`` of them — the suite's one
 paired-ratio estimator: the geometric mean of the pair ratios with its 95% log-t interval — with
 the pairs' interquartile range, the rounds, and the load average (a busy machine swamps a 3 %
-effect). Target: <= 1.03 on an idle machine. ``--all`` adds the older two views: the bare loop in a worker process of its
+effect). Target: <= 1.03 on an idle machine. ``--all`` adds the older two views: the bare loop in a worker
+process of its
 own, and both loops inside one worker.
 
 One script is one draw of two processes' luck (the calling process and the harness's worker), and
@@ -241,7 +242,7 @@ def measure_decomposed(
                 "train_step": lambda p, k: p.run(train_step_loop, global_batch, seed, k)[0],
                 "run_steps": lambda p, k: p.run(run_steps_loop, k)[0],
             }[view]
-            calls[view] = (lambda p, fn: lambda k: fn(p, k))(pool, fn)
+            calls[view] = (lambda p, fn: lambda k: fn(p, k))(pool, fn)  # noqa: B023 - bound by the outer call
         for call in calls.values():
             call(2)  # warm-up, untimed
         medians: dict[str, list[float]] = {view: [] for view in views}

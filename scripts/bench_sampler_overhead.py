@@ -170,7 +170,8 @@ def main(argv=None) -> int:
         f"process CPU time, median: {result['median_process_cpu_without_s']:.3f} s without, "
         f"{result['median_process_cpu_with_s']:.3f} s with the sampler; paired overhead "
         f"{result['cpu_time_overhead_pct_paired_median']:+.2f} % (IQR "
-        f"{result['cpu_time_overhead_pct_paired_iqr'][0]:+.2f} .. {result['cpu_time_overhead_pct_paired_iqr'][1]:+.2f} %)"
+        f"{result['cpu_time_overhead_pct_paired_iqr'][0]:+.2f} .. "
+        f"{result['cpu_time_overhead_pct_paired_iqr'][1]:+.2f} %)"
     )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2))

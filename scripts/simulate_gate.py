@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -142,7 +141,8 @@ def targets(
     side_trials = trials
     print(f"model: {json.dumps(model.to_dict())}")
     print(
-        f"{benchmarks} benchmarks, {trials} trials a side for compare, {pairs} pairs for paired ab, threshold {THRESHOLD:.0%}, "
+        f"{benchmarks} benchmarks, {trials} trials a side for compare, {pairs} pairs for paired ab, threshold "
+        f"{THRESHOLD:.0%}, "
         f"alpha {kwargs.get('alpha', ALPHA)} (Holm), {kwargs.get('aa_runs', 0)} --aa runs for compare; "
         f"null: {kwargs.get('null') or 'the gate rule'}; 95% Clopper-Pearson intervals"
     )

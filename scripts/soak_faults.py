@@ -505,7 +505,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kinds",
         default=",".join(LOCAL_KINDS),
-        help=f"comma-separated faults to draw from (default: all but node-kill and agent-kill); any of {', '.join(KINDS)}",
+        help="comma-separated faults to draw from (default: all but node-kill and agent-kill); "
+        f"any of {', '.join(KINDS)}",
     )
     p.add_argument("--trials", type=int, default=2, help="DPBENCH_TRIALS of each run (default 2)")
     p.add_argument(

@@ -1,10 +1,11 @@
 """Suite 4 — hand-written allreduce (per-param, bucketed, overlap) against DDP on the same
-workload, world size and batches. ``relative_to_ddp`` = allreduce step time / DDP step time, trial by trial (median, 95% interval)."""
+workload, world size and batches. ``relative_to_ddp`` = allreduce step time / DDP step time, trial by
+trial (median, 95% interval)."""
 
 from __future__ import annotations
 
-from dpbench.schema import StrategyName
 from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.schema import StrategyName
 
 MODES = ("per-param", "bucketed", "overlap")
 

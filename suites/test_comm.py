@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpbench.measure.collectives import COLLECTIVES, ddp_bucket_sizes
 from dpbench.measure import CollectiveCase, measure_collective
+from dpbench.measure.collectives import COLLECTIVES, ddp_bucket_sizes
 
 
 def _label(size: int) -> str:

@@ -3,8 +3,8 @@ gradient accumulation with no_sync, all on one workload at the largest world siz
 
 from __future__ import annotations
 
-from dpbench.schema import StrategyName
 from dpbench.measure import TrainingCase, measure_training
+from dpbench.schema import StrategyName
 
 DDP = StrategyName.DDP.value
 

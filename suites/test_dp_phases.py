@@ -4,8 +4,8 @@ optimizer, so it is heavier than the others on GPUs)."""
 
 from __future__ import annotations
 
-from dpbench.schema import Phase, StrategyName
 from dpbench.measure import TrainingCase, measure_training
+from dpbench.schema import Phase, StrategyName
 
 DP_PHASES = {Phase.SCATTER.value, Phase.REPLICATE.value, Phase.APPLY.value, Phase.GATHER.value}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from dpbench.schema import StrategyName
 from dpbench.measure import TrainingCase, measure_training, reference_result, strategy_cases
+from dpbench.schema import StrategyName
 from dpbench.stats import paired_ratio
 
 

@@ -11,8 +11,8 @@ time at the same world size, trial by trial.
 
 from __future__ import annotations
 
-from dpbench.schema import StrategyName
 from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.schema import StrategyName
 
 WORKLOADS = ("transformer", "mlp")
 SHARDED = (

@@ -6,9 +6,9 @@ Ctrl-C (in the middle of a later case, and during the save)."""
 from __future__ import annotations
 
 import json
-import shutil
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -472,9 +472,7 @@ def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code
     session: a SIGTERM or SIGINT in either ends the run with dpbench's one line and the exit status
     of an interrupted run, not a bare -15, pytest's KeyboardInterrupt traceback or exit 2 for a
     SIGTERM (found by scripts/soak_faults.py)."""
-    (tmp_path / "early_plugin.py").write_text(
-        "import os\nSIG = %d\n" % int(sig) + textwrap.dedent(_EARLY_HOOKS[moment])
-    )
+    (tmp_path / "early_plugin.py").write_text(f"import os\nSIG = {int(sig)}\n" + textwrap.dedent(_EARLY_HOOKS[moment]))
     storage = tmp_path / "results"
     env = _env(
         uuid.uuid4().hex, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))

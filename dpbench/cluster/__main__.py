@@ -1,4 +1,5 @@
-"""``python -m dpbench.cluster [pytest arguments]``, on every node under torchrun (see :mod:`dpbench.cluster.runner`)."""
+"""``python -m dpbench.cluster [pytest arguments]``, on every node under torchrun
+(see :mod:`dpbench.cluster.runner`)."""
 
 import sys
 

@@ -15,7 +15,8 @@ Agent ↔ head messages are ``(tag, pool_id, payload)`` tuples pickled over one
 
 * head → agent: ``start`` (a :class:`WorkerOrder`), ``to`` (bytes for the worker),
   ``stop`` (graceful: bool), ``exit`` (the exit status for this agent; pool_id None);
-* agent → head: ``started`` ({pid, host, cpus, affinity_mode, affinity_reason}), ``failed`` (traceback: the worker could not start),
+* agent → head: ``started`` ({pid, host, cpus, affinity_mode, affinity_reason}), ``failed`` (traceback: the
+  worker could not start),
   ``from`` (the worker's bytes), ``died`` (how the worker ended), ``stopped`` (exit code),
   ``bye`` (acknowledges ``exit``).
 """
@@ -37,10 +38,11 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from dpbench.workers.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.forkserver import PRELOAD as _PRELOAD
+from dpbench.workers.forkserver import START_METHOD as _START_METHOD
 from dpbench.workers.lifeline import helper_environ, reaper
-from dpbench.workers.forkserver import PRELOAD as _PRELOAD, START_METHOD as _START_METHOD
 from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
-from dpbench.workers.worker import worker_main, WorkerConfig
+from dpbench.workers.worker import WorkerConfig, worker_main
 
 __all__ = ["WorkerOrder", "serve", "pool_store"]
 

@@ -45,7 +45,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "CheckinClient",
@@ -145,7 +146,7 @@ class CheckinServer(threading.Thread):
         self._wake_r, self._wake_w = socket.socketpair()
 
     @classmethod
-    def start_for(cls, port: int, key: bytes) -> "CheckinServer":
+    def start_for(cls, port: int, key: bytes) -> CheckinServer:
         """Bind and start; raises OSError when the port cannot be bound."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

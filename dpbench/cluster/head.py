@@ -184,8 +184,10 @@ def _join_agents(
                     continue
                 missing = sorted(set(range(1, info.world_size)) - (set(links) & set(watches)))
                 raise ClusterError(
-                    f"rank(s) {', '.join(map(str, missing))} never connected to the head ({host}:{listener.address[1]}) "
-                    f"within {timeout:.0f} s ({JOIN_OPTION} sets this; by default {JOIN_SKEW_FACTOR:g} × the head's own "
+                    f"rank(s) {', '.join(map(str, missing))} never connected to the head "
+                    f"({host}:{listener.address[1]}) "
+                    f"within {timeout:.0f} s ({JOIN_OPTION} sets this; by default {JOIN_SKEW_FACTOR:g} × the "
+                    f"head's own "
                     f"start-up, at least {JOIN_SKEW_MIN:g} s); did their node die at start-up, is dpbench.cluster "
                     f"running on every node, and can they reach this port?"
                 ) from None

@@ -23,8 +23,9 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["AgentWatch", "BEAT_SECONDS", "HeadWatch", "LEAVING_TAG", "LOST_AFTER_SECONDS", "WATCH_TAG"]
 

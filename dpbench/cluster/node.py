@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "ClusterError",
@@ -81,7 +82,7 @@ class ClusterInfo:
     use_agent_store: bool = True
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "ClusterInfo":
+    def from_environ(cls, environ: Mapping[str, str]) -> ClusterInfo:
         missing = [name for name in _REQUIRED if not environ.get(name)]
         if missing:
             raise ClusterError(f"{USAGE} (not under torchrun: {', '.join(missing)} unset)")

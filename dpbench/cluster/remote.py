@@ -21,16 +21,15 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from dpbench.cluster.agent import WorkerOrder
-from dpbench.workers.provider import current_provider, providing
 from dpbench.workers.base import (
     FAILURE_GRACE_SECONDS,
     MIN_START_SECONDS,
@@ -40,6 +39,7 @@ from dpbench.workers.base import (
     default_threads,
     pick_backend,
 )
+from dpbench.workers.provider import current_provider, providing
 
 __all__ = ["AgentLink", "ClusterPools", "RemotePool", "active_session", "heading"]
 
@@ -235,7 +235,7 @@ class RemotePool:
                 if message is None or (message[0] == "stopped" and message[1] == self.pool_id):
                     waiting.pop(conn)
 
-    def __enter__(self) -> "RemotePool":
+    def __enter__(self) -> RemotePool:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -408,7 +408,7 @@ class ClusterPools:
     def __init__(self, session: Any):
         self.session = session
 
-    def make_pool(self, world_size: int, **kwargs: Any) -> "RemotePool":
+    def make_pool(self, world_size: int, **kwargs: Any) -> RemotePool:
         return RemotePool(world_size, session=self.session, **kwargs)
 
     def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
@@ -436,7 +436,7 @@ class ClusterPools:
         if device == "cuda":
             # As the worker picks it (workers/worker.py): rank % that node's GPU count.
             devices = tuple(
-                f"cuda:{r % max(1, int(l.facts.get('cuda_device_count') or 1))}" for r, l in enumerate(links)
+                f"cuda:{r % max(1, int(link.facts.get('cuda_device_count') or 1))}" for r, link in enumerate(links)
             )
         else:
             devices = ("cpu",) * world_size

@@ -51,7 +51,6 @@ from multiprocessing.connection import Client
 from typing import Any
 
 from dpbench.cluster import checkin as _checkin
-from dpbench.cluster.parent_watch import ParentWatch
 from dpbench.cluster.node import (
     DEFAULT_JOIN_TIMEOUT,
     JOIN_OPTION,
@@ -63,6 +62,7 @@ from dpbench.cluster.node import (
     open_store,
     watch_exit_barrier,
 )
+from dpbench.cluster.parent_watch import ParentWatch
 
 __all__ = ["ORPHAN_GRACE_SECONDS", "Orphan", "main", "run_agent"]
 
@@ -128,7 +128,8 @@ def run_agent(
             f"set DPBENCH_HEAD_ADDR on node 0 to an address the other nodes reach"
         ) from None
     conn.send_bytes(pickle.dumps(("hello", info.rank, hello_facts(info))))
-    from dpbench.cluster.liveness import WATCH_TAG as _TAG, AgentWatch
+    from dpbench.cluster.liveness import WATCH_TAG as _TAG
+    from dpbench.cluster.liveness import AgentWatch
 
     try:
         beat = Client((head["host"], int(head["port"])), authkey=bytes.fromhex(head["authkey"]))

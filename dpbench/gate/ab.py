@@ -27,8 +27,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from dpbench.gate.revisions import (
     ABError,

@@ -39,7 +39,8 @@ _COMPARE_PARSER = dict(
     "against no change after Holm's correction over the distinct cases. The test is one-sided on "
     "log trial times, its variance each case's own moderated by a log-normal prior over the "
     "cases (its centre following the step time), plus how far a fresh session moves a case "
-    "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 trials a side, "
+    "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 "
+    "trials a side, "
     "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
     "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.",
 )
@@ -144,8 +145,8 @@ def _accepted_levels(args: argparse.Namespace):
             raise ResultsError("--accepted: only with --history (the accepted changes are found in a history)")
         return None
     from dpbench.gate.judge import Pooled
-    from dpbench.history.series import accepted_levels, load_history, run_files
     from dpbench.history.accepted import ACCEPTED_FILE, read_accepted
+    from dpbench.history.series import accepted_levels, load_history, run_files
 
     if args.accepted is not None and not Path(args.accepted).is_file():
         raise ResultsError(f"--accepted: {args.accepted} is not a file")
@@ -171,8 +172,8 @@ def run_compare(args: argparse.Namespace) -> int:
     """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
     from dpbench._atomic import atomic_write_text
     from dpbench.gate.compare import check_alpha, compare_runs, parse_threshold
-    from dpbench.results.load import ResultsError
     from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
+    from dpbench.results.load import ResultsError
 
     threshold = parse_threshold(args.threshold)
     try:

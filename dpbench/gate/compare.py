@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 

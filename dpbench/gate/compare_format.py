@@ -89,7 +89,8 @@ def family_line(cmp: Comparison) -> str:
         aa = (
             ""
             if math.isnan(f.between_run_sd_aa)
-            else f"; measured by the --aa runs {_pct(f.between_run_sd_aa)} (spread {f.between_run_spread_aa:.2f}), used per case"
+            else f"; measured by the --aa runs {_pct(f.between_run_sd_aa)} "
+            f"(spread {f.between_run_spread_aa:.2f}), used per case"
         )
         parts.append(
             f"between-run offset of the median case {_pct(f.between_run_sd)} (log-normal across cases, "

@@ -58,11 +58,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-from dpbench.gate.lognormal import MAX_SPREAD, lognormal_ml, lognormal_trend_ml
+from dpbench.gate.lognormal import lognormal_ml, lognormal_trend_ml
 
 if TYPE_CHECKING:
     import numpy as np
@@ -170,8 +171,8 @@ class Prior:
 class Posterior:
     """A benchmark's true variance: grid points and their probabilities."""
 
-    variances: "np.ndarray"
-    weights: "np.ndarray"
+    variances: np.ndarray
+    weights: np.ndarray
 
     @property
     def mean(self) -> float:

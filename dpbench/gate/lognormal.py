@@ -5,7 +5,8 @@ between-run offsets and the noise model of :mod:`dpbench.gate.simulation` use th
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +85,7 @@ def lognormal_trend_ml(
     lo_mu, hi_mu = float(grid[0]), float(grid[-1])
     lo_sigma, hi_sigma = math.log(1e-6), math.log(max(MAX_SPREAD, 2 * step))
 
-    def negative_log_likelihood(theta: "np.ndarray") -> float:
+    def negative_log_likelihood(theta: np.ndarray) -> float:
         mu, sigma = min(max(theta[0], lo_mu), hi_mu), math.exp(min(max(theta[1], lo_sigma), hi_sigma))
         if not trend:
             log_prior = -0.5 * ((grid - mu) / sigma) ** 2

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml, within_run_variance
 from dpbench.stats import median, percentile

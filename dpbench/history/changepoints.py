@@ -5,7 +5,8 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
 
 1. **Candidates**: binary segmentation (squared-error cost, written here: see
    :func:`_candidates` for why not ``ruptures``) of the per-point mean log time, with a
-   deliberately low penalty so that real changes are rarely missed here; segments are at least :data:`MIN_SEGMENT` points long (PyTorch's HUD: a change
+   deliberately low penalty so that real changes are rarely missed here; segments are at least
+   :data:`MIN_SEGMENT` points long (PyTorch's HUD: a change
    only after two points in a row), so one odd run never makes a change on its own.
 2. **Confirmation**: every boundary is tested between the two segments next to it with the
    gate's test, Welch's t on log trial times (``scipy.stats.ttest_ind_from_stats``), each side's
@@ -32,9 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from dpbench.stats import log_t_interval, median
 
@@ -151,7 +151,7 @@ def commit_scatter(means: Sequence[float]) -> float:
     return median(diffs) / (0.6745 * math.sqrt(2))
 
 
-def _within(sums: "_Sums") -> float:
+def _within(sums: _Sums) -> float:
     """The sd of a point's mean log time from its own trials: pooled within-point variance / trials
     (from the per-point sums: ``statistics.variance`` works in fractions, far too slow here)."""
     squares, df = 0.0, 0
@@ -265,7 +265,7 @@ def _direction(ratio: float) -> str:
 
 
 def _beyond_significantly(
-    sums: "_Sums", segments: list[Segment], i: int, step: Step, threshold: float, floor: float
+    sums: _Sums, segments: list[Segment], i: int, step: Step, threshold: float, floor: float
 ) -> bool:
     """Is step ``i`` (between segments i and i + 1) beyond the threshold, one-sided p < APART_ALPHA?"""
     from scipy.special import stdtr

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
 from dpbench.history.accepted import Accepted
+from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
 from dpbench.history.git import commit_order, descendants
 from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, Run, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median

@@ -12,8 +12,8 @@ Used by ``scripts/`` and the tests only: no runtime module imports it.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from dpbench.stats import coefficient_of_variation, log_t_interval
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from dpbench.launcher.step_stats import StepStats
 from dpbench.workers.base import default_threads
 from dpbench.workers.pool import WorkerPool
 from dpbench.workers.provider import make_pool, placement_for, pool_layout
-from dpbench.launcher.step_stats import StepStats
 
 __all__ = ["launch", "Run"]
 
@@ -30,7 +30,7 @@ def launch(
     timeout: float = 60.0,
     threads_per_worker: int | None = None,
     **options: Any,
-) -> "Run":
+) -> Run:
     """Start ``strategy`` training ``workload``; return a :class:`Run` (also a context manager).
 
     ``workload`` is a registered name or a :class:`dpbench.Workload`. ``options`` are the
@@ -264,7 +264,7 @@ class Run:
             raise RuntimeError("this Run is closed (after close() or a worker failure); launch a new one")
         return self._pool
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -12,8 +12,9 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from dpbench.measure.trials import TrialResult
 
@@ -80,7 +81,7 @@ class TrainingCase:
     world_size: int
     global_batch: int
     options: dict[str, Any] = field(default_factory=dict)
-    reference: "TrainingCase | None" = field(default=None, compare=False)
+    reference: TrainingCase | None = field(default=None, compare=False)
     traceable: ClassVar[bool] = True  # measure_trial takes trace= (dpbench.measure.tracing)
 
     @property
@@ -206,8 +207,8 @@ class CollectiveCase:
     def measure_trial(
         self, profile: Any, *, trial: int, steps_per_round: int | None, timeline: TimelinePath | None, first: bool
     ) -> TrialResult:
-        from dpbench.measure.collectives import collective_worker, summarize
         from dpbench.launcher.control import control_worker
+        from dpbench.measure.collectives import collective_worker, summarize
         from dpbench.workers.provider import make_pool, pool_layout
 
         iters = steps_per_round or profile.comm_iters

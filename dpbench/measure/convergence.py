@@ -110,7 +110,7 @@ class ConvergenceCase:
     fashion_mnist: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
-    reference: "ConvergenceCase | None" = field(default=None, compare=False)
+    reference: ConvergenceCase | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_epochs("epochs", self.epochs)

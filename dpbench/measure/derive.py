@@ -5,7 +5,8 @@ derived numbers: MFU, tokens/s, exposed communication. Pure: no torch.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["derive"]
 

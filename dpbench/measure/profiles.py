@@ -7,8 +7,9 @@ Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from dpbench.measure.cases import TrainingCase
 from dpbench.schema import Profile

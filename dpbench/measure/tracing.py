@@ -10,7 +10,8 @@ trial would cost every trial the profiler's start-up and export (see the README'
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dpbench.traces.analysis import analyse_case, compare_two_pass
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Any, Union
+from typing import Any
 
 import torch
 from torch import nn
 
 __all__ = ["DeviceLike", "parse_device", "parse_devices", "default_devices", "check_module_device", "synchronize"]
 
-DeviceLike = Union[int, str, torch.device]
+DeviceLike = int | str | torch.device
 
 _SUPPORTED_TYPES = ("cpu", "cuda")
 

@@ -12,10 +12,10 @@ from torch import nn
 from dpbench.schema import Phase
 
 from ._devices import DeviceLike, check_module_device, parse_device, parse_devices
-from .timing import Mark, cuda_indices, mark, span_seconds
 from .parallel_apply import ReplicaThreads, parallel_apply
 from .replicate import replicate
 from .scatter_gather import _check_chunk_sizes, _normalize_layout, gather, scatter_kwargs
+from .timing import Mark, cuda_indices, mark, span_seconds
 
 __all__ = ["DataParallel", "data_parallel"]
 
@@ -173,7 +173,7 @@ class DataParallel(nn.Module, Generic[T]):
         if threads is not None:
             threads.close()
 
-    def __enter__(self) -> "DataParallel[T]":
+    def __enter__(self) -> DataParallel[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -69,7 +69,7 @@ class ThreadState:
     num_threads: int  # intra-op threads (torch.get_num_threads)
 
     @classmethod
-    def capture(cls) -> "ThreadState":
+    def capture(cls) -> ThreadState:
         types = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         return cls(
             grad_enabled=torch.is_grad_enabled(),
@@ -137,7 +137,7 @@ def _make_task(i, module, args, kwargs, device, stream, state: ThreadState) -> C
     return task
 
 
-def _worker_loop(jobs: "queue.SimpleQueue") -> None:
+def _worker_loop(jobs: queue.SimpleQueue) -> None:
     while True:
         job = jobs.get()
         if job is None:  # close(): leave the loop so the thread ends

@@ -146,7 +146,8 @@ def _normalize_layout(layout: str | Mapping[str, str] | None) -> dict[str, str]:
         layout = {"": layout}
     if not isinstance(layout, Mapping):
         raise TypeError(
-            f"gather_layout: expected None, a layout name or a dict of 'key.path' -> layout, got {type(layout).__name__}"
+            f"gather_layout: expected None, a layout name or a dict of 'key.path' -> layout, got "
+            f"{type(layout).__name__}"
         )
     for key, value in layout.items():
         if not isinstance(key, str):
@@ -175,7 +176,8 @@ class _Gatherer:
             for i, v in enumerate(values):
                 if not isinstance(v, torch.Tensor):
                     raise TypeError(
-                        f"gather: output {path or '<root>'!s} is a Tensor in replica 0 but {type(v).__name__} in replica {i}"
+                        f"gather: output {path or '<root>'!s} is a Tensor in replica 0 but {type(v).__name__} "
+                        f"in replica {i}"
                     )
             return self.tensors(values, path, mode or "concat")
         if first is None:
@@ -184,11 +186,13 @@ class _Gatherer:
             for i, d in enumerate(values):
                 if len(d) != len(first):
                     raise ValueError(
-                        f"All dicts must have the same number of keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})"
+                        f"All dicts must have the same number of keys (output {path or '<root>'}: replica 0 "
+                        f"has {list(first)}, replica {i} has {list(d)})"
                     )
                 if d.keys() != first.keys():
                     raise ValueError(
-                        f"All dicts must have the same keys (output {path or '<root>'}: replica 0 has {list(first)}, replica {i} has {list(d)})"
+                        f"All dicts must have the same keys (output {path or '<root>'}: replica 0 has "
+                        f"{list(first)}, replica {i} has {list(d)})"
                     )
             return type(first)((k, self.node([d[k] for d in values], _join(path, k), mode)) for k in first)
         if _is_namedtuple(first):
@@ -235,7 +239,8 @@ class _Gatherer:
         for i, v in enumerate(values):
             if len(v) != len(values[0]):
                 raise ValueError(
-                    f"gather: output {path or '<root>'} has {len(values[0])} items in replica 0 but {len(v)} in replica {i}"
+                    f"gather: output {path or '<root>'} has {len(values[0])} items in replica 0 but {len(v)} "
+                    f"in replica {i}"
                 )
 
 

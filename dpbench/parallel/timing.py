@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import torch
 
 __all__ = ["Mark", "mark", "span_seconds", "cuda_indices"]
 
 # A host timestamp (CPU) or one recorded ``torch.cuda.Event`` per CUDA device index.
-Mark = Union[float, dict[int, Any]]
+Mark = float | dict[int, Any]
 
 
 def cuda_indices(devices: Iterable[Any]) -> tuple[int, ...]:

@@ -8,13 +8,14 @@ verdict line beside it, so the page says what ``dpbench compare`` says.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pandas as pd
 
 from dpbench.gate.compare import Verdict
-from dpbench.gate.compare_format import HEADER, display_names, rows as gate_rows, summary_line, verdict_line
+from dpbench.gate.compare_format import HEADER, display_names, summary_line, verdict_line
+from dpbench.gate.compare_format import rows as gate_rows
 from dpbench.report.decision import RunComparison
 from dpbench.report.figures import Table
 

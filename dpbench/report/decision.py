@@ -18,15 +18,16 @@ It renders saved numbers and the gate's verdicts; it judges nothing itself.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import matplotlib
 import matplotlib.colors
 import pandas as pd
 
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
-from dpbench.gate.compare_format import HEADER, rows as gate_rows
+from dpbench.gate.compare_format import HEADER
+from dpbench.gate.compare_format import rows as gate_rows
 from dpbench.report.configs import SINGLE, single_for, throughputs, vs_single
 from dpbench.report.figures import strategy_color
 from dpbench.report.summary import fastest_line, sentence

@@ -18,14 +18,14 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
+import markupsafe
 import matplotlib
 import matplotlib.colors
 import matplotlib.ticker
 import matplotlib.transforms
-import markupsafe
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -58,12 +58,12 @@ def register_history(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_history(args: argparse.Namespace) -> int:
     from dpbench._atomic import atomic_write_text
-    from dpbench.history.changepoints import DEFAULT_ALPHA
     from dpbench.gate.compare import parse_threshold
-    from dpbench.history.series import load_history, run_files
     from dpbench.history.accepted import read_accepted
+    from dpbench.history.changepoints import DEFAULT_ALPHA
     from dpbench.history.format import history_json, history_markdown
     from dpbench.history.git import repo_url
+    from dpbench.history.series import load_history, run_files
     from dpbench.report.history_page import render_history_page
     from dpbench.results.load import ResultsError
 

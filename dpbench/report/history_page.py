@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import zlib
+from collections.abc import Sequence
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 

@@ -9,18 +9,19 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 import markupsafe
 
 from dpbench._atomic import atomic_write_text
-from dpbench.schema import __version__
 from dpbench.gate.compare import DEFAULT_THRESHOLD
 from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
+from dpbench.schema import __version__
 
 __all__ = ["render_report", "write_report"]
 

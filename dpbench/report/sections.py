@@ -15,10 +15,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import matplotlib
 import pandas as pd
@@ -64,7 +65,7 @@ class ReportData:
             self.comparisons = compare_with_first(self.frame, self.runs) if len(self.runs) > 1 else []
         return self.comparisons
 
-    def part(self, builder: "PartBuilder") -> Part | None:
+    def part(self, builder: PartBuilder) -> Part | None:
         """What ``builder`` makes of every configuration: drawn ahead by a worker, or here."""
         future = self.ahead.get(builder)
         if future is not None:

@@ -33,7 +33,8 @@ BACKENDS = ("auto", "nvml", "cpu")
 # instead of logging the same failure forever.
 MAX_CONSECUTIVE_FAILURES = 25
 # The suites' sampler (``shared_core_interval=SHARED_CORE_MIN_INTERVAL``), when its thread has no core
-# of its own (every core it may use is one a watched process may use too), samples at most this often: each sample wakes a thread on a core the benchmark's threads are
+# of its own (every core it may use is one a watched process may use too), samples at most this often: each
+# sample wakes a thread on a core the benchmark's threads are
 # using, and on CPU each one (procfs reads for every watched process) takes a slice from them. With a
 # spare core (WorkerPool moves the parent there) the requested interval stands.
 SHARED_CORE_MIN_INTERVAL = 0.25
@@ -131,7 +132,7 @@ class ResourceSampler:
         """True while the sampling thread is alive (it ends early after repeated failures)."""
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> "ResourceSampler":
+    def start(self) -> ResourceSampler:
         """Begin a new recording (any previous one is discarded)."""
         if self.running:
             raise RuntimeError("ResourceSampler.start(): already running; call stop() first")
@@ -187,7 +188,7 @@ class ResourceSampler:
                 stacklevel=warn_stacklevel,  # point at the caller's stop() / with
             )
 
-    def __enter__(self) -> "ResourceSampler":
+    def __enter__(self) -> ResourceSampler:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

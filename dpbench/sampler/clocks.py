@@ -22,7 +22,8 @@ samples (or no clock readings) to tell. ``clocks_locked_basis`` says which and w
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "REASON_BITS",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 

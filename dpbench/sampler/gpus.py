@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .errors import NvmlUnavailable, SamplerWarning
 from .timeline import cuda_label

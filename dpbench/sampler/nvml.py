@@ -10,8 +10,9 @@ goes on.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .cpu import CpuBackend
 from .gpus import GpuInfo, _text, load_nvml, probe_gpus, resolve_devices
@@ -167,7 +168,7 @@ class NvmlBackend:
             ident = getattr(nvml, clock_id, None)
             value = None
             if ident is not None and hasattr(nvml, "nvmlDeviceGetClock"):
-                value = self._read(gpu, key, lambda h: nvml.nvmlDeviceGetClock(h, sm, ident))
+                value = self._read(gpu, key, lambda h, ident=ident: nvml.nvmlDeviceGetClock(h, sm, ident))
             out[key] = None if value is None else float(value)
         value = None
         if hasattr(nvml, "nvmlDeviceGetMaxClockInfo"):
@@ -212,7 +213,7 @@ class NvmlBackend:
         if temp is not None:
             v[ix["temperature_c"]] = float(temp)
         for metric, clock in (("sm_clock_mhz", nvml.NVML_CLOCK_SM), ("mem_clock_mhz", nvml.NVML_CLOCK_MEM)):
-            value = self._read(gpu, metric, lambda h: nvml.nvmlDeviceGetClockInfo(h, clock))
+            value = self._read(gpu, metric, lambda h, clock=clock: nvml.nvmlDeviceGetClockInfo(h, clock))
             if value is not None:
                 v[ix[metric]] = float(value)
         reasons = self._read(gpu, "throttle_reasons", lambda h: self._reasons(h, gpu))

@@ -23,7 +23,8 @@ import os
 import re
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = [
     "PEAK_TFLOPS",

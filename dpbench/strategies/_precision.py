@@ -15,7 +15,8 @@ fp16 loop pays the same, so it stays in the measurement; ``scripts/bench_gradsca
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 __all__ = ["Precision"]
 

@@ -10,8 +10,9 @@ GradScaler's own found-inf read in the optimizer phase: see ``_precision.py``.)
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 __all__ = ["PhaseTimer"]
 

@@ -267,7 +267,7 @@ class Strategy(ABC):
     def module(self) -> Any:
         """The trained ``nn.Module`` of this rank (replica 0 for in-process strategies)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most strategies hold nothing to release
         """Release threads or other resources held by the strategy."""
 
     def parameters(self) -> dict[str, Any]:

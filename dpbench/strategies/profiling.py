@@ -24,8 +24,9 @@ from __future__ import annotations
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "Collective",
@@ -177,7 +178,8 @@ def twin_step_times(trainer: Any, *, steps: int = 5) -> list[float] | None:
         step()
         _sync(trainer.cuda_devices)
         times.append(time.perf_counter() - start)
-    del twin, forward, optimizer
+    # Released before the cache is emptied (step() holds them through its closure cells).
+    twin = forward = optimizer = None
     if trainer.cuda_devices:
         torch.cuda.empty_cache()
     return times

@@ -21,8 +21,9 @@ import gzip
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["ALIGN_LABEL", "trace_steps", "trace_file_name", "memory_file_name"]
 

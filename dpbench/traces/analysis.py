@@ -35,9 +35,10 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from dpbench.traces.intervals import Interval, clip, intersection, length, subtract, union
 

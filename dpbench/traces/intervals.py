@@ -6,7 +6,7 @@ intervaltree, pandas' IntervalIndex) either add a dependency or do not merge ove
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["Interval", "clip", "intersection", "length", "subtract", "union"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 __all__ = [
     "AFFINITY_MODES",

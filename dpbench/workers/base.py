@@ -6,7 +6,6 @@ the cores and threads a pool may use, and the process-group backend it picks.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 __all__ = [
     "FAILURE_GRACE_SECONDS",

@@ -28,7 +28,7 @@ PRELOAD = [
     "dpbench.workers.lifeline",
 ]
 
-_OPEN_POOLS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_OPEN_POOLS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def track_pool(pool: Any) -> None:

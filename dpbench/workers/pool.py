@@ -38,19 +38,12 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
-from dpbench.workers.forkserver import (
-    PRELOAD as _PRELOAD,
-    START_METHOD as _START_METHOD,
-    helper_alive as _helper_alive,
-    track_pool,
-)
-from dpbench.workers.lifeline import helper_environ, reaper
 from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
-from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
 from dpbench.workers.base import (
     FAILURE_GRACE_SECONDS,
     MIN_START_SECONDS,
@@ -61,6 +54,20 @@ from dpbench.workers.base import (
     pick_backend,
     require_cuda,
 )
+from dpbench.workers.forkserver import (
+    PRELOAD as _PRELOAD,
+)
+from dpbench.workers.forkserver import (
+    START_METHOD as _START_METHOD,
+)
+from dpbench.workers.forkserver import (
+    helper_alive as _helper_alive,
+)
+from dpbench.workers.forkserver import (
+    track_pool,
+)
+from dpbench.workers.lifeline import helper_environ, reaper
+from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
 from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
 
 # After a polite "close", how long a worker gets to tear down its process group and exit.
@@ -258,7 +265,7 @@ class WorkerPool:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             reaper().release(self._tmpdir)
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -10,7 +10,8 @@ local :class:`~dpbench.workers.pool.WorkerPool`.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 __all__ = ["PoolProvider", "current_provider", "make_pool", "placement_for", "pool_layout", "providing"]
 

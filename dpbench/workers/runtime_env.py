@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 __all__ = [
     "RUNTIME_DEFAULTS",

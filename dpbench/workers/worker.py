@@ -14,10 +14,11 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["HEARTBEAT_EVERY_S", "WorkerContext"]
 

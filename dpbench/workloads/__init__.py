@@ -97,7 +97,8 @@ def register_workload(workload: Workload, *, replace: bool = False) -> Workload:
 
 
 def check_workload_names(source: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Return ``names`` if each is registered; else ``ValueError`` naming ``source``, the unknown and the known names."""
+    """Return ``names`` if each is registered; else ``ValueError`` naming ``source``, the unknown and the
+    known names."""
     known = list_workloads()
     unknown = [name for name in names if name not in known]
     if not names or unknown:

@@ -9,7 +9,8 @@ when the key ends in a digit: ``conv2_16``); sequences join with ``x`` (``widths
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dpbench.workloads._validate import json_params
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpbench.workloads.main_module import GUARD, definition_is_guarded, main_is_reimported
 from dpbench.workloads._validate import check_parts, function_name, json_params, main_references, tensor_rows
+from dpbench.workloads.main_module import GUARD, definition_is_guarded, main_is_reimported
 
 __all__ = ["Workload", "ModelFactory", "BatchFactory", "LossFn", "check_picklable", "check_first_batch"]
 

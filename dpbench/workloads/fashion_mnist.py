@@ -95,7 +95,8 @@ def read_idx(path: str | os.PathLike) -> torch.Tensor:
     expected = header + count * itemsize
     if len(data) != expected:
         raise ValueError(
-            f"{path}: IDX payload size mismatch: dimensions {dims} of {dtype} need {expected} bytes, file has {len(data)}"
+            f"{path}: IDX payload size mismatch: dimensions {dims} of {dtype} need {expected} bytes, file has "
+            f"{len(data)}"
         )
     raw = torch.frombuffer(bytearray(data[header:]), dtype=torch.uint8) if count else torch.empty(0, dtype=torch.uint8)
     if itemsize > 1 and sys.byteorder == "little":

@@ -64,6 +64,7 @@ def lenet_workload(*, conv1: int = 20, conv2: int = 50, hidden: int = 128, noise
         loss=cross_entropy,
         name=name,
         params=params,
-        description=f"d2l LeNet (conv {conv1}@3×3, conv {conv2}@5×5, avg-pool, {hidden}, 10) on synthetic 1×28×28 images",
+        description=f"d2l LeNet (conv {conv1}@3×3, conv {conv2}@5×5, avg-pool, {hidden}, 10) "
+        "on synthetic 1×28×28 images",
         tags=("image", "classification"),
     )

@@ -21,9 +21,10 @@ on one device. It is the same code whatever strategy trained the weights.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -84,7 +84,9 @@ def test_an_agent_checks_in_and_the_heads_joined_ends_it_quietly(server):
     client, lost = _client(server)
     _until(lambda: 1 in server.checked_in)
     assert server.checked_in[1] == {"rank": 1, "node": 1, "host": "b12", "pid": 42}
-    assert client.state == "checked-in" and server.lost() == []
+    # The head records the check-in before the agent has read the head's answer: wait for both.
+    _until(lambda: client.state == "checked-in")
+    assert server.lost() == []
     server.finish()
     client.join(5)
     assert client.state == "joined" and lost.lines == []

@@ -13,8 +13,7 @@ import time
 import uuid
 
 import pytest
-
-from _torchrun import ROOT, cluster_env, finish, kill_all, leftovers, start
+from _torchrun import cluster_env, finish, kill_all, leftovers, start
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,6 @@ import sys
 import uuid
 
 import pytest
-
 from _torchrun import ROOT, cluster_env, finish, start
 
 pytestmark = pytest.mark.slow

@@ -12,20 +12,19 @@ import sys
 import threading
 import time
 
+import _pool_helpers as helpers
 import psutil
 import pytest
-
-import _pool_helpers as helpers
 from _torchrun import ROOT
+
+from dpbench.cluster.agent import serve
 from dpbench.cluster.head import HeadSession, cluster_facts
 from dpbench.cluster.node import ClusterError, ClusterInfo, cluster_world_sizes
+from dpbench.cluster.remote import AgentLink, RemotePool
 from dpbench.cluster.runner import main
-from dpbench.cluster.remote import RemotePool
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, make_pool
-from dpbench.cluster.agent import serve
-from dpbench.cluster.remote import AgentLink
-from dpbench.workers.provider import placement_for, pool_layout
 from dpbench.measure import resolve_profile
+from dpbench.workers.provider import placement_for, pool_layout
 
 TORCHRUN_ENV = {
     "RANK": "0",

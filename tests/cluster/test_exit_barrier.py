@@ -9,7 +9,6 @@ import uuid
 
 import psutil
 import pytest
-
 from _torchrun import cluster_env, finish, start
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,6 @@
 """The small real suite the fault soak runs (scripts/soak_faults.py): three cases of the suites'
-own machinery (run with ``--dpbench``, the measuring plugin's switch for a suite of one's own), one in-process and two with worker
+own machinery (run with ``--dpbench``, the measuring plugin's switch for a suite of one's own), one
+in-process and two with worker
 processes, so every fault has somewhere to land."""
 
 from __future__ import annotations

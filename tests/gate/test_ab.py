@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dpbench.gate.ab import BASE, HEAD, abba_schedule, invocation_env
 from dpbench.cli import main
+from dpbench.gate.ab import BASE, HEAD, abba_schedule, invocation_env
 from dpbench.gate.revisions import cleanup, lock_hash, prepare
 
 REPO = Path(__file__).resolve().parents[2]

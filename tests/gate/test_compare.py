@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 import report_synth
 from report_synth import comm_id
+
 from dpbench.cli import main
 from dpbench.gate import Verdict
-from dpbench.results import ResultsError
 from dpbench.gate.compare import compare_frames, parse_threshold
+from dpbench.results import ResultsError
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import Run
 

@@ -11,7 +11,7 @@ import random
 import statistics
 
 import pytest
-from scipy import special, stats
+from scipy import stats
 
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import (
@@ -172,7 +172,8 @@ def _judge_with_aa(items: list[Item]):
 
 
 def test_with_aa_runs_a_regression_gets_the_p_value_of_its_moderated_test_against_no_change_corrected_by_holm():
-    """+20%: p = the normal tail of log(1.2) / se (z = 4.30: the other cases' median in the se), times 20 (Holm) = 0.0002."""
+    """+20%: p = the normal tail of log(1.2) / se (z = 4.30: the other cases' median in the se),
+    times 20 (Holm) = 0.0002."""
     judged, family = _judge_with_aa(_twenty({0: 1.2}))
     b = judged[0]
     z = _z(1.2)
@@ -227,7 +228,7 @@ def test_the_between_run_offset_is_a_log_normal_mixture_in_the_p_value():
     for excess in (0.1, 0.2):
         got = tail_p(excess, 0.0, 0.4, 0.0, posterior(0.0025, 8, prior), upper=True, between=between, b=2.0)
 
-        def tail(x: float) -> float:  # x = log τ
+        def tail(x: float, excess: float = excess) -> float:  # x = log τ
             return stats.norm.pdf(x, math.log(0.03), 0.7) * stats.norm.sf(
                 excess / math.sqrt(0.0025 * 0.4 + 2.0 * math.exp(2 * x))
             )

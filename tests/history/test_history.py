@@ -12,9 +12,9 @@ import pytest
 import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 
 from dpbench.cli import main
-from dpbench.history.series import accepted_baseline, load_history, run_files
 from dpbench.history.accepted import read_accepted
 from dpbench.history.format import history_json, history_markdown
+from dpbench.history.series import accepted_baseline, load_history, run_files
 from dpbench.history.simulation import synthetic_run
 
 SLOW = "test_throughput[ddp-lenet-w2]"

@@ -6,10 +6,10 @@ import re
 
 import pytest
 import torch
+from _launch_helpers import HEALTHY, batch, loss, stray_children
 from torch import nn
 
 import dpbench
-from _launch_helpers import HEALTHY, batch, loss, stray_children
 from dpbench.strategies import StrategyUnavailable, get_strategy, list_strategies
 from dpbench.workloads.base import Workload
 
@@ -30,7 +30,8 @@ CASES = [
         HEALTHY,
         {"world_size": 4, "global_batch": 3},
         ValueError,
-        "global_batch must be >= world_size so every replica gets at least one sample, got global_batch=3 with world_size=4",
+        "global_batch must be >= world_size so every replica gets at least one sample, got global_batch=3 "
+        "with world_size=4",
     ),
     ("single", HEALTHY, {"world_size": 2}, ValueError, "world_size must be 1, got 2"),
     ("ddp", HEALTHY, {"device": "tpu"}, ValueError, "device must be 'cpu' or 'cuda', got 'tpu'"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import resource
 
 import pytest
+from _launch_helpers import HEALTHY, TOUCH_BYTES, TOUCHING
 
 import dpbench
-from _launch_helpers import HEALTHY, TOUCH_BYTES, TOUCHING
 
 PAGE = resource.getpagesize()
 

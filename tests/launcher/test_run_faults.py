@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
+from _launch_helpers import HANG_SECONDS, HEALTHY, assert_gone, faulty_workload, stray_children
 
 import dpbench
-from _launch_helpers import HANG_SECONDS, HEALTHY, assert_gone, faulty_workload, stray_children
 from dpbench.launcher import WorkerError, WorkerTimeoutError, available_cores
 
 

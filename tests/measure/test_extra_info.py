@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 
 import pytest
-import torch
 from torch import nn
 
+from dpbench.launcher.step_stats import StepStats, merge_step_stats
+from dpbench.measure import TrainingCase, resolve_profile, steps_for_round
 from dpbench.measure.collectives import bus_bandwidth_factor, ddp_bucket_sizes, default_sizes, summarize
 from dpbench.schema import Profile
-from dpbench.launcher.step_stats import StepStats, merge_step_stats
 from dpbench.stats import percentile
-from dpbench.measure import TrainingCase, resolve_profile, steps_for_round
 
 
 def test_quick_is_the_default_without_cuda_and_full_with_it():
@@ -139,8 +137,8 @@ def test_ddp_bucket_sizes_fill_in_reverse_order_with_a_small_first_bucket():
 
 
 def test_strategy_cases_cover_every_strategy_and_world_size_with_single_at_one():
-    from dpbench.schema import StrategyName
     from dpbench.measure import strategy_cases
+    from dpbench.schema import StrategyName
 
     cases = strategy_cases(("mlp", "lenet"), (1, 2, 4), lambda size: 32 * size)
     assert cases[0].strategy == "single"  # the baseline comes first

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from dpbench.measure.cases import CollectiveCase, TrainingCase
 from dpbench.measure import resolve_profile
+from dpbench.measure.cases import CollectiveCase, TrainingCase
 from dpbench.measure.trials import TrialResult, TrialSession, advance_worker_clock, worker_clock
 
 

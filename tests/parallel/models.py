@@ -84,4 +84,4 @@ def assert_same_grads(a: nn.Module, b: nn.Module, *, atol: float = 1e-6) -> None
     ga, gb = grads(a), grads(b)
     assert ga.keys() == gb.keys() and ga, f"parameters with grads differ: {sorted(ga)} vs {sorted(gb)}"
     for name in ga:
-        torch.testing.assert_close(ga[name], gb[name], atol=atol, rtol=1e-5, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(ga[name], gb[name], atol=atol, rtol=1e-5, msg=lambda m, name=name: f"{name}: {m}")

@@ -357,7 +357,8 @@ def test_module_on_the_wrong_device_gives_torchs_error():
     dp = DataParallel(net, ["cpu", "cpu"])
     with pytest.raises(
         RuntimeError,
-        match=r"module must have its parameters and buffers on device cpu \(device_ids\[0\]\) but found one of them on device: meta",
+        match=r"module must have its parameters and buffers on device cpu \(device_ids\[0\]\) but found "
+        r"one of them on device: meta",
     ):
         dp(torch.randn(4, 4))
     with pytest.raises(RuntimeError, match=r"module must have its parameters and buffers on device cpu"):

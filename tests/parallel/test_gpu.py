@@ -174,7 +174,8 @@ def test_module_on_cpu_with_gpu_device_ids_gives_torchs_error():
     with DataParallel(net, ["cuda:0", "cuda:0"]) as dp:
         with pytest.raises(
             RuntimeError,
-            match=r"module must have its parameters and buffers on device cuda:0 \(device_ids\[0\]\) but found one of them on device: cpu",
+            match=r"module must have its parameters and buffers on device cuda:0 \(device_ids\[0\]\) but "
+            r"found one of them on device: cpu",
         ):
             dp(torch.randn(4, 4))
 

@@ -33,7 +33,7 @@ def test_gradients_of_all_replicas_sum_into_the_original():
     for x in xs:  # reference: the single module on each shard, gradients accumulated
         ref(x).pow(2).sum().backward()
     for (name, p), q in zip(net.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(p.grad, q.grad, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_replica0_shares_parameter_and_buffer_storage_others_copy_buffers():

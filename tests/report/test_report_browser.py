@@ -155,9 +155,9 @@ def test_decision_view_first_nothing_too_wide_tables_sort(browser, many_html_pat
         try:
             page = context.new_page()
             errors, requests = [], []
-            page.on("console", lambda msg: msg.type in ("error", "assert") and errors.append(msg.text))
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("request", lambda request: requests.append(request.url))
+            page.on("console", lambda msg, errors=errors: msg.type in ("error", "assert") and errors.append(msg.text))
+            page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
+            page.on("request", lambda request, requests=requests: requests.append(request.url))
             page.goto(path.resolve().as_uri(), wait_until="load")
             assert page.evaluate(FIRST_SECTION) == "decision"
             page.screenshot(path=str(ARTIFACTS / f"{name}-top.png"))  # the top of the page, as a reader sees it

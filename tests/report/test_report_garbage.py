@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 import report_synth
 from report_synth import write_json
+
 from dpbench.report import ResultsError, load_runs
 from dpbench.report.sections import build_sections, report_data
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as sps
-
 import report_synth
 from report_synth import XSS
-from dpbench.report import ResultsError, write_report
+from scipy import stats as sps
+
 from dpbench._atomic import atomic_write_text
+from dpbench.report import ResultsError, write_report
 from dpbench.report.configs import configurations
 from dpbench.results.frame import load_runs
 from dpbench.stats import paired_ratio

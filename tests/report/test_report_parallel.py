@@ -8,8 +8,8 @@ import signal
 import threading
 
 import pytest
-
 import report_synth
+
 from dpbench.report import load_runs
 from dpbench.report import sections as sections_mod
 from dpbench.report.figures import Part

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 import report_synth
 from report_synth import write_json
-from dpbench.report import load_runs
-from dpbench.report import plots, plots_resources
+
+from dpbench.report import load_runs, plots, plots_resources
 from dpbench.report.configs import configurations
 from dpbench.report.sections import PARTS, build_sections, report_data
 from dpbench.results.units import fmt_bytes

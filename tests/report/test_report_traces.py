@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_synth import make_run
 
 from dpbench.report.html import render_report
 from dpbench.report.traces import build_traces
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import read_run
 from dpbench.traces.analysis import analyse_case, compare_two_pass
-
-from report_synth import make_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "traces"))
 from _kineto import cpu_rank, write  # noqa: E402

@@ -70,7 +70,7 @@ class FakeGpu:
     faults: dict = field(default_factory=dict)  # function name → exception or callable
     mig: list = field(default_factory=list)  # MIG instances (FakeGpu) when MIG is on
     mig_enabled: bool = False  # MIG mode on even without instances (mig=[]): no CUDA device then
-    parent: "FakeGpu | None" = None
+    parent: FakeGpu | None = None
 
 
 class FakeNvml:

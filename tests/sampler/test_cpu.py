@@ -217,7 +217,10 @@ def test_sample_count_matches_duration_over_interval():
 def test_children_from_proc_match_psutil():
     from dpbench.sampler.cpu import _proc_children
 
-    tree = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)']); time.sleep(20)"
+    tree = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)']); time.sleep(20)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", tree])
     try:
         me = psutil.Process()

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.distributed as dist
-
 from _toy_workloads import MLP
+
 from dpbench.strategies import get_strategy
 from dpbench.strategies.base import RunSpec, stage
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from _toy_workloads import BN
 
 import dpbench
-from _toy_workloads import BN
 from dpbench.strategies import StrategyUnavailable
 from dpbench.strategies.base import split_sizes
 
@@ -69,7 +69,7 @@ def assert_same(actual, expected, atol=1e-5):
     assert set(actual) == set(expected)
     for name in expected:
         torch.testing.assert_close(
-            actual[name].float(), expected[name].float(), atol=atol, rtol=1e-4, msg=lambda m: f"{name}: {m}"
+            actual[name].float(), expected[name].float(), atol=atol, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}"
         )
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import importlib.util
 import json
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_sharding.py"
 

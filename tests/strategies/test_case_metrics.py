@@ -8,7 +8,6 @@ weights and three biases each).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 
 import pytest

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _toy_workloads import MLP
 
 import dpbench
 from dpbench.strategies import StrategyUnavailable
 from dpbench.strategies._options import check_compiler
-from _toy_workloads import MLP
 
 K, GLOBAL_BATCH, LR = 2, 11, 0.1
 
@@ -44,7 +44,9 @@ def eager():
 def test_compiled_training_matches_eager_single(strategy, world, metrics, eager):
     params, case = train(strategy, world, compile=True, metrics=metrics)
     for name, expected in eager.items():
-        torch.testing.assert_close(params[name], expected, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=1e-5, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}"
+        )
     if metrics:
         assert case["compile_time_s"] > 0  # measured in setup, outside every timed step
         if strategy == "ddp":

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _toy_workloads import MLP
 
 import dpbench
-from _toy_workloads import MLP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -52,7 +52,9 @@ def test_cuda_parameters_match_single(strategy, options, reference):
     params, info = train(strategy, 2, **options)
     assert info["device_type"] == "cuda"
     for name, expected in reference.items():
-        torch.testing.assert_close(params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 # "The parent never initialises CUDA" is checked in a fresh interpreter: test_parent_cuda.py

@@ -55,7 +55,9 @@ def test_matches_single(workload, strategy, options, single_runs):
     params, losses = train(strategy, workload, WORLD, **options)
     assert set(params) == set(ref_params)
     for name, expected in ref_params.items():
-        torch.testing.assert_close(params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}"
+        )
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), atol=1e-4, rtol=1e-3)
     if workload == "lenet":
         # Synthetic Fashion-MNIST-shaped data with learnable structure: the loss must go down.

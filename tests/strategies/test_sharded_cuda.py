@@ -12,10 +12,10 @@ import shutil
 
 import pytest
 import torch
+from _toy_workloads import MLP
 
 import dpbench
 from dpbench.measure.derive import derive
-from _toy_workloads import MLP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -62,7 +62,9 @@ def single_runs():
 def assert_close(params, ref, atol):
     assert set(params) == set(ref)
     for name, expected in ref.items():
-        torch.testing.assert_close(params[name], expected, atol=atol, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=atol, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _toy_workloads import MLP
 
 import dpbench
-from _toy_workloads import MLP
 
 K = 3
 GLOBAL_BATCH = 11
@@ -88,7 +88,9 @@ def assert_matches(params, losses, ref_params, ref_losses, *, atol, initial):
         assert params[name].shape == initial[name].shape  # full tensors, not shards
         # The run must have moved the weights, or equality with single would prove nothing.
         assert not torch.allclose(expected, initial[name])
-        torch.testing.assert_close(params[name], expected, atol=atol, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=atol, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}"
+        )
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), atol=atol * 10, rtol=1e-4)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _toy_workloads import MLP
 
 import dpbench
 from dpbench.strategies import StrategyUnavailable
-from _toy_workloads import MLP
 
 K = 3
 GLOBAL_BATCH = 11  # 6+5 over two replicas, 4+4+3 over three: uneven on purpose
@@ -85,7 +85,9 @@ def test_parameters_match_single(case, reference, initial):
     for name, expected in ref_params.items():
         # The run must have moved the weights, or equality with single would prove nothing.
         assert not torch.allclose(expected, initial[name])
-        torch.testing.assert_close(params[name], expected, atol=atol, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            params[name], expected, atol=atol, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}"
+        )
     # The reported loss is the global-batch mean, whatever the split.
     torch.testing.assert_close(torch.tensor(stats.losses), torch.tensor(ref_stats.losses), atol=atol * 10, rtol=1e-4)
     assert stats.steps == K and all(t > 0 for t in stats.step_times)

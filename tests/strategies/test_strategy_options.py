@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import psutil
 import pytest
+from _toy_workloads import MLP
 
 import dpbench
 from dpbench.strategies import StrategyUnavailable, get_strategy, list_strategies
-from _toy_workloads import MLP
 
 COMPILE_STRATEGIES = {"single", "ddp", "fsdp"}
 

@@ -6,10 +6,9 @@ import gzip
 import json
 
 import pytest
+from _kineto import cpu_rank, cuda_rank, op, step, write
 
 from dpbench.traces.analysis import analyse_case, analyse_rank, compare_two_pass, describe, read_trace
-
-from _kineto import cpu_rank, cuda_rank, op, step, write
 
 US = 1e-6
 

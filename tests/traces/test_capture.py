@@ -8,11 +8,10 @@ import statistics
 
 import pytest
 import torch
+from _slow_rank import LATE_S, SLOW_RANK_ONE
 
 import dpbench
 from dpbench.traces.analysis import analyse_case
-
-from _slow_rank import LATE_S, SLOW_RANK_ONE
 
 
 def _traced(strategy, workload, tmp_path, *, steps=3, **options):

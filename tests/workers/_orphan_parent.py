@@ -16,6 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _launch_helpers import sleep_on  # noqa: E402
+
 from dpbench.launcher import WorkerPool  # noqa: E402
 from dpbench.workers.lifeline import reaper  # noqa: E402
 

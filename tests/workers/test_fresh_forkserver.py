@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import psutil
 import pytest
-
 from _launch_helpers import helper_pid, recall, remember
+
 from dpbench.launcher import WorkerPool
 from dpbench.workers import forkserver as forkserver_module
 from dpbench.workers.forkserver import fresh_forkserver, worker_start

@@ -100,6 +100,7 @@ def test_a_killed_forkserver_helper_fails_the_case_naming_it_and_the_next_pool_s
     from multiprocessing import forkserver
 
     from _launch_helpers import recall, remember
+
     from dpbench.launcher import WorkerError
 
     pool = WorkerPool(2, process_group=False, timeout=30.0)

@@ -7,11 +7,11 @@ import os
 import threading
 
 import pytest
-
 from _launch_helpers import fail_on, stray_children
+
 from dpbench.launcher import WorkerError, WorkerPool
-from dpbench.workers.affinity import pinning_supported
 from dpbench.sampler import ResourceSampler
+from dpbench.workers.affinity import pinning_supported
 
 pytestmark = pytest.mark.skipif(
     not pinning_supported() or len(os.sched_getaffinity(0)) < 2 or not os.path.isdir("/proc/self/task"),

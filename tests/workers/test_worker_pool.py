@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from _launch_helpers import (
     HANG_SECONDS,
     assert_gone,
@@ -22,6 +21,7 @@ from _launch_helpers import (
     stray_children,
     unpicklable_result,
 )
+
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, default_threads
 
 

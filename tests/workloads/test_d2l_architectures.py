@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
 import torch
 from torch import nn
 
 from dpbench.workloads import get_workload
 from dpbench.workloads.lenet import LeNet
-from dpbench.workloads.resnet import ResNet18, Residual
+from dpbench.workloads.resnet import Residual, ResNet18
 
 
 def _shapes_after_each_layer(layers: nn.Sequential, x: torch.Tensor) -> list[tuple[int, ...]]:

@@ -4,8 +4,8 @@ ask for it (``--dpbench``). Light on purpose: every pytest session asks."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
 
