@@ -3,7 +3,6 @@ ask for it (``--dpbench``). Light on purpose: every pytest session asks."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,14 +12,16 @@ SUITES_PACKAGE = "dpbench.suites"
 
 
 def suites_dir() -> Path | None:
-    """Where the suites live: ``suites/`` of a checkout, ``dpbench/suites`` of an installed package."""
-    try:
-        spec = importlib.util.find_spec(SUITES_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
+    """The suites of the dpbench being imported: ``dpbench/suites`` of an installed package, or
+    ``suites/`` beside the ``dpbench/`` of a checkout (a worktree's own under ``PYTHONPATH``, as
+    ``dpbench ab`` runs each revision: not whichever checkout an editable install points at)."""
+    import dpbench
+
+    package = Path(dpbench.__file__).resolve().parent
+    for candidate in (package / "suites", package.parent / "suites"):
+        if (candidate / "__init__.py").is_file():
+            return candidate
+    return None
 
 
 def measures(paths: Sequence[str], *, asked: bool, invocation_dir: Path, suites: Path | None) -> bool:
