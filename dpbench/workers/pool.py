@@ -70,6 +70,8 @@ from dpbench.workers.lifeline import helper_environ, reaper
 from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
 from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
 
+# After a worker died with its forkserver helper, how long to wait for the helper's other workers.
+HELPER_GONE_GRACE_SECONDS = 2.0
 # After a polite "close", how long a worker gets to tear down its process group and exit.
 _CLOSE_GRACE_SECONDS = 5.0
 
@@ -346,14 +348,15 @@ class WorkerPool:
         failures: dict[int, str] = {}
         last_heard = {rank: time.monotonic() for rank in range(self.world_size)}
         first_failure_at: float | None = None
+        grace = FAILURE_GRACE_SECONDS
         by_conn = {conn: rank for rank, conn in enumerate(self._conns)}
         by_sentinel = {proc.sentinel: rank for rank, proc in enumerate(self._procs)}
         while len(results) < self.world_size:
             now = time.monotonic()
             if first_failure_at is not None:
-                if now - first_failure_at >= FAILURE_GRACE_SECONDS:
+                if now - first_failure_at >= grace:
                     break
-                wait_for = first_failure_at + FAILURE_GRACE_SECONDS - now
+                wait_for = first_failure_at + grace - now
             else:
                 pending = [r for r in range(self.world_size) if r not in results]
                 silent = [r for r in pending if now - last_heard[r] >= timeout]
@@ -379,9 +382,14 @@ class WorkerPool:
                     if rank not in failures and rank not in results:
                         proc = self._procs[rank]
                         proc.join(0.1)
+                        helper_gone = proc.exitcode == 255 and _helper_gone()
                         failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}" + (
-                            _HELPER_GONE if proc.exitcode == 255 and _helper_gone() else ""
+                            _HELPER_GONE if helper_gone else ""
                         )
+                        if helper_gone:
+                            # Every worker of that helper dies with it (PR_SET_PDEATHSIG): worth
+                            # waiting for all of them, so the error names every rank.
+                            grace = max(grace, HELPER_GONE_GRACE_SECONDS)
                 if failures and first_failure_at is None:
                     first_failure_at = time.monotonic()
         if failures:
