@@ -250,3 +250,14 @@ def test_the_private_import_finder_finds_them(tmp_path: Path):
 def test_no_package_imports_another_packages_private_name():
     found = private_imports()
     assert not found, "private names imported across packages: " + "; ".join(found)
+
+
+MAX_LINES = 450
+
+
+def test_no_python_file_is_over_450_lines():
+    """Small files: a module past this is two concerns (GUIDE: "If a file passes ~400 lines, it is two files")."""
+    repo = ROOT.parent
+    files = [p for d in ("dpbench", "suites", "scripts", "tests") for p in (repo / d).rglob("*.py")]
+    long = {str(p.relative_to(repo)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert len(files) > 100 and not long, f"over {MAX_LINES} lines: {long}"

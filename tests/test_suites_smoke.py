@@ -1,82 +1,22 @@
 """The suites run end to end as a user runs them: saved JSON with the documented extra_info
 (schema 2: trials, controls), raw timings, published timelines, readable by pytest-benchmark,
-and no process left behind — also when a strategy fails and when the run is interrupted with
-Ctrl-C (in the middle of a later case, and during the save)."""
+and no process left behind — also when a strategy fails. Interrupted runs (Ctrl-C, SIGTERM):
+test_suites_signals.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 import uuid
-from pathlib import Path
 
-import psutil
 import pytest
+from _suites_helpers import ROOT, _env, _leftovers, _pytest
 
 from dpbench.schema import EXTRA_INFO_FIELDS, SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def _env(marker: str, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "DPBENCH_PROFILE": "quick",
-            "DPBENCH_WORKLOADS": "mlp",
-            "DPBENCH_WORLD_SIZES": "1,2",
-            "DPBENCH_TRIALS": "2",
-            "DPBENCH_SMOKE_MARKER": marker,
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    env.update(extra)
-    return env
-
-
-def _leftovers(marker: str, grace: float = 0.0) -> list[psutil.Process]:
-    """Processes still alive that inherited this test's marker (workers of the pytest run).
-
-    With ``grace``, wait up to that long for them to go: multiprocessing's forkserver and
-    resource tracker exit when they see their parent's pipe close, a moment after it exits.
-    """
-    deadline = time.monotonic() + grace
-    while True:
-        found = _alive(marker)
-        if not found or time.monotonic() >= deadline:
-            return found
-        time.sleep(0.2)
-
-
-def _alive(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("DPBENCH_SMOKE_MARKER") == marker:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def _pytest(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_suites_save_the_documented_run(tmp_path):
@@ -237,108 +177,6 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     assert not _leftovers(marker, grace=10)
 
 
-def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float = 0.0) -> tuple[int, str]:
-    """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output)."""
-    # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
-    # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 180
-        for line in proc.stdout:
-            lines.append(line)
-            if re.search(when, line):
-                time.sleep(delay)
-                proc.send_signal(signal.SIGINT)
-                break
-            assert time.monotonic() < deadline, "".join(lines)[-3000:]
-        rest, _ = proc.communicate(timeout=90)
-        lines.append(rest)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, "".join(lines)
-
-
-def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None):
-    """Start a suite run, send SIGINT once a line matches the regex ``when``; return its output."""
-    storage = tmp_path / "results"
-    earlier = storage / "Some-Machine" / "0001_earlier.json"
-    earlier.parent.mkdir(parents=True)
-    earlier.write_text(json.dumps({"benchmarks": [], "machine_info": {}, "version": "x"}))
-    before = earlier.read_bytes()
-    # Not under tmp_path: the forkserver's socket lives under TMPDIR and must fit a Unix socket path.
-    tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))
-    try:
-        env = _env(marker, TMPDIR=str(tmpdir))
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            *args,
-            "-q",
-            f"--benchmark-storage=file://{storage}",
-            "--benchmark-save=interrupted",
-        ]
-        if extra_plugin:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
-            cmd += ["-p", extra_plugin]
-        code, out = _sigint_when(cmd, env, when, delay=0.3)
-        assert code != 0, out[-3000:]
-        assert earlier.read_bytes() == before, "an earlier run was changed"
-        saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
-        assert saved == [], f"an interrupted session saved {saved}"
-        assert not list(storage.rglob("timelines/*")), "an interrupted session published timelines"
-        assert not list(tmpdir.glob("dpbench-*")), list(tmpdir.iterdir())
-        assert not _leftovers(marker, grace=10)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-    return out
-
-
-def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
-    marker = uuid.uuid4().hex
-    # Interrupt in the middle of the second trial pass, cases into it: several cases were complete.
-    out = _interrupted_run(
-        tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput"]
-    )
-    assert "interrupted: nothing was saved" in out, out[-3000:]
-
-
-def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
-    marker = uuid.uuid4().hex
-    # A plugin that makes the save slow enough to be interrupted, announcing when it is in it.
-    (tmp_path / "slow_save.py").write_text(
-        textwrap.dedent("""
-        import sys, time
-        import pytest
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_benchmark_update_json(config, benchmarks, output_json):
-            print("SAVING NOW", flush=True)
-            sys.stdout.flush()
-            time.sleep(20)
-    """)
-    )
-    _interrupted_run(
-        tmp_path,
-        marker,
-        when="SAVING NOW",
-        extra_plugin="slow_save",
-        args=["suites/", "-k", "test_throughput and single"],
-    )
-
-
 def test_suites_run_once_each_with_benchmark_disable(tmp_path):
     """`--benchmark-disable` (a quick "does every case work" pass) runs each target once."""
     marker = uuid.uuid4().hex
@@ -369,144 +207,3 @@ def test_the_suites_refuse_pytest_xdist_in_one_line():
         proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert proc.stderr.strip().splitlines()[-1] == message, proc.stderr[-2000:]
-
-
-def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path):
-    """A SIGINT once the run is saved (here: during pytest's unconfigure) changes nothing on disk:
-    the run is complete, pytest exits 0 and says the signal came late. Before, it escaped pytest
-    as a KeyboardInterrupt traceback (exit -2) beside the saved run: the fault soak's one finding."""
-    marker = uuid.uuid4().hex
-    (tmp_path / "late_plugin.py").write_text(
-        textwrap.dedent("""
-        import sys, time
-        import pytest
-
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_unconfigure(config):
-            print("UNCONFIGURE NOW", flush=True)
-            time.sleep(3)
-    """)
-    )
-    storage = tmp_path / "results"
-    env = _env(marker, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "late_plugin",
-        "suites/",
-        "-q",
-        "-k",
-        "test_throughput and single",
-        f"--benchmark-storage=file://{storage}",
-        "--benchmark-save=late",
-    ]
-    code, out = _sigint_when(cmd, env, "UNCONFIGURE NOW")
-    assert code == 0, out[-3000:]
-    assert "KeyboardInterrupt" not in out, out[-3000:]
-    assert "SIGINT came after the session had settled its results: ignored" in out, out[-3000:]
-    (saved,) = storage.glob("*/0001_late.json")
-    names = {b["name"] for b in json.loads(saved.read_text())["benchmarks"]}
-    assert names == {"test_throughput[single-mlp-w1]"}, names
-    assert not _leftovers(marker, grace=10)
-
-
-_EARLY_HOOKS = {
-    # While the measuring plugin imports torch (the first import of torch in this pytest): noted,
-    # acted on once the imports are done (unwinding through torch's import aborted Python).
-    "torch-import": """
-        import sys
-
-        class _Finder:
-            def find_spec(self, name, path=None, target=None):
-                if name == "torch":
-                    sys.meta_path.remove(self)
-                    os.kill(os.getpid(), SIG)
-                return None
-
-        sys.meta_path.insert(0, _Finder())
-    """,
-    # The measuring session is registered once imported, before any pytest_configure.
-    "import": """
-        def pytest_plugin_registered(plugin, manager):
-            if getattr(plugin, "__name__", "") == "dpbench.measure.plugin.session":
-                os.kill(os.getpid(), SIG)
-    """,
-    # In the suites' own pytest_configure (before pytest's terminal is set up, which configures
-    # after it): exit 2 with no line at all for a SIGINT, -15 for a SIGTERM (found by the soak).
-    "suites-configure": """
-        def pytest_plugin_registered(plugin, manager):
-            if getattr(plugin, "__name__", "") == "dpbench.measure.plugin.session":
-                original = plugin.resolve_profile
-
-                def resolve_profile(*args, **kwargs):
-                    os.kill(os.getpid(), SIG)
-                    return original(*args, **kwargs)
-
-                plugin.resolve_profile = resolve_profile
-    """,
-    # After the suites' own pytest_configure, before the session starts (pytest then calls no
-    # pytest_sessionfinish: found by scripts/soak_faults.py with a fault in the first 4 s).
-    "configure": """
-        import pytest
-
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_sessionstart(session):
-            os.kill(os.getpid(), SIG)
-    """,
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("moment", ["torch-import", "import", "suites-configure", "configure"])
-@pytest.mark.parametrize(
-    "sig, code, why",
-    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 2, "interrupted")],
-    ids=["sigterm", "sigint"],
-)
-def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code, why, moment):
-    """The measuring plugin imports torch and dpbench for seconds, then pytest configures the
-    session: a SIGTERM or SIGINT in either ends the run with dpbench's one line and the exit status
-    of an interrupted run, not a bare -15, pytest's KeyboardInterrupt traceback or exit 2 for a
-    SIGTERM (found by scripts/soak_faults.py)."""
-    (tmp_path / "early_plugin.py").write_text(f"import os\nSIG = {int(sig)}\n" + textwrap.dedent(_EARLY_HOOKS[moment]))
-    storage = tmp_path / "results"
-    env = _env(
-        uuid.uuid4().hex, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
-    )
-    # One stream, in the order it was written (the environment has PYTHONUNBUFFERED=1), as a terminal shows it.
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "early_plugin",
-            "suites/",
-            "-q",
-            "-k",
-            "test_throughput and single",
-            f"--benchmark-storage=file://{storage}",
-            "--benchmark-save=early",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-        # A test runner started in the background may have SIGINT ignored; the child must not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    out = proc.stdout
-    assert proc.returncode == code, out[-3000:]
-    assert out.strip().splitlines()[-1] == (
-        f"dpbench: {why}: nothing was saved (the run had not started); earlier runs are untouched"
-    ), out[-3000:]
-    assert "Traceback" not in out, out[-3000:]
-    assert not list(storage.rglob("*.json"))  # no run saved (pytest-benchmark may have made the directory)

@@ -163,7 +163,7 @@ class _Acceptor(threading.Thread):
 def _join_agents(
     info: ClusterInfo, store: Any, timeout: float, checkin: _checkin.CheckinServer | None = None
 ) -> tuple[dict[int, Any], dict[int, Any]]:
-    from dpbench.cluster.remote import AgentLink
+    from dpbench.cluster.link import AgentLink
 
     authkey = secrets.token_bytes(32)
     listener = Listener(("0.0.0.0", 0), authkey=authkey)
@@ -245,7 +245,7 @@ def _start_local_agent(info: ClusterInfo) -> tuple[Any, threading.Thread]:
     import multiprocessing as mp
 
     from dpbench.cluster.agent import serve
-    from dpbench.cluster.remote import AgentLink
+    from dpbench.cluster.link import AgentLink
 
     head_end, agent_end = mp.Pipe(duplex=True)
     thread = threading.Thread(target=serve, args=(agent_end,), name="dpbench-cluster-agent0", daemon=True)

@@ -25,11 +25,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from multiprocessing.connection import Connection, wait
+from dataclasses import replace
+from multiprocessing.connection import wait
 from typing import Any
 
 from dpbench.cluster.agent import WorkerOrder
+from dpbench.cluster.link import AgentLink
 from dpbench.workers.base import (
     FAILURE_GRACE_SECONDS,
     MIN_START_SECONDS,
@@ -41,43 +42,11 @@ from dpbench.workers.base import (
 )
 from dpbench.workers.provider import current_provider, providing
 
-__all__ = ["AgentLink", "ClusterPools", "RemotePool", "active_session", "heading"]
+__all__ = ["ClusterPools", "RemotePool", "active_session", "heading"]
 
 # How long close() waits for every agent to confirm its worker is gone (the agent's own
 # polite + terminate + kill sequence takes at most ~7 s).
 _STOP_WAIT_SECONDS = 12.0
-
-
-@dataclass(kw_only=True)
-class AgentLink:
-    """The head's connection to the agent of one torchrun rank, and what that agent reported."""
-
-    rank: int
-    node: int  # torchrun's GROUP_RANK
-    host: str
-    pid: int
-    conn: Connection
-    facts: dict[str, Any] = field(default_factory=dict)
-    alive: bool = True
-    lost: str | None = None  # how the connection ended
-
-    @property
-    def label(self) -> str:
-        return f"rank {self.rank} (node {self.node}, host {self.host})"
-
-    def send(self, tag: str, pool_id: str | None, payload: Any) -> bool:
-        if not self.alive:
-            return False
-        try:
-            self.conn.send_bytes(pickle.dumps((tag, pool_id, payload)))
-            return True
-        except (OSError, ValueError) as exc:
-            self.mark_lost(f"sending to its agent failed ({type(exc).__name__}: {exc})")
-            return False
-
-    def mark_lost(self, why: str) -> None:
-        if self.alive:
-            self.alive, self.lost = False, why
 
 
 def _session(session: Any) -> Any:

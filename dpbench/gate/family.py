@@ -11,12 +11,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dpbench.gate.evidence import evidence
 from dpbench.gate.judge import (
     BETWEEN_MIN_SD,
     BETWEEN_SPREAD_FLOOR,
     BETWEEN_SPREAD_MAX,
-    CONTROL_RUN_SD,
-    MIN_OTHERS,
     MIN_PAIRS,
     MIN_TRIALS,
     Evidence,
@@ -25,7 +24,6 @@ from dpbench.gate.judge import (
     Posterior,
     Prior,
     between_distribution,
-    evidence,
     fit_between,
     fit_prior,
     holm,
@@ -35,6 +33,7 @@ from dpbench.gate.judge import (
     tail_p,
     within_run_variance,
 )
+from dpbench.gate.machine_shift import machine_shift
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
@@ -219,61 +218,10 @@ class _FamilyState:
     public: Family
     posts: dict[str, Posterior | None]  # per case: its trial variance's posterior (None: no prior)
     between: dict[str, Posterior]  # per case (trials method): its between-run variance τ², as a distribution
-    shift: dict[str, float]  # per case: the log shift of the machine it is judged beyond (see _machine_shift)
+    shift: dict[str, float]  # per case: the log shift of the machine it is judged beyond (see machine_shift)
     shift_var: float  # that estimate's variance, added to every case's
     # Test against no change (True) or against the threshold (False): see _null_bounds.
     against_no_change: bool = True
-
-
-def _median_var(variances: Sequence[float]) -> float:
-    """Sampling variance of a median of n log ratios of about these variances: (pi/2) v / n."""
-    finite = [v for v in variances if math.isfinite(v) and v >= 0]
-    return math.pi / 2 * median(finite) / len(finite) if finite else math.nan
-
-
-def _machine_shift(
-    evs: dict[str, Evidence],
-    variances: dict[str, float],
-    controls: list[float],
-    *,
-    threshold: float,
-    alpha: float,
-    runs: int,
-) -> tuple[dict[str, float], float, str, float]:
-    """How far the machine moved, per case: ``(shift per case, its variance, basis, broad change)``.
-
-    Two estimates of the machine's move: the controls (a fixed computation timed in every case's
-    workers: their median log ratio ``c``) and the other benchmarks (the median log ratio of every
-    case but this one, ``m``; a case never excuses itself). ``m`` is ~5x more precise (70 cases against
-    the controls' own run offset, :data:`CONTROL_RUN_SD`), so it is used — unless the benchmarks as a
-    whole moved beyond the controls by more than the threshold, significantly: then the code moved
-    everything ("everything is 20% slower and the control is not": a regression of everything) and
-    each case is judged against the controls. "Everything and the controls moved" is the machine.
-    Fewer than :data:`MIN_OTHERS` other cases make no median: the controls, or nothing, then."""
-    from scipy.special import ndtri
-
-    names = list(evs)
-    diffs = [evs[n].diff for n in names]
-    c = median(controls) if controls else math.nan
-    # The controls' median: its sampling variance over the cases, and the controls' own run offset.
-    sampling_c = math.pi / 2 * statistics.variance(controls) / len(controls) if len(controls) >= 2 else math.nan
-    own_c = 2 * CONTROL_RUN_SD**2 / max(runs, 1)
-    if len(names) - 1 < MIN_OTHERS:
-        if math.isfinite(sampling_c):
-            return {n: c for n in names}, sampling_c + own_c, "controls", math.nan
-        return {n: 0.0 for n in names}, 0.0, "none", math.nan
-    var_m = _median_var(list(variances.values()))
-    shift = {n: median(diffs[:i] + diffs[i + 1 :]) for i, n in enumerate(names)}
-    m = median(diffs)
-    if not math.isfinite(sampling_c):
-        return shift, var_m, "benchmarks", math.nan
-    z = (abs(m - c) - math.log1p(threshold)) / math.sqrt(var_m + sampling_c + own_c)
-    if z > float(ndtri(1 - alpha)):
-        # The controls' own offset was weighed once, here, against the benchmarks' common move; each
-        # case then carries the controls' sampling error (a shared error would otherwise be charged
-        # once per case, after Holm, against a change already shown to be beyond it).
-        return {n: c for n in names}, sampling_c, "controls", m - c
-    return shift, var_m, "benchmarks", m - c
 
 
 def _family(
@@ -299,7 +247,7 @@ def _family(
     tested = {i.name for i in items if i.name in evs}
     controls = [c for c in (_control_log_ratio(i) for i in items if i.name in tested) if not math.isnan(c)]
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
-    shift, shift_var, basis, broad = _machine_shift(
+    shift, shift_var, basis, broad = machine_shift(
         evs, variances, controls, threshold=threshold, alpha=alpha, runs=runs
     )
     public = Family(

@@ -34,7 +34,7 @@ differs widely from benchmark to benchmark. What that means for the test:
   offset, :data:`CONTROL_RUN_SD`) and the other benchmarks (the median log ratio of every case but
   the one judged). The benchmarks' median is the more precise and is used, unless the benchmarks as
   a whole moved beyond the controls by more than the threshold, significantly: then the code moved
-  everything, and each case is judged beyond the controls (``family._machine_shift``). A machine
+  everything, and each case is judged beyond the controls (``machine_shift.machine_shift``). A machine
   that got slower excuses the slowdown it explains and no more; one that got faster never makes a
   slowdown out of an unchanged case.
 * One ``regressed`` among ~70 benchmarks fails the job, so p-values are corrected across the
@@ -85,7 +85,6 @@ __all__ = [
     "Prior",
     "between_run_variance",
     "between_distribution",
-    "evidence",
     "fit_between",
     "fit_prior",
     "holm",
@@ -397,66 +396,3 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p))
         out[i] = running
     return out
-
-
-# ---------------------------------------------------------------- one benchmark's evidence
-def _logs(run: Sequence[float]) -> list[float]:
-    return [math.log(t) for t in run]
-
-
-def _mean_log(side: Pooled) -> float:
-    return statistics.fmean(_logs(side.times))
-
-
-def _share(side: Pooled) -> float:
-    """Σ n_r² / N²: how much of one run's offset a side's mean carries (1 for one run)."""
-    counts = [len(run) for run in side.runs if run]
-    return sum(n * n for n in counts) / sum(counts) ** 2
-
-
-def _within(sides: Sequence[Pooled]) -> tuple[float, int]:
-    """Pooled variance of log trials around their own run's mean, and its degrees of freedom."""
-    ss, df = 0.0, 0
-    for side in sides:
-        for run in side.runs:
-            if len(run) >= 2:
-                logs = _logs(run)
-                mean = statistics.fmean(logs)
-                ss += sum((v - mean) ** 2 for v in logs)
-                df += len(logs) - 1
-    return (ss / df if df else math.nan), df
-
-
-def _across(sides: Sequence[Pooled]) -> tuple[float, int]:
-    """Pooled variance of log trials around their side's mean (every trial its own run)."""
-    ss, df = 0.0, 0
-    for side in sides:
-        logs = _logs(side.times)
-        if len(logs) >= 2:
-            mean = statistics.fmean(logs)
-            ss += sum((v - mean) ** 2 for v in logs)
-            df += len(logs) - 1
-    return (ss / df if df else math.nan), df
-
-
-def evidence(base: Pooled, cand: Pooled, method: Method) -> Evidence:
-    """The log difference and its variance terms for one benchmark under ``method``."""
-    if method == Method.PAIRED:
-        ratios = [math.log(c) - math.log(b) for b_run, c_run in zip(base.runs, cand.runs) for b, c in zip(b_run, c_run)]
-        s2 = statistics.variance(ratios) if len(ratios) >= 2 else math.nan
-        return Evidence(
-            diff=statistics.fmean(ratios),
-            s2=s2,
-            df=max(0, len(ratios) - 1),
-            a=1 / len(ratios),
-            b=0.0,
-            pairs=len(ratios),
-            level=_mean_log(base),
-        )
-    nb, nc = len(base.times), len(cand.times)
-    diff = _mean_log(cand) - _mean_log(base)
-    if method == Method.RUNS:
-        s2, df = _across((base, cand))
-        return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=0.0, level=_mean_log(base))
-    s2, df = _within((base, cand))
-    return Evidence(diff=diff, s2=s2, df=df, a=1 / nb + 1 / nc, b=_share(base) + _share(cand), level=_mean_log(base))

@@ -3,7 +3,9 @@
 Every function takes one suite's rows of the frame (every run) and the run names, and returns
 a :class:`Part`, or None when the suite holds nothing it shows. No case is ever dropped: each
 figure has a row per case (one bar or box per run) and each table a row per benchmark and run.
-Phases, memory and timelines live in :mod:`dpbench.report.plots_resources`.
+Step-time distributions live in :mod:`dpbench.report.plots_step_times` (re-exported here), phases,
+memory and timelines in :mod:`dpbench.report.plots_resources`, and what the views share (workload
+panels, cell text) in :mod:`dpbench.report.plots_rows`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from dpbench.report.figures import (
     hlines,
     numeric,
     panels,
-    plain_log_ticks,
     row_heights,
     run_offsets,
     strategy_color,
@@ -32,20 +33,11 @@ from dpbench.report.figures import (
     title,
     two_runs,
 )
+from dpbench.report.plots_rows import interval_text, suites_text, workload_text, workloads
+from dpbench.report.plots_step_times import step_times
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
-from dpbench.stats import percentile
 
-__all__ = ["busbw", "headline", "ratio_text", "scaling", "step_times", "suites_text", "throughput", "workloads"]
-
-
-def workloads(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """``(workload, its rows)``: one figure panel each (collectives and plain benchmarks: "")."""
-    key = rows["workload"].fillna("").astype(str)
-    return [(w, rows[key == w]) for w in dict.fromkeys(key)]
-
-
-def _interval(lo: float, hi: float, fmt=fmt_seconds) -> str:
-    return "–" if math.isnan(lo) or math.isnan(hi) else f"{fmt(lo)} – {fmt(hi)}"
+__all__ = ["busbw", "headline", "ratio_text", "scaling", "step_times", "throughput"]
 
 
 # ---------------------------------------------------------------- headline numbers
@@ -88,9 +80,9 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
             " ".join(r["benchmarks"]),
             str(r["trials_count"]),
             f"{fmt_seconds(r['step_time_s'])}{r['unit'].removeprefix('s')}",
-            _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
+            interval_text(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
             fmt_num(r["samples_per_s"]),
-            _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
+            interval_text(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
             fmt_pct(r["trial_cv"]),
             fmt_seconds(r["control_median_s"]),
             fmt_pct(r["control_cv"]),
@@ -104,15 +96,6 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
         table.append(cells)
     part.tables.append(Table(columns, table))
     return part
-
-
-def workload_text(value: object) -> str:
-    return value if isinstance(value, str) and value else "–"
-
-
-def suites_text(row: pd.Series) -> str:
-    suites = row.get("suites")
-    return ", ".join(suites) if isinstance(suites, tuple) and suites else "–"
 
 
 def _bars(ax, ys, values, lo, hi, color, *, hollow: bool, thickness: float) -> None:
@@ -186,7 +169,7 @@ def _throughput_table(rows: pd.DataFrame) -> Table:
                 str(r["case"]),
                 suites_text(r),
                 fmt_num(r["samples_per_s"]),
-                _interval(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
+                interval_text(r["samples_per_s_ci95_lo"], r["samples_per_s_ci95_hi"], fmt_num),
                 "–" if ratio is None else ratio_text(ratio),
             ]
         )
@@ -312,129 +295,6 @@ def scaling(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     return part
 
 
-# ---------------------------------------------------------------- step times
-def _positive(values) -> list[float]:
-    return (
-        [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
-        if isinstance(values, list)
-        else []
-    )
-
-
-def _draw_boxes(ax, boxes: list[tuple[list[float], float, tuple]], height: float, *, filled: bool) -> None:
-    """Box plots (quartiles, median, whiskers to the furthest round within 1.5 IQR) drawn with one
-    bar, one whisker and one median collection per call: matplotlib's boxplot makes six artists
-    per box, and with a box per configuration and run they dominated the report's time."""
-    from matplotlib.collections import LineCollection
-
-    if not boxes:
-        return
-    stats = []
-    for values, y, color in boxes:
-        ms = [v * 1e3 for v in values]
-        q1, q2, q3 = (percentile(ms, q) for q in (25, 50, 75))
-        reach = 1.5 * (q3 - q1)
-        lo = min(v for v in ms if v >= q1 - reach)
-        hi = max(v for v in ms if v <= q3 + reach)
-        stats.append((q1, q2, q3, lo, hi, y, color))
-    q1, q2, q3, lo, hi, ys, colors = zip(*stats)
-    hbars(
-        ax,
-        ys,
-        [b - a for a, b in zip(q1, q3)],
-        left=list(q1),
-        height=height,
-        color=list(colors) if filled else "white",
-        edgecolor=list(colors),
-        linewidth=1.0,
-        alpha=0.75 if filled else 1.0,
-    )
-    whiskers = [[(a, y), (q, y)] for a, q, y in zip(lo, q1, ys)] + [[(q, y), (b, y)] for q, b, y in zip(q3, hi, ys)]
-    medians = [[(m, y - height / 2), (m, y + height / 2)] for m, y in zip(q2, ys)]
-    ax.add_collection(LineCollection(whiskers, colors=list(colors) * 2, linewidths=1.0))
-    ax.add_collection(LineCollection(medians, colors="black", linewidths=1.2))
-
-
-def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
-    has = rows["step_samples"].map(bool) | rows["trial_times"].map(bool)
-    if not has.any():
-        return None
-    shown = list(dict.fromkeys(two_runs(runs)))
-    part = Part(
-        key="step-times",
-        title="Step-time distributions",
-        description="Every measured round (boxes: quartiles and median; whiskers: the furthest round "
-        "within 1.5 IQR; ms per step or per call, all trials) and each trial's median (dots): "
-        "the boxes show the noise inside a process, the dots how much a whole "
-        "case moves between processes. Colour = strategy"
-        + ("; filled: the newest run, hollow: the first (runs in between are in the table)." if len(runs) > 1 else "."),
-    )
-    groups = workloads(rows)
-    heights = row_heights((len(case_order(g)) * len(shown) for _, g in groups), per_row=0.2)
-    fig, axes = panels(heights, labels=rows["case"], right=2.4)
-    offsets, thickness = run_offsets(shown[::-1])
-    for (ax,), (workload, group) in zip(axes, groups):
-        cases = case_order(group)
-        position = {c: i for i, c in enumerate(cases)}
-        for run in shown:
-            mine = group[group["run"] == run]
-            newest = run == shown[-1]
-            boxes = [
-                (_positive(r), position[c] + offsets[run], strategy_color(s))
-                for r, c, s in zip(mine["step_samples"], mine["case"], mine["strategy"])
-            ]
-            _draw_boxes(ax, [b for b in boxes if b[0]], thickness * 0.85, filled=newest)
-            xs, ys = [], []
-            for trials, c in zip(mine["trial_times"], mine["case"]):
-                xs += [v * 1e3 for v in _positive(trials)]
-                ys += [position[c] + offsets[run]] * len(_positive(trials))
-            ax.plot(xs, ys, "o", color="black", markersize=2.5, linestyle="none")
-        category_labels(ax, cases)
-        ax.set_xscale("log")
-        plain_log_ticks(ax.xaxis)
-        ax.set_xlabel("ms per step (per call)")
-        title(ax, f"workload: {workload}" if workload else "")
-    strategy_legend(axes[0][0], rows["strategy"].where(rows["strategy"].notna(), rows["strategy_label"]), runs)
-    part.images.append(svg(fig, "step-time distributions"))
-    table = []
-    for _, r in rows.iterrows():
-        rounds = pd.Series(_positive(r["step_samples"]), dtype=float)
-        table.append(
-            [
-                str(r["run"]),
-                workload_text(r["workload"]),
-                str(r["case"]),
-                suites_text(r),
-                str(len(rounds)),
-                str(r["trials_count"]),
-                fmt_seconds(r["step_time_s"]),
-                fmt_pct(r["trial_cv"]),
-                fmt_seconds(rounds.quantile(0.95)) if len(rounds) else "–",
-                fmt_seconds(rounds.min()),
-                fmt_seconds(rounds.max()),
-            ]
-        )
-    part.tables.append(
-        Table(
-            [
-                "run",
-                "workload",
-                "configuration",
-                "suites",
-                "rounds",
-                "trials",
-                "median of trials",
-                "between-trial CV",
-                "rounds p95",
-                "rounds min",
-                "rounds max",
-            ],
-            table,
-        )
-    )
-    return part
-
-
 # ---------------------------------------------------------------- bus bandwidth
 def busbw(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     rows = rows[rows["kind"] == "collective"].assign(
@@ -491,7 +351,7 @@ def busbw(rows: pd.DataFrame, runs: list[str]) -> Part | None:
             fmt_bytes(r["size"]),
             str(r.get("dtype", "")),
             fmt_seconds(r["step_time_s"]),
-            _interval(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
+            interval_text(r["step_time_ci95_lo"], r["step_time_ci95_hi"]),
             str(r["trials_count"]),
             fmt_num(numeric(rows.loc[[i]], "algbw_gbps").iloc[0]),
             fmt_num(r["bw"]),

@@ -35,7 +35,6 @@ import multiprocessing.util as mp_util
 import os
 import pickle
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -68,6 +67,7 @@ from dpbench.workers.forkserver import (
 )
 from dpbench.workers.lifeline import helper_environ, reaper
 from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
+from dpbench.workers.starting import check_socket_dir, start_process
 from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
 
 # After a worker died with its forkserver helper, how long to wait for the helper's other workers.
@@ -223,7 +223,7 @@ class WorkerPool:
                 name=f"dpbench-rank{rank}",
                 daemon=True,  # dies with the parent even if close() is never reached
             )
-            _start_process(proc, rank)
+            start_process(proc, rank)
             child_conn.close()  # the child's end lives in the child only, so EOF is seen
             self._procs.append(proc)
             self._conns.append(parent_conn)
@@ -414,43 +414,3 @@ class WorkerPool:
 
 
 _HELPER_GONE = " (the forkserver helper that started it is gone, and the worker was killed with it: PR_SET_PDEATHSIG)"
-
-
-# The longest path a Unix socket may have (``sun_path``, its NUL included: 108 bytes on Linux, 104
-# on macOS and the BSDs).
-_SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
-
-
-def check_socket_dir(directory: str) -> None:
-    """Refuse, in one line, a temp directory too long for the forkserver's socket.
-
-    multiprocessing names that socket ``<its temp dir>/listener-XXXXXXXX`` under ``TMPDIR``; a
-    longer path fails deep inside multiprocessing with "AF_UNIX path too long" instead.
-    """
-    length = len(os.fsencode(os.path.join(directory, "listener-" + "x" * 8)))
-    if length > _SOCKET_PATH_MAX:
-        raise ValueError(
-            f"the temp directory {tempfile.gettempdir()!r} is too long for the forkserver's Unix "
-            f"socket ({length} bytes under {directory}, at most {_SOCKET_PATH_MAX}): set TMPDIR to "
-            f"a shorter directory"
-        )
-
-
-def _start_process(proc: Any, rank: int) -> None:
-    """``proc.start()``, once more if the forkserver helper died under it (the second start
-    launches a fresh helper: ``multiprocessing`` checks that the old one is alive first)."""
-    try:
-        proc.start()
-        return
-    except (EOFError, ConnectionError, FileNotFoundError) as exc:
-        if _START_METHOD != "forkserver":
-            raise
-        first = exc
-    time.sleep(0.05)
-    try:
-        proc.start()
-    except (EOFError, ConnectionError, FileNotFoundError) as exc:
-        raise RuntimeError(
-            f"could not start worker rank {rank}: the forkserver helper died twice while "
-            f"starting it ({type(first).__name__}, then {type(exc).__name__}: {exc})"
-        ) from exc

@@ -11,8 +11,8 @@ import textwrap
 import time
 from multiprocessing.connection import Pipe
 
+from dpbench.cluster.link import AgentLink
 from dpbench.cluster.liveness import AgentWatch, HeadWatch
-from dpbench.cluster.remote import AgentLink
 
 _GRANDCHILD = textwrap.dedent("""
     import sys, time

@@ -176,7 +176,7 @@ def test_module_instance_as_model_is_refused_at_construction():
 
 
 def test_a_temp_directory_too_long_for_the_forkserver_socket_is_named():
-    from dpbench.workers.pool import check_socket_dir
+    from dpbench.workers.starting import check_socket_dir
 
     check_socket_dir("/tmp/" + "x" * 84)  # 5 + 84 + 18 = 107 bytes: fits
     with pytest.raises(

@@ -7,7 +7,7 @@ import json
 import uuid
 
 import pytest
-from test_suites_smoke import _env, _interrupted_run, _leftovers, _pytest
+from _suites_helpers import _env, _interrupted_run, _leftovers, _pytest
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,7 @@ def suites_dir() -> Path | None:
     """The suites of the dpbench being imported: ``dpbench/suites`` of an installed package, or
     ``suites/`` beside the ``dpbench/`` of a checkout (a worktree's own under ``PYTHONPATH``, as
     ``dpbench ab`` runs each revision: not whichever checkout an editable install points at)."""
-    import dpbench
-
-    package = Path(dpbench.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[2]  # dpbench/ (this file: dpbench/measure/plugin/)
     for candidate in (package / "suites", package.parent / "suites"):
         if (candidate / "__init__.py").is_file():
             return candidate
