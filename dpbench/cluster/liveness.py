@@ -152,7 +152,7 @@ class AgentWatch(threading.Thread):
                 if not _beat(self.conn):
                     return self._lose(_EOF_WHY.replace("agent", "head"))
                 next_beat = now + BEAT_SECONDS
-            if wait([self.conn], timeout=0.1):
+            if wait([self.conn], timeout=0.25):
                 if not _drain(self.conn)[0]:
                     return self._lose("its connection closed (the head's node, or its pytest session, died)")
                 heard = time.monotonic()

@@ -156,7 +156,7 @@ def run_agent(
         if orphan is None or orphan.pid is None:
             watch.stop()
     if orphan is not None and orphan.pid is not None:
-        time.sleep(0.3)  # the watch's thread sends why to the head (every 0.1 s); its workers are stopped
+        time.sleep(0.3)  # the watch's thread sends why to the head (it looks every 0.25 s); its workers are stopped
         leave_now(1)
     if watch.lost is not None:
         where = f"rank {info.rank}, node {info.node_rank}, host {socket.gethostname()}"
