@@ -100,17 +100,23 @@ def family_line(cmp: Comparison) -> str:
     if f.shift_basis == "controls" and math.isfinite(f.broad_change):
         parts.append(
             f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
-            "threshold, significantly): each case is judged beyond the controls"
+            f"threshold, p = {_p(f.broad_p)}): each case is judged beyond the controls"
         )
     elif f.shift_basis == "benchmarks":
-        parts.append("each case is judged beyond the other benchmarks' median move")
+        chosen = (
+            f"the {f.reference_size} of {f.size} cases that moved as the controls did"
+            if f.reference_anchored and f.reference_size < f.size
+            else "the other benchmarks"
+        )
+        parts.append(f"each case is judged beyond the median move of {chosen}")
     return "; ".join(parts)
 
 
 def verdict_line(cmp: Comparison) -> str:
     rule = f"slower than the machine's move by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
     short = display_names([b.name for b in cmp.benchmarks])
-    parts = []
+    # The job's own verdict on a move of (nearly) everything comes first: it is what the reader must act on.
+    parts = [cmp.family.broad_note] if cmp.family.broad_note else []
     if cmp.regressions:
         n = len(cmp.regressions)
         names = ", ".join(short[b.name] for b in cmp.regressions)

@@ -7,15 +7,14 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dpbench.gate.aa_between import aa_between
+from dpbench.gate.broad import broad_judgement, broad_pvalues
 from dpbench.gate.evidence import evidence
 from dpbench.gate.judge import (
-    BETWEEN_MIN_SD,
-    BETWEEN_SPREAD_FLOOR,
-    BETWEEN_SPREAD_MAX,
+    MIN_OTHERS,
     MIN_PAIRS,
     MIN_TRIALS,
     Evidence,
@@ -24,22 +23,20 @@ from dpbench.gate.judge import (
     Posterior,
     Prior,
     between_distribution,
-    fit_between,
     fit_prior,
     holm,
-    lognormal_ml,
     posterior,
-    posterior_variance,
     tail_p,
-    within_run_variance,
 )
-from dpbench.gate.machine_shift import machine_shift
+from dpbench.gate.machine_shift import MachineMove, control_move, machine_shift
+from dpbench.gate.reference import reference_cases
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
 
 __all__ = ["Item", "choose_method", "judge_family"]
 
+BROAD_TEST = "the broad tests"  # their key among the cases' p-values in the Holm families (never a case's name)
 BETWEEN_GRID_STEP = 0.05  # log sd: the grid of each case's between-run posterior from --aa runs
 
 
@@ -102,51 +99,6 @@ def _t_p(excess: float, bound: float, se: float, df: float, upper: bool) -> floa
     return float(stdtr(df, -t) if upper else stdtr(df, t))
 
 
-def _aa_between(
-    prior: Prior, base: dict[str, Pooled], aa: Sequence[dict[str, Pooled]]
-) -> tuple[Prior, dict[str, Posterior]]:
-    """Each case's between-run variance measured by the baseline's own sessions (its runs and the
-    ``--aa`` runs, all of one commit): per case, the scatter of its run means (each run's common move,
-    the median over cases, taken out) beyond what its trials explain; across cases a log-normal
-    (:func:`lognormal_ml`), and each case's posterior given its own scatter. → (the log-normal, the
-    posteriors); no prior (NaN) with fewer than two sessions or three cases."""
-    import numpy as np
-
-    names = [n for n in base if all(n in other for other in aa)]
-    per_case: dict[str, list[list[float]]] = {}
-    for n in names:
-        runs = [r for r in base[n].runs] + [r for other in aa for r in other[n].runs]
-        if len(runs) >= 2 and all(len(r) >= 1 and min(r) > 0 for r in runs):
-            per_case[n] = [[math.log(t) for t in r] for r in runs]
-    sizes = {len(v) for v in per_case.values()}
-    if len(per_case) < 3 or len(sizes) != 1:
-        return Prior(sd=math.nan, spread=math.nan), {}
-    names = list(per_case)
-    means = np.array([[statistics.fmean(r) for r in per_case[n]] for n in names])  # cases × sessions
-    means -= np.median(means - means[:, :1], axis=0)[None, :]  # each session's common move
-    dev = means - means.mean(axis=1, keepdims=True)
-    sessions_n = means.shape[1]
-    ss, known = [], []
-    for k, n in enumerate(names):
-        runs = per_case[n]
-        df_w = sum(len(r) - 1 for r in runs)
-        level = statistics.fmean(x for r in runs for x in r)
-        v = posterior_variance(within_run_variance(runs), df_w, prior, level) if df_w > 0 else math.nan
-        ss.append(float(np.sum(dev[k] ** 2)))
-        known.append(v * statistics.fmean(1 / len(r) for r in runs) if math.isfinite(v) else 0.0)
-    df = sessions_n - 1
-    # Bounded as the comparison's own fit is (judge.fit_between): a few degrees of freedom per case tell the
-    # typical offset far better than how unequal the cases are.
-    sd, spread = lognormal_ml(
-        ss, [df] * len(ss), known, step=0.02, spread_bounds=(BETWEEN_SPREAD_FLOOR, BETWEEN_SPREAD_MAX)
-    )
-    fitted = Prior(sd=max(sd, BETWEEN_MIN_SD), spread=spread)
-    # A coarser grid than the trial spread's: these posteriors are wide (a few degrees of freedom each).
-    return fitted, {
-        n: posterior(ss[k] / df, df, fitted, known=known[k], step=BETWEEN_GRID_STEP) for k, n in enumerate(names)
-    }
-
-
 def judge_family(
     items: Sequence[Item],
     *,
@@ -204,6 +156,16 @@ def judge_family(
     if null is not None:
         family.against_no_change = null == "no change"
     _test(out, evs, family, threshold=threshold, alpha=alpha, method=method)
+    broad, note = broad_judgement(
+        [out[n] for n in evs],
+        control=family.control,
+        gap=family.move.gap,
+        slower_adjusted=family.slower_adjusted,
+        faster_adjusted=family.faster_adjusted,
+        threshold=threshold,
+        alpha=alpha,
+    )
+    family.public.broad, family.public.broad_note = broad.value, note
     for first, others in duplicates.items():
         for name in others:
             copy = out[first]
@@ -218,38 +180,58 @@ class _FamilyState:
     public: Family
     posts: dict[str, Posterior | None]  # per case: its trial variance's posterior (None: no prior)
     between: dict[str, Posterior]  # per case (trials method): its between-run variance τ², as a distribution
-    shift: dict[str, float]  # per case: the log shift of the machine it is judged beyond (see machine_shift)
-    shift_var: float  # that estimate's variance, added to every case's
+    move: MachineMove  # per case the log shift of the machine it is judged beyond, and the broad test
+    control: float  # the controls' median log move (NaN without controls)
+    # The broad tests' p-values after Holm (dpbench.gate.broad.broad_pvalues; 1: not tested).
+    slower_adjusted: float = 1.0
+    faster_adjusted: float = 1.0
     # Test against no change (True) or against the threshold (False): see _null_bounds.
     against_no_change: bool = True
+
+    @property
+    def shift(self) -> dict[str, float]:
+        return self.move.shift
+
+    @property
+    def shift_var(self) -> float:
+        return self.move.shift_var if math.isfinite(self.move.shift_var) else 0.0
+
+
+def _spread(trial_var: float, between: Posterior | None, b: float) -> Posterior:
+    """A case's variance of its log ratio as a distribution: its trial part plus its between-run offset's."""
+    import numpy as np
+
+    trial = trial_var if math.isfinite(trial_var) else 0.0
+    if between is None or b == 0:
+        return Posterior(variances=np.array([trial]), weights=np.array([1.0]))
+    return Posterior(variances=trial + between.variances * b, weights=between.weights)
 
 
 def _family(
     method: Method, evs: dict[str, Evidence], items: list[Item], aa, aa_base, *, threshold: float, alpha: float
 ) -> _FamilyState:
     prior = fit_prior([e.s2 for e in evs.values()], [e.df for e in evs.values()], [e.level for e in evs.values()])
-    own = Prior(sd=0.0, spread=0.0)  # the comparison's own fit of the between-run offsets
     aa_fit = Prior(sd=math.nan, spread=math.nan)
     between: dict[str, Posterior] = {}
     posts = {n: posterior(e.s2, e.df, prior, e.level) for n, e in evs.items()}  # None: no prior
     # Each case's expected trial variance of its log difference (its own estimate where there is no prior).
     trial_var = {n: (posts[n].mean if posts[n] is not None else e.s2) * e.a for n, e in evs.items()}
-    if method == Method.TRIALS and evs:
-        within = [v if math.isfinite(v) else 0.0 for v in trial_var.values()]
-        centre = median([e.diff for e in evs.values()])
-        own = fit_between([e.diff - centre for e in evs.values()], within, [e.b for e in evs.values()])
-        shared = between_distribution(own)
-        between = {n: shared for n in evs}
-        if aa:
-            aa_fit, measured = _aa_between(prior, aa_base, aa)
-            between.update({n: post for n, post in measured.items() if n in evs and post is not None})
-    variances = {n: trial_var[n] + (between[n].mean * e.b if n in between else 0.0) for n, e in evs.items()}
     tested = {i.name for i in items if i.name in evs}
     controls = [c for c in (_control_log_ratio(i) for i in items if i.name in tested) if not math.isnan(c)]
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
-    shift, shift_var, basis, broad = machine_shift(
-        evs, variances, controls, threshold=threshold, alpha=alpha, runs=runs
+    control, sampling_c, own_c = control_move(controls, runs)
+    reference = reference_cases(
+        evs, trial_var, control=control, control_var=sampling_c + own_c, fit_between_runs=method == Method.TRIALS
     )
+    own = reference.between  # the comparison's own fit of the between-run offsets, on the reference cases
+    if method == Method.TRIALS and evs:
+        shared = between_distribution(own)
+        between = {n: shared for n in evs}
+        if aa:
+            aa_fit, measured = aa_between(prior, aa_base, aa)
+            between.update({n: post for n, post in measured.items() if n in evs and post is not None})
+    spreads = {n: _spread(trial_var[n], between.get(n), e.b) for n, e in evs.items()}
+    move = machine_shift(evs, spreads, reference, controls, threshold=threshold, alpha=alpha, runs=runs)
     public = Family(
         method=method.value,
         size=len(evs),
@@ -262,16 +244,14 @@ def _family(
         between_run_spread_aa=aa_fit.spread,
         control_shift=math.exp(median(controls)) if controls else math.nan,
         median_shift=math.exp(median([e.diff for e in evs.values()])) if evs else math.nan,
-        shift_basis=basis,
-        broad_change=math.exp(broad) if math.isfinite(broad) else math.nan,
+        shift_basis=move.basis,
+        broad_change=math.exp(move.gap) if math.isfinite(move.gap) else math.nan,
+        reference_size=len(reference.names),
+        reference_anchored=reference.anchored,
+        broad_gap=math.exp(move.gap) if math.isfinite(move.gap) else math.nan,
+        broad_p=move.gap_p,
     )
-    return _FamilyState(
-        public=public,
-        posts=posts,
-        between=between,
-        shift=shift,
-        shift_var=shift_var if math.isfinite(shift_var) else 0.0,
-    )
+    return _FamilyState(public=public, posts=posts, between=between, move=move, control=control)
 
 
 def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
@@ -325,8 +305,32 @@ def _test(
         }[method]
         out[name].pairs = e.pairs
     names = list(p_up)
-    adj_up = dict(zip(names, holm([p_up[n] for n in names])))
-    adj_down = dict(zip(names, holm([p_down[n] for n in names])))
+    # The broad tests (everything slower, everything faster: dpbench.gate.broad) are two more hypotheses of
+    # the job, in the same Holm families as the cases', so the job's false-alarm rate stays alpha.
+    broad = BROAD_TEST if names and math.isfinite(fam.control) and len(names) > MIN_OTHERS else None
+    if broad:
+        shift = fam.shift
+        slower, faster = broad_pvalues(
+            [
+                (
+                    p_up[n],
+                    p_down[n],
+                    out[n].ratio / math.exp(max(shift[n], 0.0)),
+                    out[n].ratio / math.exp(min(shift[n], 0.0)),
+                )
+                for n in names
+            ],
+            gap=fam.move.gap,
+            gap_p=fam.move.gap_p,
+            threshold=threshold,
+        )
+        p_up, p_down = {**p_up, broad: slower}, {**p_down, broad: faster}
+    adj_up = dict(zip(p_up, holm(list(p_up.values()))))
+    adj_down = dict(zip(p_down, holm(list(p_down.values()))))
+    if broad:
+        fam.public.broad_p = min(p_up[broad], p_down[broad])
+        fam.slower_adjusted, fam.faster_adjusted = adj_up[broad], adj_down[broad]
+        fam.public.broad_p_adjusted = min(adj_up[broad], adj_down[broad])
     for name in names:
         _verdict(
             out[name],
@@ -337,7 +341,7 @@ def _test(
             fam,
             threshold=threshold,
             alpha=alpha,
-            family_size=len(names),
+            family_size=f"{len(names)} cases" + (" and the broad tests" if broad else ""),
         )
 
 
@@ -351,7 +355,7 @@ def _verdict(
     *,
     threshold: float,
     alpha: float,
-    family_size: int,
+    family_size: str,
 ) -> None:
     slower_raw = b.ratio > 1 + threshold
     faster_raw = b.ratio < 1 - threshold
@@ -369,7 +373,7 @@ def _verdict(
     )
     if excess_up > 1 + threshold:
         b.verdict = Verdict.REGRESSED if adj_up < alpha else Verdict.INCONCLUSIVE
-        significance = f"p = {p_up:.2g} against {null_up}, {adj_up:.2g} after Holm over {family_size} cases"
+        significance = f"p = {p_up:.2g} against {null_up}, {adj_up:.2g} after Holm over {family_size}"
         notes.append(
             f"slower by {fmt_ratio(excess_up)} {beyond}, {significance}"
             if b.verdict == Verdict.REGRESSED
@@ -383,7 +387,7 @@ def _verdict(
         )
     elif excess_down < 1 - threshold:
         b.verdict = Verdict.IMPROVED if adj_down < alpha else Verdict.UNCHANGED
-        significance = f"p = {p_down:.2g} against {null_down}, {adj_down:.2g} after Holm over {family_size} cases"
+        significance = f"p = {p_down:.2g} against {null_down}, {adj_down:.2g} after Holm over {family_size}"
         notes.append(
             f"faster by {fmt_ratio(excess_down)} {beyond}, {significance}"
             if b.verdict == Verdict.IMPROVED

@@ -31,12 +31,19 @@ differs widely from benchmark to benchmark. What that means for the test:
   own posterior (``family._aa_between``).
 * ``R`` moves every benchmark alike. Two things measure it: the controls (a fixed computation
   timed in the same workers; their median over the run, which carries the controls' own run
-  offset, :data:`CONTROL_RUN_SD`) and the other benchmarks (the median log ratio of every case but
-  the one judged). The benchmarks' median is the more precise and is used, unless the benchmarks as
-  a whole moved beyond the controls by more than the threshold, significantly: then the code moved
-  everything, and each case is judged beyond the controls (``machine_shift.machine_shift``). A machine
-  that got slower excuses the slowdown it explains and no more; one that got faster never makes a
-  slowdown out of an unchanged case.
+  offset, :data:`CONTROL_RUN_SD`) and the *reference* cases (``reference.reference_cases``: the
+  cases that moved as the controls did — sought where the steadier cases are densest within the
+  controls' reach — so a change of most of the suite is not taken for the machine). The reference's
+  median (every reference case but the one judged) is the more precise and is used, unless the
+  reference as a whole moved beyond the controls by more than the threshold, significantly: then the
+  code moved everything, and each case is judged beyond the controls (``machine_shift.machine_shift``).
+  The between-run offset is fitted on the reference's side of the cases too, so a group of changed
+  cases does not widen it. A machine that got slower excuses the slowdown it explains and no more;
+  one that got faster never makes a slowdown out of an unchanged case.
+* The job itself is judged once more (``broad``): "(nearly) everything slower while the controls
+  held" — the reference's median beyond the controls, or more cases beyond the threshold at p < 0.05
+  than no change allows (a binomial count) — is a broad regression and fails the job; its p-value
+  is one more hypothesis in the cases' Holm family.
 * One ``regressed`` among ~70 benchmarks fails the job, so p-values are corrected across the
   distinct cases (Holm: the family-wise error rate is at most ``alpha`` where the variances are
   right). The p-value is against *no change* beyond the machine, and the threshold is a

@@ -62,6 +62,18 @@ class Family:
     # (the benchmarks as a whole moved beyond the controls: the code moved everything), or "none".
     shift_basis: str = ""
     broad_change: float = math.nan  # median benchmark ratio ÷ median control ratio (NaN without controls)
+    # The reference cases (those that moved as the controls did: dpbench.gate.reference) the machine's move
+    # and the between-run offset were read from, and whether the controls chose them.
+    reference_size: int = 0
+    reference_anchored: bool = False
+    # The broad test: the reference's median move beyond the controls' (a ratio), its p against no such
+    # move and that p after Holm with the cases'; and the job's verdict on a move of (nearly) everything
+    # (dpbench.gate.broad.Broad: none, regression, improvement, machine, unsettled) with its sentence.
+    broad_gap: float = math.nan
+    broad_p: float = math.nan
+    broad_p_adjusted: float = math.nan
+    broad: str = "none"
+    broad_note: str = ""
 
 
 @dataclass(kw_only=True)
@@ -88,8 +100,20 @@ class Comparison:
         return {v.value: len(self.of(v)) for v in Verdict}
 
     @property
+    def broad_regression(self) -> bool:
+        """The job's own verdict: (nearly) everything slower while the controls held (dpbench.gate.broad)."""
+        return self.family.broad == "regression"
+
+    @property
+    def job_inconclusive(self) -> bool:
+        """The benchmarks moved beyond the threshold against the controls, not significantly: neither
+        a regression of everything nor the machine (dpbench.gate.broad)."""
+        return self.family.broad == "unsettled"
+
+    @property
     def exit_code(self) -> int:
-        """1 on a regression, and when the candidate lost benchmarks (unless allowed); else 0."""
-        if self.regressions or (self.of(Verdict.MISSING) and not self.allow_missing):
+        """1 on a regression (of a case, or of everything), and when the candidate lost benchmarks
+        (unless allowed); else 0."""
+        if self.regressions or self.broad_regression or (self.of(Verdict.MISSING) and not self.allow_missing):
             return 1
         return 0

@@ -156,7 +156,9 @@ def test_simulated_machine_slowdown_alone_fails_no_job_and_a_real_one_beyond_it_
     _, caught = _jobs(
         UNIFORM, jobs=15, seed=4, benchmarks=30, trials=5, paired=False, effect=2.0, target_sd=0.02, machine=1.12
     )
-    assert caught >= 14
+    # 13 of 15: the job's two broad tests join the Holm family (31 hypotheses), which puts one job's
+    # p = 0.00033 at 0.0103; the other miss is the heavy-tailed between-run allowance (p = 0.00079).
+    assert caught >= 13
 
 
 @pytest.mark.slow
