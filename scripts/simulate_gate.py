@@ -6,7 +6,8 @@ Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (
 Seeded: the same arguments print the same numbers.
 
     scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today] [--jobs 1000] [--power]
+    scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today|midday|afternoon] [--jobs 1000]
+                             [--power] [--broad [--broad-jobs N]]
                              [--alpha 0.01] [--aa-runs N]   # N --aa runs of the baseline for compare
 
 A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
@@ -28,7 +29,9 @@ from dpbench.gate.ab import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
 from dpbench.gate.simulation import (
+    AFTERNOON,
     CLEAN,
+    MIDDAY,
     TODAY,
     TrialNoiseModel,
     draw_case_params,
@@ -45,6 +48,8 @@ SCENARIOS = {
         **{**CLEAN.to_dict(), "case_run_sd_spread": 0.0, "source": "clean, every case's between-run offset alike"}
     ),
     "today": TODAY,
+    "midday": MIDDAY,
+    "afternoon": AFTERNOON,
 }
 
 
@@ -96,7 +101,7 @@ def one_job(
         for _ in range(aa_runs)
     ]
     items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
-    judged, _ = judge_family(
+    judged, family = judge_family(
         items,
         threshold=THRESHOLD,
         alpha=alpha,
@@ -105,7 +110,7 @@ def one_job(
         aa_base={f"b{i}": b for i, b in enumerate(base)},
         null=null,
     )
-    failed = any(b.verdict == Verdict.REGRESSED for b in judged)
+    failed = family.broad == "regression" or any(b.verdict == Verdict.REGRESSED for b in judged)
     return failed, next(b.verdict for b in judged if b.name == "b0")
 
 
@@ -252,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=tuple(SCENARIOS),
         default="clean",
         help="built-in model when no --model: clean (provisional), uniform (clean with every case's "
-        "between-run offset alike) or today (a few cases jumping between sessions)",
+        "between-run offset alike), today (a few cases jumping between sessions), midday or afternoon "
+        "(the two models fitted on the development VM after the fresh-helper fix)",
     )
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--benchmarks", type=int, default=70)
@@ -262,6 +268,16 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=AB_PAIRS,
         help=f"paired ab: pairs of one-trial runs (dpbench ab's default {AB_PAIRS})",
+    )
+    p.add_argument(
+        "--broad",
+        action="store_true",
+        help="also print the broad-change table (10/50/100%% of the cases slowed 25/50%%, with and "
+        "without the machine moving too; --broad-jobs jobs a cell)",
+    )
+    p.add_argument("--broad-jobs", type=int, default=300)
+    p.add_argument(
+        "--broad-targets", action="store_true", help="--broad: only A/A, the machine +12%%, half +50%%, all +25%%"
     )
     p.add_argument("--power", action="store_true", help="also print the power table (CV × trials × effect)")
     p.add_argument("--power-jobs", type=int, default=200)
@@ -324,6 +340,22 @@ def main(argv: list[str] | None = None) -> int:
             paired_too=not args.power_compare_only,
             null=null,
             pairs=args.pairs,
+        )
+    if args.broad:
+        from _gate_broad import broad_table
+
+        broad_table(
+            model,
+            jobs=args.broad_jobs,
+            seed=args.seed,
+            benchmarks=args.benchmarks,
+            trials=args.trials,
+            pairs=args.pairs,
+            threshold=THRESHOLD,
+            alpha=args.alpha,
+            paired_too=not args.power_compare_only,
+            targets_only=args.broad_targets,
+            pct=_pct,
         )
     if args.power:
         power_table(

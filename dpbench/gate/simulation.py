@@ -29,7 +29,9 @@ from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_
 from dpbench.stats import median, percentile
 
 __all__ = [
+    "AFTERNOON",
     "CLEAN",
+    "MIDDAY",
     "TrialNoiseModel",
     "TODAY",
     "draw_case_params",
@@ -94,6 +96,34 @@ TODAY = TrialNoiseModel(
         "jumpy_sd": 0.3,
         "source": "before the harness fix: 5 of 70 cases jump by up to 2×",
     }
+)
+
+# The two models scripts/aa_check fitted on the 2-core development VM after the fresh-helper fix, as its
+# validation table records them (docs: the gate's validation page): four quick runs of one commit each.
+# The per-case offset the midday fit put at its floor (0) is 0.1% here, spread 0.
+MIDDAY = TrialNoiseModel(
+    trial_sd=0.148,
+    trial_sd_spread=0.20,
+    trial_sd_slope=-0.24,
+    level_sd=1.52,
+    case_run_sd=0.001,
+    case_run_sd_spread=0.0,
+    run_sd=0.018,
+    control_sd=0.185,
+    control_run_sd=0.010,
+    source="fitted: 4 quick runs, fresh helper each trial pass (2-core VM, midday)",
+)
+AFTERNOON = TrialNoiseModel(
+    trial_sd=0.158,
+    trial_sd_spread=0.24,
+    trial_sd_slope=-0.30,
+    level_sd=1.54,
+    case_run_sd=0.017,
+    case_run_sd_spread=0.0,
+    run_sd=0.015,
+    control_sd=0.157,
+    control_run_sd=0.029,
+    source="fitted: runs 5-8 of the history check (2-core VM, afternoon)",
 )
 
 

@@ -1,0 +1,112 @@
+"""Broad changes for ``scripts/simulate_gate.py --broad``: a share of the cases slowed together.
+
+A change of the code that touches most of a suite (a slower optimizer step, convolution, allreduce or
+library) moves many cases at once; a slower machine moves every case *and* the controls. Each simulated
+job draws both sides from a noise model (:mod:`dpbench.gate.simulation`), slows the first
+``share`` of the cases by ``effect`` (their controls untouched) and moves everything, controls
+included, by ``machine``; it goes through the real :func:`dpbench.gate.family.judge_family`. Case 0 is
+one of the slowed cases with a trial spread of CV 5% (a steady case), so the table can say how often a
+steady slowed case is flagged.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from dpbench.gate.family import Item, judge_family
+from dpbench.gate.simulation import TrialNoiseModel, draw_case_params, draw_side, level_for
+from dpbench.gate.verdicts import Verdict
+
+__all__ = ["broad_job", "broad_table"]
+
+STEADY_CV = 0.05
+SHARES = (0.1, 0.5, 1.0)
+EFFECTS = (1.25, 1.5)
+MACHINES = (1.0, 1.12)
+
+
+def broad_job(
+    model: TrialNoiseModel,
+    rng: random.Random,
+    *,
+    benchmarks: int,
+    trials: int,
+    paired: bool,
+    share: float,
+    effect: float,
+    machine: float,
+    threshold: float,
+    alpha: float,
+) -> tuple[bool, bool, str]:
+    """One job → (did it fail, was case 0 — slowed, CV 5% — regressed, the job's broad verdict)."""
+    cases = draw_case_params(model, rng, benchmarks)
+    slowed = round(share * benchmarks)
+    if slowed:
+        cases[0] = replace(cases[0], trial_sd=STEADY_CV, level=level_for(model, STEADY_CV))
+    effects = [effect if i < slowed else 1.0 for i in range(benchmarks)]
+    if paired:
+        shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
+        base = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared)
+        cand = draw_side(
+            model, cases, rng, runs=trials, trials=1, shared_offsets=shared, effects=effects, control_effect=machine
+        )
+    else:
+        base = draw_side(model, cases, rng, runs=1, trials=trials)
+        cand = draw_side(model, cases, rng, runs=1, trials=trials, effects=effects, control_effect=machine)
+    items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
+    judged, family = judge_family(items, threshold=threshold, alpha=alpha, paired=paired)
+    failed = family.broad == "regression" or any(b.verdict == Verdict.REGRESSED for b in judged)
+    return failed, bool(slowed) and judged[0].verdict == Verdict.REGRESSED, family.broad
+
+
+def broad_table(
+    model: TrialNoiseModel,
+    *,
+    jobs: int,
+    seed: int,
+    benchmarks: int,
+    trials: int,
+    pairs: int,
+    threshold: float,
+    alpha: float,
+    paired_too: bool = True,
+    targets_only: bool = False,
+    pct,
+) -> None:
+    """Print, per design, the share of failing jobs and of steady slowed cases flagged for every scenario."""
+    print(
+        f"\nbroad changes ({jobs} jobs a cell, {benchmarks} cases; compare: one run of {trials} trials a side; "
+        f"paired ab: {pairs} pairs; threshold {threshold:.0%}, alpha {alpha}; the slowed CV-{STEADY_CV:.0%} case "
+        "is one of the slowed cases)"
+    )
+    print("| design | cases slowed | by | machine (controls too) | jobs failing | slowed CV-5% case flagged |")
+    print("|---|---|---|---|---|---|")
+    scenarios = [(0.0, 1.0, 1.0), (0.0, 1.0, 1.12)] + [(s, e, m) for s in SHARES for e in EFFECTS for m in MACHINES]
+    if targets_only:  # the issue's targets: A/A, the machine alone, half the cases +50%, every case +25%
+        scenarios = [(0.0, 1.0, 1.0), (0.0, 1.0, 1.12), (0.5, 1.5, 1.0), (1.0, 1.25, 1.0)]
+    for paired in (False, True) if paired_too else (False,):
+        design = f"paired ab, {pairs} pairs" if paired else "compare"
+        for share, effect, machine in scenarios:
+            rng = random.Random(hash((seed, share, effect, machine, paired)) & 0xFFFFFFFF)
+            failed = flagged = 0
+            for _ in range(jobs):
+                f, c, _ = broad_job(
+                    model,
+                    rng,
+                    benchmarks=benchmarks,
+                    trials=pairs if paired else trials,
+                    paired=paired,
+                    share=share,
+                    effect=effect,
+                    machine=machine,
+                    threshold=threshold,
+                    alpha=alpha,
+                )
+                failed += f
+                flagged += c
+            print(
+                f"| {design} | {share:.0%} | {'–' if not share else f'+{effect - 1:.0%}'} | {machine - 1:+.0%} | "
+                f"{pct(failed, jobs)} | {pct(flagged, jobs) if share else '–'} |",
+                flush=True,
+            )
