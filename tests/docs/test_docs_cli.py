@@ -98,3 +98,17 @@ def test_the_extractor_can_fail():
     # A page that names an option the parser lacks must be told apart.
     text = "| option | default | meaning |\n|---|---|---|\n| `-o FILE`, `--output FILE` | `x` | |\n| `--nope` | | |\n"
     assert set(documented_options(text)) == {"-o", "--output", "--nope"}
+
+
+def test_compare_help_says_what_a_directory_stands_for(tmp_path, capsys):
+    # A directory is one run for compare (its newest), several for report (one per machine).
+    from dpbench.results.load import resolve_run, resolve_runs
+
+    for machine, names in {"a": ["0001_x.json", "0002_y.json"], "b": ["0001_z.json"]}.items():
+        (tmp_path / machine).mkdir()
+        for name in names:
+            (tmp_path / machine / name).write_text("{}")
+    assert resolve_run(tmp_path).name in {"0002_y.json", "0001_z.json"}  # exactly one run
+    assert len(resolve_runs([tmp_path])) == 2  # the newest of each machine
+    assert "a directory (its newest run) or" in " ".join(subparsers()["compare"].format_help().split())
+    assert "a directory (its newest run per machine)" in " ".join(subparsers()["report"].format_help().split())

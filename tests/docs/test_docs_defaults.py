@@ -14,6 +14,7 @@ from dpbench.cluster import exit_watch, liveness, node, parent_watch
 from dpbench.gate import ab, compare
 from dpbench.history import changepoints
 from dpbench.launcher.run import launch
+from dpbench.measure import tracing
 from dpbench.measure.profiles import resolve_profile
 from dpbench.workers import base, lifeline
 
@@ -65,6 +66,8 @@ CHECKS = [
     ("suites.md", f"{FULL.trials} trials × {FULL.rounds} rounds of ~{num(FULL.target_round_s)} s"),
     ("suites.md", f"a round lasts about {num(QUICK.target_round_s)} s (quick) / {num(FULL.target_round_s)} s (full)"),
     ("suites.md", f"R rounds of `run.step(k)` ({QUICK.rounds} quick / {FULL.rounds} full)"),
+    # traces
+    ("traces.md", f"{tracing.TRACE_WARMUP} profiler warm-up step and {tracing.TRACE_STEPS} recorded steps run under"),
     # launch and the workers
     ("python-api.md", f"`timeout` (default {num(LAUNCH_TIMEOUT)} s)"),
     ("python-api.md", f"`FAILURE_GRACE_SECONDS`, {num(base.FAILURE_GRACE_SECONDS)} s"),
