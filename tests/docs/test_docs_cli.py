@@ -112,3 +112,23 @@ def test_compare_help_says_what_a_directory_stands_for(tmp_path, capsys):
     assert len(resolve_runs([tmp_path])) == 2  # the newest of each machine
     assert "a directory (its newest run) or" in " ".join(subparsers()["compare"].format_help().split())
     assert "a directory (its newest run per machine)" in " ".join(subparsers()["report"].format_help().split())
+
+
+def test_the_gate_page_explains_every_verdict_and_no_other():
+    from _docs_pages import page as doc_page
+
+    from dpbench.gate.verdicts import Verdict
+
+    text = section(doc_page("gate.md"), "## Verdicts, and what to do next")
+    documented = {cells[0].strip("`") for cells in table_rows(text) if cells[0] != "verdict"}
+    assert documented == {v.value for v in Verdict}
+
+
+def test_the_exit_codes_are_the_codes():
+    from dpbench import cli
+    from dpbench.gate import ab
+
+    rows = {cells[0]: cells[1] for cells in table_rows(section(CLI, "## Exit codes"))}
+    assert "unusable input" in rows[str(cli.EXIT_INPUT)] and "internal error" in rows[str(cli.EXIT_INTERNAL)]
+    assert "`ab`" in rows[str(ab.EXIT_SUITE_FAILED)] and "SIGTERM" in rows[str(ab.EXIT_TERMINATED)]
+    assert "Ctrl-C" in rows[str(ab.EXIT_INTERRUPTED)]
