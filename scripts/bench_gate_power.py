@@ -2,7 +2,7 @@
 """The gate's power table: CV × trials × effect, for ``dpbench compare`` and paired ``dpbench ab``.
 
 A thin front to ``scripts/simulate_gate.py`` (the one simulation of the gate, through the real
-``judge_family``); kept under its old name because the README and older notes point here.
+``judge_family``); kept under its old name because older notes point here.
 
     .venv/bin/python scripts/bench_gate_power.py [--model model.json | --scenario uniform] [--power-jobs 200]
 """

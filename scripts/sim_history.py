@@ -3,7 +3,7 @@
 
 Series are drawn from dpbench.history.simulation (NOISE: trial CV, run offset, trials per
 commit: swap it there when a new fit of the real noise model changes it, and rerun).
-Prints one Markdown table row per scenario (README "History"):
+Prints one Markdown table row per scenario (docs/validation/history.md):
 
 - stationary: confirmed changes per 100 series (target <= 1);
 - step: one 10% step at a random commit in [10, 40]: found, as the only change, at the right

@@ -1,4 +1,4 @@
-"""The README's main command runs this demo until the suites exist: it must agree and exit 0."""
+"""The demo the README points to (python -m dpbench.demo): it must agree and exit 0."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from dpbench.results.load import RUNS_HELP, add_results_dir
+from dpbench.results.load import RUN_HELP, add_results_dir
 
 __all__ = ["add_compare_arguments", "compare_parser", "register_compare", "run_compare"]
 
@@ -47,7 +47,7 @@ _COMPARE_PARSER = dict(
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {RUNS_HELP}")
+    p.add_argument("runs", nargs="*", metavar="RUN", help=f"BASELINE and CANDIDATE, each {RUN_HELP}")
     p.add_argument(
         "--baseline",
         nargs="+",

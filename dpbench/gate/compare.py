@@ -15,7 +15,7 @@ but unimportant changes; the test ignores noise that happens to cross it; the co
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 
 The choices were made by simulating the gate (``scripts/simulate_gate.py``) from a noise
-model fitted to real runs (:mod:`dpbench.gate.simulation`); the README has the tables.
+model fitted to real runs (:mod:`dpbench.gate.simulation`); docs/validation/gate.md has the tables.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 DEFAULT_THRESHOLD = 0.10
-DEFAULT_ALPHA = 0.01  # the share of jobs with no regression that may fail: simulated 0.7-1.0% (README)
+DEFAULT_ALPHA = 0.01  # the share of jobs with no regression that may fail: simulated 0.7-1.0% (docs/validation/gate.md)
 
 
 def parse_threshold(text: str) -> float:
@@ -186,7 +186,7 @@ def _side_warnings(
             "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)"
         )
     # The workers' runtimes read these when they start: a setting on one side only (a wait policy, malloc's
-    # trim threshold) moves step times by itself (README: "Harness overhead: where the gap was").
+    # trim threshold) moves step times by itself (docs/validation/overhead.md, "Harness overhead: where the gap was").
     warnings += [
         f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)"
         for m in runtime_mismatches(baseline, candidate)

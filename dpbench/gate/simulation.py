@@ -68,7 +68,7 @@ class TrialNoiseModel:
         return {k: v for k, v in asdict(self).items() if k != "fitted"}
 
     def percentiles(self) -> dict[str, float]:
-        """The p90 of the two log-normal spreads (for the README's table)."""
+        """The p90 of the two log-normal spreads (for the validation page's table, docs/validation/gate.md)."""
         return {
             "trial_sd_p90": self.trial_sd * math.exp(_Z90 * self.trial_sd_spread),
             "case_run_sd_p90": self.case_run_sd * math.exp(_Z90 * self.case_run_sd_spread),

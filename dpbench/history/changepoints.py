@@ -16,7 +16,7 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
    least significant boundary with p >= ``alpha`` is merged away and the rest re-tested, until
    every boundary left has p < ``alpha``. The p is selection-biased (the segmentation chose the boundary),
    so ``alpha`` is not a false-alarm rate by itself: :data:`DEFAULT_ALPHA` was chosen by
-   simulation (``scripts/sim_history.py``, README "History") to keep stationary 50-point series at
+   simulation (``scripts/sim_history.py``, docs/validation/history.md) to keep stationary 50-point series at
    <= 1 confirmed change per 100 series; a longer series uses ``alpha x 50 / points`` (it tests
    that many more positions).
 

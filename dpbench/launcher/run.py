@@ -248,7 +248,7 @@ class Run:
         Call it after the timed steps: traced steps continue the batch sequence and are never
         timed steps. Returns a :class:`dpbench.launcher.tracing.TraceResult` (files, traced step
         times, or ``skip_reason`` when the strategy cannot be traced per rank: dp, torch-dp).
-        ``dpbench.traces.analyse_case(result.files)`` gives the breakdown (see the README).
+        ``dpbench.traces.analyse_case(result.files)`` gives the breakdown (see docs/traces.md).
         """
         from dpbench.launcher.tracing import trace_run
 

@@ -4,7 +4,7 @@ rounds, control and case metrics, :data:`TRACE_STEPS` more steps run under torch
 :mod:`dpbench.traces.analysis` reads from the per-rank traces, beside the two-pass estimate.
 
 Only the first trial is traced: one trace per case is what a user opens, and tracing every
-trial would cost every trial the profiler's start-up and export (see the README's overhead).
+trial would cost every trial the profiler's start-up and export (measured: docs/validation/traces.md).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ A run is one pytest-benchmark JSON file (``results/<machine-id>/NNNN_NAME.json``
 pytest-benchmark file loads; dpbench's ``extra_info`` (schemas ``dpbench.schema.READABLE_SCHEMAS``)
 enriches its rows. Results files are data: parsed with ``json`` only, never pickled or evaluated.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ __all__ = [
     "MACHINE_FIELDS",
     "DPBENCH_MARKERS",
     "RUNS_HELP",
+    "RUN_HELP",
     "add_results_dir",
     "ResultsError",
     "Run",
@@ -41,18 +43,35 @@ DEFAULT_RESULTS_DIR = Path("results")
 # Keys that mark extra_info as written by dpbench (as opposed to some other benchmark).
 DPBENCH_MARKERS = ("schema", "kind", "strategy", "workload", "steps_per_round", "collective")
 _RUN_FILE = re.compile(r"^(\d{4})_.*\.json$")
-_NAME_FIELDS = ("kind", "suite", "strategy", "workload", "device_type", "backend", "profile", "collective", "dtype",
-                "case_key")
+_NAME_FIELDS = (
+    "kind",
+    "suite",
+    "strategy",
+    "workload",
+    "device_type",
+    "backend",
+    "profile",
+    "collective",
+    "dtype",
+    "case_key",
+)
 _LISTED_RUNS = 20  # an unknown run id lists the saved runs, up to this many
 
 
 # How the commands that read saved runs (report, compare) name them, in one place.
 RUNS_HELP = "a results .json file, a directory (its newest run per machine) or a saved-run id like 0001"
+# Where one run is wanted (each side of compare): a directory stands for its single newest run
+# (resolve_run), since one side's runs must come from one machine.
+RUN_HELP = "a results .json file, a directory (its newest run) or a saved-run id like 0001"
 
 
 def add_results_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", metavar="DIR", default="results",
-                        help="pytest-benchmark storage that run ids refer to (default: results)")
+    parser.add_argument(
+        "--results",
+        metavar="DIR",
+        default="results",
+        help="pytest-benchmark storage that run ids refer to (default: results)",
+    )
 
 
 class ResultsError(ValueError):
@@ -261,8 +280,7 @@ def read_run(path: str | os.PathLike) -> Run:
     if not isinstance(doc, dict) or not all(k in doc for k in expected):
         found = sorted(doc)[:8] if isinstance(doc, dict) else type(doc).__name__
         raise ResultsError(
-            f"{path}: not a pytest-benchmark results file (expected keys {', '.join(expected)}; "
-            f"found {found})"
+            f"{path}: not a pytest-benchmark results file (expected keys {', '.join(expected)}; found {found})"
         )
     benchmarks = doc["benchmarks"]
     if not isinstance(benchmarks, list):
@@ -273,5 +291,11 @@ def read_run(path: str | os.PathLike) -> Run:
         _check_benchmark(path, i, bench)
     machine = doc["machine_info"] if isinstance(doc["machine_info"], dict) else {}
     commit = doc.get("commit_info") if isinstance(doc.get("commit_info"), dict) else {}
-    return Run(path=path, machine_info=machine, commit_info=commit, datetime=str(doc["datetime"]),
-               version=str(doc.get("version", "")), benchmarks=benchmarks)
+    return Run(
+        path=path,
+        machine_info=machine,
+        commit_info=commit,
+        datetime=str(doc["datetime"]),
+        version=str(doc.get("version", "")),
+        benchmarks=benchmarks,
+    )

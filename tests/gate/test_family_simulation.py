@@ -2,7 +2,7 @@
 drawn from, and seeded jobs of the simulation fail and catch what they should.
 
 The simulation here is the one ``scripts/simulate_gate.py`` runs at full size (1,000 jobs of 70
-benchmarks; README), kept small and seeded: a rate check that fails when the gate changes.
+benchmarks; docs/validation/gate.md), kept small and seeded: a rate check that fails when the gate changes.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _rate(scenario, n: int, seed: int) -> float:
 
 @pytest.mark.slow
 def test_detection_rates_on_the_noise_model():
-    """40 series per scenario (the script runs 1000): loose bounds around the README's table."""
+    """40 series per scenario (the script runs 1000): loose bounds around the table of docs/validation/history.md."""
     noise = SeriesNoiseModel()
 
     def stationary(rng):

@@ -1,7 +1,8 @@
-"""Every ```python block of README.md runs as written, on the CPU, in a fresh interpreter.
+"""Every ```python block of README.md and of the documentation (docs/) runs as written, on the CPU,
+in a fresh interpreter.
 
 Each block is its own script (examples guard their launches with ``if __name__ == "__main__":``
-as users must) and must exit 0. None needs a GPU: the README keeps its examples CPU-sized.
+as users must) and must exit 0. None needs a GPU: the pages keep their examples CPU-sized.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = {"README.md": (ROOT / "README.md").read_text()} | {
+    f"docs/{path.relative_to(ROOT / 'docs')}": path.read_text() for path in sorted((ROOT / "docs").rglob("*.md"))
+}
 _BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
 # Small sizes keep every example to seconds; the limit is for a hang, not for speed.
 TIMEOUT_S = 180
@@ -26,12 +29,13 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
     return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _BLOCK.finditer(text)]
 
 
-BLOCKS = python_blocks(README)
+BLOCKS = [(name, line, source) for name, text in PAGES.items() for line, source in python_blocks(text)]
 
 
 def test_every_python_fence_is_extracted():
-    fences = len(re.findall(r"^```python\s*$", README, flags=re.M))
-    assert fences >= 4 and len(BLOCKS) == fences
+    fences = sum(len(re.findall(r"^```python\s*$", text, flags=re.M)) for text in PAGES.values())
+    assert fences >= 5 and len(BLOCKS) == fences
+    assert any(name == "README.md" for name, _, _ in BLOCKS)
 
 
 def test_the_extractor_sees_a_broken_block(tmp_path):
@@ -50,8 +54,8 @@ def _run(source: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("line, source", BLOCKS, ids=[f"README-line-{line}" for line, _ in BLOCKS])
+@pytest.mark.parametrize("name, line, source", BLOCKS, ids=[f"{name}-line-{line}" for name, line, _ in BLOCKS])
 @pytest.mark.slow
-def test_example_runs_as_written(line, source, tmp_path):
+def test_example_runs_as_written(name, line, source, tmp_path):
     proc = _run(source, tmp_path)
-    assert proc.returncode == 0, f"README example at line {line} failed:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"{name}: the example at line {line} failed:\n{proc.stderr[-3000:]}"

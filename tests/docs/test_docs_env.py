@@ -1,0 +1,45 @@
+"""Every DPBENCH_* environment variable the code reads is documented, and the pages name no other.
+
+The code's names are the string literals `DPBENCH_<NAME>` in the package, the suites and the test
+runner; the documentation's are the backticked `DPBENCH_<NAME>` anywhere under docs/.
+"""
+
+from __future__ import annotations
+
+import re
+
+from _docs_pages import DOCS, ROOT, pages
+
+_NAME = re.compile(r"\bDPBENCH_[A-Z][A-Z0-9_]*\b")
+# Python names that look like variables but are not read from the environment.
+NOT_VARIABLES = {"DPBENCH_MARKERS"}
+# Where the code that reads variables lives (scripts/soak_faults.py's DPBENCH_ENOSPC_AT drives a
+# test-side plugin, not dpbench).
+SOURCES = [ROOT / "dpbench", ROOT / "suites", ROOT / "scripts" / "test", ROOT / "tests" / "conftest.py"]
+
+
+def code_variables() -> set[str]:
+    names: set[str] = set()
+    for source in SOURCES:
+        files = [source] if source.is_file() else sorted(source.rglob("*.py"))
+        for path in files:
+            names |= set(_NAME.findall(path.read_text()))
+    return names - NOT_VARIABLES
+
+
+def documented_variables() -> set[str]:
+    return {m for text in pages().values() for m in re.findall(r"`(DPBENCH_[A-Z0-9_]+)", text)}
+
+
+def test_the_code_reads_variables():
+    assert {"DPBENCH_PROFILE", "DPBENCH_TRIALS", "DPBENCH_EXIT_BARRIER_GRACE"} <= code_variables()
+
+
+def test_every_variable_the_code_reads_is_documented():
+    missing = code_variables() - documented_variables()
+    assert not missing, f"not documented anywhere under {DOCS.name}/: {sorted(missing)}"
+
+
+def test_the_pages_name_no_variable_the_code_does_not_read():
+    stale = documented_variables() - code_variables()
+    assert not stale, f"documented but read nowhere in the code: {sorted(stale)}"

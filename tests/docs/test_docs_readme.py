@@ -1,0 +1,84 @@
+"""The README is a short entry point: its quick-start commands exist, it holds no dated measurement,
+and each task of its index links to a page that exists (its Python example runs in
+test_docs_examples.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from _docs_pages import README, ROOT
+
+TEXT = README.read_text()
+MAX_LINES = 300
+TASKS = [
+    "Install and run",
+    "Which strategy is fastest for my model?",
+    "My own model under every strategy",
+    "Gate a pull request in CI",
+    "What does each field of a saved run mean?",
+    "Run on two nodes (torchrun / SLURM)",
+    "Read a trace",
+    "A verdict is `inconclusive`: now what?",
+    "Compare two environments or machines",
+]
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_quick_start_commands_exist():
+    commands = re.findall(r"^(scripts/\S+)", TEXT, flags=re.M)
+    assert {"scripts/bench", "scripts/test"} <= set(commands)
+    for command in commands:
+        path = ROOT / command
+        assert path.is_file() and os.access(path, os.X_OK), command
+
+
+def test_the_readme_is_short_and_holds_no_dated_measurement():
+    assert len(TEXT.splitlines()) <= MAX_LINES
+    assert not re.findall(r"\b20\d\d-\d\d-\d\d\b", TEXT), "dated measurements go to docs/validation/"
+
+
+def test_each_task_is_answered_with_a_link():
+    rows = {
+        cells[0]: cells
+        for cells in (re.split(r"(?<!\\)\|", line)[1:-1] for line in TEXT.splitlines() if line.startswith("| "))
+    }
+    for task in TASKS:
+        assert task in {name.strip() for name in rows}, f"the README's Tasks table lacks {task!r}"
+        cells = next(cells for name, cells in rows.items() if name.strip() == task)
+        assert _LINK.search(cells[-1]), f"{task!r}: no link to the page that answers it"
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors MkDocs gives the headings of ``markdown`` (toc's default slugify)."""
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, flags=re.M):
+        slug = re.sub(r"[^\w\s-]", "", heading.replace("`", "")).strip().lower()
+        out.add(re.sub(r"[-\s]+", "-", slug))
+    return out
+
+
+def broken_links(text: str) -> list[str]:
+    broken = []
+    for target in _LINK.findall(text):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            continue
+        path, _, anchor = target.partition("#")
+        file = ROOT / path
+        if not file.exists():
+            broken.append(target)
+        elif anchor and anchor not in anchors(file.read_text()):
+            broken.append(target)
+    return broken
+
+
+def test_every_link_of_the_readme_resolves():
+    assert broken_links(TEXT) == []
+
+
+def test_a_broken_link_is_found():
+    assert broken_links("[a](docs/no-such-page.md) [b](docs/gate.md#no-such-anchor) [c](docs/gate.md)") == [
+        "docs/no-such-page.md",
+        "docs/gate.md#no-such-anchor",
+    ]
