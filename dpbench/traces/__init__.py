@@ -3,8 +3,8 @@
 :mod:`dpbench.traces.analysis` reads the gzipped Chrome/Kineto JSON traces the workers wrote
 (``rank<r>.json.gz``) with the standard library only and returns, per rank and step, compute,
 communication, their overlap, exposed communication and idle time, and per collective the
-arrival skew across ranks with the straggler; :mod:`dpbench.traces.intervals` is the interval
-arithmetic behind it. HolisticTraceAnalysis's definitions are the reference, not its code (it
+arrival skew across ranks with the straggler (:mod:`dpbench.traces.skew`);
+:mod:`dpbench.traces.intervals` is the interval arithmetic behind it. HolisticTraceAnalysis's definitions are the reference, not its code (it
 reads CUDA kernels only and finds nothing in a CPU/gloo trace). :mod:`dpbench.traces.store`
 stages trace files during a session and publishes them beside the saved run.
 
