@@ -101,7 +101,7 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
     assert [line.split()[1] for line in lines] == FIRST
     assert all(re.match(r"PASS \S+ \(\d+ s of \d+ s\) ", line) for line in lines), lines
     assert "the lock (constraints.txt" in out.stdout.splitlines()[0]
-    assert out.stdout.splitlines()[-1] == "first pass: 7 steps, 520 s budgeted"
+    assert out.stdout.splitlines()[-1] == "first pass: 7 steps, 540 s budgeted"
     # What each step ran, on cuda, with the test suite's 5 s guard off.
     assert calls[0].startswith("scripts/gpu_inventory.py --require-cuda |")
     assert calls[1].startswith("scripts/gpu_smoke.py --device cuda |")
