@@ -21,7 +21,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-__all__ = ["inventory_lines", "cuda_problem", "gpu_modes", "mode_lines", "provenance_line", "main"]
+__all__ = ["inventory_lines", "cuda_problem", "gpu_modes", "mode_lines", "provenance_line", "missing_line", "main"]
+
+# What gpu-check's steps import, and which steps go without each: the image's own Python may lack some.
+NEEDED = {
+    "pytest": "every test and suite step",
+    "pytest_benchmark": "every pytest step (pyproject's addopts name its options)",
+    "psutil": "the workers",
+    "pynvml": "GPU facts and sampling (nvidia-ml-py)",
+    "sklearn": "the convergence step (scikit-learn's digits)",
+    "pandas": "the report and compare",
+    "seaborn": "the report",
+    "jinja2": "the report",
+    "scipy": "compare",
+}
 
 # NVML's compute modes (nvmlComputeMode_t): anything but DEFAULT limits how many processes may
 # hold a context, and two ranks sharing the GPU need two.
@@ -85,6 +98,15 @@ def provenance_line(executable: str, dpbench_facts: dict[str, Any]) -> str:
     return f"python: {executable}  packages: NOT the lock; saved runs record the versions found: {found}"
 
 
+def missing_line(find_spec: Any = None) -> str:
+    """Which of the modules gpu-check needs this Python lacks, and what goes without each."""
+    import importlib.util
+
+    find = find_spec or importlib.util.find_spec
+    missing = [f"{name} ({what})" for name, what in NEEDED.items() if find(name) is None]
+    return "missing for gpu-check: " + ("; ".join(missing) if missing else "nothing")
+
+
 def _modes_here() -> list[str]:
     try:
         import pynvml
@@ -126,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     count = torch.cuda.device_count() if available else 0
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     print(provenance_line(sys.executable, facts.get("dpbench") or {}))
+    print(missing_line())
     for line in inventory_lines(facts, cuda_available=available, cuda_devices=count, cudnn=cudnn):
         print(line)
     if facts.get("gpu_count"):

@@ -27,7 +27,8 @@ BUDGET_LINE = re.compile(r"^first pass: (\d+) steps, (\d+) s budgeted$")
 _STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
     # Stands in for python: logs its arguments and environment, fakes saved runs, fails on request.
-    echo "$* | device=${DPBENCH_DEVICE:-} limit=${DPBENCH_UNMARKED_LIMIT_S:-} path=${PYTHONPATH:-}" >> "$STUB_LOG"
+    seen="device=${DPBENCH_DEVICE:-} limit=${DPBENCH_UNMARKED_LIMIT_S:-} addopts=${PYTEST_ADDOPTS:-}"
+    echo "$* | $seen path=${PYTHONPATH:-}" >> "$STUB_LOG"
     for arg in "$@"; do
         case "$arg" in
             --benchmark-storage=file://*) store=${arg#--benchmark-storage=file://} ;;
@@ -170,14 +171,21 @@ def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failu
     assert out.stdout.splitlines()[-1] == "second pass: 3 steps, 360 s budgeted"
 
 
-def test_without_the_installed_lock_it_runs_the_images_python_and_says_so(tmp_path):
+@pytest.mark.parametrize("installed", [False, True])
+def test_without_the_installed_lock_it_runs_the_images_python_and_says_so(tmp_path, installed):
     repo = _checkout(tmp_path, installed=False)  # a half-made .venv: never used
     image = _stub(tmp_path / "image" / "python3")
-    out, calls = _gpu_check(repo, tmp_path, PYTHON=str(image), OUT=str(tmp_path / "from-env"))
+    env = {} if installed else {"STUB_FAIL": "distribution"}  # is dpbench an installed distribution there?
+    out, calls = _gpu_check(repo, tmp_path, PYTHON=str(image), OUT=str(tmp_path / "from-env"), **env)
     assert out.returncode == 0, out.stdout
     first = out.stdout.splitlines()[0]
     assert first.startswith(f"gpu-check: python {image}: the IMAGE'S OWN Python, NOT the lock")
+    assert calls[0].startswith('-c import importlib.metadata as m; m.distribution("dpbench")')
     assert all(c.endswith(f"path={repo}") for c in calls)  # this checkout on PYTHONPATH
+    # The measuring plugin comes by entry point only from an installed dpbench: else pytest is told.
+    pytest_calls = [c for c in calls[1:] if c.startswith("-m pytest")]
+    assert len(pytest_calls) == 3
+    assert all(("addopts=-p dpbench.measure.plugin " in c) != installed for c in pytest_calls)
     assert (tmp_path / "from-env" / "gpu-check.tgz").exists()  # $OUT names the archive's directory
 
 

@@ -151,6 +151,16 @@ def test_inventory_says_whether_the_packages_are_the_lock():
     )
 
 
+def test_inventory_names_the_modules_an_images_python_lacks():
+    inventory = _script("gpu_inventory")
+    assert inventory.missing_line(lambda name: object()) == "missing for gpu-check: nothing"
+    lacking = {"pytest_benchmark", "sklearn"}
+    assert inventory.missing_line(lambda name: None if name in lacking else object()) == (
+        "missing for gpu-check: pytest_benchmark (every pytest step (pyproject's addopts name its options)); "
+        "sklearn (the convergence step (scikit-learn's digits))"
+    )
+
+
 @pytest.mark.slow  # a fresh interpreter importing torch
 def test_inventory_fails_here_when_cuda_is_required():
     out = subprocess.run(
@@ -160,7 +170,7 @@ def test_inventory_fails_here_when_cuda_is_required():
         timeout=120,
     )
     assert out.returncode == 1 and "CUDA required but unavailable" in out.stderr
-    assert out.stdout.startswith("python: ") and "\ndriver: " in out.stdout
+    assert out.stdout.startswith("python: ") and "\nmissing for gpu-check: nothing\ndriver: " in out.stdout
 
 
 # -- scripts/gpu_check_verify.py -----------------------------------------------------------------
