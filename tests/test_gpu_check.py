@@ -62,6 +62,10 @@ def _checkout(tmp_path: Path, *, installed: bool = True) -> Path:
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, repo / name)
     _stub(repo / ".venv" / "bin" / "python")
+    for path, text in (("x/test_cuda.py", "@pytest.mark.gpu\n"), ("y/test_nvml.py", "pytestmark = pytest.mark.gpu\n")):
+        (repo / "tests" / path).parent.mkdir(parents=True)
+        (repo / "tests" / path).write_text(text)
+    (repo / "tests" / "test_cpu_only.py").write_text("def test_cpu(): pass\n")
     if installed:  # what scripts/setup-env writes once the lock is installed
         want = hashlib.sha256((repo / "pyproject.toml").read_bytes() + (repo / "constraints.txt").read_bytes())
         (repo / ".venv" / ".dpbench-installed").write_text(want.hexdigest() + "\n")
@@ -106,7 +110,7 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
     # What each step ran, on cuda, with the test suite's 5 s guard off.
     assert calls[0].startswith("scripts/gpu_inventory.py --require-cuda |")
     assert calls[1].startswith("scripts/gpu_smoke.py --device cuda |")
-    assert calls[2].startswith("-m pytest tests/ -m gpu") and "limit=0" in calls[2]
+    assert calls[2].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[2]
     assert "--dpbench-trace" in calls[3] and "--benchmark-save=gpu-check-traces" in calls[3]
     assert calls[4].startswith("scripts/gpu_check_verify.py traces ") and "gpu-check-traces.json" in calls[4]
     assert calls[5].startswith("-m pytest suites/test_convergence.py ")
