@@ -14,7 +14,8 @@ on two GPUs instead (nccl), as the placement chooses.
 Every case runs; a failing one prints ``FAIL <case>: <error>`` and then the worker's traceback
 (every failing rank's), and the exit status is 1. ``--device cpu`` is the CPU stand-in that
 ``scripts/gpu-check --dry-run`` rehearses: the same cases, and a case the CPU cannot run (torch-dp,
-fp16) is a ``skip`` line with its reason. Exit 2: CUDA asked for but unavailable.
+fp16) is a ``skip`` line with its reason; on CUDA a refused case fails. Exit 2: CUDA asked for but
+unavailable.
 """
 
 from __future__ import annotations
@@ -122,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             line = _one(strategy, world_size, options, workload=workload, device=args.device, steps=args.steps)
         except StrategyUnavailable as exc:
-            print(f"skip {name}: {exc}", flush=True)
+            if args.device == "cpu":  # the stand-in: what only a GPU runs
+                print(f"skip {name}: {exc}", flush=True)
+                continue
+            failed += 1  # on the GPU every case is one that runs there: a refusal is a hole
+            print(f"FAIL {name}: refused on {args.device}: {exc}", flush=True)
             continue
         except Exception as exc:  # every case runs: one device call should find every failure
             failed += 1

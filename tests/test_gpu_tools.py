@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -89,6 +90,36 @@ def test_a_failing_case_keeps_every_failing_workers_traceback():
         text = smoke.failure_text(exc)
     assert text.startswith("ValueError: in the parent\nTraceback (most recent call last):")
     assert text.endswith("ValueError: in the parent")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_the_smoke_runs_every_case_and_prints_each_failure_with_its_traceback(monkeypatch, capsys, device):
+    import torch
+
+    from dpbench.strategies import StrategyUnavailable
+    from dpbench.workers import WorkerError
+
+    smoke = _script("gpu_smoke")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def one(strategy, world_size, options, *, workload, device, steps):
+        if strategy == "zero":
+            raise WorkerError("worker rank 1 failed (world_size=2):", rank=1, failures={1: "Traceback\nOSError: x"})
+        if strategy == "torch-dp":
+            raise StrategyUnavailable("torch-dp needs CUDA")
+        return f"ok {smoke.case_name(strategy, world_size, options, workload)}"
+
+    monkeypatch.setattr(smoke, "_one", one)
+    assert smoke.main(["--device", device, "--only", "mlp"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"FAIL zero w2 mlp \(\d+\.\d s\): WorkerError: worker rank 1 failed \(world_size=2\):", lines[6]
+    )
+    assert lines[7:10] == ["--- rank 1 ---", "Traceback", "OSError: x"]
+    refused = {"cpu": "skip torch-dp w1 mlp: torch-dp needs CUDA", "cuda": "FAIL torch-dp w1 mlp: refused on cuda: "}
+    assert lines[11].startswith(refused[device])
+    assert len([line for line in lines if line.startswith("ok ")]) == 11  # every other mlp case ran
+    assert lines[-1] == f"gpu-smoke: {2 if device == 'cuda' else 1} of the cases failed"
 
 
 # -- scripts/gpu_inventory.py --------------------------------------------------------------------
