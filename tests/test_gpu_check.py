@@ -1,36 +1,34 @@
-"""The GPU tooling, checked on CPU: scripts/gpu-check's step order and stop-at-first-failure (with
-a stub interpreter), its Python parts (importable, their pure logic), and the GPU workflow
-(parsed as YAML: DPBENCH_DEVICE=cuda, the inventory first, failing without CUDA)."""
+"""scripts/gpu-check, checked on CPU with a stub interpreter: its passes and step order, one
+PASS/FAIL line per step with its time, the worker's traceback on a FAIL, the one archive, the
+interpreter it picks (the lock's .venv or the image's own Python, said at the top), --dry-run's
+CPU stand-ins and its budget line; and the GPU workflow (parsed as YAML)."""
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
-import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["inventory", "gpu-tests", "smoke", "suites", "compare", "report", "gradscaler", "traces", "convergence"]
+FIRST = ["inventory", "smoke", "gpu-tests", "traces", "convergence", "report", "gradscaler"]
+SECOND = ["suites", "compare", "report-ab"]
+BUDGET_LINE = re.compile(r"^first pass: (\d+) steps, (\d+) s budgeted$")
 
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# -- scripts/gpu-check ---------------------------------------------------------------------
 _STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
-    # Stands in for .venv/bin/python: logs its arguments, fakes saved runs, fails on request.
-    echo "$*" >> "$STUB_LOG"
+    # Stands in for python: logs its arguments and environment, fakes saved runs, fails on request.
+    seen="device=${DPBENCH_DEVICE:-} limit=${DPBENCH_UNMARKED_LIMIT_S:-} addopts=${PYTEST_ADDOPTS:-}"
+    echo "$* | $seen path=${PYTHONPATH:-}" >> "$STUB_LOG"
     for arg in "$@"; do
         case "$arg" in
             --benchmark-storage=file://*) store=${arg#--benchmark-storage=file://} ;;
@@ -38,27 +36,48 @@ _STUB = textwrap.dedent("""\
         esac
     done
     if [ -n "${name:-}" ]; then mkdir -p "$store/machine"; echo '{}' > "$store/machine/0001_$name.json"; fi
-    if [ -n "${STUB_FAIL:-}" ] && [[ "$*" == *"$STUB_FAIL"* ]]; then echo "stub: failing on purpose"; exit 3; fi
+    if [ -n "${STUB_FAIL:-}" ] && [[ "$*" == *"$STUB_FAIL"* ]]; then
+        echo "collecting ... worker rank 1 failed (world_size=2):"
+        echo "Traceback (most recent call last):"
+        echo '  File "worker.py", line 3, in step'
+        echo "ValueError: stub failing on purpose"
+        exit 3
+    fi
     echo "stub ok"
 """)
 
 
-def _checkout(tmp_path: Path) -> Path:
+def _stub(path: Path, body: str = _STUB) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def _checkout(tmp_path: Path, *, installed: bool = True) -> Path:
+    """A checkout with gpu-check, the lock files and a stub .venv (stamped as installed or not)."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "gpu-check", repo / "scripts" / "gpu-check")
-    stub = repo / ".venv" / "bin" / "python"
-    stub.parent.mkdir(parents=True)
-    stub.write_text(_STUB)
-    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    for name in ("pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, repo / name)
+    _stub(repo / ".venv" / "bin" / "python")
+    for path, text in (("x/test_cuda.py", "@pytest.mark.gpu\n"), ("y/test_nvml.py", "pytestmark = pytest.mark.gpu\n")):
+        (repo / "tests" / path).parent.mkdir(parents=True)
+        (repo / "tests" / path).write_text(text)
+    (repo / "tests" / "test_cpu_only.py").write_text("def test_cpu(): pass\n")
+    if installed:  # what scripts/setup-env writes once the lock is installed
+        want = hashlib.sha256((repo / "pyproject.toml").read_bytes() + (repo / "constraints.txt").read_bytes())
+        (repo / ".venv" / ".dpbench-installed").write_text(want.hexdigest() + "\n")
     return repo
 
 
-def _gpu_check(repo: Path, tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _gpu_check(repo: Path, tmp_path: Path, *args: str, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
-    full = {**os.environ, "STUB_LOG": str(log), **env}
+    full = {k: v for k, v in os.environ.items() if k not in ("OUT", "PYTHONPATH")}
+    full.update({"STUB_LOG": str(log), "TMPDIR": str(tmp_path), **env})
     out = subprocess.run(
-        ["bash", str(repo / "scripts" / "gpu-check"), str(tmp_path / "out")],
+        ["bash", str(repo / "scripts" / "gpu-check"), *args],
         capture_output=True,
         text=True,
         env=full,
@@ -67,144 +86,133 @@ def _gpu_check(repo: Path, tmp_path: Path, **env) -> tuple[subprocess.CompletedP
     return out, log.read_text().splitlines() if log.exists() else []
 
 
+def _step_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")]
+
+
+def _members(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        return set(tar.getnames())
+
+
 def test_gpu_check_parses():
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check")], check=True)
 
 
-def test_gpu_check_runs_every_step_in_order_one_line_each(tmp_path):
-    out, calls = _gpu_check(_checkout(tmp_path), tmp_path)
+def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path):
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path / "art"))
     assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
-    assert [line.split()[1] for line in lines[:-1]] == STEPS and all(line.startswith("PASS ") for line in lines[:-1])
-    assert lines[-1].startswith("gpu-check: all steps passed")
-    # What each step ran: the gpu tests, the smoke, every suite on cuda, a second run, compare, report.
-    assert "scripts/gpu_inventory.py --require-cuda" in calls[0]
-    assert calls[1].startswith("-m pytest tests/ -m gpu")
-    assert calls[2] == "scripts/gpu_smoke.py"
-    assert calls[3].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[3]
-    assert "--benchmark-save=gpu-check-b" in calls[4]
-    assert calls[5].startswith("-m dpbench.cli compare ") and calls[5].count("gpu-check-") == 2
-    assert calls[6].startswith("-m dpbench.cli report ")
+    lines = _step_lines(out.stdout)
+    assert [line.split()[1] for line in lines] == FIRST
+    assert all(re.match(r"PASS \S+ \(\d+ s of \d+ s\) ", line) for line in lines), lines
+    assert "the lock (constraints.txt" in out.stdout.splitlines()[0]
+    assert out.stdout.splitlines()[-1] == "first pass: 7 steps, 540 s budgeted"
+    # What each step ran, on cuda, with the test suite's 5 s guard off.
+    assert calls[0].startswith("scripts/gpu_inventory.py --require-cuda |")
+    assert calls[1].startswith("scripts/gpu_smoke.py --device cuda |")
+    assert calls[2].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[2]
+    assert "--dpbench-trace" in calls[3] and "--benchmark-save=gpu-check-traces" in calls[3]
+    assert calls[4].startswith("scripts/gpu_check_verify.py traces ") and "gpu-check-traces.json" in calls[4]
+    assert calls[5].startswith("-m pytest suites/test_convergence.py ")
+    assert calls[6].startswith("-m dpbench.cli report ") and "gpu-check-traces" in calls[6]
+    assert "gpu-check-convergence" in calls[6]
     assert calls[7].startswith("scripts/bench_gradscaler_sync.py")
-    assert calls[8].startswith("-m pytest suites/test_throughput.py ") and "--dpbench-trace" in calls[8]
-    assert calls[9].startswith("-m pytest suites/test_convergence.py ")
-    assert not (tmp_path / "repo" / "results").exists()  # saved runs stay in OUTDIR
+    assert all("device=cuda" in c for c in calls) and len(calls) == 8
+    members = _members(tmp_path / "art" / "gpu-check.tgz")
+    assert {f"gpu-check/{name}.log" for name in FIRST} | {"gpu-check/gpu-check.log"} <= members
+    assert "gpu-check/results/machine/0001_gpu-check-traces.json" in members
+    assert not (tmp_path / "repo" / "results").exists()  # saved runs only in the archive
+    assert not list(tmp_path.glob("gpu-check.*"))  # the work directory is gone
 
 
-def test_gpu_check_stops_at_the_first_failure(tmp_path):
-    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, STUB_FAIL="gpu_smoke.py")
+def test_a_failing_step_shows_the_worker_traceback_and_the_others_still_run(tmp_path):
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_FAIL="gpu_smoke.py")
     assert out.returncode == 1
-    lines = [line for line in out.stdout.splitlines() if not line.startswith("    ")]
-    assert lines[:2] == [line for line in lines[:2] if line.startswith("PASS ")]
-    assert lines[2].startswith("FAIL smoke (exit 3")
-    assert "stub: failing on purpose" in out.stdout  # the log's tail is shown
-    assert len(calls) == 3  # nothing after the failing step ran
+    lines = _step_lines(out.stdout)
+    assert [line.split()[0] for line in lines] == ["PASS", "FAIL"] + ["PASS"] * 5
+    assert re.match(r"FAIL smoke \(\d+ s of 120 s; exit 3\): smoke.log$", lines[1])
+    shown = out.stdout.split(lines[1], 1)[1].split("PASS gpu-tests", 1)[0]
+    assert "    Traceback (most recent call last):" in shown and "    ValueError: stub failing on purpose" in shown
+    assert "gpu-check: 1 step(s) FAILED" in out.stdout and len(calls) == 8
+    assert "gpu-check/gpu-check.log" in _members(tmp_path / "gpu-check.tgz")
 
 
-def test_a_regression_verdict_is_not_a_failed_compare_step(tmp_path):
+def test_without_cuda_the_inventory_ends_the_check_with_its_archive(tmp_path):
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_FAIL="--require-cuda")
+    assert out.returncode == 1 and len(calls) == 1
+    assert [line.split()[:2] for line in _step_lines(out.stdout)] == [["FAIL", "inventory"]]
+    assert (tmp_path / "gpu-check.tgz").exists()
+
+
+def test_the_dry_run_rehearses_on_cpu_and_ends_with_the_budget(tmp_path):
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--dry-run", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = _step_lines(out.stdout)
+    assert [line.split()[1] for line in lines] == FIRST
+    assert lines[-1].startswith("SKIP gradscaler (dry run: needs a GPU; 20 s budget): ")
+    assert all("device=cpu" in c for c in calls)
+    assert calls[0].startswith("scripts/gpu_inventory.py |")  # no --require-cuda
+    assert calls[1].startswith("scripts/gpu_smoke.py --device cpu |")
+    assert not any("gradscaler" in c for c in calls)
+    steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
+    assert int(steps) == 7 and int(budget) <= 540
+    # On CPU each step has 4x its budget: the PASS line names it.
+    assert re.match(r"PASS smoke \(\d+ s of 480 s\)", lines[1])
+
+
+def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failure(tmp_path):
     repo = _checkout(tmp_path)
-    stub = repo / ".venv" / "bin" / "python"
-    stub.write_text(_STUB.replace('echo "stub ok"', '[[ "$*" == *"cli compare"* ]] && exit 1\necho "stub ok"'))
-    out, _calls = _gpu_check(repo, tmp_path)
-    assert out.returncode == 0 and "PASS compare" in out.stdout
-
-
-# -- its Python parts ----------------------------------------------------------------------------
-@pytest.mark.slow  # imports every strategy (torch.distributed's FSDP and ZeRO): ~8 s on a busy machine
-def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
-    import torch
-
-    from dpbench.strategies import get_strategy
-
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    smoke = _script("gpu_smoke")
-    strategies = {s for s, _w, _o in smoke.CASES}
-    assert strategies == {"single", "dp", "manual", "ddp", "allreduce", "zero", "fsdp", "torch-dp"}
-    for strategy, world_size, options in smoke.CASES:
-        cls = get_strategy(strategy)
-        resolved = cls.resolve_options(dict(options), device="cuda", world_size=world_size, global_batch=16)
-        placement = cls.placement(world_size=world_size, device="cuda", options=resolved)  # refused → raises
-        assert set(placement.devices) == {"cuda:0"}
-        if placement.processes == 2:
-            assert placement.backend == "gloo"  # two ranks on one GPU
-    line = smoke.smoke_line(
-        "ddp",
-        2,
-        {"accumulation_steps": 2},
-        {"backend": "gloo", "devices": ["cuda:0", "cuda:0"]},
-        0.0015,
-        0.003,
-        {"peak_source": "table:NVIDIA H200", "math_mode": None, "gpu_keys": ["GPU-1"]},
+    _stub(
+        repo / ".venv" / "bin" / "python",
+        _STUB.replace('echo "stub ok"', '[[ "$*" == *"cli compare"* ]] && exit 1\necho "stub ok"'),
     )
-    assert line.startswith("ok ddp w2 accumulation_steps=2: backend gloo devices cuda:0,cuda:0 step 1.50 ms")
+    out, calls = _gpu_check(repo, tmp_path, "--pass", "second", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stdout
+    assert [line.split()[1] for line in _step_lines(out.stdout)] == SECOND
+    assert calls[0].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[0]
+    assert "--benchmark-save=gpu-check-b" in calls[1] and calls[2].startswith("-m dpbench.cli compare ")
+    assert calls[3].startswith("-m dpbench.cli report ") and calls[3].count("gpu-check-") == 2
+    assert out.stdout.splitlines()[-1] == "second pass: 3 steps, 360 s budgeted"
 
 
-def test_inventory_names_why_cuda_is_unusable():
-    inventory = _script("gpu_inventory")
-    cpu_build = {"torch": "2.13.0+cpu", "cuda": None, "gpu_count": 0}
-    assert "CPU-only build" in inventory.cuda_problem(cpu_build, cuda_available=False)
-    old_driver = {"torch": "2.13.0", "cuda": "12.8", "gpu_count": 2, "driver": "470.57"}
-    assert "driver too old" in inventory.cuda_problem(old_driver, cuda_available=False)
-    assert inventory.cuda_problem(old_driver, cuda_available=True) is None
-    lines = inventory.inventory_lines(
-        {**old_driver, "nccl": "2.27.3", "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-1", "memory_bytes": 141 << 30}]},
-        cuda_available=True,
-        cuda_devices=2,
-        cudnn=91000,
+@pytest.mark.parametrize("installed", [False, True])
+def test_without_the_installed_lock_it_runs_the_images_python_and_says_so(tmp_path, installed):
+    repo = _checkout(tmp_path, installed=False)  # a half-made .venv: never used
+    image = _stub(tmp_path / "image" / "python3")
+    env = {} if installed else {"STUB_FAIL": "distribution"}  # is dpbench an installed distribution there?
+    out, calls = _gpu_check(repo, tmp_path, PYTHON=str(image), OUT=str(tmp_path / "from-env"), **env)
+    assert out.returncode == 0, out.stdout
+    first = out.stdout.splitlines()[0]
+    assert first.startswith(f"gpu-check: python {image}: the IMAGE'S OWN Python, NOT the lock")
+    assert calls[0].startswith('-c import importlib.metadata as m; m.distribution("dpbench")')
+    assert all(c.endswith(f"path={repo}") for c in calls)  # this checkout on PYTHONPATH
+    # The measuring plugin comes by entry point only from an installed dpbench: else pytest is told.
+    pytest_calls = [c for c in calls[1:] if c.startswith("-m pytest")]
+    assert len(pytest_calls) == 3
+    assert all(("addopts=-p dpbench.measure.plugin " in c) != installed for c in pytest_calls)
+    assert (tmp_path / "from-env" / "gpu-check.tgz").exists()  # $OUT names the archive's directory
+
+
+def test_an_archive_path_and_a_bad_argument(tmp_path):
+    out, _ = _gpu_check(_checkout(tmp_path), tmp_path, "--pass", "second", "--out", str(tmp_path / "x" / "run1.tgz"))
+    assert out.returncode == 0 and (tmp_path / "x" / "run1.tgz").exists()
+    bad, calls = _gpu_check(_checkout(tmp_path / "b"), tmp_path / "b", "--fast")
+    assert bad.returncode == 2 and not calls
+    assert bad.stderr.strip() == (
+        "gpu-check: argument: expected --out PATH, --pass first|second|all or --dry-run, found '--fast'"
     )
-    assert lines[0] == "driver: 470.57" and "nccl: 2.27.3" in lines[1] and "NVIDIA H200" in lines[-1]
 
 
-@pytest.mark.slow  # a fresh interpreter importing torch
-def test_inventory_fails_here_when_cuda_is_required():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_inventory.py"), "--require-cuda"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 1 and "CUDA required but unavailable" in out.stderr
-    assert out.stdout.startswith("driver: ")
-
-
-@pytest.mark.slow  # first autocast + optimizer step in the process: ~7 s on a busy machine
-def test_gradscaler_bench_steps_with_and_without_the_found_inf_read():
-    import torch
-
-    bench = _script("bench_gradscaler_sync")
-    calls = []
-
-    class Scaler:  # records what the step asks of the scaler
-        def scale(self, loss):
-            calls.append("scale")
-            return loss
-
-        def step(self, optimizer):
-            calls.append("step")
-
-        def unscale_(self, optimizer):
-            calls.append("unscale_")
-
-        def update(self):
-            calls.append("update")
-
-    model = torch.nn.Linear(3, 2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
-    blocked = []
-    for host_sync in (True, False):
-        bench.make_step(
-            model,
-            optimizer,
-            Scaler(),
-            torch.nn.functional.cross_entropy,
-            x,
-            y,
-            device_type="cpu",
-            host_sync=host_sync,
-            blocked=blocked,
-        )()
-    assert calls == ["scale", "step", "update", "scale", "unscale_", "update"] and len(blocked) == 1
+@pytest.mark.slow  # an inner pytest session: ~2 s idle
+def test_the_environment_switch_gpu_check_sets_turns_the_5_s_guard_off(pytester, monkeypatch):
+    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text().split("# ---- report fixtures ----")[0])
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    pytester.makepyfile(test_long="import time\n\ndef test_long():\n    time.sleep(0.3)\n")
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    args = ("-p", "no:cacheprovider", "-p", "no:benchmark")
+    pytester.runpytest(*args, "--unmarked-limit", "0.1").assert_outcomes(failed=1)
+    monkeypatch.setenv("DPBENCH_UNMARKED_LIMIT_S", "0")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
 
 
 # -- the workflow --------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ class Run:
         fsdp: the rank's compute with gradient sync off, slowest rank, median step),
         ``collective_time_s`` (the step's collectives replayed alone), ``memory_per_rank``
         (per worker: ``params_bytes``, ``grads_bytes``, ``optimizer_state_bytes``,
-        ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``,
+        ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``, ``replica_concurrency``,
         ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``.
         :func:`dpbench.measure.derive.derive` turns them and a step time into MFU, tokens/s and
         exposed communication. Training state is not changed.

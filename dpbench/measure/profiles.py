@@ -20,7 +20,8 @@ __all__ = ["ProfileConfig", "parse_trials", "resolve_profile", "strategy_cases"]
 @dataclass(kw_only=True, frozen=True)
 class ProfileConfig:
     """How big a suite run is. ``quick``: CPU-sized, aimed at ≤ 5 minutes on 2 cores (measurements:
-    docs/calibration.md#quick-profile-duration). ``full``: GPU runners."""
+    docs/calibration.md#quick-profile-duration). ``full``: GPU runners. On CUDA the world sizes run
+    up to one rank per GPU, and on a single GPU to 2 (two ranks sharing it, over gloo)."""
 
     name: Profile
     device: str
@@ -110,7 +111,7 @@ def resolve_profile(
 
     if profile is Profile.QUICK:
         # Up to the core count (capped at 4 so a big CPU box still finishes in minutes).
-        max_world = cuda_count if device == "cuda" else min(cpu_count, 4)
+        max_world = _cuda_world(cuda_count) if device == "cuda" else min(cpu_count, 4)
         config = dict(
             workloads=("mlp", "lenet", "transformer"),
             scaling_workloads=("mlp",),
@@ -128,7 +129,7 @@ def resolve_profile(
             bucket_cap_sweep=(1.0, 25.0),
         )
     else:
-        max_world = cuda_count if device == "cuda" else cpu_count
+        max_world = _cuda_world(cuda_count) if device == "cuda" else cpu_count
         config = dict(
             workloads=("mlp", "lenet", "resnet18", "transformer", "dict_model"),
             scaling_workloads=("mlp", "resnet18", "transformer"),
@@ -168,6 +169,13 @@ def resolve_profile(
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
+
+
+def _cuda_world(cuda_count: int) -> int:
+    """The largest world size on ``cuda_count`` GPUs: one rank per GPU, and on a single GPU two ranks
+    sharing it (gloo between them). World size 1 alone would make every strategy the baseline and
+    skip the communication suite: nothing parallel would be measured."""
+    return cuda_count if cuda_count >= 2 else 2
 
 
 def _cluster_info(cluster: Any) -> Any:

@@ -18,8 +18,11 @@ import inspect
 import numbers
 import os
 import shutil
+import subprocess
+import sysconfig
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from dpbench.strategies.errors import StrategyUnavailable
@@ -34,6 +37,8 @@ __all__ = [
     "describe_options",
     "field_docs",
     "check_compiler",
+    "libcuda_found",
+    "python_header",
     "is_positive_number",
     "is_int_in",
 ]
@@ -121,7 +126,9 @@ class CompileOptions(CommonOptions):
 
 
 def check_compiler(strategy: str, *, device: str) -> None:
-    """torch.compile builds native code: refuse before any process starts when no compiler is here."""
+    """torch.compile builds native code: refuse before any process starts when what it needs is not
+    here — a C compiler, the C++ one on CPU, ``Python.h`` (both backends' generated code includes it)
+    and, on CUDA, a ``libcuda`` that Triton can find to link its launcher against."""
     c_found = [name for name in _C_COMPILERS if shutil.which(name)]
     cxx = os.environ.get("CXX") or "g++"
     if not c_found:
@@ -134,6 +141,40 @@ def check_compiler(strategy: str, *, device: str) -> None:
             f"{strategy} option compile=True on CPU needs the C++ compiler torch.compile's inductor calls "
             f"(CXX or g++: {cxx!r}), which is not on PATH"
         )
+    header = python_header()
+    if not header.is_file():
+        raise StrategyUnavailable(
+            f"{strategy} option compile=True needs Python's C headers (torch.compile's generated code "
+            f"includes Python.h), but {header} is missing: install the python3-dev package for this Python"
+        )
+    if device == "cuda" and not libcuda_found():
+        raise StrategyUnavailable(
+            f"{strategy} option compile=True on CUDA needs a libcuda.so.1 Triton can find (TRITON_LIBCUDA_PATH, "
+            "ldconfig's cache or LD_LIBRARY_PATH), but none of them lists one"
+        )
+
+
+def python_header() -> Path:
+    """Where this interpreter's ``Python.h`` is (it may be missing: no python3-dev)."""
+    return Path(sysconfig.get_paths()["include"]) / "Python.h"
+
+
+def libcuda_found(environ: Any = None) -> bool:
+    """Whether Triton would find the driver library, where it looks: ``TRITON_LIBCUDA_PATH``, then
+    ``ldconfig -p``, then ``LD_LIBRARY_PATH``."""
+    env = os.environ if environ is None else environ
+    dirs = [d for d in (env.get("TRITON_LIBCUDA_PATH") or "").split(os.pathsep) if d]
+    if any(Path(d, "libcuda.so.1").exists() or Path(d, "libcuda.so").exists() for d in dirs):
+        return True
+    ldconfig = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists() else None)
+    if ldconfig:
+        try:
+            listing = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            listing = ""
+        if "libcuda.so.1" in listing:
+            return True
+    return any(Path(d, "libcuda.so.1").exists() for d in (env.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -399,6 +399,21 @@ class Strategy(ABC):
         """The collectives one step issues (:class:`dpbench.strategies.profiling.Collective`); None = unknown."""
         return None
 
+    def replica_concurrency(self) -> str | None:
+        """One line when this worker's replicas share a GPU and so run one after another; else None.
+
+        In-process replicas (dp, manual) on one GPU issue their kernels on the caller's stream: the
+        device runs them serially, so the step measures the strategy's overhead, not concurrency.
+        """
+        devices = self.spec.devices
+        shared = sorted({d for d in devices if d.startswith("cuda") and devices.count(d) > 1})
+        if self.multiprocess or not shared:
+            return None
+        return (
+            f"serial: {len(devices)} replicas share {', '.join(shared)} on one stream, so they run one after "
+            "another (the step time measures overhead, not concurrency)"
+        )
+
 
 def optimizer_class(name: str) -> Any:
     import torch

@@ -58,7 +58,7 @@ class DDPOptions(CompileOptions):
     """CUDA only: convert BatchNorm layers to ``nn.SyncBatchNorm`` (statistics over the global batch)."""
 
     comm_hook: str | None = None
-    """Gradient compression: ``"fp16"``, ``"bf16"`` (CUDA) or ``"powersgd"`` (nccl only); None: plain allreduce.
+    """Gradient compression: ``"fp16"``, ``"bf16"`` or ``"powersgd"`` (both nccl only); None: plain allreduce.
 
     ``"fp16"`` and ``"bf16"`` are torch's ``default_hooks`` compression hooks (bf16 needs NCCL 2.10+;
     fp16 also runs on gloo); ``"powersgd"`` is rank-1 PowerSGD after 2 plain steps, lossy by design
@@ -90,10 +90,12 @@ class DDPOptions(CompileOptions):
 
     def _check_runnable(self, *, device: str, world_size: int) -> None:
         hook = self.comm_hook
-        if hook == "bf16" and device != "cuda":
-            # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none.
+        if hook == "bf16" and (device != "cuda" or world_size > _cuda_count()):
+            # torch's own check: the bf16 hook needs NCCL >= 2.10 (or XCCL); gloo has none. Ranks
+            # sharing a GPU run gloo, where the hook would run (gloo sums bf16) but not as published.
             raise StrategyUnavailable(
-                "ddp option comm_hook='bf16' needs device='cuda' (torch requires NCCL 2.10+ for it)"
+                "ddp option comm_hook='bf16' needs device='cuda' and one GPU per rank (the nccl backend: "
+                f"torch requires NCCL 2.10+ for it; {world_size} ranks on {_cuda_count()} GPU(s) would run gloo)"
             )
         if hook == "powersgd" and (device != "cuda" or world_size > _cuda_count()):
             # On gloo, once a model has several buckets, the PowerSGD hook's collectives (issued

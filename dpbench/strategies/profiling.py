@@ -289,6 +289,7 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
         )
     heartbeat()
     out["compute_dtype"] = trainer.compute_dtype()
+    out["replica_concurrency"] = trainer.replica_concurrency()
     if not trainer.cuda_devices:
         from dpbench.strategies._metrics import measure_matmul_flops
 
@@ -353,6 +354,8 @@ def combine(
         "collective_time_s": max(collective) if all(c is not None for c in collective) else None,
         "memory_per_rank": [r["memory"] for r in per_rank],
         "compile_time_s": max(compile_times) if compile_times else None,
+        # dp/manual replicas sharing a GPU: one line saying they ran serially (None otherwise).
+        "replica_concurrency": first.get("replica_concurrency"),
         "tokens_per_step": first["tokens_per_step"],
         "precision": options["precision"],
         "optimizer": options["optimizer"],

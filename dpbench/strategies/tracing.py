@@ -87,7 +87,8 @@ def trace_steps(
             done[0] += 1
             if memory_target is not None and done[0] == total - 1:
                 # Untimed: history recording starts between steps, for the last recorded step.
-                torch.cuda.memory._record_memory_history(max_entries=200_000)
+                # Python stacks only: symbolising C++ frames at the dump can take seconds per snapshot.
+                torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
             if memory_target is not None and done[0] == total:
                 partial = memory_target.with_name(f".{memory_target.name}.partial")
                 torch.cuda.memory._dump_snapshot(str(partial))

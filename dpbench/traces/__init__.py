@@ -3,9 +3,10 @@
 :mod:`dpbench.traces.analysis` reads the gzipped Chrome/Kineto JSON traces the workers wrote
 (``rank<r>.json.gz``) with the standard library only and returns, per rank and step, compute,
 communication, their overlap, exposed communication and idle time, and per collective the
-arrival skew across ranks with the straggler; :mod:`dpbench.traces.intervals` is the interval
-arithmetic behind it. HolisticTraceAnalysis's definitions are the reference, not its code (it
-reads CUDA kernels only and finds nothing in a CPU/gloo trace). :mod:`dpbench.traces.store`
+arrival skew across ranks with the straggler (:mod:`dpbench.traces.skew`);
+:mod:`dpbench.traces.intervals` is the interval arithmetic behind it. HolisticTraceAnalysis's
+definitions are the reference, not its code (it reads CUDA kernels only and finds nothing in a
+CPU/gloo trace). :mod:`dpbench.traces.store`
 stages trace files during a session and publishes them beside the saved run.
 
 Pure: no torch. Used by ``dpbench.measure`` (extra_info) and ``dpbench.report``.

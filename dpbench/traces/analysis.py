@@ -9,7 +9,9 @@ reference; HTA reads CUDA kernels only, so on CPU the same definitions are appli
 * communication: the union of the collective intervals in the step — on CPU the gloo/c10d
   collective ops the profiler recorded (on every thread, gloo's own included) and dpbench's own
   ``dpbench:communication`` label (allreduce's and manual's gradient sync); on CUDA the ``nccl*``
-  kernels and that label as the device ran it (``gpu_user_annotation``);
+  kernels and that label as the device ran it (``gpu_user_annotation``); on CUDA without an nccl
+  kernel (ranks sharing one GPU run gloo, which all-reduces on the host) the host's collective ops,
+  as on CPU, and the device copies those ops launched (``comm_transport``: ``host``, else ``device``);
 * compute: the union of every other op (CPU: ``cpu_op`` events not inside a communication interval
   of the same thread; CUDA: every other kernel, memcpy and memset on the device);
 * overlap: compute ∩ communication. On CPU it is labelled *concurrent* (gloo's threads run beside
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from dpbench.traces.intervals import Interval, clip, intersection, length, subtract, union
+from dpbench.traces.skew import collective_skew, skew_summary
 
 __all__ = [
     "AGREEMENT_TOLERANCE",
@@ -164,6 +167,31 @@ def _device_kind(events: list[dict[str, Any]]) -> str:
     return "cuda" if any(_is_device(e) for e in events) else "cpu"
 
 
+def _transport(comm_events: list[dict[str, Any]], kind: str) -> str | None:
+    """Where the collectives ran: ``device`` (nccl kernels), ``host`` (CPU; gloo on a GPU), None: none ran."""
+    if kind == "cuda" and any(_is_device(e) and str(e.get("name", "")).lower().startswith("nccl") for e in comm_events):
+        return "device"
+    if any(_on_host(e) and e.get("name") != COMM_LABEL for e in comm_events):
+        return "host"
+    return None
+
+
+def _launched_inside(events: list[dict[str, Any]], comm_by_thread: dict[Any, list[Interval]]) -> list[dict[str, Any]]:
+    """Device events whose launch (the runtime call with the same ``correlation``) lies inside a
+    collective of the launching thread: gloo's copies of a CUDA tensor to the host and back."""
+    launched = set()
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and isinstance(e.get("args"), dict) and "correlation" in e["args"]:
+            t0, t1 = _span(e)
+            if any(a <= t0 and t1 <= b for a, b in comm_by_thread.get(_thread(e), ())):
+                launched.add(e["args"]["correlation"])
+    return [
+        e
+        for e in events
+        if _is_device(e) and isinstance(e.get("args"), dict) and e["args"].get("correlation") in launched
+    ]
+
+
 def _arrivals(comm_events: list[dict[str, Any]], kind: str, main_threads: set[Any]) -> list[dict[str, Any]]:
     """One entry per collective this rank issued, in issue order: seq, name, arrival time."""
     if kind == "cuda":
@@ -241,6 +269,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     comm_by_thread: dict[Any, list[Interval]] = {}
     for e in comm_events:
         comm_by_thread.setdefault(_thread(e), []).append(_span(e))
+    transport = _transport(comm_events, kind)
     if kind == "cuda":
         # Our communication label as the device ran it (manual's copies between GPUs, allreduce's
         # packing around its nccl calls) is communication too.
@@ -248,7 +277,15 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
             _span(e) for e in events if e.get("name") == COMM_LABEL and e.get("cat") == "gpu_user_annotation"
         ]
         comm_all = [_span(e) for e in comm_events if _is_device(e)] + device_label
-        compute_all = subtract([_span(e) for e in events if _is_device(e) and not _is_comm_name(e)], device_label)
+        device_comm = [e for e in events if _is_device(e) and _is_comm_name(e)]
+        if transport == "host":
+            # gloo on a GPU: the collective runs on the host (its copies to and from the device are
+            # communication, the rest of the device's work is compute).
+            comm_all = [s for spans in comm_by_thread.values() for s in spans] + device_label
+            device_comm = _launched_inside(events, comm_by_thread)
+            comm_all += [_span(e) for e in device_comm]
+        moved = {id(e) for e in device_comm}
+        compute_all = subtract([_span(e) for e in events if _is_device(e) and id(e) not in moved], device_label)
     else:
         comm_all = [s for spans in comm_by_thread.values() for s in spans]
         ops = [(_thread(e), _span(e)) for e in events if e.get("cat") == "cpu_op" and not _is_comm_name(e)]
@@ -281,12 +318,13 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     lo_all, hi_all = steps[0][1][0], steps[-1][1][1]
     arrivals = [
         a
-        for a in _arrivals(comm_events, kind, main_threads)
+        for a in _arrivals(comm_events, "cpu" if transport == "host" else kind, main_threads)
         if lo_all <= a["arrival_s"] <= hi_all and not any(x <= a["arrival_s"] <= y for x, y in aligns)
     ]
     return {
         "rank": rank,
         "device_kind": kind,
+        "comm_transport": transport,
         "steps": per_step,
         "collectives": arrivals,
         "memory_peak_bytes": _memory_peaks(trace, [p for p in phases if lo_all <= p[1][0] <= hi_all], kind),
@@ -308,57 +346,6 @@ def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _skew(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per collective: every rank's arrival, the skew and the straggler (needs ≥ 2 ranks)."""
-    if len(ranks) < 2:
-        return []
-    by_seq = all(a["seq"] is not None for r in ranks for a in r["collectives"])
-    keyed = []
-    for r in ranks:
-        # Arrivals on one clock: each rank's trace offset relative to the first rank's.
-        shift = (r["clock_offset_ns"] - ranks[0]["clock_offset_ns"]) / 1e9  # integers: exact
-        keyed.append(
-            {
-                (a["seq"] if by_seq else i): {**a, "arrival_s": a["arrival_s"] + shift}
-                for i, a in enumerate(r["collectives"])
-            }
-        )
-    common = sorted(set.intersection(*(set(k) for k in keyed))) if keyed else []
-    out = []
-    for index, key in enumerate(common):
-        arrivals = [k[key]["arrival_s"] for k in keyed]
-        first = min(arrivals)
-        straggler = max(range(len(arrivals)), key=lambda i: arrivals[i])
-        out.append(
-            {
-                "index": index,
-                "seq": key if by_seq else None,
-                "name": keyed[0][key]["name"],
-                "arrival_offsets_s": [a - first for a in arrivals],
-                "skew_s": max(arrivals) - first,
-                "straggler": ranks[straggler]["rank"],
-            }
-        )
-    return out
-
-
-def _skew_summary(collectives: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if not collectives:
-        return None
-    skews = [c["skew_s"] for c in collectives]
-    counts: dict[int, int] = {}
-    for c in collectives:
-        counts[c["straggler"]] = counts.get(c["straggler"], 0) + 1
-    straggler = max(counts, key=lambda r: (counts[r], -r))
-    return {
-        "collectives": len(collectives),
-        "median_skew_s": statistics.median(skews),
-        "max_skew_s": max(skews),
-        "straggler": straggler,
-        "straggler_share": counts[straggler] / len(collectives),
-    }
-
-
 def analyse_case(files: Sequence[str | Path], *, names: Sequence[str] | None = None) -> dict[str, Any]:
     """The ``trace_breakdown`` of one case from its per-rank trace files (JSON-safe).
 
@@ -375,17 +362,18 @@ def analyse_case(files: Sequence[str | Path], *, names: Sequence[str] | None = N
         except ValueError as exc:
             problems.append(str(TraceProblem(file=name, reason=str(exc).removeprefix(f"{Path(path).name}: "))))
     ranks.sort(key=lambda r: r["rank"])
-    collectives = _skew(ranks)
+    collectives = collective_skew(ranks)
     kind = ranks[0]["device_kind"] if ranks else None
     return {
         "device_kind": kind,
+        "comm_transport": ranks[0]["comm_transport"] if ranks else None,
         "overlap_label": {"cpu": "concurrent", "cuda": "hidden"}.get(kind or "", None),
         "files": names,
         "problems": problems,
         "ranks": [_rank_summary(r) for r in ranks],
         "per_step": {str(r["rank"]): r["steps"] for r in ranks},
         "collectives": collectives,
-        "skew": _skew_summary(collectives),
+        "skew": skew_summary(collectives),
     }
 
 

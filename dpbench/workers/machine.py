@@ -24,6 +24,29 @@ def lock_file_hash(path: Path = LOCK_FILE) -> str | None:
         return None
 
 
+def lock_drift(path: Path = LOCK_FILE) -> dict[str, str]:
+    """Each package pinned in the lock that is installed at another version: name → the version found
+    (a local build tag such as ``+cpu`` or ``+cu128`` is not a difference). Empty: the lock holds."""
+    from importlib import metadata
+
+    drift = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return drift
+    for line in lines:
+        name, sep, pinned = line.split("#", 1)[0].strip().partition("==")
+        if not sep:
+            continue
+        try:
+            found = metadata.version(name.strip())
+        except metadata.PackageNotFoundError:
+            continue  # not installed: it measures nothing here
+        if found.split("+", 1)[0] != pinned.strip().split("+", 1)[0]:
+            drift[name.strip()] = found
+    return drift
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -79,7 +102,16 @@ def machine_facts() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "nccl": nccl,
         "cpu_count": os.cpu_count(),
-        "dpbench": {"version": __version__, "lock_hash": lock_file_hash()},
+        "dpbench": _provenance(__version__),
     }
     facts.update(gpu_inventory())
     return facts
+
+
+def _provenance(version: str) -> dict[str, Any]:
+    """The lock's hash only where the installed versions are the lock's: an image's own torch or an
+    unpinned pandas is recorded as the versions found (``lock_drift``), never as the lock."""
+    drift = lock_drift()
+    if drift:
+        return {"version": version, "lock_hash": None, "lock_drift": drift}
+    return {"version": version, "lock_hash": lock_file_hash()}

@@ -16,8 +16,10 @@ on the global-batch mean loss, as every dpbench strategy does.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -41,6 +43,7 @@ __all__ = [
     "FASHION_MNIST_ENV",
     "get_recipe",
     "recipe_unavailable",
+    "spread_tolerance",
     "fashion_mnist_split",
     "d2l_lenet",
     "d2l_resnet18",
@@ -194,6 +197,19 @@ class Recipe:
         }
 
 
+def spread_tolerance(finals: Sequence[float], *, test_images: int) -> float:
+    """A parity tolerance from a recipe's final test accuracies over several seeds: two standard
+    deviations, rounded up to whole test images and never under 2 images (two replicas' summed
+    gradients round differently from one replica's, and over hundreds of steps that moves a few
+    borderline images; the spread across seeds bounds how far such a perturbation can go)."""
+    sd = statistics.stdev(finals)
+    return max(2, math.ceil(2 * sd * test_images - 1e-9)) / test_images
+
+
+# digits-mlp's final test accuracy under single for seeds 0-5 (images right of 359), from which its
+# parity tolerance is derived: scripts/bench_parity_spread.py, docs/validation/convergence-parity.md.
+DIGITS_MLP_SEED_FINALS = (346 / 359, 346 / 359, 345 / 359, 343 / 359, 344 / 359, 347 / 359)
+
 _D2L_STRATEGIES = ("single", "manual", "dp", "torch-dp", "ddp")
 
 RECIPES: dict[str, Recipe] = {
@@ -213,7 +229,7 @@ RECIPES: dict[str, Recipe] = {
             # Plain SGD plateaus near 0.94 here within seconds; AdamW passes 0.95 by epoch 4 (0.964 after 10).
             target_accuracy=0.95,
             expected_accuracy=0.95,
-            parity_tolerance=0.005,
+            parity_tolerance=spread_tolerance(DIGITS_MLP_SEED_FINALS, test_images=359),
             source="packaged data: runs anywhere scikit-learn is installed",
         ),
         Recipe(

@@ -155,3 +155,10 @@ def test_unknown_workload_names_are_refused_in_one_line_listing_the_known_ones()
         "DPBENCH_WORKLOADS names unknown workload(s) 'mpl', 'lenett'. "
         "Known names: dict_model, lenet, mlp, resnet18, transformer"
     )
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_one_gpu_measures_two_ranks_sharing_it(profile):
+    one = resolve_profile(profile, cuda_count=1, cpu_count=16, environ={})
+    assert one.device == "cuda" and one.world_sizes == (1, 2)  # not 1 alone: nothing parallel would run
+    assert resolve_profile(profile, cuda_count=4, cpu_count=16, environ={}).world_sizes == (1, 2, 3, 4)

@@ -98,3 +98,33 @@ def cuda_rank() -> dict:
 def write(path: Path, trace: dict) -> Path:
     path.write_bytes(gzip.compress(json.dumps(trace).encode()))
     return path
+
+
+def cuda_gloo_rank() -> dict:
+    """Two ranks sharing one GPU run gloo: the all-reduce runs on the host. Step [0, 100]; kernels:
+    sgemm [10,40] (compute); c10d::allreduce_ on the main thread [50,52] hands the tensor to gloo's
+    thread, whose gloo:all_reduce [50,80] launches a device-to-host copy [52,56] (correlation 11)
+    and a host-to-device copy [75,79] (correlation 12); a later kernel [60,70] is compute.
+
+    Expected: compute = [10,40] ∪ [60,70] = 40; comm = [50,80] = 30 (the copies inside it);
+    overlap = [60,70] = 10; exposed = 20; idle = 100 − |[10,40] ∪ [50,80]| = 40; one collective,
+    arriving at 50 on the host.
+    """
+    return {
+        "traceEvents": [
+            step(1, 0, 100),
+            op("aten::mm", 5, 3),
+            op("cudaLaunchKernel", 6, 1, cat="cuda_runtime", correlation=10),
+            op("ampere_sgemm_128x64_nn", 10, 30, tid=7, cat="kernel", correlation=10),
+            op("c10d::allreduce_", 50, 2, Seq=0),
+            op("gloo:all_reduce", 50, 30, tid=GLOO, cat="user_annotation"),
+            op("cudaMemcpyAsync", 51, 1, tid=GLOO, cat="cuda_runtime", correlation=11),
+            op("Memcpy DtoH (Device -> Pinned)", 52, 4, tid=7, cat="gpu_memcpy", correlation=11),
+            op("cudaLaunchKernel", 55, 1, cat="cuda_runtime", correlation=13),
+            op("vectorized_elementwise_kernel", 60, 10, tid=7, cat="kernel", correlation=13),
+            op("cudaMemcpyAsync", 74, 1, tid=GLOO, cat="cuda_runtime", correlation=12),
+            op("Memcpy HtoD (Pinned -> Device)", 75, 4, tid=7, cat="gpu_memcpy", correlation=12),
+        ],
+        "baseTimeNanoseconds": 10**18,
+        "distributedInfo": {"rank": 0, "world_size": 2, "backend": "gloo"},
+    }

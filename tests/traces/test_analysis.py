@@ -82,9 +82,9 @@ def test_collectives_pair_up_by_their_seq_argument_when_recorded():
             events.append(op("record_param_comms", 10 + 20 * i + rank_id, 1, Seq=seq))
         return analyse_rank({"traceEvents": events}, rank=rank_id)
 
-    from dpbench.traces.analysis import _skew
+    from dpbench.traces.skew import collective_skew
 
-    pairs = _skew([{**rank([4, 5], 0), "clock_offset_ns": 0}, {**rank([5], 1), "clock_offset_ns": 0}])
+    pairs = collective_skew([{**rank([4, 5], 0), "clock_offset_ns": 0}, {**rank([5], 1), "clock_offset_ns": 0}])
     # Rank 1's only collective is seq 5 (issued at 11), rank 0's seq 5 at 30: rank 0 is late.
     assert [(p["seq"], p["straggler"]) for p in pairs] == [(5, 0)]
     assert pairs[0]["skew_s"] == pytest.approx(19 * US, abs=1e-9)

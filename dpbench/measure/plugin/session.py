@@ -137,6 +137,22 @@ def pytest_keyboard_interrupt(excinfo):
 def pytest_sessionstart(session):
     # From here on pytest runs pytest_sessionfinish whatever happens (the save's hooks below).
     session.config._dpbench_session_started = True
+    profile = getattr(session.config, "_dpbench_profile", None)
+    if profile is not None and profile.device == "cuda":
+        session.config._dpbench_nvml = _hold_nvml()
+
+
+def _hold_nvml():
+    """NVML, initialised for the whole session (None where it cannot start). With persistence mode
+    off the driver tears a GPU's state down when its last client leaves, and every fresh-process
+    trial would pay the re-initialisation inside its start: this open handle keeps it up."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no nvidia-ml-py, no driver: the trials start as they would anyway
+        return None
+    return pynvml
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -218,6 +234,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
+    nvml = getattr(config, "_dpbench_nvml", None)
+    if nvml is not None:
+        config._dpbench_nvml = None
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: S110 - the session is over; a failed shutdown changes nothing
+            pass
     last = getattr(config, "_dpbench_last_line", None)
     # Interrupted while pytest was still configuring: it runs no pytest_sessionfinish then.
     interrupted = signals.INTERRUPTED
