@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpbench.stats import coefficient_of_variation, log_t_interval, median, paired_ratio, positive
+from dpbench.stats import coefficient_of_variation, log_t_interval, median, median_interval, paired_ratio, positive
 
 
 def test_log_t_interval_is_scipys_t_interval_of_the_logs():
@@ -30,16 +30,57 @@ def test_log_t_interval_needs_two_positive_values(values):
 
 
 def test_paired_ratio_by_hand():
-    # Trial i of both cases: ratios 2, 2, 2 exactly → ratio 2, a zero-width interval, significant.
-    r = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
-    assert (r.ratio, r.pairs) == (pytest.approx(2.0), 3)
+    # Trial i of both cases: ratios 2, 2, 2, 2, 2 exactly → ratio 2, a zero-width interval at 93.75%, significant.
+    r = paired_ratio([2.0, 4.0, 6.0, 8.0, 10.0], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (r.ratio, r.pairs, r.confidence) == (pytest.approx(2.0), 5, 1 - 2 / 32)
     assert r.lo == pytest.approx(2.0) and r.hi == pytest.approx(2.0) and r.significant
-    # Ratios 0.5 and 2: geometric mean 1, an interval around 1: not significant.
+    # Three pairs: [min, max] covers only 75%, too little for a claim however far from 1.
+    three = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert three.confidence == 0.75 and not three.significant
+    # Ratios 0.5 and 2: the median on the log scale is 1, an interval around 1: not significant.
     r = paired_ratio([1.0, 4.0], [2.0, 2.0])
     assert r.ratio == pytest.approx(1.0) and r.lo < 1 < r.hi and not r.significant
     # Unpaired extra trials are left out; one pair has no interval and makes no claim.
     one = paired_ratio([3.0, 9.0, 9.0], [1.5])
     assert one.pairs == 1 and one.ratio == pytest.approx(2.0) and math.isnan(one.lo) and not one.significant
+    # A NaN slot (a disturbed trial left out) drops its pair and keeps the others paired.
+    gap = paired_ratio([2.0, math.nan, 6.0], [1.0, 2.0, 2.0])
+    assert gap.ratios == (2.0, 3.0) and gap.pairs == 2
+
+
+def test_one_wild_pair_moves_the_median_by_one_rank():
+    """The real run's ddp w1 against single (one disturbed single trial): the geometric mean said
+    1.91×; the median says what the other four pairs say."""
+    r = paired_ratio(
+        [1 / 11.54, 1 / 9.97, 1 / 13.16, 1 / 10.01, 1 / 13.47], [1 / 11.77, 1 / 216.08, 1 / 9.71, 1 / 13.18, 1 / 15.86]
+    )
+    assert r.ratio == pytest.approx(15.86 / 13.47)  # the middle of 0.74, 1.02, 1.18, 1.32, 21.7
+    assert statistics.geometric_mean(r.ratios) > 1.9
+
+
+@pytest.mark.parametrize("n", range(2, 30))
+def test_median_interval_is_the_sign_test_interval(n):
+    """Against scipy's binomial: the widest order-statistic interval reaching 95%, its exact coverage."""
+    values = [float(i + 1) for i in range(n)]
+    lo, hi, coverage = median_interval(values)
+    k = int(lo) - 1
+    assert hi == n - k and coverage == pytest.approx(1 - 2 * sps.binom.cdf(k, n, 0.5), abs=1e-12)
+    if n >= 6:
+        assert coverage >= 0.95 and 1 - 2 * sps.binom.cdf(k + 1, n, 0.5) < 0.95
+    else:
+        assert k == 0
+
+
+def test_median_interval_coverage_by_simulation():
+    """The coverage it states is what a skewed, heavy-tailed distribution gets (distribution-free)."""
+    rng = random.Random(7)
+    for n in (5, 9):
+        hits = 0
+        for _ in range(4000):
+            values = [rng.lognormvariate(0, 1) ** 3 for _ in range(n)]  # true median 1
+            lo, hi, coverage = median_interval(values)
+            hits += lo <= 1 <= hi
+        assert hits / 4000 == pytest.approx(coverage, abs=0.02)
 
 
 def test_pairing_cancels_what_the_machine_did_between_passes():
