@@ -40,7 +40,7 @@ BUSY_SHARE = 0.20
 def ci_name(confidence: float) -> str:
     """``CI`` for an interval of at least 95%; below that its own coverage (``88% CI``): with fewer than
     six pairs a distribution-free interval cannot reach 95% (:func:`dpbench.stats.median_interval`)."""
-    return "CI" if not confidence < 0.95 else f"{math.floor(confidence * 100):.0f}% CI"
+    return "CI" if not confidence < 0.95 else f"{confidence:.0%} CI"
 
 
 def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = None) -> str:
