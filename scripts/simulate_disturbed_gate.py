@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.jobs} A/A jobs ({args.scenario}), {args.benchmarks} benchmarks x {args.trials} trials a side, "
         f"{got['disturbed']} of {planned} trials disturbed ({got['disturbed'] / planned:.2%}), "
-        f"alpha {DEFAULT_ALPHA}, threshold {DEFAULT_THRESHOLD:.0%}, seed {args.seed}, {time.monotonic() - started:.0f} s"
+        f"alpha {DEFAULT_ALPHA}, threshold {DEFAULT_THRESHOLD:.0%}, seed {args.seed}, "
+        f"{time.monotonic() - started:.0f} s"
     )
     for arm in ARMS:
         lo, hi = _interval(got[arm], args.jobs)
