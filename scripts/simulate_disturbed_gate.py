@@ -85,9 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for arm in ARMS:
         lo, hi = _interval(got[arm], args.jobs)
-        print(
-            f"  {arm:<11} false alarms per job: {got[arm]}/{args.jobs} = {got[arm] / args.jobs:.1%} [{lo:.1%}, {hi:.1%}]"
-        )
+        rate = f"{got[arm]}/{args.jobs} = {got[arm] / args.jobs:.1%} [{lo:.1%}, {hi:.1%}]"
+        print(f"  {arm:<11} false alarms per job: {rate}")
     return 0
 
 
