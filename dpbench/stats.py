@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "CONTROL_CAP",
+    "DISTURBED_SPREADS",
     "MIN_CLAIM_CONFIDENCE",
     "DisturbanceLimits",
     "PairedRatio",
@@ -192,6 +194,10 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Pa
 DISTURBED_SPREADS = 6.0
 CONTROL_FLOOR = 1.25  # a control at most this many times its placement's median is never "disturbed"
 TRIAL_FLOOR = 2.0  # nor a trial at most this many times its case's median
+# ... and beyond these it always is, however wide the run's spread: on a machine busy all run long
+# the spread itself is the disturbance, and limits taken from it alone would flag nothing.
+CONTROL_CAP = 2.0
+TRIAL_CAP = 3.0
 TRIAL_RULE_MIN = 3  # the trial rule needs a median that one trial cannot move: three trials or more
 MIN_KEPT = 2  # disturbed trials are left out only while this many (and half the case's) remain
 
@@ -215,6 +221,13 @@ class DisturbanceLimits:
     control_median: dict[str, float]
     control_limit: float
     trial_limit: float
+    control_spread: float = 0.0  # the run's robust sd of log control / its placement's median
+
+    @property
+    def noisy(self) -> bool:
+        """The run's controls spread so wide that the control limit hit its cap: the machine was
+        busy throughout, not for a trial or two (the run's results are unreliable)."""
+        return DISTURBED_SPREADS * self.control_spread > math.log(CONTROL_CAP)
 
     def why(self, series: TrialSeries, index: int, *, against: Sequence[float] | None = None) -> str | None:
         """Why trial ``index`` of ``series`` is disturbed, or None. ``against``: the case's trials
@@ -248,7 +261,7 @@ def _robust_sd(deviations: Sequence[float]) -> float:
 def disturbance_limits(cases: Sequence[TrialSeries]) -> DisturbanceLimits:
     """The limits from one run's cases (each case once): controls against the median control of
     their placement, trials against their case's median trial, each limit
-    ``exp(max(DISTURBED_SPREADS × robust sd, log(floor)))``."""
+    ``exp(DISTURBED_SPREADS × robust sd)`` kept between its floor and its cap."""
     by_placement: dict[str, list[float]] = {}
     for case in cases:
         by_placement.setdefault(case.placement, []).extend(positive(case.controls))
@@ -260,11 +273,17 @@ def disturbance_limits(cases: Sequence[TrialSeries]) -> DisturbanceLimits:
         if len(values) >= TRIAL_RULE_MIN:
             centre = statistics.median(values)
             trial_logs += [math.log(v / centre) for v in values]
+    control_sd = _robust_sd(control_logs)
     return DisturbanceLimits(
         control_median=centres,
-        control_limit=math.exp(max(DISTURBED_SPREADS * _robust_sd(control_logs), math.log(CONTROL_FLOOR))),
-        trial_limit=math.exp(max(DISTURBED_SPREADS * _robust_sd(trial_logs), math.log(TRIAL_FLOOR))),
+        control_limit=_limit(control_sd, CONTROL_FLOOR, CONTROL_CAP),
+        trial_limit=_limit(_robust_sd(trial_logs), TRIAL_FLOOR, TRIAL_CAP),
+        control_spread=control_sd,
     )
+
+
+def _limit(sd: float, floor: float, cap: float) -> float:
+    return math.exp(min(max(DISTURBED_SPREADS * sd, math.log(floor)), math.log(cap)))
 
 
 def find_disturbed(

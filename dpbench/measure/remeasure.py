@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.measure.trials import CaseResult, TrialResult, TrialSession
-from dpbench.stats import DisturbanceLimits, TrialSeries, disturbance_limits
+from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, DisturbanceLimits, TrialSeries, disturbance_limits
 
 __all__ = ["REMEASURE_SHARE", "Remeasured", "busy_line", "judge", "plan", "remeasure", "settle", "snapshot"]
 
@@ -104,10 +104,19 @@ def settle(result: CaseResult, slot: int, measured: TrialResult, limits: Disturb
     return True
 
 
-def busy_line(results: dict[str, CaseResult], share: float = REMEASURE_SHARE) -> str | None:
-    """The run's first line where more than ``share`` of its trials were disturbed, else None."""
+def busy_line(
+    results: dict[str, CaseResult], share: float = REMEASURE_SHARE, limits: DisturbanceLimits | None = None
+) -> str | None:
+    """The run's first line where more than ``share`` of its trials were disturbed, or its controls
+    spread so wide that the machine was busy throughout (``limits.noisy``), else None."""
     total = sum(len(r.trials) for r in results.values())
     flags = [f for r in results.values() for f in r.disturbed if f is not None]
+    if total and limits is not None and limits.noisy and len(flags) <= share * total:
+        return (
+            f"the machine was busy throughout: the controls spread by ±{math.expm1(limits.control_spread):.0%} "
+            f"(robust sd; a quiet machine's stay within ±{math.expm1(math.log(CONTROL_CAP) / DISTURBED_SPREADS):.0%}), "
+            f"{len(flags)} of {total} trials stood out: results are unreliable"
+        )
     if not total or len(flags) <= share * total:
         return None
     unreplaced = sum(1 for f in flags if not f.get("replaced"))
@@ -167,5 +176,5 @@ def remeasure(
         measured_again=len(todo),
         replaced=replaced,
         seconds=time.monotonic() - started,
-        busy=busy_line(results, share),
+        busy=busy_line(results, share, limits),
     )

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpbench.report.configs import vs_single
 from dpbench.results.units import fmt_num
-from dpbench.stats import PairedRatio, median, positive
+from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, PairedRatio, median, positive
 
 __all__ = [
     "BUSY_SHARE",
@@ -108,6 +108,12 @@ def busy_line(run: str, rows: pd.DataFrame) -> str | None:
     :data:`BUSY_SHARE` of a run's trials were disturbed (beyond what the re-measurement pass may
     replace), else None."""
     disturbed, total, unreplaced = busy_share(rows)
+    spread = rows["run_control_spread"].iloc[0] if "run_control_spread" in rows and len(rows) else math.nan
+    if total and DISTURBED_SPREADS * spread > math.log(CONTROL_CAP) and disturbed <= BUSY_SHARE * total:
+        return (
+            f"{run}: the machine was busy throughout: the controls spread by ±{math.expm1(spread):.0%} (robust sd), "
+            f"{disturbed} of {total} trials stood out: results are unreliable"
+        )
     if not total or disturbed <= BUSY_SHARE * total:
         return None
     left = f", {unreplaced} of them not measured again" if unreplaced else ", each measured again"

@@ -89,6 +89,8 @@ def mark_disturbed(rows: list[dict[str, Any]]) -> None:
             controls=tuple(_slots(trials.get("control_s"))),
         )
     limits = disturbance_limits(list(series.values())) if series else None
+    for row in rows:  # the run's control spread: wide, and the machine was busy throughout
+        row["run_control_spread"] = limits.control_spread if limits is not None else math.nan
     for key, found in cases.items():
         case = series[key]
         saved = _saved(found[0]["trials"], len(case.values))

@@ -40,7 +40,8 @@ _STAT_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "op
 _DERIVED = {"run", "step_time_s", "step_samples", "strategy_label", "label", "samples_per_s", "unit",
             "trial_times", "trial_controls", "trials_count", "trial_cv", "control_median_s", "control_cv",
             "step_time_ci95_lo", "step_time_ci95_hi", "samples_per_s_ci95_lo", "samples_per_s_ci95_hi",
-            "incomparable", "clock_warnings", "trial_timelines", "disturbed", "disturbed_unreplaced"}
+            "incomparable", "clock_warnings", "trial_timelines", "disturbed", "disturbed_unreplaced",
+            "run_control_spread"}
 _ALWAYS = ("schema", "kind", "suite", "strategy", "workload", "world_size", "device_type", "backend", "profile",
            "collective", "case_key", "global_batch")
 

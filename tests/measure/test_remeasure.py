@@ -138,3 +138,17 @@ def test_publish_hands_pytest_benchmark_only_the_kept_trials():
 
     publish(Bench(), result)
     assert Bench.rounds == [4]
+
+
+def test_a_machine_busy_all_run_long_is_said_even_when_no_trial_stands_out():
+    """Controls all over the place (a machine shared the whole run): limits from that spread alone
+    would flag nothing, so the caps flag what is twice its median and the run says it is unreliable."""
+    spread = (1.0, 3.0, 0.4, 6.0, 1.5, 0.7, 2.5, 0.3, 4.0, 1.2)
+    cases = []
+    for i in range(6):
+        script = [(0.02 * spread[(i + j) % 10], CLEAN_CONTROL * spread[(i + j + 3) % 10]) for j in range(5)]
+        cases.append(ScriptedCase(f"c{i}", script + script))
+    session = _session(cases)
+    done = remeasure(session)
+    assert done.busy is not None and "results are unreliable" in done.busy
+    assert done.busy.startswith("the machine was busy")
