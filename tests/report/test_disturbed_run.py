@@ -12,6 +12,7 @@ import html
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dpbench.report import write_report
@@ -86,3 +87,26 @@ def test_the_page_says_it_and_no_headline_carries_the_wild_trial(saved, tmp_path
     # The workload's headline at batch 32 (it read "ddp w1 ... (1.91× single)").
     (times,) = re.findall(r"the fastest is \S+ w1 at [0-9,]+ samples/s \(([0-9.]+)× single\)", page)
     assert 0.8 <= float(times) <= 1.3
+
+
+def test_the_real_run_was_not_busy_but_a_run_with_a_third_disturbed_says_so(frame):
+    from dpbench.report.summary import busy_line, busy_share
+
+    assert busy_share(frame) == (16, 280, 16) and busy_line("0001_quick", frame) is None
+    rows = pd.DataFrame(
+        {
+            "case_key": ["a", "a", "b", "c"],  # "a" published by two suites: one measurement
+            "trial_times": [[0.01] * 5] * 4,
+            "disturbed": [[{"replaced": True}, {"replaced": False}]] * 2 + [[{"replaced": True}], []],
+            "run_control_spread": [0.05] * 4,
+        }
+    )
+    assert busy_share(rows) == (3, 15, 1) and busy_line("r", rows) is None  # 20%: what the extra pass may replace
+    rows["disturbed"] = [[{"replaced": False}] * 3] * 2 + [[{"replaced": True}] * 2, []]
+    assert busy_line("r", rows) == (
+        "r: the machine was busy during 33% of the trials (5 of 15, 3 of them not measured again): "
+        "results are unreliable"
+    )
+    rows["disturbed"] = [[]] * 4
+    rows["run_control_spread"] = 0.2  # controls spread ±22%: 6 sds beyond a 2x control
+    assert busy_line("r", rows).startswith("r: the machine was busy throughout: the controls spread by ±22%")
