@@ -343,6 +343,7 @@ def decisions(
         "scaling_efficiency",
         "scaling_efficiency_ci95_lo",
         "scaling_efficiency_ci95_hi",
+        "scaling_efficiency_confidence",
     ]
     configs = configs[[c for c in wanted if c in configs.columns]]
     training = _training(configs)

@@ -87,6 +87,8 @@ def test_the_page_says_it_and_no_headline_carries_the_wild_trial(saved, tmp_path
     # The workload's headline at batch 32 (it read "ddp w1 ... (1.91× single)").
     (times,) = re.findall(r"the fastest is \S+ w1 at [0-9,]+ samples/s \(([0-9.]+)× single\)", page)
     assert 0.8 <= float(times) <= 1.3
+    # The efficiency grid: the same estimator, its interval's own coverage named (4 pairs: 87.5%).
+    assert "ddp w1: scaling efficiency 109.6% (88% CI 74%–132%)" in page
 
 
 def test_the_real_run_was_not_busy_but_a_run_with_a_third_disturbed_says_so(frame):
