@@ -48,6 +48,10 @@ def test_an_injected_disturbance_is_flagged_measured_again_and_kept_out_of_the_r
     (saved,) = storage.glob("*/0001_disturbed.json")
     run = json.loads(saved.read_text())
     done = run["machine_info"]["dpbench"]["remeasure"]
+    if (done["busy"] or "").startswith("the machine was busy throughout"):
+        # Others' work moved every trial by more than the hogs move one: nothing can stand out, and
+        # the run said so (its first line). The premise of this test is a machine otherwise quiet.
+        pytest.skip(f"the machine was busy throughout this run: {done['busy']}")
     assert done["measured_again"] >= 1 and done["measured_again"] <= max(1, 15 // 5)
     infos = {b["name"]: b["extra_info"] for b in run["benchmarks"]}
     single = infos["test_scaling[single-mlp-w1]"]["trials"]
