@@ -229,10 +229,10 @@ class DisturbanceLimits:
         busy throughout, not for a trial or two (the run's results are unreliable)."""
         return DISTURBED_SPREADS * self.control_spread > math.log(CONTROL_CAP)
 
-    def why(self, series: TrialSeries, index: int, *, against: Sequence[float] | None = None) -> str | None:
-        """Why trial ``index`` of ``series`` is disturbed, or None. ``against``: the case's trials
-        to judge its step time by (default: ``series.values``; a re-measurement is judged by the
-        trials it may join)."""
+    def why(self, series: TrialSeries, index: int) -> str | None:
+        """Why trial ``index`` of ``series`` is disturbed, or None: its control against its
+        placement's median, then its step time against the median of ``series.values`` (a
+        re-measurement is judged in a series of the trials it may join)."""
         controls = series.controls
         centre = self.control_median.get(series.placement, math.nan)
         if index < len(controls) and controls[index] > 0 and centre > 0:
@@ -242,7 +242,7 @@ class DisturbanceLimits:
                     f"control {controls[index] * 1e3:.3g} ms = {seen:.1f}x the median control of its placement "
                     f"(limit {self.control_limit:.2f}x)"
                 )
-        values = positive(series.values if against is None else against)
+        values = positive(series.values)
         value = series.values[index] if index < len(series.values) else math.nan
         if len(values) >= TRIAL_RULE_MIN and value > 0:
             seen = value / statistics.median(values)
