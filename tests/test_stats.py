@@ -116,3 +116,39 @@ def test_coefficient_of_variation_and_paired_ratios():
     assert coefficient_of_variation([2.0, 4.0]) == pytest.approx(statistics.stdev([2, 4]) / 3)
     assert math.isnan(coefficient_of_variation([1.0]))
     assert paired_ratio([2.0, 3.0, 4.0], [1.0, 1.5]).ratios == (2.0, 2.0)
+
+
+def test_disturbance_limits_come_from_the_runs_spread_within_floor_and_cap():
+    from dpbench.stats import CONTROL_CAP, TrialSeries, disturbance_limits, find_disturbed, left_out
+
+    rng = random.Random(5)
+    # Two placements whose controls differ by 2x: each judged against its own median, neither flagged.
+    cases = {
+        f"{p}{i}": TrialSeries(
+            placement=p,
+            values=tuple(0.01 * (i + 1) * rng.lognormvariate(0, 0.05) for _ in range(5)),
+            controls=tuple((0.001 if p == "w1" else 0.002) * rng.lognormvariate(0, 0.02) for _ in range(5)),
+        )
+        for p in ("w1", "w2")
+        for i in range(6)
+    }
+    limits = disturbance_limits(list(cases.values()))
+    assert limits.control_limit == pytest.approx(1.25)  # 6 robust sds of 2% is under the floor
+    assert limits.trial_limit == pytest.approx(2.0) and not limits.noisy
+    assert all(w is None for whys in find_disturbed(cases, limits).values() for w in whys)
+    # One control at 1.3x its placement's median: disturbed; a step time at 2.1x its case's: disturbed.
+    hit = TrialSeries(placement="w2", values=(0.01, 0.01, 0.021, 0.01, 0.01), controls=(0.002, 0.0026, 0.002, 0.002))
+    assert limits.why(hit, 1).startswith("control 2.6 ms = 1.3x") and "did not see it" in limits.why(hit, 2)
+    assert limits.why(hit, 0) is None and limits.why(hit, 4) is None  # no control known for trial 5
+    # A run spread so wide that 6 sds pass the cap: the cap flags what is twice its median.
+    wide = [
+        TrialSeries(
+            placement="x", values=(0.01,) * 5, controls=tuple(0.001 * rng.lognormvariate(0, 0.5) for _ in range(5))
+        )
+        for _ in range(8)
+    ]
+    wide_limits = disturbance_limits(wide)
+    assert wide_limits.control_limit == pytest.approx(CONTROL_CAP) and wide_limits.noisy
+    # Left out only while two trials and half the case remain.
+    assert left_out([None, "x", None, None, None]) == [False, True, False, False, False]
+    assert left_out(["x", "x", "x", None, None]) == [False] * 5 and left_out(["x", None]) == [False, False]
