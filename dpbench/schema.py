@@ -71,9 +71,9 @@ EXTRA_INFO_FIELDS = (
     "schema",
     "case_key",
     # count, rounds_per_trial, order, started_at, step_time_s, round_times_s, control_s, cv, sampler,
-    # timelines, minor_faults_per_step
+    # timelines, minor_faults_per_step, disturbed (per trial: null or why, replaced, left_out, measured)
     "trials",
-    "step_time_s",  # the headline: median over trials of each trial's median seconds per step
+    "step_time_s",  # the headline: median over the trials kept (disturbed ones left out) of each trial's median
     "step_time_ci95",
     "kind",  # "training" or "collective"
     "strategy",

@@ -14,15 +14,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "CONTROL_CAP",
+    "DISTURBED_SPREADS",
+    "MIN_CLAIM_CONFIDENCE",
+    "DisturbanceLimits",
     "PairedRatio",
+    "TrialSeries",
     "coefficient_of_variation",
+    "disturbance_limits",
+    "find_disturbed",
+    "left_out",
     "log_t_interval",
     "median",
+    "median_interval",
     "or_none",
     "paired_ratio",
     "percentile",
     "positive",
 ]
+
+# A paired ratio claims a difference only when its interval's own coverage is at least this: with
+# 5 pairs (the profiles' trials) the distribution-free interval is [min, max] at 93.8%, and claims
+# stay possible; with 4 (one trial of 5 left out, unreplaced) it is 87.5%, a 1-in-8 false claim,
+# so none is made.
+MIN_CLAIM_CONFIDENCE = 0.9
 
 
 def positive(values: Sequence[float] | None) -> list[float]:
@@ -80,16 +95,41 @@ def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[f
     return math.exp(mean - half), math.exp(mean + half)
 
 
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """A distribution-free interval on the median of ``values`` and its exact coverage:
+    ``(lo, hi, coverage)``, NaNs with fewer than two values.
+
+    The interval is a pair of order statistics ``[x(k+1), x(n-k)]`` (the sign test inverted): it
+    covers the true median with probability ``1 - 2 P(B <= k)``, B ~ Binomial(n, 1/2), whatever the
+    distribution. ``k`` is the largest that still reaches ``confidence``; below six values none does,
+    and the interval is ``[min, max]`` with its lower coverage (93.75% with 5, 87.5% with 4).
+    Beyond five values one wild value moves neither end.
+    """
+    from scipy.special import bdtr  # the binomial CDF, without scipy.stats' import time
+
+    ordered = sorted(positive(values))
+    n = len(ordered)
+    if n < 2:
+        return math.nan, math.nan, math.nan
+    k = 0
+    while k + 1 <= (n - 1) // 2 and 1 - 2 * float(bdtr(k + 1, n, 0.5)) >= confidence:
+        k += 1
+    return ordered[k], ordered[n - 1 - k], 1 - 2 * float(bdtr(k, n, 0.5))
+
+
 @dataclass(frozen=True, kw_only=True)
 class PairedRatio:
-    """``numerator / denominator`` from trials paired by index: the geometric mean of the
-    per-pair ratios and its 95% t-interval (NaN with fewer than two pairs)."""
+    """``numerator / denominator`` from trials paired by index: the median of the per-pair
+    ratios (exp of the median of their logs) and its distribution-free interval
+    (:func:`median_interval`; NaN with fewer than two pairs). One wild pair — a trial the machine
+    disturbed — moves the median by at most one rank, where it moved a geometric mean without limit."""
 
     ratio: float
     lo: float
     hi: float
     pairs: int
     ratios: tuple[float, ...] = ()  # the per-pair ratios behind it
+    confidence: float = math.nan  # the interval's exact coverage (0.9375 for [min, max] of 5 pairs)
 
     @property
     def interval(self) -> list[float] | None:
@@ -104,6 +144,7 @@ class PairedRatio:
             hi=1 / self.lo,
             pairs=self.pairs,
             ratios=tuple(1 / r for r in self.ratios),
+            confidence=self.confidence,
         )
 
     def scaled(self, factor: float) -> PairedRatio:
@@ -113,18 +154,20 @@ class PairedRatio:
             hi=self.hi * factor,
             pairs=self.pairs,
             ratios=tuple(r * factor for r in self.ratios),
+            confidence=self.confidence,
         )
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 1 (False when it is unknown)."""
-        return self.pairs >= 2 and (self.lo > 1 or self.hi < 1)
+        """The interval excludes 1 and covers at least :data:`MIN_CLAIM_CONFIDENCE` (False when unknown)."""
+        return self.pairs >= 2 and self.confidence >= MIN_CLAIM_CONFIDENCE and (self.lo > 1 or self.hi < 1)
 
 
 def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> PairedRatio:
     """Trial i of one case against trial i of another: interleaved trials ran close in time, so
     pairing cancels what the machine did between passes. Extra trials on one side are unpaired
-    and left out."""
+    and left out, and so is a pair with a missing (NaN) trial on either side: a disturbed trial
+    left out keeps its slot as NaN, so the other slots stay paired."""
     ratios = positive(
         [
             a / b
@@ -134,6 +177,128 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Pa
     )
     if not ratios:
         return PairedRatio(ratio=math.nan, lo=math.nan, hi=math.nan, pairs=0)
-    centre = math.exp(statistics.fmean(math.log(r) for r in ratios))
-    lo, hi = log_t_interval(ratios)
-    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios))
+    # exp(median of logs) is the median of the ratios (exp is monotonic), but for an even count the
+    # middle two are averaged on the log scale, so that a ratio and its inverse stay inverses.
+    centre = math.exp(statistics.median(math.log(r) for r in ratios))
+    lo, hi, confidence = median_interval(ratios)
+    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios), confidence=confidence)
+
+
+# ---------------------------------------------------------------- disturbed trials
+# A trial is disturbed when the machine, not the code, moved it: something else ran on its cores.
+# Both limits come from the run's own measured spread, in robust sds (1.4826 × the median absolute
+# log deviation, which a few disturbed trials do not inflate): a clean trial 6 robust sds out is
+# as good as impossible under a normal model (~1e-9), and shared machines' heavier tails still sit
+# well inside it. The floors keep a machine whose spread is tiny (a GPU's controls agree to 0.1%)
+# from flagging a wobble no result would notice.
+DISTURBED_SPREADS = 6.0
+CONTROL_FLOOR = 1.25  # a control at most this many times its placement's median is never "disturbed"
+TRIAL_FLOOR = 2.0  # nor a trial at most this many times its case's median
+# ... and beyond these it always is, however wide the run's spread: on a machine busy all run long
+# the spread itself is the disturbance, and limits taken from it alone would flag nothing.
+CONTROL_CAP = 2.0
+TRIAL_CAP = 3.0
+TRIAL_RULE_MIN = 3  # the trial rule needs a median that one trial cannot move: three trials or more
+MIN_KEPT = 2  # disturbed trials are left out only while this many (and half the case's) remain
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSeries:
+    """One case's trials as detection reads them. ``placement``: which ranks, threads and cores the
+    trials ran on (controls compare only within one placement); ``values``: step times per trial;
+    ``controls``: control times per trial (shorter or empty where unknown)."""
+
+    placement: str
+    values: tuple[float, ...]
+    controls: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisturbanceLimits:
+    """What the run's clean trials look like: the median control per placement, and the limits
+    (ratios) beyond which a control, or a trial against its case's median, is disturbed."""
+
+    control_median: dict[str, float]
+    control_limit: float
+    trial_limit: float
+    control_spread: float = 0.0  # the run's robust sd of log control / its placement's median
+
+    @property
+    def noisy(self) -> bool:
+        """The run's controls spread so wide that the control limit hit its cap: the machine was
+        busy throughout, not for a trial or two (the run's results are unreliable)."""
+        return DISTURBED_SPREADS * self.control_spread > math.log(CONTROL_CAP)
+
+    def why(self, series: TrialSeries, index: int) -> str | None:
+        """Why trial ``index`` of ``series`` is disturbed, or None: its control against its
+        placement's median, then its step time against the median of ``series.values`` (a
+        re-measurement is judged in a series of the trials it may join)."""
+        controls = series.controls
+        centre = self.control_median.get(series.placement, math.nan)
+        if index < len(controls) and controls[index] > 0 and centre > 0:
+            seen = controls[index] / centre
+            if seen > self.control_limit:
+                return (
+                    f"control {controls[index] * 1e3:.3g} ms = {seen:.1f}x the median control of its placement "
+                    f"(limit {self.control_limit:.2f}x)"
+                )
+        values = positive(series.values)
+        value = series.values[index] if index < len(series.values) else math.nan
+        if len(values) >= TRIAL_RULE_MIN and value > 0:
+            seen = value / statistics.median(values)
+            if seen > self.trial_limit:
+                return (
+                    f"step time {value * 1e3:.3g} ms = {seen:.1f}x its case's median trial "
+                    f"(limit {self.trial_limit:.2f}x; its control did not see it)"
+                )
+        return None
+
+
+def _robust_sd(deviations: Sequence[float]) -> float:
+    return 1.4826 * statistics.median(abs(d) for d in deviations) if deviations else 0.0
+
+
+def disturbance_limits(cases: Sequence[TrialSeries]) -> DisturbanceLimits:
+    """The limits from one run's cases (each case once): controls against the median control of
+    their placement, trials against their case's median trial, each limit
+    ``exp(DISTURBED_SPREADS × robust sd)`` kept between its floor and its cap."""
+    by_placement: dict[str, list[float]] = {}
+    for case in cases:
+        by_placement.setdefault(case.placement, []).extend(positive(case.controls))
+    centres = {p: statistics.median(c) for p, c in by_placement.items() if c}
+    control_logs = [math.log(c / centres[p]) for p, cs in by_placement.items() if cs for c in cs]
+    trial_logs = []
+    for case in cases:
+        values = positive(case.values)
+        if len(values) >= TRIAL_RULE_MIN:
+            centre = statistics.median(values)
+            trial_logs += [math.log(v / centre) for v in values]
+    control_sd = _robust_sd(control_logs)
+    return DisturbanceLimits(
+        control_median=centres,
+        control_limit=_limit(control_sd, CONTROL_FLOOR, CONTROL_CAP),
+        trial_limit=_limit(_robust_sd(trial_logs), TRIAL_FLOOR, TRIAL_CAP),
+        control_spread=control_sd,
+    )
+
+
+def _limit(sd: float, floor: float, cap: float) -> float:
+    return math.exp(min(max(DISTURBED_SPREADS * sd, math.log(floor)), math.log(cap)))
+
+
+def find_disturbed(
+    cases: dict[str, TrialSeries], limits: DisturbanceLimits | None = None
+) -> dict[str, list[str | None]]:
+    """Per case, per trial: why it is disturbed, or None (limits: from these cases, by default)."""
+    limits = limits or disturbance_limits(list(cases.values()))
+    return {key: [limits.why(case, i) for i in range(len(case.values))] for key, case in cases.items()}
+
+
+def left_out(why: Sequence[str | None]) -> list[bool]:
+    """Which trials every estimate leaves out: the disturbed ones (``why`` not None; a replaced
+    trial's slot holds its clean re-measurement and is None here), as long as :data:`MIN_KEPT`
+    trials and half of them remain; otherwise none, and the case's warning says its numbers hold
+    disturbed trials."""
+    out = [w is not None for w in why]
+    kept = len(out) - sum(out)
+    return out if any(out) and kept >= MIN_KEPT and 2 * kept >= len(out) else [False] * len(out)

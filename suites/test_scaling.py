@@ -2,8 +2,9 @@
 
 scaling efficiency = throughput(N) / (N × throughput of `single` on one replica's batch),
 computed trial by trial: trial i of a case against trial i of `single`, which ran in the same
-interleaved pass, so a slow minute moves both. The headline is the median over trials with a
-95% interval.
+interleaved pass, so a slow minute moves both. The headline is the median of those paired ratios
+with a distribution-free interval (dpbench.stats.paired_ratio); a disturbed trial left out drops
+its pair.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def test_scaling(benchmark, case, profile, trials, unavailable_to_skip):
     efficiency = paired_ratio(single.values, result.values).scaled(1 / scale)
     benchmark.extra_info.update(
         {
-            "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.values),
+            "baseline_samples_per_s": case.reference.global_batch / statistics.median(single.kept),
             "scaling_efficiency": efficiency.ratio,
             "scaling_efficiency_ci95": efficiency.interval,
             "scaling_efficiency_trials": list(efficiency.ratios),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpbench.stats import coefficient_of_variation, log_t_interval, median, paired_ratio, positive
+from dpbench.stats import coefficient_of_variation, log_t_interval, median, median_interval, paired_ratio, positive
 
 
 def test_log_t_interval_is_scipys_t_interval_of_the_logs():
@@ -30,16 +30,57 @@ def test_log_t_interval_needs_two_positive_values(values):
 
 
 def test_paired_ratio_by_hand():
-    # Trial i of both cases: ratios 2, 2, 2 exactly → ratio 2, a zero-width interval, significant.
-    r = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
-    assert (r.ratio, r.pairs) == (pytest.approx(2.0), 3)
+    # Trial i of both cases: ratios 2, 2, 2, 2, 2 exactly → ratio 2, a zero-width interval at 93.75%, significant.
+    r = paired_ratio([2.0, 4.0, 6.0, 8.0, 10.0], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (r.ratio, r.pairs, r.confidence) == (pytest.approx(2.0), 5, 1 - 2 / 32)
     assert r.lo == pytest.approx(2.0) and r.hi == pytest.approx(2.0) and r.significant
-    # Ratios 0.5 and 2: geometric mean 1, an interval around 1: not significant.
+    # Three pairs: [min, max] covers only 75%, too little for a claim however far from 1.
+    three = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert three.confidence == 0.75 and not three.significant
+    # Ratios 0.5 and 2: the median on the log scale is 1, an interval around 1: not significant.
     r = paired_ratio([1.0, 4.0], [2.0, 2.0])
     assert r.ratio == pytest.approx(1.0) and r.lo < 1 < r.hi and not r.significant
     # Unpaired extra trials are left out; one pair has no interval and makes no claim.
     one = paired_ratio([3.0, 9.0, 9.0], [1.5])
     assert one.pairs == 1 and one.ratio == pytest.approx(2.0) and math.isnan(one.lo) and not one.significant
+    # A NaN slot (a disturbed trial left out) drops its pair and keeps the others paired.
+    gap = paired_ratio([2.0, math.nan, 6.0], [1.0, 2.0, 2.0])
+    assert gap.ratios == (2.0, 3.0) and gap.pairs == 2
+
+
+def test_one_wild_pair_moves_the_median_by_one_rank():
+    """The real run's ddp w1 against single (one disturbed single trial): the geometric mean said
+    1.91×; the median says what the other four pairs say."""
+    r = paired_ratio(
+        [1 / 11.54, 1 / 9.97, 1 / 13.16, 1 / 10.01, 1 / 13.47], [1 / 11.77, 1 / 216.08, 1 / 9.71, 1 / 13.18, 1 / 15.86]
+    )
+    assert r.ratio == pytest.approx(15.86 / 13.47)  # the middle of 0.74, 1.02, 1.18, 1.32, 21.7
+    assert statistics.geometric_mean(r.ratios) > 1.9
+
+
+@pytest.mark.parametrize("n", range(2, 30))
+def test_median_interval_is_the_sign_test_interval(n):
+    """Against scipy's binomial: the widest order-statistic interval reaching 95%, its exact coverage."""
+    values = [float(i + 1) for i in range(n)]
+    lo, hi, coverage = median_interval(values)
+    k = int(lo) - 1
+    assert hi == n - k and coverage == pytest.approx(1 - 2 * sps.binom.cdf(k, n, 0.5), abs=1e-12)
+    if n >= 6:
+        assert coverage >= 0.95 and 1 - 2 * sps.binom.cdf(k + 1, n, 0.5) < 0.95
+    else:
+        assert k == 0
+
+
+def test_median_interval_coverage_by_simulation():
+    """The coverage it states is what a skewed, heavy-tailed distribution gets (distribution-free)."""
+    rng = random.Random(7)
+    for n in (5, 9):
+        hits = 0
+        for _ in range(4000):
+            values = [rng.lognormvariate(0, 1) ** 3 for _ in range(n)]  # true median 1
+            lo, hi, coverage = median_interval(values)
+            hits += lo <= 1 <= hi
+        assert hits / 4000 == pytest.approx(coverage, abs=0.02)
 
 
 def test_pairing_cancels_what_the_machine_did_between_passes():
@@ -75,3 +116,39 @@ def test_coefficient_of_variation_and_paired_ratios():
     assert coefficient_of_variation([2.0, 4.0]) == pytest.approx(statistics.stdev([2, 4]) / 3)
     assert math.isnan(coefficient_of_variation([1.0]))
     assert paired_ratio([2.0, 3.0, 4.0], [1.0, 1.5]).ratios == (2.0, 2.0)
+
+
+def test_disturbance_limits_come_from_the_runs_spread_within_floor_and_cap():
+    from dpbench.stats import CONTROL_CAP, TrialSeries, disturbance_limits, find_disturbed, left_out
+
+    rng = random.Random(5)
+    # Two placements whose controls differ by 2x: each judged against its own median, neither flagged.
+    cases = {
+        f"{p}{i}": TrialSeries(
+            placement=p,
+            values=tuple(0.01 * (i + 1) * rng.lognormvariate(0, 0.05) for _ in range(5)),
+            controls=tuple((0.001 if p == "w1" else 0.002) * rng.lognormvariate(0, 0.02) for _ in range(5)),
+        )
+        for p in ("w1", "w2")
+        for i in range(6)
+    }
+    limits = disturbance_limits(list(cases.values()))
+    assert limits.control_limit == pytest.approx(1.25)  # 6 robust sds of 2% is under the floor
+    assert limits.trial_limit == pytest.approx(2.0) and not limits.noisy
+    assert all(w is None for whys in find_disturbed(cases, limits).values() for w in whys)
+    # One control at 1.3x its placement's median: disturbed; a step time at 2.1x its case's: disturbed.
+    hit = TrialSeries(placement="w2", values=(0.01, 0.01, 0.021, 0.01, 0.01), controls=(0.002, 0.0026, 0.002, 0.002))
+    assert limits.why(hit, 1).startswith("control 2.6 ms = 1.3x") and "did not see it" in limits.why(hit, 2)
+    assert limits.why(hit, 0) is None and limits.why(hit, 4) is None  # no control known for trial 5
+    # A run spread so wide that 6 sds pass the cap: the cap flags what is twice its median.
+    wide = [
+        TrialSeries(
+            placement="x", values=(0.01,) * 5, controls=tuple(0.001 * rng.lognormvariate(0, 0.5) for _ in range(5))
+        )
+        for _ in range(8)
+    ]
+    wide_limits = disturbance_limits(wide)
+    assert wide_limits.control_limit == pytest.approx(CONTROL_CAP) and wide_limits.noisy
+    # Left out only while two trials and half the case remain.
+    assert left_out([None, "x", None, None, None]) == [False, True, False, False, False]
+    assert left_out(["x", "x", "x", None, None]) == [False] * 5 and left_out(["x", None]) == [False, False]

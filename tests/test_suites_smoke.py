@@ -37,12 +37,14 @@ def test_suites_save_the_documented_run(tmp_path):
     run = json.loads(saved[0].read_text())
     assert run["machine_info"]["dpbench"]["lock_hash"]
     assert run["machine_info"]["dpbench"]["profile"]["trials"] == 2
+    assert run["machine_info"]["dpbench"]["remeasure"]["trials"] > 0  # the extra pass judged every trial
     by_kind: dict[str, list] = {}
     for bench in run["benchmarks"]:
         by_kind.setdefault(bench["extra_info"]["kind"], []).append(bench)
         info = bench["extra_info"]
         trials = info["trials"]
         assert trials["count"] == 2 and len(trials["step_time_s"]) == 2 and len(trials["control_s"]) == 2
+        assert len(trials["disturbed"]) == 2  # per trial: null, or why it was disturbed (docs/disturbed-trials.md)
         assert all(c > 0 for c in trials["control_s"]) and trials["cv"] is not None
         # pytest-benchmark's rounds are the trials (their medians); every timed round is kept beside them.
         assert bench["stats"]["rounds"] == 2 and bench["stats"]["data"] == trials["step_time_s"]

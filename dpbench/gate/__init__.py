@@ -2,7 +2,9 @@
 baseline, judged across fresh-process trials, with the control in view), its text/Markdown/JSON
 output, and ``dpbench ab`` (base and head measured alternately in one job, in worktrees).
 :mod:`~dpbench.gate.simulation` holds the noise model the gate is calibrated against, for the
-scripts and tests that simulate it; nothing at run time imports it.
+scripts and tests that simulate it (:mod:`~dpbench.gate.simulation_disturbed`: A/A jobs with
+disturbed trials); nothing at run time imports them. :mod:`~dpbench.gate.disturbed`: what the gate
+pools of a side's disturbed trials, and the note a verdict carries about them.
 
 May import: ``dpbench.results`` (reading saved runs), ``dpbench.history`` (the accepted levels
 ``compare --history`` judges against), ``dpbench.stats``, ``dpbench.schema``.

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpbench.gate.disturbed import kept, notes
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, Verdict
@@ -139,8 +140,9 @@ def pool_side(frame: pd.DataFrame, what: str) -> dict[str, Pooled]:
         pooled = out.setdefault(
             name, Pooled(unit=str(unit), runs=[], control_runs=[], case_key=key if isinstance(key, str) else None)
         )
-        pooled.runs.append(list(times))
-        pooled.control_runs.append(list(controls))
+        # What the estimates use: re-measured trials in their slots, disturbed ones left out (NaN) dropped.
+        pooled.runs.append(kept(times))
+        pooled.control_runs.append(kept(controls))
         pooled.incomparable = pooled.incomparable or (reason if isinstance(reason, str) else None)
     return out
 
@@ -279,9 +281,12 @@ def compare_frames(
         aa=references,
         aa_base=base,
     )
+    disturbed = notes(baseline, candidate)
     for b in judged:
         if b.name in levels:
             b.note = "; ".join(filter(None, [b.note, levels[b.name][1]]))
+        if b.name in disturbed:
+            b.note = "; ".join(filter(None, [b.note, disturbed[b.name]]))
     cmp.benchmarks.extend(judged)
     for name in (n for n in base if n not in cand):
         cmp.benchmarks.append(

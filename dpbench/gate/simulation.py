@@ -146,7 +146,10 @@ def _per_run_logs(frames: Sequence[Any]) -> dict[str, list[tuple[list[float], li
             if isinstance(bad, str) or not times or (run_id, case) in seen:
                 continue  # a case published by two suites is one measurement: count it once
             seen.add((run_id, case))
-            out.setdefault(case, []).append(([math.log(t) for t in times], [math.log(c) for c in controls]))
+            # A disturbed trial left out is NaN in its slot (dpbench.results.disturbed): not a trial to fit.
+            out.setdefault(case, []).append(
+                ([math.log(t) for t in times if t > 0], [math.log(c) for c in controls if c > 0])
+            )
     return out
 
 

@@ -22,7 +22,7 @@ from dpbench.history.accepted import Accepted
 from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
 from dpbench.history.git import commit_order, descendants
 from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, Run, read_run, resolve_runs
-from dpbench.stats import log_t_interval, median
+from dpbench.stats import log_t_interval, median, positive
 
 __all__ = [
     "History",
@@ -299,8 +299,9 @@ def build_history(
         point = points.get(c)
         if point is None:
             point = points[c] = Point(commit=c, date=dates[run_id], trials=[], controls=[], runs=[], machine={})
-        point.trials += list(row["trial_times"])
-        point.controls += list(row["trial_controls"])
+        # NaN marks a disturbed trial every estimate leaves out (dpbench.results.disturbed).
+        point.trials += positive(row["trial_times"])
+        point.controls += positive(row["trial_controls"])
         point.runs.append(run_id)
         point.saved_interval = (row["step_time_ci95_lo"], row["step_time_ci95_hi"])
         point.date = min(point.date, dates[run_id])

@@ -3,7 +3,8 @@ trials, the profiles that size a run, and the documented ``extra_info`` written 
 
 Owns: :mod:`~dpbench.measure.cases` (a training or collective case and how one trial of it runs),
 :mod:`~dpbench.measure.trials` (the interleaved session and the worker clock pytest-benchmark
-reads), :mod:`~dpbench.measure.profiles` (``quick``/``full`` and ``DPBENCH_*`` settings),
+reads), :mod:`~dpbench.measure.remeasure` (disturbed trials found and measured again in one
+extra pass), :mod:`~dpbench.measure.profiles` (``quick``/``full`` and ``DPBENCH_*`` settings),
 :mod:`~dpbench.measure.extra_info` (schema 2 results), :mod:`~dpbench.measure.collectives` (the
 collective micro-benchmark's worker side), :mod:`~dpbench.measure.derive` (MFU, tokens/s and
 exposed communication from a step time) and :mod:`~dpbench.measure.plugin` (the pytest plugin

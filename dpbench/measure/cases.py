@@ -32,6 +32,12 @@ def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> 
     return max(1, min(max_steps, math.ceil(target_round_s / step_time)))
 
 
+def placement(*, device_type: Any, world_size: Any, nodes: Any, threads: Any, rank_cores: Any) -> str:
+    """Which ranks, threads and cores a trial ran on, as JSON (the same fields the results' reader
+    uses, dpbench.results.disturbed.placement): controls are compared within one placement."""
+    return json.dumps([device_type, world_size, nodes, threads, rank_cores], default=str)
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
 
@@ -179,6 +185,13 @@ class TrainingCase:
             sampler=summary,
             timeline=recorded,
             detail={"run_info": info, "merged": merged, "case_metrics": metrics, "trace": traced},
+            placement=placement(
+                device_type=info.get("device_type"),
+                world_size=info.get("world_size"),
+                nodes=info.get("nodes", 1),
+                threads=info.get("threads_per_worker"),
+                rank_cores=(info.get("affinity") or {}).get("rank_cores"),
+            ),
         )
 
 
@@ -244,4 +257,11 @@ class CollectiveCase:
             sampler=summary,
             timeline=recorded,
             detail={"pool_info": info},
+            placement=placement(
+                device_type=profile.device,
+                world_size=info["world_size"],
+                nodes=info.get("nodes", 1),
+                threads=info.get("threads_per_worker"),
+                rank_cores=None,  # as saved: a collective's results do not record its cores
+            ),
         )

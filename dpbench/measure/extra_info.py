@@ -49,7 +49,9 @@ def trials_info(result: CaseResult) -> dict[str, Any]:
         "rounds_per_trial": len(trials[0].round_times) if trials else 0,
         "order": [t.order for t in trials],
         "started_at": [t.started_at for t in trials],
-        "step_time_s": result.values,
+        # Every slot's trial, a disturbed one included; "disturbed" says which, and which of them
+        # every estimate leaves out (dpbench.measure.remeasure, docs/disturbed-trials.md).
+        "step_time_s": result.measured_values,
         # Every timed round of every trial (seconds per step or call), for distributions: the
         # headline and pytest-benchmark's statistics are over the trials, never over rounds.
         "round_times_s": [list(t.round_times) for t in trials],
@@ -57,10 +59,30 @@ def trials_info(result: CaseResult) -> dict[str, Any]:
         # Training cases: minor page faults per step of each trial (StepStats.minor_faults; None for
         # collectives): a trial slower than its siblings with many more of them lost to the allocator.
         "minor_faults_per_step": [_faults_per_step(t) for t in trials],
-        "cv": or_none(coefficient_of_variation(result.values)),
+        "cv": or_none(coefficient_of_variation(result.kept)),
         "sampler": [t.sampler for t in trials],
         "timelines": [t.timeline for t in trials],
+        "disturbed": _disturbed(result),
     }
+
+
+def _disturbed(result: CaseResult) -> list[dict[str, Any] | None]:
+    """Per slot: None, or why its trial was disturbed, whether a re-measurement replaced it (the
+    disturbed trial's numbers then under ``measured``) and whether the estimates leave it out."""
+    flags = (list(result.disturbed) + [None] * len(result.trials))[: len(result.trials)]
+    return [None if f is None else {**f, "left_out": out} for f, out in zip(flags, result.left_out)]
+
+
+def _median_phases(trials: list[Any]) -> dict[str, float]:
+    """Per phase, the median over trials of each trial's mean seconds per step: one disturbed trial
+    moves it by one rank at most (a mean over all steps carried it whole)."""
+    per_trial = [t.detail["merged"].phases for t in trials]
+    names = sorted({name for phases in per_trial for name in phases})
+    return {name: statistics.median(p[name] for p in per_trial if name in p) for name in names}
+
+
+def _kept_trials(result: CaseResult) -> list[Any]:
+    return [t for t, out in zip(result.trials, result.left_out) if not out]
 
 
 def _faults_per_step(trial: Any) -> float | None:
@@ -87,12 +109,13 @@ def training_extra_info(
     """The documented ``extra_info`` (schema 2) of one training benchmark."""
     first = result.trials[0]
     run_info = first.detail["run_info"]
-    merged = merge_step_stats([t.detail["merged"] for t in result.trials])
-    step_time = statistics.median(result.values)
-    ci = _interval(result.values)
+    kept = _kept_trials(result)
+    merged = merge_step_stats([t.detail["merged"] for t in kept])
+    step_time = statistics.median(result.kept)
+    ci = _interval(result.kept)
     batch = run_info["global_batch"]
     sampler = dict(first.sampler or {})
-    trials_faults = [f for f in (_faults_per_step(t) for t in result.trials) if f is not None]
+    trials_faults = [f for f in (_faults_per_step(t) for t in kept) if f is not None]
     info = {
         "schema": SCHEMA_VERSION,
         "kind": "training",
@@ -116,10 +139,10 @@ def training_extra_info(
         "step_time_ci95": ci,
         "samples_per_s": batch / step_time,
         "samples_per_s_ci95": [batch / ci[1], batch / ci[0]] if ci else None,
-        # A tail, not a centre: the 95th percentile of every step of every trial. The centre is
+        # A tail, not a centre: the 95th percentile of every step of every trial kept. The centre is
         # step_time_s alone (one estimator: no pooled-step median).
         "step_time_p95": percentile(merged.step_times, 95),
-        "phases": merged.phases,
+        "phases": _median_phases(kept),
         "peak_memory_bytes": merged.peak_memory_bytes,
         # Median over trials of each trial's minor page faults per step (every rank summed).
         "minor_faults_per_step": or_none(statistics.median(trials_faults)) if trials_faults else None,
@@ -153,7 +176,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
 
     first = result.trials[0]
     pool = first.detail["pool_info"]
-    time_s = statistics.median(result.values)
+    time_s = statistics.median(result.kept)
     algbw = case.size_bytes / time_s / 1e9
     return {
         "schema": SCHEMA_VERSION,
@@ -174,7 +197,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
         "seed": None,
         "iters_per_round": first.steps_per_round,
         "time_s": time_s,
-        "time_ci95": _interval(result.values),
+        "time_ci95": _interval(result.kept),
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * bus_bandwidth_factor(case.collective, pool["world_size"]),
         "sampler": dict(first.sampler or {}),
@@ -205,7 +228,8 @@ def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = Non
 
 
 def publish(benchmark: Any, result: CaseResult) -> None:
-    """Hand every trial to pytest-benchmark as one round: its median step time (seconds per step).
+    """Hand every trial kept to pytest-benchmark as one round: its median step time (seconds per
+    step); a disturbed trial left out (dpbench.measure.remeasure) is no round.
 
     So pytest-benchmark's statistics (its terminal table, ``pytest-benchmark compare``) are over
     the trials, the unit of repetition, and its median *is* ``step_time_s`` bit for bit: the
@@ -213,7 +237,7 @@ def publish(benchmark: Any, result: CaseResult) -> None:
     each round (pytest-benchmark's ``setup``, outside its timer) and advanced by the trial's value.
     The rounds themselves are in ``extra_info["trials"]["round_times_s"]``.
     """
-    values = list(result.values)
+    values = list(result.kept)  # a disturbed trial left out is no round: the median stays the headline
     pending = iter(values)
     benchmark.pedantic(
         lambda: advance_worker_clock(next(pending)),
@@ -257,7 +281,8 @@ def measure_collective(
 
 def relative_to(name: str, result: CaseResult, reference: CaseResult) -> dict[str, Any]:
     """``{name, name_ci95, name_trials}``: step time ÷ the reference's, trial i against trial i
-    (:func:`dpbench.stats.paired_ratio`: the geometric mean of the pairs and its interval)."""
+    (:func:`dpbench.stats.paired_ratio`: the median of the pairs and its distribution-free
+    interval; a disturbed trial left out drops its pair)."""
     ratio = paired_ratio(result.values, reference.values)
     if not ratio.pairs:
         raise ValueError("no trials to pair")

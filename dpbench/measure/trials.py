@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dpbench.stats import left_out
+
 __all__ = [
     "CaseResult",
     "Measurable",
@@ -75,6 +77,8 @@ class TrialResult:
     sampler: dict[str, Any] | None = None
     timeline: str | None = None  # path recorded in results (relative to the machine dir)
     detail: dict[str, Any] = field(default_factory=dict)  # case-specific (run info, merged step stats)
+    # Which ranks, threads and cores the trial ran on (JSON): controls are compared within one placement.
+    placement: str = ""
 
     @property
     def value(self) -> float:
@@ -94,9 +98,32 @@ class CaseResult:
     case_metrics: dict[str, Any] | None = None  # measured once, in the first trial
     worker_start: str | None = None  # how the session started workers (harness_settings.worker_start)
 
+    # Per trial slot: None, or why the trial in it was disturbed, whether a re-measurement replaced it
+    # (the slot then holds the replacement, the disturbed trial's numbers under "measured") — set by
+    # the session's re-measurement pass (dpbench.measure.remeasure); empty before it.
+    disturbed: list[dict[str, Any] | None] = field(default_factory=list)
+
+    @property
+    def left_out(self) -> list[bool]:
+        """Per slot: the trial every estimate leaves out (disturbed, not replaced; dpbench.stats.left_out)."""
+        flags = (self.disturbed + [None] * len(self.trials))[: len(self.trials)]
+        return left_out([f["why"] if f is not None and not f.get("replaced") else None for f in flags])
+
+    @property
+    def measured_values(self) -> list[float]:
+        """Every slot's trial value, a disturbed trial's included (what the results keep)."""
+        return [t.value for t in self.trials]
+
     @property
     def values(self) -> list[float]:
-        return [t.value for t in self.trials]
+        """Per slot, the value every estimate uses: NaN where a disturbed trial is left out, so
+        that trial i still pairs with trial i of another case."""
+        return [math.nan if out else t.value for t, out in zip(self.trials, self.left_out)]
+
+    @property
+    def kept(self) -> list[float]:
+        """The values every estimate uses, without the gaps (the headline is their median)."""
+        return [v for v in self.values if not math.isnan(v)]
 
     @property
     def controls(self) -> list[float]:
@@ -212,6 +239,21 @@ class TrialSession:
             result.case_metrics = measured.detail.pop("case_metrics", None)
         result.trials.append(measured)
         self.schedule.append((trial, result.key))
+
+    def measure_again(self, key: str, slot: int, order: int) -> TrialResult:
+        """Trial ``slot`` of case ``key`` once more, in fresh workers, without touching its result
+        (the re-measurement pass, :mod:`dpbench.measure.remeasure`, decides what to keep). Its
+        timeline is recorded beside the first one's; errors propagate."""
+        case, result = self._cases[key], self.results[key]
+        timeline = None if self._timeline is None else (lambda name: self._timeline(f"{name}-again"))
+        self._progress(f"measuring again · trial {slot + 1} · {case.label}")
+        started = time.time()
+        measured = case.measure_trial(
+            self.profile, trial=slot, steps_per_round=result.trials[0].steps_per_round, timeline=timeline, first=False
+        )
+        measured.trial, measured.order, measured.started_at = slot, order, started
+        measured.detail.pop("case_metrics", None)
+        return measured
 
     def result(self, key: str) -> CaseResult:
         try:

@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from dpbench.stats import PairedRatio, paired_ratio, positive
+from dpbench.stats import PairedRatio, paired_ratio
 
 __all__ = ["SINGLE", "configurations", "single_for", "throughputs", "vs_single"]
 
@@ -76,9 +76,10 @@ def _name(row: pd.Series) -> str:
 
 
 def throughputs(row: pd.Series) -> list[float]:
-    """Samples/s of each trial: global batch / that trial's step time."""
+    """Samples/s of each trial: global batch / that trial's step time; NaN in the slot of a trial
+    left out (disturbed), so that trial i still pairs with trial i."""
     batch = row["batch"]
-    return [batch / t for t in positive(row["trial_times"])] if batch > 0 else []
+    return [batch / t if t > 0 else math.nan for t in row["trial_times"]] if batch > 0 else []
 
 
 def single_for(configs: pd.DataFrame) -> dict[tuple[str, str, float], pd.Series]:

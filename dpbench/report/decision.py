@@ -30,9 +30,9 @@ from dpbench.gate.compare_format import HEADER
 from dpbench.gate.compare_format import rows as gate_rows
 from dpbench.report.configs import SINGLE, single_for, throughputs, vs_single
 from dpbench.report.figures import strategy_color
-from dpbench.report.summary import fastest_line, sentence
+from dpbench.report.summary import ci_name, fastest_line, sentence
 from dpbench.results.units import fmt_num, fmt_ratio
-from dpbench.stats import paired_ratio
+from dpbench.stats import MIN_CLAIM_CONFIDENCE, paired_ratio
 
 __all__ = ["Cell", "Grid", "RunComparison", "VERDICT_COLOURS", "WorkloadDecision", "decisions"]
 
@@ -220,8 +220,11 @@ def _efficiency_grid(group: pd.DataFrame) -> Grid | None:
     order = rows.groupby("strategy_label", sort=False)["_eff"].transform("max")
     for i, r in rows.assign(_o=order).sort_values("_o", ascending=False).iterrows():
         known = lo[i] == lo[i]
-        significant = known and (lo[i] > 1 or hi[i] < 1)
-        ci = f" (CI {lo[i]:.0%}–{hi[i]:.0%})" if known else " (fewer than 2 trials: no interval)"
+        # The interval's own coverage, where the frame computed it from the trials (saved runs: always).
+        level = float(r.get("scaling_efficiency_confidence", 0.95))
+        level = 0.95 if level != level else level
+        significant = known and level >= MIN_CLAIM_CONFIDENCE and (lo[i] > 1 or hi[i] < 1)
+        ci = f" ({ci_name(level)} {lo[i]:.0%}–{hi[i]:.0%})" if known else " (fewer than 2 trials: no interval)"
         items.append(
             (
                 str(r["strategy_label"]),
@@ -340,6 +343,7 @@ def decisions(
         "scaling_efficiency",
         "scaling_efficiency_ci95_lo",
         "scaling_efficiency_ci95_hi",
+        "scaling_efficiency_confidence",
     ]
     configs = configs[[c for c in wanted if c in configs.columns]]
     training = _training(configs)

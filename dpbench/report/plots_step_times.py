@@ -88,7 +88,8 @@ def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
         description="Every measured round (boxes: quartiles and median; whiskers: the furthest round "
         "within 1.5 IQR; ms per step or per call, all trials) and each trial's median (dots): "
         "the boxes show the noise inside a process, the dots how much a whole "
-        "case moves between processes. Colour = strategy"
+        "case moves between processes; red crosses: disturbed trials (the machine was busy), left out of "
+        "every estimate or replaced by a re-measurement. Colour = strategy"
         + ("; filled: the newest run, hollow: the first (runs in between are in the table)." if len(runs) > 1 else "."),
     )
     groups = workloads(rows)
@@ -111,6 +112,15 @@ def step_times(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                 xs += [v * 1e3 for v in _positive(trials)]
                 ys += [position[c] + offsets[run]] * len(_positive(trials))
             ax.plot(xs, ys, "o", color="black", markersize=2.5, linestyle="none")
+            # Disturbed trials (dpbench.results.disturbed): crossed; no estimate uses one left out or replaced.
+            dx, dy = [], []
+            for found, c in zip(mine["disturbed"] if "disturbed" in mine else [], mine["case"]):
+                for d in found if isinstance(found, list) else []:
+                    if isinstance(d.get("step_time_s"), (int, float)) and d["step_time_s"] > 0:
+                        dx.append(d["step_time_s"] * 1e3)
+                        dy.append(position[c] + offsets[run])
+            if dx:
+                ax.plot(dx, dy, "x", color="#c0392b", markersize=4, linestyle="none")
         category_labels(ax, cases)
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)

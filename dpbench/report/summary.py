@@ -3,8 +3,9 @@
 Each configuration is compared with ``single`` of the same run and workload at the same global
 batch through its throughput, trial i against trial i (:func:`dpbench.report.configs.vs_single`):
 trials are interleaved across the session, so trial i of both cases ran close in time and the
-pairing cancels what the machine did between passes. The ratio is the geometric mean of the
-paired ratios with a 95% t-interval on their logs; an interval that contains 1 is "no
+pairing cancels what the machine did between passes. The ratio is the median of the paired
+ratios with a distribution-free interval on it (:func:`dpbench.stats.paired_ratio`); an interval
+that contains 1, or covers less than :data:`dpbench.stats.MIN_CLAIM_CONFIDENCE`, is "no
 significant difference".
 """
 
@@ -16,11 +17,30 @@ import pandas as pd
 
 from dpbench.report.configs import vs_single
 from dpbench.results.units import fmt_num
-from dpbench.stats import PairedRatio, median, positive
+from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, PairedRatio, median, positive
 
-__all__ = ["DRIFT_THRESHOLD", "control_drift", "fastest_line", "run_warnings", "sentence"]
+__all__ = [
+    "BUSY_SHARE",
+    "DRIFT_THRESHOLD",
+    "busy_line",
+    "ci_name",
+    "disturbed_lines",
+    "control_drift",
+    "fastest_line",
+    "run_warnings",
+    "sentence",
+]
 
 DRIFT_THRESHOLD = 0.10  # controls that move more than this across a run's trial passes are reported
+# More disturbed trials than the re-measurement pass may replace (dpbench.measure.remeasure): the
+# machine was busy, and the run says its results are unreliable.
+BUSY_SHARE = 0.20
+
+
+def ci_name(confidence: float) -> str:
+    """``CI`` for an interval of at least 95%; below that its own coverage (``88% CI``): with fewer than
+    six pairs a distribution-free interval cannot reach 95% (:func:`dpbench.stats.median_interval`)."""
+    return "CI" if not confidence < 0.95 else f"{confidence:.0%} CI"
 
 
 def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = None) -> str:
@@ -34,7 +54,7 @@ def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = Non
             f"{name} is {ratio.ratio:.2f}× single (fewer than 2 trials each: the spread across processes is "
             "unknown, so this is not a claim)"
         )
-    interval = f"CI {ratio.lo:.2f}–{ratio.hi:.2f}, {ratio.pairs} paired trials"
+    interval = f"{ci_name(ratio.confidence)} {ratio.lo:.2f}–{ratio.hi:.2f}, {ratio.pairs} paired trials"
     if not ratio.significant:
         return f"no significant difference between {name} and single ({ratio.ratio:.2f}×, {interval})"
     return f"{name} is {ratio.ratio:.2f}× single ({interval})"
@@ -48,30 +68,89 @@ def fastest_line(rows: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- warnings
+def _each_case_once(rows: pd.DataFrame) -> pd.DataFrame:
+    """A case published in several suites is one measurement."""
+    if "case_key" not in rows:
+        return rows
+    keyed = rows["case_key"].notna()
+    return pd.concat([rows[keyed].drop_duplicates("case_key"), rows[~keyed]])
+
+
 def control_drift(rows: pd.DataFrame) -> tuple[float, list[float]]:
     """How far a run's controls moved across its trial passes: each case's controls relative to
     its own median, the median of those per trial index, and (max / min − 1) of those medians."""
-    if "case_key" in rows:  # a case published in several suites is one measurement
-        keyed = rows["case_key"].notna()
-        rows = pd.concat([rows[keyed].drop_duplicates("case_key"), rows[~keyed]])
+    rows = _each_case_once(rows)
     passes: dict[int, list[float]] = {}
     for controls in rows["trial_controls"]:
-        controls = positive(controls)
-        if len(controls) < 2:
+        kept = positive(controls)
+        if len(kept) < 2:
             continue
-        centre = median(controls)
-        for i, c in enumerate(controls):
-            passes.setdefault(i, []).append(c / centre)
+        centre = median(kept)
+        for i, c in enumerate(controls):  # by slot: a left-out (NaN) trial keeps its pass's index
+            if c > 0:
+                passes.setdefault(i, []).append(c / centre)
     medians = [median(passes[i]) for i in sorted(passes)]
     if len(medians) < 2:
         return math.nan, medians
     return max(medians) / min(medians) - 1, medians
 
 
+def busy_share(rows: pd.DataFrame) -> tuple[int, int, int]:
+    """One run's (disturbed trials, trials, of those disturbed: not replaced), each case once."""
+    rows = _each_case_once(rows)
+    flagged = [d for found in rows["disturbed"] if isinstance(found, list) for d in found]
+    total = sum(len(t) for t in rows["trial_times"] if isinstance(t, list))
+    return len(flagged), total, sum(1 for d in flagged if not d["replaced"])
+
+
+def busy_line(run: str, rows: pd.DataFrame) -> str | None:
+    """``the machine was busy during 35% of the trials: results are unreliable`` where more than
+    :data:`BUSY_SHARE` of a run's trials were disturbed (beyond what the re-measurement pass may
+    replace), else None."""
+    disturbed, total, unreplaced = busy_share(rows)
+    spread = rows["run_control_spread"].iloc[0] if "run_control_spread" in rows and len(rows) else math.nan
+    if total and DISTURBED_SPREADS * spread > math.log(CONTROL_CAP) and disturbed <= BUSY_SHARE * total:
+        return (
+            f"{run}: the machine was busy throughout: the controls spread by ±{math.expm1(spread):.0%} (robust sd), "
+            f"{disturbed} of {total} trials stood out: results are unreliable"
+        )
+    if not total or disturbed <= BUSY_SHARE * total:
+        return None
+    left = f", {unreplaced} of them not measured again" if unreplaced else ", each measured again"
+    return (
+        f"{run}: the machine was busy during {disturbed / total:.0%} of the trials ({disturbed} of {total}{left}): "
+        "results are unreliable"
+    )
+
+
+def disturbed_lines(run: str, rows: pd.DataFrame) -> list[str]:
+    """One line per benchmark with disturbed trials: which, why, and what became of them."""
+    out = []
+    for _, r in _each_case_once(rows).iterrows():
+        found = r["disturbed"] if isinstance(r["disturbed"], list) else []
+        for d in found:
+            fate = (
+                "measured again; the re-measurement replaces it"
+                if d["replaced"]
+                else (
+                    "left out of every estimate (not measured again)"
+                    if d["left_out"]
+                    else "kept: too few trials remain without it"
+                )
+            )
+            out.append(f"{run} · {r['label']}: trial {d['trial'] + 1} was disturbed ({d['why']}): {fate}")
+    return out
+
+
 def run_warnings(frame: pd.DataFrame) -> list[str]:
-    """Per run: drifting controls, the sampler's clock warnings, benchmarks without a per-step time."""
+    """Per run: a busy machine first, then disturbed trials, drifting controls, the sampler's clock
+    warnings, benchmarks without a per-step time."""
     out = []
     for run, rows in frame.groupby("run", sort=False):
+        busy = busy_line(str(run), rows)
+        if busy:
+            out.append(busy)
+        out += disturbed_lines(str(run), rows)
         drift, medians = control_drift(rows)
         if drift > DRIFT_THRESHOLD:
             listed = ", ".join(f"{m:.2f}" for m in medians)

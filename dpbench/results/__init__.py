@@ -1,6 +1,7 @@
 """results: saved runs as data — find them (``results/<machine>/NNNN_NAME.json`` or a path), read
 and validate them (JSON only, never evaluated), and turn them into one tidy DataFrame with one
-row per benchmark, plus the unit formatting every command prints with.
+row per benchmark, plus the unit formatting every command prints with. Disturbed trials
+(:mod:`~dpbench.results.disturbed`) are marked there and left out of the readings every command shares.
 
 May import: ``dpbench.schema`` and ``dpbench.stats``. Never torch, the gate or the report: both
 of those read runs through here.

@@ -8,7 +8,10 @@ Beside the flattened fields, each row carries the readings the report and the ga
 - ``unit``: what ``step_time_s`` counts (``s/step``, ``s/call``, ``s/round`` for a plain
   pytest-benchmark benchmark); two benchmarks compare only in the same unit.
 - ``trial_times`` / ``trial_controls`` / ``trials_count``: one value per fresh-process trial
-  (a schema-1 benchmark is one trial, without a control); ``trial_cv`` their spread.
+  (a schema-1 benchmark is one trial, without a control), NaN in the slot of a disturbed trial that
+  every estimate leaves out (:mod:`dpbench.results.disturbed`); ``trial_cv`` their spread.
+- ``disturbed``: the benchmark's disturbed trials (index, why, replaced, left out, their numbers);
+  ``disturbed_unreplaced``: how many of them no re-measurement replaced.
 - ``step_time_ci95_lo/hi``: the 95% interval of the central step time from the trials.
 - ``samples_per_s`` (= global_batch / step_time_s) and its interval.
 - ``step_samples``: every measured round in seconds per step (or call), where usable.
@@ -21,6 +24,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from dpbench.results.disturbed import mark_disturbed
 from dpbench.results.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
 from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
 from dpbench.results.units import fmt_bytes
@@ -36,7 +40,8 @@ _STAT_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "op
 _DERIVED = {"run", "step_time_s", "step_samples", "strategy_label", "label", "samples_per_s", "unit",
             "trial_times", "trial_controls", "trials_count", "trial_cv", "control_median_s", "control_cv",
             "step_time_ci95_lo", "step_time_ci95_hi", "samples_per_s_ci95_lo", "samples_per_s_ci95_hi",
-            "incomparable", "clock_warnings", "trial_timelines"}
+            "incomparable", "clock_warnings", "trial_timelines", "disturbed", "disturbed_unreplaced",
+            "run_control_spread"}
 _ALWAYS = ("schema", "kind", "suite", "strategy", "workload", "world_size", "device_type", "backend", "profile",
            "collective", "case_key", "global_batch")
 
@@ -234,10 +239,14 @@ def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
     short = _short_run_names(runs)
     rows = []
     for run in runs:
+        mine = []
         for bench in run.benchmarks:
             row = _benchmark_row(run, bench)
             row["run"] = short[run.run_id]
-            rows.append(row)
+            row["disturbed"], row["disturbed_unreplaced"] = [], 0
+            mine.append(row)
+        mark_disturbed(mine)  # one run's trials judged against that run's own spread
+        rows += mine
     frame = pd.DataFrame(rows)
     # Labels name a case inside its workload; where two suites ran the same case, say which.
     key = ["run_id", "workload", "label"]

@@ -125,6 +125,21 @@ def pytest_runtestloop(session):
     if len(trials):
         say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved")
         trials.run()
+        if not config.getoption("benchmark_disable", False):  # a smoke run keeps no statistics
+            from dpbench.measure.remeasure import remeasure
+            from dpbench.workers.forkserver import fresh_forkserver
+
+            done = remeasure(trials, between_passes=fresh_forkserver, progress=lambda text: say(config, text))
+            config._dpbench_remeasured = done
+            if done.disturbed:
+                say(
+                    config,
+                    f"{done.disturbed} of {done.trials} trials were disturbed (their controls or step times "
+                    f"stood out); {done.measured_again} measured again, {done.replaced} replaced, "
+                    f"in {done.seconds:.0f} s",
+                )
+            if done.busy:
+                say(config, done.busy)
     return None  # pytest's own loop runs the tests next
 
 
@@ -160,6 +175,9 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
     facts["dpbench"]["worker_start"] = config._dpbench_trials.worker_start  # also per case: harness_settings
+    done = getattr(config, "_dpbench_remeasured", None)
+    if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
+        facts["dpbench"]["remeasure"] = done.to_dict()
     from dpbench.workers.runtime_env import user_runtime_env
 
     # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).
@@ -228,6 +246,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     profile = getattr(config, "_dpbench_profile", None)
+    done = getattr(config, "_dpbench_remeasured", None)
+    if done is not None and done.busy:  # first: what every number below is worth
+        terminalreporter.write_line(f"dpbench: {done.busy}")
     if profile is not None and len(getattr(config, "_dpbench_trials", ())):
         terminalreporter.write_line(table_note(profile))
 
