@@ -142,7 +142,7 @@ class TrialSession:
         timeline: Callable[[str], tuple[Any, str]] | None = None,
         trace: Callable[[str], tuple[Any, str]] | None = None,
         unavailable: tuple[type[BaseException], ...] = (),
-        progress: Callable[[str], None] | None = None,
+        progress: Callable[..., None] | None = None,
         between_passes: Callable[[], Any] | None = None,
         worker_start: str | None = None,
     ):
@@ -153,7 +153,8 @@ class TrialSession:
         self._timeline = timeline
         self._trace = trace  # where traces go when tracing is on (dpbench.measure.tracing); None: off
         self._unavailable = unavailable
-        self._progress = progress or (lambda text: None)
+        # progress(text) says a line; progress(text, done=k, total=n) is the k+1-th of n schedule slots
+        self._progress = progress or (lambda text, **_: None)
         self._between_passes = between_passes
         self.worker_start = worker_start
         self._cases: dict[str, Measurable] = {}
@@ -181,7 +182,9 @@ class TrialSession:
                 order += 1  # a slot in the schedule, whether or not the case still runs
                 if result.skip_reason is not None or result.error is not None:
                     continue  # a case that cannot run, or failed, is not tried again
-                self._progress(f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}")
+                self._progress(
+                    f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}", done=order - 1, total=total
+                )
                 self._measure(case, result, trial, order - 1)
 
     def _measure(self, case: Measurable, result: CaseResult, trial: int, order: int) -> None:
