@@ -127,6 +127,10 @@ def summary_lines(configs: pd.DataFrame, runs: list[str]) -> list[str]:
         if rest:
             (last, _), row = rest[-1]
             slower = sum(r.significant and r.ratio < 1 for (r, _), _ in rest)
-            how = "all significantly slower" if slower == len(rest) else f"{slower} of them significantly slower"
+            how = (
+                "all significantly slower"
+                if slower == len(rest)
+                else ("none significantly slower" if not slower else f"{slower} of them significantly slower")
+            )
             lines.append(f"  … {len(rest)} more, {how}, down to {last.ratio:.2f}× ({row['case']})")
     return lines
