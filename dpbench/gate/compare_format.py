@@ -199,7 +199,8 @@ def _benchmark_json(cmp: Comparison, b: BenchmarkComparison, clean, next_steps: 
     if next_steps:
         from dpbench.gate.next_step import next_step
 
-        out["next_step"] = next_step(b, alpha=cmp.alpha, family_size=cmp.family.size, method=cmp.family.method)
+        aa = math.isfinite(cmp.family.between_run_sd_aa)
+        out["next_step"] = next_step(b, alpha=cmp.alpha, family_size=cmp.family.size, method=cmp.family.method, aa=aa)
     return out
 
 

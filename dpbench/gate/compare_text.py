@@ -190,7 +190,8 @@ def _wrap(text: str, width: int | None, indent: str) -> list[str]:
 def _table(shown: list[BenchmarkComparison], cmp: Comparison, options: TextOptions) -> list[str]:
     names = display_names([b.name for b in cmp.benchmarks])
     size, method = cmp.family.size, cmp.family.method
-    plans = {b.name: plan(b, alpha=cmp.alpha, family_size=size, method=method) for b in shown}
+    aa = math.isfinite(cmp.family.between_run_sd_aa)
+    plans = {b.name: plan(b, alpha=cmp.alpha, family_size=size, method=method, aa=aa) for b in shown}
     columns = options.columns + (("next",) if any(plans.values()) and "next" not in options.columns else ())
     cells = [{**_cells(b, names[b.name]), "next": plans[b.name].short if plans[b.name] else ""} for b in shown]
     widths = {c: max([len(c)] + [len(row[c]) for row in cells]) for c in columns}

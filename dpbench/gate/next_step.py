@@ -36,6 +36,8 @@ LEGEND = {
     f"at alpha/cases with {POWER:.0%} power (the normal approximation of the gate's test)",
     "aa-or-ab": "--aa or ab (±x%): a fresh session alone moves the case ±x%, so more trials of one run cannot "
     f"settle it; {_MEASURE_OR_PAIR}",
+    "ab-after-aa": "ab (±x%): even as the --aa runs measured it, a fresh session moves the case ±x%: pair the "
+    "sides with `dpbench ab BASE HEAD`",
     "ab": "ab: the machine moved: the change is the machine's, not (only) the code's; measure both sides in one "
     "job with `dpbench ab BASE HEAD`, where each pair's drift cancels",
     "two-trials": f"≥ {MIN_TRIALS} trials a side: one trial a side has no spread to test against; rerun with "
@@ -65,8 +67,9 @@ def _machine_moved(b: BenchmarkComparison) -> bool:
     return (b.ratio > up and b.excess <= up) or (b.ratio < down and b.excess >= down)
 
 
-def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str) -> NextStep | None:
-    """The cheapest next step for an inconclusive case (None for any other verdict, or where no plan applies)."""
+def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str, aa: bool = False) -> NextStep | None:
+    """The cheapest next step for an inconclusive case (None for any other verdict, or where no plan
+    applies); ``aa``: the comparison already measured each case's move with --aa runs, so only pairing is left."""
     if b.verdict != Verdict.INCONCLUSIVE:
         return None
     paired = method == "paired"
@@ -93,6 +96,13 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str)
     budget = (change / z) ** 2  # the variance of the log change at which it would be found
     seen = f"a {fmt_ratio(b.excess)} change"
     spread = f"±{math.expm1(math.sqrt(b.fixed_var)):.0%}"
+    if b.fixed_var >= budget and aa:
+        return NextStep(
+            kind="ab-after-aa",
+            short=f"ab ({spread})",
+            text=f"more trials cannot settle {seen}: even as the --aa runs measured it, a fresh session moves it "
+            f"{spread}; pair the sides with `dpbench ab BASE HEAD`",
+        )
     if b.fixed_var >= budget:
         return NextStep(
             kind="aa-or-ab",
@@ -124,7 +134,7 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str)
     )
 
 
-def next_step(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str) -> str:
+def next_step(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str, aa: bool = False) -> str:
     """The plan's sentence ('' where there is none)."""
-    found = plan(b, alpha=alpha, family_size=family_size, method=method)
+    found = plan(b, alpha=alpha, family_size=family_size, method=method, aa=aa)
     return found.text if found is not None else ""

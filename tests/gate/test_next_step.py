@@ -59,3 +59,8 @@ def test_the_machine_moved_and_too_few_trials():
 
 def test_no_plan_for_a_settled_verdict():
     assert plan(_case(verdict=Verdict.REGRESSED), alpha=0.01, family_size=10, method="trials") is None
+
+
+def test_after_aa_runs_only_pairing_is_left():
+    step = plan(_case(fixed_var=0.02), alpha=0.01, family_size=10, method="trials", aa=True)
+    assert step.kind == "ab-after-aa" and step.short == "ab (±15%)" and "--aa" not in step.short
