@@ -194,10 +194,22 @@ def _table(shown: list[BenchmarkComparison], cmp: Comparison, options: TextOptio
     plans = {b.name: plan(b, alpha=cmp.alpha, family_size=size, method=method, aa=aa) for b in shown}
     columns = options.columns + (("next",) if any(plans.values()) and "next" not in options.columns else ())
     cells = [{**_cells(b, names[b.name]), "next": plans[b.name].short if plans[b.name] else ""} for b in shown]
-    widths = {c: max([len(c)] + [len(row[c]) for row in cells]) for c in columns}
-    if options.width is not None and "benchmark" in columns:
-        others = sum(widths[c] + 2 for c in columns if c != "benchmark")
-        widths["benchmark"] = max(min(widths["benchmark"], options.width - others), 12)
+    # The test function once, in the header, where every row shares it: the rows keep the case's id.
+    functions = {row["benchmark"].split("[", 1)[0] for row in cells}
+    header = {c: c for c in columns}
+    if len(functions) == 1 and all("[" in row["benchmark"] for row in cells):
+        header["benchmark"] = f"{functions.pop()}[…]"
+        for row in cells:
+            row["benchmark"] = row["benchmark"].split("[", 1)[1].removesuffix("]")
+    widths = {c: max([len(header[c])] + [len(row[c]) for row in cells]) for c in columns}
+    if options.width is not None:
+        # Too wide for the terminal: drop the two times (the change stays), then shorten the names.
+        for dropped in ("candidate", "baseline"):
+            if sum(widths[c] + 2 for c in columns) > options.width and dropped in columns and len(columns) > 2:
+                columns = tuple(c for c in columns if c != dropped)
+        if "benchmark" in columns:
+            others = sum(widths[c] + 2 for c in columns if c != "benchmark")
+            widths["benchmark"] = max(min(widths["benchmark"], options.width - others), 12)
 
     def line(row: dict[str, str], colour: str | None) -> str:
         out = []
@@ -207,7 +219,7 @@ def _table(shown: list[BenchmarkComparison], cmp: Comparison, options: TextOptio
             out.append(paint(padded, colour, options.colour) if c in ("verdict", "next") and colour else padded)
         return "  ".join(out).rstrip()
 
-    lines = [line({c: c for c in columns}, None)]
+    lines = [line(header, None)]
     for b, row in zip(shown, cells):
         lines.append(line(row, _VERDICT_COLOUR.get(b.verdict)))
         if b.note and b.verdict in (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.INCOMPARABLE):
