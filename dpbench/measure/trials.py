@@ -172,20 +172,29 @@ class TrialSession:
 
     def run(self) -> None:
         """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates."""
-        order = 0
+        order = measured = 0
         total = len(self._cases) * self.trials
+        keys = list(self._cases)
         for trial in range(self.trials):
             if self._between_passes is not None and self._cases:
                 self._between_passes()  # no workers run between passes: each case's trials just ended
-            for key, case in self._cases.items():
+            for index, (key, case) in enumerate(self._cases.items()):
                 result = self.results[key]
                 order += 1  # a slot in the schedule, whether or not the case still runs
                 if result.skip_reason is not None or result.error is not None:
                     continue  # a case that cannot run, or failed, is not tried again
+                # The ETA counts only the slots still to run: a skipped or failed case takes no time.
+                left = self._runnable(keys[index:]) + (self.trials - trial - 1) * self._runnable(keys)
                 self._progress(
-                    f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}", done=order - 1, total=total
+                    f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}",
+                    done=measured,
+                    total=measured + left,
                 )
                 self._measure(case, result, trial, order - 1)
+                measured += 1
+
+    def _runnable(self, keys: list[str]) -> int:
+        return sum(self.results[k].skip_reason is None and self.results[k].error is None for k in keys)
 
     def _measure(self, case: Measurable, result: CaseResult, trial: int, order: int) -> None:
         k = result.trials[0].steps_per_round if result.trials else None
