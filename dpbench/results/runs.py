@@ -8,6 +8,7 @@ never fatal: the listing is how a person finds out which runs are usable.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,7 +61,8 @@ def _summary(results_dir: Path, run_id: str) -> RunSummary:
         run = read_run(path)
     except ResultsError as e:
         return RunSummary(machine=machine, run=stem, path=str(path), error=str(e).replace(f"{path}: ", "", 1))
-    commit = str(run.commit_info.get("id") or "")[:10]
+    commit = str(run.commit_info.get("id") or "")
+    commit = commit[:10] if re.fullmatch(r"[0-9a-f]{11,}", commit) else commit  # a sha, shortened; words kept
     if commit and run.commit_info.get("dirty"):
         commit += "+dirty"
     profiles = sorted({str(p) for b in run.benchmarks if (p := (b.get("extra_info") or {}).get("profile"))})
