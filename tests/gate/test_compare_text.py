@@ -100,6 +100,9 @@ def test_a_regressed_row_comes_within_the_first_five_lines(tmp_path, capsys):
     cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     rc, lines, _ = _run(capsys, base, cand)
     assert rc == 1 and any(line.startswith("ddp-mlp-w2 ") and "REGRESSED" in line for line in lines[:5])
+    other = report_synth.make_run(tmp_path, number=3, seed=3, timelines=False)
+    rc, lines, _ = _run(capsys, base, other)  # two runs of one code: nothing changed
+    assert rc == 0 and len(lines) <= 15 and lines[3] == "not shown: 15 unchanged (--all lists them)"
     same, lines, err = _run(capsys, base, base)
     assert same == 0 and len(lines) <= 15
     assert err.startswith("warning: the baseline and the candidate share ") and "compared with themselves" in err
