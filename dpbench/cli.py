@@ -16,6 +16,8 @@ from dpbench.gate.ab import register_ab
 from dpbench.gate.commands import register_compare
 from dpbench.report.commands import register_report
 from dpbench.report.history_command import register_history
+from dpbench.results.console import ExamplesFormatter, SuggestingParser, examples
+from dpbench.results.runs import register_runs
 from dpbench.schema import __version__
 
 if TYPE_CHECKING:
@@ -28,6 +30,11 @@ def _list(args: argparse.Namespace) -> int:
     # Imported here: listing needs torch, the rest of the CLI does not.
     from dpbench.workloads import get_workload, list_workloads
 
+    if args.json:
+        from dpbench.results.console import write_json
+
+        write_json(args.json, _list_json())
+        return 0
     print("strategies (option=default  what it does):")
     _print_strategies()
     print("workloads:")
@@ -58,8 +65,36 @@ def _print_options(options: list[OptionDoc]) -> None:
         print("    (no options of its own)")
 
 
+def _list_json() -> dict:
+    from dpbench.strategies import describe_options, get_strategy, list_strategies
+    from dpbench.workloads import get_workload, list_workloads
+
+    def plain(value):  # a default JSON cannot hold (a tuple of types, say) is shown as Python writes it
+        return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+    return {
+        "strategies": [
+            {
+                "name": name,
+                "options": [
+                    {"name": o.name, "default": plain(o.default), "doc": o.doc}
+                    for o in describe_options(get_strategy(name).options_type)
+                ],
+            }
+            for name in list_strategies()
+        ],
+        "workloads": [{"name": n, "description": get_workload(n).description} for n in list_workloads()],
+    }
+
+
 def register_list(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("list", help="list the strategies (with their options) and workloads")
+    parser = subparsers.add_parser(
+        "list",
+        help="list the strategies (with their options) and workloads",
+        epilog=examples("dpbench list", "dpbench list --json - | jq '.workloads[].name'"),
+        formatter_class=ExamplesFormatter,
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the lists as JSON (-: to stdout)")
     parser.set_defaults(handler=_list)
 
 
@@ -69,6 +104,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_list,
     register_ab,
     register_history,
+    register_runs,
 ]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.
@@ -76,8 +112,9 @@ EXIT_INPUT, EXIT_INTERNAL = 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dpbench", description="Benchmark data-parallel training strategies.")
+    parser = SuggestingParser(prog="dpbench", description="Benchmark data-parallel training strategies.")
     parser.add_argument("--version", action="version", version=f"dpbench {__version__}")
+    parser.add_argument("--no-color", action="store_true", help="no colour in the output (also: NO_COLOR=1)")
     parser.add_argument("--traceback", action="store_true", help="show the full traceback of an internal error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for register in SUBCOMMANDS:

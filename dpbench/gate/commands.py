@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from dpbench.gate.compare_options import add_text_arguments, check_same_runs, text_options
+from dpbench.results.console import ExamplesFormatter, examples
 from dpbench.results.load import RUN_HELP, add_results_dir
 
 __all__ = ["add_compare_arguments", "compare_parser", "register_compare", "run_compare"]
@@ -42,7 +44,16 @@ _COMPARE_PARSER = dict(
     "(log-normal across cases, fitted from the comparison itself, or per case from --aa runs). Fewer than 2 "
     "trials a side, "
     "or slower but not significant, is inconclusive. Exit 0: no regression; 1: a regression, "
-    "or benchmarks missing from the candidate (see --allow-missing); 2: unusable input.",
+    "or benchmarks missing from the candidate (see --allow-missing), or with --fail-on-inconclusive an "
+    "inconclusive case; 2: unusable input. The first line printed is the verdict; then only the rows "
+    "that are not unchanged (--all: every row), each inconclusive one with the cheapest next step.",
+    epilog=examples(
+        "dpbench compare 0001 0002",
+        "dpbench compare main.json head.json -k 'ddp and not w1' --fail-on-inconclusive",
+        "dpbench compare 0001 0002 --all --sort change --columns benchmark,change,p,verdict",
+        "dpbench compare 0001 0002 --json - | jq .counts",
+    ),
+    formatter_class=ExamplesFormatter,
 )
 
 
@@ -102,8 +113,11 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the accepted changes, with --history (default: results/accepted.toml; absent = none)",
     )
+    add_text_arguments(p)
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown summary (for a PR comment)")
-    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the comparison as JSON (-: to stdout, the text then to stderr)"
+    )
     p.add_argument(
         "--github-action-benchmark",
         metavar="FILE",
@@ -172,7 +186,9 @@ def run_compare(args: argparse.Namespace) -> int:
     """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
     from dpbench._atomic import atomic_write_text
     from dpbench.gate.compare import check_alpha, compare_runs, parse_threshold
-    from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown, to_text
+    from dpbench.gate.compare_format import to_github_action_benchmark, to_json, to_markdown
+    from dpbench.gate.compare_text import exit_code, render
+    from dpbench.results.console import write_json
     from dpbench.results.load import ResultsError
 
     threshold = parse_threshold(args.threshold)
@@ -182,6 +198,7 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
     check_alpha(alpha)
     baseline, candidate = _sides(args)
+    options = text_options(args, sys.stderr if args.json == "-" else sys.stdout)
     cmp = compare_runs(
         baseline,
         candidate,
@@ -194,14 +211,14 @@ def run_compare(args: argparse.Namespace) -> int:
         baseline_levels=_accepted_levels(args),
     )
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
-    for warning in cmp.warnings:
+    for warning in check_same_runs(baseline, candidate, args.results) + cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stderr.flush()
     if args.markdown:
         atomic_write_text(args.markdown, to_markdown(cmp))
     if args.json:
-        atomic_write_text(args.json, json.dumps(to_json(cmp), indent=1) + "\n")
+        write_json(args.json, to_json(cmp, next_steps=True))
     if args.gab:
         atomic_write_text(args.gab, json.dumps(to_github_action_benchmark(cmp), indent=1) + "\n")
-    sys.stdout.write(to_text(cmp))
-    return cmp.exit_code
+    (sys.stderr if args.json == "-" else sys.stdout).write(render(cmp, options))
+    return exit_code(cmp, fail_on_inconclusive=options.fail_on_inconclusive)

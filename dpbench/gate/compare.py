@@ -31,7 +31,14 @@ from dpbench.gate.disturbed import kept, notes
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, Verdict
-from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, read_run, resolve_run
+from dpbench.results.load import (
+    DEFAULT_RESULTS_DIR,
+    MACHINE_FIELDS,
+    ResultsError,
+    is_dpbench,
+    read_run,
+    resolve_run,
+)
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import median
 
@@ -328,7 +335,15 @@ def _side(specs: str | os.PathLike | Sequence[str | os.PathLike], what: str, res
         if p in paths[:i]:
             raise ResultsError(f"{what}: run {p} is given twice; pooling it twice would count its trials twice")
     name = str(paths[0]) if len(paths) == 1 else f"{len(paths)} runs: " + ", ".join(str(p) for p in paths)
-    return runs_frame([read_run(p) for p in paths]), name
+    runs = [read_run(p) for p in paths]
+    for run in runs:
+        if not any(is_dpbench(b.get("extra_info") or {}) for b in run.benchmarks):
+            raise ResultsError(
+                f"{run.path}: expected dpbench's extra_info (its schema and fresh-process trials), found a plain "
+                "pytest-benchmark run without it; compare runs the dpbench suites saved "
+                "(pytest suites/ --benchmark-save=NAME)"
+            )
+    return runs_frame(runs), name
 
 
 def compare_runs(

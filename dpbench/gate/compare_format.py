@@ -175,7 +175,10 @@ def to_markdown(cmp: Comparison) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def to_json(cmp: Comparison) -> dict[str, Any]:
+def to_json(cmp: Comparison, *, next_steps: bool = False) -> dict[str, Any]:
+    """The comparison as JSON; ``next_steps``: each benchmark also carries its ``next_step`` (the
+    terminal's plan for an inconclusive case; '' for the others)."""
+
     def clean(value: Any) -> Any:  # JSON has no NaN; verdicts are their strings
         if isinstance(value, Verdict):
             return value.value
@@ -193,8 +196,18 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
         "family": {k: clean(v) for k, v in asdict(cmp.family).items()},
         "regressions": [b.name for b in cmp.regressions],
         "exit_code": cmp.exit_code,
-        "benchmarks": [{k: clean(v) for k, v in asdict(b).items()} for b in cmp.benchmarks],
+        "benchmarks": [_benchmark_json(cmp, b, clean, next_steps) for b in cmp.benchmarks],
     }
+
+
+def _benchmark_json(cmp: Comparison, b: BenchmarkComparison, clean, next_steps: bool) -> dict[str, Any]:
+    out = {k: clean(v) for k, v in asdict(b).items()}
+    if next_steps:
+        from dpbench.gate.next_step import next_step
+
+        aa = math.isfinite(cmp.family.between_run_sd_aa)
+        out["next_step"] = next_step(b, alpha=cmp.alpha, family_size=cmp.family.size, method=cmp.family.method, aa=aa)
+    return out
 
 
 def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:

@@ -171,6 +171,7 @@ def judge_family(
             copy = out[first]
             out[name].verdict, out[name].p_value, out[name].p_adjusted = copy.verdict, copy.p_value, copy.p_adjusted
             out[name].excess, out[name].test, out[name].pairs = copy.excess, copy.test, copy.pairs
+            out[name].trial_var, out[name].fixed_var = copy.trial_var, copy.fixed_var
             out[name].note = "; ".join(filter(None, [copy.note, f"the same case as {first}: judged once"]))
     return list(out.values()), family.public
 
@@ -304,6 +305,8 @@ def _test(
             Method.TRIALS: "moderated test on log trials + between-run",
         }[method]
         out[name].pairs = e.pairs
+        out[name].trial_var = post.mean if post is not None else e.s2
+        out[name].fixed_var = extra + (between.mean * e.b if between is not None else 0.0)
     names = list(p_up)
     # The broad tests (everything slower, everything faster: dpbench.gate.broad) are two more hypotheses of
     # the job, in the same Holm families as the cases', so the job's false-alarm rate stays alpha.

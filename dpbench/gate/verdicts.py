@@ -40,6 +40,9 @@ class BenchmarkComparison:
     pairs: int = 0  # paired comparisons (dpbench ab): trials paired by schedule position
     control_ratio: float = math.nan  # median candidate control / median baseline control (this benchmark's)
     note: str = ""
+    # The variances the test assumed (log scale), for planning the next measurement (gate.next_step):
+    trial_var: float = math.nan  # of one log trial (or one pair's log ratio): more trials shrink its share
+    fixed_var: float = math.nan  # of the log change, beyond the trials' share: between-run offset + machine shift
 
 
 @dataclass(kw_only=True)

@@ -169,7 +169,7 @@ class TrialSession:
         timeline: Callable[[str], tuple[Any, str]] | None = None,
         trace: Callable[[str], tuple[Any, str]] | None = None,
         unavailable: tuple[type[BaseException], ...] = (),
-        progress: Callable[[str], None] | None = None,
+        progress: Callable[..., None] | None = None,
         between_passes: Callable[[], Any] | None = None,
         worker_start: str | None = None,
     ):
@@ -180,7 +180,8 @@ class TrialSession:
         self._timeline = timeline
         self._trace = trace  # where traces go when tracing is on (dpbench.measure.tracing); None: off
         self._unavailable = unavailable
-        self._progress = progress or (lambda text: None)
+        # progress(text) says a line; progress(text, done=k, total=n) is the k+1-th of n schedule slots
+        self._progress = progress or (lambda text, **_: None)
         self._between_passes = between_passes
         self.worker_start = worker_start
         self._cases: dict[str, Measurable] = {}
@@ -198,18 +199,29 @@ class TrialSession:
 
     def run(self) -> None:
         """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates."""
-        order = 0
+        order = measured = 0
         total = len(self._cases) * self.trials
+        keys = list(self._cases)
         for trial in range(self.trials):
             if self._between_passes is not None and self._cases:
                 self._between_passes()  # no workers run between passes: each case's trials just ended
-            for key, case in self._cases.items():
+            for index, (key, case) in enumerate(self._cases.items()):
                 result = self.results[key]
                 order += 1  # a slot in the schedule, whether or not the case still runs
                 if result.skip_reason is not None or result.error is not None:
                     continue  # a case that cannot run, or failed, is not tried again
-                self._progress(f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}")
+                # The ETA counts only the slots still to run: a skipped or failed case takes no time.
+                left = self._runnable(keys[index:]) + (self.trials - trial - 1) * self._runnable(keys)
+                self._progress(
+                    f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}",
+                    done=measured,
+                    total=measured + left,
+                )
                 self._measure(case, result, trial, order - 1)
+                measured += 1
+
+    def _runnable(self, keys: list[str]) -> int:
+        return sum(self.results[k].skip_reason is None and self.results[k].error is None for k in keys)
 
     def _measure(self, case: Measurable, result: CaseResult, trial: int, order: int) -> None:
         k = result.trials[0].steps_per_round if result.trials else None

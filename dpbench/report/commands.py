@@ -6,7 +6,9 @@ The parser is built here without importing pandas or matplotlib; the handler imp
 from __future__ import annotations
 
 import argparse
+import sys
 
+from dpbench.results.console import ExamplesFormatter, examples
 from dpbench.results.load import RUNS_HELP, add_results_dir
 
 __all__ = ["register_report"]
@@ -17,7 +19,9 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
         "report",
         help="render saved runs into a self-contained HTML report",
         description="Render saved runs into one self-contained HTML file (plots, tables, provenance; "
-        "side-by-side ratios for two or more runs). Prints the report's path.",
+        "side-by-side ratios for two or more runs). Prints the decision per workload, then the report's path.",
+        epilog=examples("dpbench report", "dpbench report 0003 0004 -o compare.html --title 'ddp vs fsdp'"),
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument(
         "runs", nargs="*", metavar="RUN", help=f"{RUNS_HELP}; default: the newest run of each machine in --results"
@@ -36,7 +40,11 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_report(args: argparse.Namespace) -> int:
     from dpbench.report.html import write_report
+    from dpbench.report.session_summary import decision_text
+    from dpbench.results.load import resolve_runs
 
     path = write_report(args.runs, args.output, results_dir=args.results, title=args.title)
+    # The decision in words first (the same sentences as the page's decision view), the page's path last.
+    sys.stdout.write(decision_text(resolve_runs(list(args.runs), results_dir=args.results)))
     print(path.resolve())
     return 0

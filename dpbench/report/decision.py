@@ -7,8 +7,9 @@ Per workload, on the newest run that has it:
   the one ratio of the page); framed and bold where its 95% interval excludes 1;
 - for the weak-scaling suite a heatmap of the saved **scaling efficiency** (a different
   quantity, named as such: N replicas on N times the samples against N × single);
-- one sentence naming the fastest configuration and what it beats significantly (its trials
-  against each other configuration's, paired the same way);
+- one headline per workload (:func:`dpbench.report.decision_text.headline`, at the batch with the
+  most configurations): the fastest configuration only where its trials beat every other one's
+  significantly, else the configurations level with the best;
 - with two or more runs, the change of every configuration between the first run and each later
   one, coloured by the gate's own verdict (:func:`dpbench.gate.compare.compare_frames`).
 
@@ -28,11 +29,12 @@ import pandas as pd
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.compare_format import HEADER
 from dpbench.gate.compare_format import rows as gate_rows
-from dpbench.report.configs import SINGLE, single_for, throughputs, vs_single
+from dpbench.report.configs import SINGLE, single_for, vs_single
+from dpbench.report.decision_text import headline
 from dpbench.report.figures import strategy_color
 from dpbench.report.summary import ci_name, fastest_line, sentence
-from dpbench.results.units import fmt_num, fmt_ratio
-from dpbench.stats import MIN_CLAIM_CONFIDENCE, paired_ratio
+from dpbench.results.units import fmt_ratio
+from dpbench.stats import MIN_CLAIM_CONFIDENCE
 
 __all__ = ["Cell", "Grid", "RunComparison", "VERDICT_COLOURS", "WorkloadDecision", "decisions"]
 
@@ -47,7 +49,6 @@ VERDICT_COLOURS = {
     Verdict.NEW: "#ffffff",
 }
 _RATIO_SPAN = 2.0  # log2 units at which the colour saturates: 4× faster or slower
-_NAMED = 4  # a sentence names this many configurations, then counts the rest
 
 
 @dataclass(kw_only=True)
@@ -173,39 +174,6 @@ def _ratio_grids(group: pd.DataFrame, single: pd.Series, batch: float) -> tuple[
     ordered = sorted(ratios.items(), key=lambda kv: -kv[1].ratio if kv[1].ratio == kv[1].ratio else math.inf)
     claims = [fastest_line(group)] + [sentence(others.loc[i], single, ratio) for i, ratio in ordered]
     return grids, claims
-
-
-def _names(names: list[str]) -> str:
-    if len(names) <= _NAMED:
-        return ", ".join(names)
-    return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
-
-
-def fastest_sentence(workload: str, group: pd.DataFrame, single: pd.Series | None) -> str:
-    """The fastest configuration at this batch and what its trials beat, pair by pair."""
-    best = group.loc[pd.to_numeric(group["samples_per_s"], errors="coerce").idxmax()]
-    head = f"{workload}: the fastest is {best['case']} at {fmt_num(best['samples_per_s'])} samples/s"
-    if single is not None and best["strategy"] != SINGLE:
-        ratio = vs_single(best, single)
-        head += f" ({ratio.ratio:.2f}× single)"
-    rest = group.drop(index=best.name)
-    if rest.empty:
-        return head + "; nothing else ran at this batch."
-    beaten, level = [], []
-    for _, other in rest.iterrows():
-        ratio = paired_ratio(throughputs(best), throughputs(other))
-        (beaten if ratio.significant and ratio.ratio > 1 else level).append(str(other["case"]))
-    if len(beaten) == len(rest):
-        return head + f"; it is significantly faster than all {len(rest)} others."
-    if not beaten:
-        return head + (
-            f"; it is not significantly faster than any of the {len(rest)} others "
-            f"({_names(level)}): with these trials they are level."
-        )
-    return head + (
-        f"; it is significantly faster than {len(beaten)} of the {len(rest)} others, and not "
-        f"significantly faster than {_names(level)}."
-    )
 
 
 # ---------------------------------------------------------------- scaling efficiency
@@ -358,20 +326,23 @@ def decisions(
         for batch in batches.index:
             at_batch = group[group["batch"] == batch]
             single = singles.get((run, workload, float(batch)))
+            # One headline per workload, at the batch with the most configurations; the others' are claims.
+            said = headline(workload, at_batch, single, batch=f"{batch:.0f}" if len(batches) > 1 else "")
+            where = decision.sentences if batch == batches.index[0] else decision.claims
             if single is None:
                 if len(at_batch) > 1 and batch == batches.index[0]:
                     decision.claims.append(
                         f"no single configuration of {workload} at global batch {batch:.0f} in "
                         f"{run}: nothing to compare against"
                     )
-                    decision.sentences.append(fastest_sentence(workload, at_batch, None))
+                    decision.sentences.append(said)
                 continue
             grids, claims = _ratio_grids(at_batch, single, batch)
             if not grids:
                 continue
             decision.grids += grids
             decision.claims += claims
-            decision.sentences.append(fastest_sentence(workload, at_batch, single))
+            where.append(said)
         efficiency = _efficiency_grid(group)
         if efficiency is not None:
             decision.grids.append(efficiency)

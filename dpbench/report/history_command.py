@@ -8,9 +8,9 @@ output is still written); otherwise 0. The parser is built without importing pan
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from dpbench.results.console import ExamplesFormatter, examples, write_json
 from dpbench.results.load import add_results_dir
 
 __all__ = ["register_history"]
@@ -22,6 +22,11 @@ def register_history(subparsers: argparse._SubParsersAction) -> None:
         help="every benchmark's step time over commits, and the commits where it changed",
         description="Build one series per machine and benchmark from every saved run, find and confirm the "
         "change points, and write a self-contained HTML page (plus --json / --markdown).",
+        epilog=examples(
+            "dpbench history --since origin/main~50 --fail-on-new 1",
+            "dpbench history ci-results/ --json - | jq '.changes | length'",
+        ),
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument(
         "runs",
@@ -32,7 +37,7 @@ def register_history(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-o", "--output", default="history.html", metavar="FILE", help="the HTML page (default: history.html)"
     )
-    p.add_argument("--json", metavar="FILE", help="write changes and series as JSON")
+    p.add_argument("--json", metavar="FILE", help="write changes and series as JSON (-: to stdout)")
     p.add_argument("--markdown", metavar="FILE", help="write the regressions as Markdown (a CI job summary)")
     p.add_argument("--since", metavar="REV", help="only commits after REV (git rev-list REV..HEAD)")
     p.add_argument(
@@ -83,9 +88,11 @@ def _run_history(args: argparse.Namespace) -> int:
     for path, error in history.skipped:
         print(f"dpbench history: skipped {path}: {error}", file=sys.stderr)
     page = render_history_page(history, title=args.title, repo_url=args.repo_url or repo_url())
-    print(atomic_write_text(args.output, page).resolve())
+    written = atomic_write_text(args.output, page).resolve()
+    # With --json - stdout is the JSON alone: the page's path goes to stderr then.
+    print(written, file=sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
-        atomic_write_text(args.json, json.dumps(history_json(history), indent=1))
+        write_json(args.json, history_json(history))
     if args.markdown:
         atomic_write_text(args.markdown, history_markdown(history, newest=args.fail_on_new))
     new = history.new_regressions(args.fail_on_new) if args.fail_on_new else []

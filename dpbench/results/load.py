@@ -140,7 +140,9 @@ def saved_runs(results_dir: str | os.PathLike) -> list[str]:
 
 def _unknown_run(spec: str, results_dir: Path) -> ResultsError:
     known = saved_runs(results_dir)
-    if not results_dir.is_dir():
+    if results_dir.is_file():
+        found = f"and --results {results_dir} is a file, not a directory of saved runs"
+    elif not results_dir.is_dir():
         found = f"and {results_dir}/ does not exist"
     elif not known:
         found = f"and {results_dir}/ holds no saved runs"
@@ -175,6 +177,11 @@ def resolve_runs(
     """
     results_dir = Path(results_dir)
     if not specs:
+        if results_dir.is_file():
+            raise ResultsError(
+                f"--results: expected a directory of saved runs, found the file {results_dir} "
+                f"(a run file goes as RUN: `dpbench report {results_dir}`)"
+            )
         if not results_dir.is_dir():
             raise ResultsError(
                 f"no runs given and the results directory {results_dir}/ does not exist: "

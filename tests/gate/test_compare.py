@@ -30,12 +30,22 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     family = json.loads((tmp_path / "c.json").read_text())["family"]
     assert family["prior_slope"] != 0.0  # 15 cases: the prior's centre follows their level
     assert f"sd of logs {family['prior_spread']:.2f}, {family['prior_slope']:+.2f} per log of the step time)" in out
-    assert f"1 regression (slower than the machine's move by > 10.0% with p < 0.01 after Holm): {SLOW}" in out
-    assert "regressed 1, improved 0, unchanged 14, inconclusive 0, incomparable 0, missing 0, new 0" in out
-    regressed = [line for line in out.splitlines() if "REGRESSED" in line]
-    assert len(regressed) == 1 and SLOW in regressed[0] and "moderated test on log trials + between-run" in regressed[0]
+    lines = out.splitlines()
+    assert lines[0] == (
+        "FAIL: 1 regressed, 0 improved, 0 inconclusive, 14 unchanged; false-alarm rate ≤ 1% per job "
+        "(Holm over 15 cases); exit 1: a regression"
+    )
+    assert "regressed = slower than the machine's move by > 10.0% with p < 0.01 after Holm" in out
+    regressed = [line for line in lines if "REGRESSED" in line]
+    # The test function once, in the header; the row names the case.
+    assert len(regressed) == 1 and regressed[0].startswith("ddp-mlp-w2 ") and lines.index(regressed[0]) == 4
+    assert lines[3].startswith("test_throughput[…] ")
+    # The test is named once, on the last line, not on every row.
+    assert out.count("moderated test on log trials + between-run") == 1
+    assert lines[-1].startswith("test: moderated test on log trials + between-run;")
     assert "15 distinct cases tested (trials; Holm: family-wise false-alarm rate ≤ 0.01)" in out
     assert "6 vs 6" in regressed[0]
+    assert "not shown: 14 unchanged (--all lists them)" in lines
 
 
 def test_a_real_change_below_the_threshold_is_unchanged():
@@ -140,11 +150,14 @@ def test_missing_fails_unless_allowed_and_new_is_listed(tmp_path: Path, capsys):
     cand = report_synth.make_run(tmp_path, number=2, seed=2, cases=cases[1:4], comm=False)
     assert main(["compare", str(base), str(cand)]) == 1
     out = capsys.readouterr().out
-    assert "missing 1, new 1" in out and "1 missing from the candidate (fails the gate" in out
+    assert "1 missing, 1 new" in out and "exit 1: benchmarks missing from the candidate (--allow-missing" in out
     assert main(["compare", str(base), str(cand), "--allow-missing"]) == 0
     out = capsys.readouterr().out
-    assert "allowed by --allow-missing" in out
-    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith("test_")}
+    assert "exit 0: no regression" in out.splitlines()[0]
+    lines = out.splitlines()
+    function = report_synth.bench_id(cases[0]).split("[")[0]
+    table = lines[lines.index(next(line for line in lines if line.startswith(f"{function}[…] "))) + 1 :]
+    rows = {f"{function}[{line.split()[0]}]": line.split()[-1] for line in table[:2]}
     assert rows[report_synth.bench_id(cases[0])] == "missing"
     assert rows[report_synth.bench_id(cases[3])] == "new"
 
@@ -287,7 +300,7 @@ def test_an_aa_run_widens_the_between_run_spread_of_benchmarks_that_move_between
     assert main(["compare", str(paths[0]), str(paths[2]), "--aa", str(paths[1]), "--aa", str(paths[3])]) == 1
     out = capsys.readouterr().out
     regressed = [line for line in out.splitlines() if "REGRESSED" in line]
-    assert len(regressed) == 1 and OTHER in regressed[0]
+    assert len(regressed) == 1 and regressed[0].startswith(OTHER.split("[")[1].rstrip("]") + " ")
     assert "measured by the --aa runs" in out and "used per case" in out
 
 

@@ -184,3 +184,19 @@ def test_one_real_collective_trial_times_calls_in_the_workers():
     assert trial.steps_per_round == profile.comm_iters
     assert len(trial.unit_times) == profile.comm_iters * profile.rounds and trial.value > 0
     assert trial.control_s > 0 and trial.detail["pool_info"]["backend"] == "gloo"
+
+
+def test_progress_counts_only_the_slots_still_to_run():
+    # "b" cannot run: its first slot is tried (and counted done), its later ones are not in the ETA.
+    log: list = []
+    said: list = []
+    session = TrialSession(
+        profile=None,
+        trials=2,
+        unavailable=(Unavailable,),
+        progress=lambda text, **kw: said.append((text.split(" · ")[1], kw.get("done"), kw.get("total"))),
+    )
+    for case in (FakeCase("a", log), FakeCase("b", log, unavailable=True), FakeCase("c", log)):
+        session.add(case)
+    session.run()
+    assert said == [("1/6", 0, 6), ("2/6", 1, 6), ("3/6", 2, 5), ("4/6", 3, 5), ("6/6", 4, 5)]

@@ -21,7 +21,7 @@ from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_
 from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import signals, storage
 from dpbench.measure.plugin.selection import suites_dir
-from dpbench.measure.plugin.terminal import say, table_note
+from dpbench.measure.plugin.terminal import Progress, say, table_note
 from dpbench.workers.machine import machine_facts
 
 __all__ = ["profile", "timelines", "trials", "unavailable_to_skip"]
@@ -69,13 +69,14 @@ def pytest_configure(config):
     # Under torchrun each node's agent forks its ranks from its own helper, kept for the session:
     # only this process's is restarted, so the runs say one helper per session there.
     clustered = active_session() is not None
+    config._dpbench_progress = Progress(config)
     config._dpbench_trials = TrialSession(
         profile,
         profile.trials,
         timeline=config._dpbench_timelines.path_for,
         trace=config._dpbench_traces and config._dpbench_traces.dir_for,
         unavailable=(StrategyUnavailable,),
-        progress=lambda text: say(config, text),
+        progress=config._dpbench_progress,
         between_passes=fresh_forkserver,
         worker_start=worker_start(not clustered),
     )
@@ -124,7 +125,10 @@ def pytest_runtestloop(session):
                 trials.add(case.reference)
     if len(trials):
         say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved")
-        trials.run()
+        try:
+            trials.run()
+        finally:
+            config._dpbench_progress.end_line()
         if not config.getoption("benchmark_disable", False):  # a smoke run keeps no statistics
             from dpbench.measure.remeasure import remeasure
             from dpbench.workers.forkserver import fresh_forkserver

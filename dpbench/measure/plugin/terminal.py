@@ -4,18 +4,83 @@ pytest-benchmark's table."""
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["say", "table_note"]
+__all__ = ["Progress", "clock_text", "progress_line", "say", "table_note"]
 
 
 def say(config: Any, text: str) -> None:
     """One ``dpbench: …`` line, through pytest's terminal when it is set up."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    progress = getattr(config, "_dpbench_progress", None)
+    if progress is not None:
+        progress.end_line()  # a line of its own, not over the updating progress line
     if reporter is not None:
         reporter.write_line(f"dpbench: {text}")
     else:  # pytest's terminal is not set up yet: interrupted while the session was configured
         print(f"dpbench: {text}", file=sys.stderr, flush=True)
+
+
+def clock_text(seconds: float) -> str:
+    """``75`` → ``1m15s``; ``3725`` → ``1h02m``; under a minute ``42s``."""
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_line(text: str, *, elapsed: float, done: int, total: int) -> str:
+    """``text`` with the time so far and the time left, estimated from the slots done so far (each
+    slot one case's trial; the rest are assumed to take as long on average)."""
+    if done <= 0 or total <= 0:
+        return f"{text} · {clock_text(elapsed)} elapsed"
+    left = elapsed / done * max(total - done, 0)
+    return f"{text} · {clock_text(elapsed)} elapsed, ~{clock_text(left)} left"
+
+
+class Progress:
+    """The session's ``trial i/n · k/N · case`` lines with elapsed time and an ETA.
+
+    On a terminal they are one line rewritten in place (``\\r``; any other line ends it first);
+    into a pipe or a CI log, one plain line each, as before. ``clock`` is injectable for tests."""
+
+    def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic):
+        self._config = config
+        self._clock = clock
+        self._started: float | None = None
+        self._open = False  # an updating line is on screen, not yet ended
+
+    def _reporter(self) -> Any:
+        return self._config.pluginmanager.get_plugin("terminalreporter")
+
+    def __call__(self, text: str, *, done: int | None = None, total: int | None = None) -> None:
+        if done is None or total is None:
+            say(self._config, text)
+            return
+        now = self._clock()
+        if self._started is None:
+            self._started = now
+        line = f"dpbench: {progress_line(text, elapsed=now - self._started, done=done, total=total)}"
+        reporter = self._reporter()
+        if reporter is not None and reporter.isatty():
+            reporter.rewrite(line, erase=True)
+            self._open = True
+        elif reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def end_line(self) -> None:
+        """End the updating line (before any other output, and when the trials are over)."""
+        if self._open:
+            self._open = False
+            reporter = self._reporter()
+            if reporter is not None:
+                reporter.write("\n")
 
 
 def table_note(profile: Any) -> str:

@@ -1,0 +1,59 @@
+"""The decision at the end of a suite session, and for ``dpbench report``: per workload, the
+headline and each configuration against the fastest (:mod:`dpbench.report.decision_text`).
+
+A pytest plugin of its own (the ``pytest11`` entry point ``dpbench-decision``): the measuring
+plugin lives below the report and never imports it, so the report hooks into the session itself,
+reads the run the session just saved and prints the decision under pytest-benchmark's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
+
+
+def decision_text(files: Sequence[str | Path]) -> str:
+    """The terminal's decision over saved run files ('' when none of them trains a workload)."""
+    from dpbench.report.decision_text import summary_lines
+    from dpbench.report.sections import report_data
+    from dpbench.results.frame import runs_frame
+    from dpbench.results.load import read_run
+
+    data = report_data(runs_frame([read_run(p) for p in files]))
+    lines = summary_lines(data.configs, data.runs)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _saved(config: Any) -> set[Path]:
+    from dpbench.measure.plugin.storage import RUN_GLOB, storage_dir
+
+    where = storage_dir(config)
+    return set(where.glob(RUN_GLOB)) if where and where.exists() else set()
+
+
+def pytest_sessionstart(session: Any) -> None:
+    if getattr(session.config, "_dpbench_trials", None) is not None:  # a measuring session
+        session.config._dpbench_runs_before = _saved(session.config)
+
+
+@pytest.hookimpl(trylast=True)  # under pytest-benchmark's table and the measuring plugin's note
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    before = getattr(config, "_dpbench_runs_before", None)
+    if before is None or not len(getattr(config, "_dpbench_trials", ())):
+        return  # not a measuring session
+    new = sorted(_saved(config) - before)
+    if not new:
+        return  # nothing saved (--benchmark-disable, no --benchmark-save, interrupted)
+    try:
+        text = decision_text(new[-1:])
+    except Exception as exc:  # the summary is a courtesy: the run is saved whatever happens here
+        terminalreporter.write_line(f"dpbench: no decision summary ({type(exc).__name__}: {exc})")
+        return
+    if text:
+        terminalreporter.write_sep("-", "dpbench: the decision (dpbench report renders it with plots)")
+        terminalreporter.write(text)

@@ -1,0 +1,118 @@
+"""What every command that reads saved runs shares on the terminal: colour only where a person
+reads it, the width to fit, JSON to a file or to stdout (``-``), "did you mean" for names, and the
+parser that says it for subcommands and choices.
+
+It sits in ``results`` because the lowest layer whose commands print (``dpbench runs``) is here;
+the gate, the report and the CLI above use the same helpers, so every command reads alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+__all__ = [
+    "COLOURS",
+    "ExamplesFormatter",
+    "SuggestingParser",
+    "add_no_color",
+    "colour_wanted",
+    "did_you_mean",
+    "examples",
+    "paint",
+    "terminal_width",
+    "write_json",
+]
+
+# ANSI SGR codes: what each word of the output means, not how it looks.
+COLOURS = {"bad": "31;1", "good": "32", "unsure": "33", "dim": "2", "bold": "1"}
+
+
+def colour_wanted(stream: TextIO = sys.stdout, *, no_color: bool = False) -> bool:
+    """Colour only on a terminal, and never when asked not to (``--no-color``, or ``NO_COLOR`` set to
+    anything non-empty, as no-color.org defines it)."""
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def paint(text: str, what: str, on: bool) -> str:
+    """``text`` in the colour for ``what`` (a key of :data:`COLOURS`) when ``on``; else unchanged."""
+    return f"\x1b[{COLOURS[what]}m{text}\x1b[0m" if on and text else text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def visible_len(text: str) -> int:
+    return len(_ANSI.sub("", text))
+
+
+def terminal_width(stream: TextIO = sys.stdout) -> int | None:
+    """The terminal's columns when ``stream`` is one; None (no limit) into a file or a pipe."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'list'?)`` for the closest known name, or '' when none is close."""
+    close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def write_json(dest: str, doc: Any, *, indent: int = 1) -> None:
+    """``doc`` as JSON into the file ``dest``, or onto stdout when ``dest`` is ``-``."""
+    text = json.dumps(doc, indent=indent) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from dpbench._atomic import atomic_write_text
+
+    atomic_write_text(dest, text)
+
+
+def add_no_color(parser: argparse.ArgumentParser) -> None:
+    """``--no-color`` on a subcommand too (``dpbench compare A B --no-color``): SUPPRESS keeps the
+    main parser's value when the subcommand does not repeat it."""
+    parser.add_argument(
+        "--no-color", action="store_true", default=argparse.SUPPRESS, help="no colour (also: NO_COLOR=1)"
+    )
+
+
+def examples(*lines: str) -> str:
+    """An epilog of example command lines, for :class:`ExamplesFormatter`."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+class ExamplesFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but an ``examples:`` epilog keeps its lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+class SuggestingParser(argparse.ArgumentParser):
+    """argparse's parser whose "invalid choice" error names the closest choice (``dpbench lst``)."""
+
+    def error(self, message: str):  # argparse's hook for every usage error
+        m = _INVALID_CHOICE.search(message)
+        if m:
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
+            message += did_you_mean(m.group(1), choices)
+        super().error(message)

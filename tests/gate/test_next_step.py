@@ -1,0 +1,66 @@
+"""The next step of an inconclusive case: trials a side from the test's own variances, or --aa / ab."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+from dpbench.gate.next_step import plan
+from dpbench.gate.verdicts import BenchmarkComparison, Verdict
+
+
+def _case(**kwargs) -> BenchmarkComparison:
+    fields = dict(
+        name="t.py::test_x[ddp-mlp-w2]",
+        verdict=Verdict.INCONCLUSIVE,
+        ratio=1.2,
+        excess=1.2,
+        threshold=0.1,
+        trial_var=0.01,
+        fixed_var=0.0005,
+        baseline_trials=5,
+        candidate_trials=5,
+    )
+    fields.update(kwargs)
+    return BenchmarkComparison(**fields)
+
+
+def test_more_trials_a_side_from_the_power_model():
+    # The reference: var(log change) = trial_var · 2/n + fixed must reach (log 1.2 / (z_{1-α/m} + z_0.8))².
+    z = NormalDist().inv_cdf(1 - 0.01 / 10) + NormalDist().inv_cdf(0.8)
+    n = math.ceil(2 * 0.01 / ((math.log(1.2) / z) ** 2 - 0.0005))
+    assert n == 13
+    step = plan(_case(), alpha=0.01, family_size=10, method="trials")
+    assert step.kind == "trials" and step.short == "13 trials a side"
+    assert step.text == (
+        "13 trials a side (8 more; pytest --dpbench-trials 13) would show a +20.0% change at α/10 with 80% power"
+    )
+
+
+def test_a_between_run_offset_too_wide_for_any_trials_asks_for_aa_or_ab():
+    step = plan(_case(fixed_var=0.02), alpha=0.01, family_size=10, method="trials")
+    assert step.kind == "aa-or-ab" and step.short == "--aa or ab (±15%)"  # e^sqrt(0.02) - 1 = 15.2%
+    assert step.text.startswith("more trials cannot settle a +20.0% change: a fresh session alone moves it ±15%;")
+
+
+def test_pairs_for_ab():
+    step = plan(_case(pairs=4, fixed_var=0.0), alpha=0.01, family_size=10, method="paired")
+    z = NormalDist().inv_cdf(1 - 0.001) + NormalDist().inv_cdf(0.8)
+    n = math.ceil(0.01 / (math.log(1.2) / z) ** 2)
+    assert step.short == f"{n} pairs" and f"dpbench ab --trials {n}" in step.text
+
+
+def test_the_machine_moved_and_too_few_trials():
+    moved = plan(_case(ratio=1.3, excess=1.05), alpha=0.01, family_size=10, method="trials")
+    assert moved.kind == "ab" and moved.short == "ab: the machine moved"
+    few = plan(_case(baseline_trials=1), alpha=0.01, family_size=10, method="trials")
+    assert few.kind == "two-trials" and "--dpbench-trials" in few.text
+
+
+def test_no_plan_for_a_settled_verdict():
+    assert plan(_case(verdict=Verdict.REGRESSED), alpha=0.01, family_size=10, method="trials") is None
+
+
+def test_after_aa_runs_only_pairing_is_left():
+    step = plan(_case(fixed_var=0.02), alpha=0.01, family_size=10, method="trials", aa=True)
+    assert step.kind == "ab-after-aa" and step.short == "ab (±15%)" and "--aa" not in step.short
