@@ -68,7 +68,7 @@ def test_a_parser_default_is_the_documented_one(command):
     # in test_docs_defaults.py.
     documented = documented_options(section(CLI, f"## dpbench {command}"))
     for action in subparsers()[command]._actions:
-        if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS):
+        if not action.option_strings or action.default in (None, False, [], "", argparse.SUPPRESS):
             continue
         cell = documented[action.option_strings[-1]]
         assert f"`{action.default}`" in cell, (

@@ -33,7 +33,7 @@ def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
     lines = out.splitlines()
     assert lines[0] == (
         "FAIL: 1 regressed, 0 improved, 0 inconclusive, 14 unchanged; false-alarm rate ≤ 1% per job "
-        "(Holm over 15 cases); exit 1: a regression"
+        "(Holm over 15 cases and the broad tests); exit 1: a regression"
     )
     assert "regressed = slower than the machine's move by > 10.0% with p < 0.01 after Holm" in out
     regressed = [line for line in lines if "REGRESSED" in line]

@@ -37,7 +37,7 @@ def test_the_summary_line_and_an_inconclusive_rows_next_step(noisy, capsys, tmp_
     assert rc == 0
     assert lines[0] == (
         "PASS: 0 regressed, 0 improved, 12 unchanged; 3 inconclusive: not enough evidence either way; "
-        "false-alarm rate ≤ 1% per job (Holm over 15 cases); exit 0: no regression"
+        "false-alarm rate ≤ 1% per job (Holm over 15 cases and the broad tests); exit 0: no regression"
     )
     doc = json.loads((tmp_path / "c.json").read_text())
     other = next(b for b in doc["benchmarks"] if b["name"].endswith(OTHER))
