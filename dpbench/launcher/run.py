@@ -330,11 +330,12 @@ def _resolve_workload(workload: Any, workload_cls: type) -> Any:
     if isinstance(workload, workload_cls):
         return workload
     if isinstance(workload, str):
-        from dpbench.workloads import get_workload
+        from dpbench.workloads import resolve_workload
 
-        return get_workload(workload)
+        return resolve_workload(workload)
     raise TypeError(
-        f"workload must be a registered workload name (str) or a dpbench.Workload, got {type(workload).__name__}"
+        f"workload must be a workload spec (str: a registered name, MODULE:ATTR, path/to/file.py:ATTR or "
+        f"hf:MODEL_TYPE) or a dpbench.Workload, got {type(workload).__name__}"
     )
 
 

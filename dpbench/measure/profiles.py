@@ -74,10 +74,6 @@ def parse_trials(what: str, raw: Any) -> int:
     return value
 
 
-def _str_list(raw: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in raw.split(",") if v.strip())
-
-
 def resolve_profile(
     name: str | None = None,
     *,
@@ -88,9 +84,10 @@ def resolve_profile(
 ) -> ProfileConfig:
     """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
 
-    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
-    override the profile's choices. ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default:
-    the active ``dpbench.cluster`` session's): world sizes are bounded by the torchrun world —
+    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` (workload specs:
+    "mlp,lenet", "my_models:tiny_net@hidden=64") override the profile's choices. ``cluster`` (a
+    :class:`dpbench.cluster.ClusterInfo`; default: the active ``dpbench.cluster`` session's): world
+    sizes are bounded by the torchrun world —
     see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
     """
     from dpbench.measure.collectives import default_sizes
@@ -162,9 +159,9 @@ def resolve_profile(
                 f"{cluster.local_world_size} per node)"
             )
     if env.get("DPBENCH_WORKLOADS"):
-        from dpbench.workloads import check_workload_names
+        from dpbench.workloads import check_workload_specs, split_specs
 
-        config["workloads"] = check_workload_names("DPBENCH_WORKLOADS", _str_list(env["DPBENCH_WORKLOADS"]))
+        config["workloads"] = check_workload_specs("DPBENCH_WORKLOADS", split_specs(env["DPBENCH_WORKLOADS"]))
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
