@@ -6,9 +6,10 @@ Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dpbench.measure.cases import TrainingCase
@@ -39,6 +40,9 @@ class ProfileConfig:
     comm_sizes: tuple[int, ...]
     comm_iters: int
     bucket_cap_sweep: tuple[float, ...]
+    # The workloads were named for this run (--dpbench-workload, dpbench run): every suite measures
+    # each of them, where a suite otherwise picks those of the profile's that it is about.
+    workloads_chosen: bool = False
 
     @property
     def throughput_world_sizes(self) -> tuple[int, ...]:
@@ -46,11 +50,40 @@ class ProfileConfig:
         measures 1…N, and a case measured twice costs trials that the gate needs."""
         return self.world_sizes if self.name is Profile.FULL else (max(self.world_sizes),)
 
+    def global_batch_for(self, workload: Any) -> int:
+        """The global batch of ``workload``'s cases: the one its spec sets (``global_batch=N``), else the profile's."""
+        return _workload_batch(workload) or self.global_batch
+
+    def per_replica_batch_for(self, workload: Any) -> int:
+        """The weak-scaling suite's per-replica batch of ``workload``: the profile's, or where its spec
+        sets a global batch, that batch in the profile's proportion (global ÷ per-replica)."""
+        batch = _workload_batch(workload)
+        if batch is None:
+            return self.per_replica_batch
+        return max(1, batch * self.per_replica_batch // self.global_batch)
+
+    def with_workloads(self, specs: tuple[str, ...]) -> ProfileConfig:
+        """This profile measuring ``specs`` (already checked) in every suite, the first in the one-workload suites."""
+        return replace(self, workloads=specs, scaling_workloads=specs, knob_workload=specs[0], workloads_chosen=True)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["name"] = self.name.value
         out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
+
+
+def _workload_batch(workload: Any) -> int | None:
+    from dpbench.workloads import resolve_workload
+
+    return _spec_batch(workload) if isinstance(workload, str) else resolve_workload(workload).global_batch
+
+
+@functools.lru_cache(maxsize=64)
+def _spec_batch(spec: str) -> int | None:
+    from dpbench.workloads import resolve_workload
+
+    return resolve_workload(spec).global_batch
 
 
 def _int_list(env: str, raw: str) -> tuple[int, ...]:

@@ -51,6 +51,11 @@ def pytest_configure(config):
             profile = dataclasses.replace(
                 profile, trials=parse_trials("--dpbench-trials", config.getoption("dpbench_trials"))
             )
+        specs = config.getoption("dpbench_workloads", None)
+        if specs:
+            from dpbench.workloads import check_workload_specs
+
+            profile = profile.with_workloads(check_workload_specs("--dpbench-workload", tuple(specs)))
         config._dpbench_convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
