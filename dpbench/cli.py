@@ -16,6 +16,7 @@ from dpbench.gate.ab import register_ab
 from dpbench.gate.commands import register_compare
 from dpbench.report.commands import register_report
 from dpbench.report.history_command import register_history
+from dpbench.runner.command import register_run
 from dpbench.schema import __version__
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_list,
     register_ab,
     register_history,
+    register_run,
 ]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.

@@ -23,9 +23,15 @@ def pytest_generate_tests(metafunc):
     cases = []
     for workload in profile.scaling_workloads:
         per_replica = profile.per_replica_batch_for(workload)
-        for case in strategy_cases((workload,), profile.world_sizes, lambda size, b=per_replica: b * size):
+        for case in strategy_cases(
+            (workload,), profile.world_sizes, lambda size, b=per_replica: b * size, options=profile.strategy_options
+        ):
             single = TrainingCase(
-                strategy=StrategyName.SINGLE.value, workload=workload, world_size=1, global_batch=per_replica
+                strategy=StrategyName.SINGLE.value,
+                workload=workload,
+                world_size=1,
+                global_batch=per_replica,
+                options=dict(profile.strategy_options.get(StrategyName.SINGLE.value, {})),
             )
             cases.append(dataclasses.replace(case, reference=single))
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])

@@ -16,7 +16,10 @@ def pytest_generate_tests(metafunc):
         case
         for workload in profile.workloads
         for case in strategy_cases(
-            (workload,), profile.throughput_world_sizes, lambda size, w=workload: profile.global_batch_for(w)
+            (workload,),
+            profile.throughput_world_sizes,
+            lambda size, w=workload: profile.global_batch_for(w),
+            options=profile.strategy_options,
         )
     ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])

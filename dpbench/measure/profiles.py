@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dpbench.measure.cases import TrainingCase
 from dpbench.schema import Profile
 
-__all__ = ["ProfileConfig", "parse_trials", "resolve_profile", "strategy_cases"]
+__all__ = ["ProfileConfig", "parse_strategies", "parse_trials", "resolve_profile", "strategy_cases"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -43,6 +43,12 @@ class ProfileConfig:
     # The workloads were named for this run (--dpbench-workload, dpbench run): every suite measures
     # each of them, where a suite otherwise picks those of the profile's that it is about.
     workloads_chosen: bool = False
+    # The strategies measured (None: every one the suites have); others' cases are deselected,
+    # the references the kept ones are judged against are still measured.
+    strategies: tuple[str, ...] | None = None
+    # Options per strategy name for the throughput and scaling suites' cases (DPBENCH_STRATEGY_OPTIONS,
+    # JSON: {"ddp": {"bucket_cap_mb": 25}}), e.g. the precision of every strategy.
+    strategy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def throughput_world_sizes(self) -> tuple[int, ...]:
@@ -71,6 +77,31 @@ class ProfileConfig:
         out["name"] = self.name.value
         out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
+
+
+def parse_strategies(what: str, raw: str) -> tuple[str, ...]:
+    """A comma-separated list of strategy names, each known; else a ValueError naming ``what``."""
+    from dpbench.schema import StrategyName
+
+    known = [s.value for s in StrategyName]
+    names = tuple(v.strip() for v in raw.split(",") if v.strip())
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        found = repr(raw) if not names else "unknown " + ", ".join(map(repr, unknown))
+        raise ValueError(f"{what}: expected strategy names from {', '.join(known)}, found {found}")
+    return names
+
+
+def _strategy_options(raw: str) -> dict[str, dict[str, Any]]:
+    import json
+
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise ValueError(f'DPBENCH_STRATEGY_OPTIONS: expected JSON {{"strategy": {{"option": value}}}}, found {raw!r}')
+    return value
 
 
 def _workload_batch(workload: Any) -> int | None:
@@ -191,6 +222,10 @@ def resolve_profile(
                 f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
                 f"{cluster.local_world_size} per node)"
             )
+    if env.get("DPBENCH_STRATEGY_OPTIONS"):
+        config["strategy_options"] = _strategy_options(env["DPBENCH_STRATEGY_OPTIONS"])
+    if env.get("DPBENCH_STRATEGIES"):
+        config["strategies"] = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"])
     if env.get("DPBENCH_WORKLOADS"):
         from dpbench.workloads import check_workload_specs, split_specs
 
@@ -211,19 +246,29 @@ def _cluster_info(cluster: Any) -> Any:
 
 
 def strategy_cases(
-    workloads: tuple[str, ...], world_sizes: tuple[int, ...], global_batch: Callable[[int], int]
+    workloads: tuple[str, ...],
+    world_sizes: tuple[int, ...],
+    global_batch: Callable[[int], int],
+    *,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> list[TrainingCase]:
     """Every strategy × workload × world size (``single`` only at 1, the baseline), with
-    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak."""
+    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak;
+    ``options``: per strategy name, the options of its cases."""
     from dpbench.schema import StrategyName
 
+    options = options or {}
     cases = []
     for workload in workloads:
         for strategy in StrategyName:
             sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
             cases += [
                 TrainingCase(
-                    strategy=strategy.value, workload=workload, world_size=size, global_batch=global_batch(size)
+                    strategy=strategy.value,
+                    workload=workload,
+                    world_size=size,
+                    global_batch=global_batch(size),
+                    options=dict(options.get(strategy.value, {})),
                 )
                 for size in sizes
             ]

@@ -52,6 +52,12 @@ def pytest_addoption(parser: Any) -> None:
         "a registered name, MODULE:ATTR, path/to/file.py:ATTR or hf:MODEL_TYPE, with @key=value overrides",
     )
     group.addoption(
+        "--dpbench-strategies",
+        metavar="LIST",
+        default=None,
+        help="measure only these strategies' cases, e.g. single,ddp,fsdp (env DPBENCH_STRATEGIES)",
+    )
+    group.addoption(
         "--dpbench-trace",
         action="store_true",
         default=False,

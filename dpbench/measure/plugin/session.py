@@ -51,6 +51,11 @@ def pytest_configure(config):
             profile = dataclasses.replace(
                 profile, trials=parse_trials("--dpbench-trials", config.getoption("dpbench_trials"))
             )
+        if config.getoption("dpbench_strategies", None):
+            from dpbench.measure.profiles import parse_strategies
+
+            chosen = parse_strategies("--dpbench-strategies", config.getoption("dpbench_strategies"))
+            profile = dataclasses.replace(profile, strategies=chosen)
         specs = config.getoption("dpbench_workloads", None)
         if specs:
             from dpbench.workloads import check_workload_specs
@@ -107,6 +112,13 @@ def _case_of(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    chosen = config._dpbench_profile.strategies
+    if chosen is not None:
+        kept = [item for item in items if (case := _case_of(item)) is None or case.strategy in chosen]
+        if len(kept) < len(items):
+            kept_ids = {id(item) for item in kept}
+            config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+            items[:] = kept
     config._dpbench_files = {item.nodeid: item.path for item in items}  # the saved names: storage.suite_fullnames
     for item in items:
         if "benchmark" in getattr(item, "fixturenames", ()):
@@ -149,6 +161,10 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
     facts["dpbench"]["worker_start"] = config._dpbench_trials.worker_start  # also per case: harness_settings
+    if os.environ.get("DPBENCH_RUN_CONFIG"):  # `dpbench run`'s resolved configuration (config file + options)
+        import json
+
+        facts["dpbench"]["run_config"] = json.loads(os.environ["DPBENCH_RUN_CONFIG"])
     from dpbench.workers.runtime_env import user_runtime_env
 
     # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).
