@@ -120,8 +120,8 @@ def _dropout_fields(config: dict[str, Any]) -> list[str]:
 
 def hf_workload(target: str, overrides: dict[str, Any], *, spec: str) -> Workload:
     """The ``Workload`` of ``hf:<target>`` with ``overrides`` (config fields and dpbench's own keys)."""
+    model_type, fields = _base_config(target, spec)  # before the import: a wrong target costs no seconds
     transformers = _transformers(spec)
-    model_type, fields = _base_config(target, spec)
     class_name, task = SUPPORTED[model_type]
     values = transformers.AutoConfig.for_model(model_type, **fields).to_dict()
     own = {k: overrides.pop(k) for k in list(overrides) if k in _OWN_KEYS and k not in values}
