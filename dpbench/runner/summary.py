@@ -70,13 +70,15 @@ def decision_lines(run: dict[str, Any]) -> list[str]:
                 unclear.append(label)
                 lines.append(f"  {label}: {info['samples_per_s']:.4g} samples/s (too few trials to compare)")
                 continue
-            slower = 1 / ratio.ratio
-            interval = f"CI {1 / ratio.hi:.2f}–{1 / ratio.lo:.2f}"
+            # Its step time over the fastest's, trial i against trial i (the ranking above is by
+            # median throughput, so a paired ratio below 1 can happen when neither is clearly faster).
+            times = 1 / ratio.ratio
+            interval = f"CI {1 / ratio.hi:.2f}–{1 / ratio.lo:.2f}, {ratio.pairs} paired trials"
             if ratio.lo <= 1 <= ratio.hi:
                 unclear.append(label)
-                verdict = f"no significant difference ({slower:.2f}×, {interval})"
+                verdict = f"no significant difference (step time {times:.2f}× the fastest's, {interval})"
             else:
-                verdict = f"{slower:.2f}× slower ({interval})"
+                verdict = f"step time {times:.2f}× the fastest's ({interval})"
             lines.append(f"  {label}: {verdict}, {_memory(info)}")
         efficiencies = [
             f"{_label(i)} {i['scaling_efficiency']:.2f}"
