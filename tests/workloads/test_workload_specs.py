@@ -136,3 +136,38 @@ def test_bad_user_specs_say_what_is_wrong_in_one_line(user_dir, spec, message):
     with pytest.raises(SpecError, match=message) as info:
         resolve_workload(spec)
     assert "\n" not in str(info.value)
+
+
+FAILING = """
+import torch
+from torch import nn
+
+import dpbench
+
+
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x):
+        raise RuntimeError("my model is broken")
+
+
+def broken():
+    return dpbench.Workload(model=Broken, batch=lambda step, n, seed: (torch.ones(n, 4), torch.ones(n, 1)))
+"""
+
+
+@pytest.mark.slow
+def test_a_model_failing_in_its_first_step_reports_the_workers_traceback_under_its_spec(tmp_path, monkeypatch):
+    import dpbench
+    from dpbench.workers import WorkerError
+
+    (tmp_path / "failing_models.py").write_text(FAILING)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkerError) as info:
+        with dpbench.launch("ddp", "failing_models:broken", world_size=2, global_batch=4, timeout=60) as run:
+            run.step(1)
+    assert "(while training workload failing_models:broken)" in info.value.__notes__
+    assert "my model is broken" in info.value.worker_traceback
