@@ -26,12 +26,13 @@ def train(strategy, world):
     with dpbench.launch(strategy, spec, world_size=world, global_batch=8, seed=3, lr=0.05, timeout=120) as run:
         run.step(3)
         return run.parameters()
-ref = train("single", 1)
-for strategy in ("ddp", "fsdp", "zero"):
-    got = train(strategy, 2)
-    for name, expected in ref.items():
-        torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
-    print(strategy, "equals single", flush=True)
+if __name__ == "__main__":
+    ref = train("single", 1)
+    for strategy in ("ddp", "fsdp", "zero"):
+        got = train(strategy, 2)
+        for name, expected in ref.items():
+            torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
+        print(strategy, "equals single", flush=True)
 """
 
 
@@ -41,12 +42,13 @@ def user_dir(tmp_path):
     return tmp_path
 
 
+@pytest.mark.timeout(1500)  # 12 cases × 2 fresh-process trials, transformers imported in each worker
 def test_dpbench_run_from_the_wheel_saves_reports_and_decides(installed, user_dir):  # noqa: F811
     args = ["-c", "import sys; from dpbench.cli import main; sys.exit(main())", "run"]
     for spec in SPECS:
         args += ["--workload", spec]
     args += ["--strategies", "single,ddp,fsdp,zero", "--world-sizes", "1,2", "--trials", "2", "--suites", "throughput"]
-    proc = _run(installed, args, user_dir, 900)
+    proc = _run(installed, args, user_dir, 1400)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
     (saved,) = (user_dir / "results").glob("*/0001_run.json")
@@ -64,6 +66,7 @@ def test_dpbench_run_from_the_wheel_saves_reports_and_decides(installed, user_di
     print(proc.stdout[proc.stdout.index("decision (per workload") :])
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("spec", SPECS, ids=["user", "gpt2", "vit"])
 def test_every_strategy_equals_single_with_the_installed_package(installed, user_dir, spec):  # noqa: F811
     (user_dir / "equal.py").write_text(EQUAL)
