@@ -19,6 +19,7 @@ __all__ = [
     "launch",
     "list_strategies",
     "list_workloads",
+    "resolve_workload",
     "__version__",
 ]
 
@@ -26,6 +27,7 @@ _LAZY = {
     "Workload": "dpbench.workloads",
     "get_workload": "dpbench.workloads",
     "list_workloads": "dpbench.workloads",
+    "resolve_workload": "dpbench.workloads",
     "launch": "dpbench.launcher",
     "list_strategies": "dpbench.strategies",
 }

@@ -18,6 +18,7 @@ from dpbench.report.commands import register_report
 from dpbench.report.history_command import register_history
 from dpbench.results.console import ExamplesFormatter, SuggestingParser, examples
 from dpbench.results.runs import register_runs
+from dpbench.runner.command import register_run
 from dpbench.schema import __version__
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_ab,
     register_history,
     register_runs,
+    register_run,
 ]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.

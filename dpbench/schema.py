@@ -79,6 +79,8 @@ EXTRA_INFO_FIELDS = (
     "strategy",
     "options",
     "workload",
+    "workload_spec",  # the spec the workload was named by (a registered name, module:attr, hf:…, overrides)
+    "parameter_count",  # the model's parameters, counted on the meta device (None where it cannot be built there)
     "world_size",
     "device_type",
     "backend",

@@ -17,14 +17,17 @@ def pytest_generate_tests(metafunc):
     world = max(profile.world_sizes)
     workload = profile.knob_workload
     ddp = TrainingCase(
-        strategy=StrategyName.DDP.value, workload=workload, world_size=world, global_batch=profile.global_batch
+        strategy=StrategyName.DDP.value,
+        workload=workload,
+        world_size=world,
+        global_batch=profile.global_batch_for(profile.knob_workload),
     )
     cases = [ddp] + [
         TrainingCase(
             strategy=StrategyName.ALLREDUCE.value,
             workload=workload,
             world_size=world,
-            global_batch=profile.global_batch,
+            global_batch=profile.global_batch_for(profile.knob_workload),
             options={"mode": mode},
             reference=ddp,
         )

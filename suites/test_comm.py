@@ -27,7 +27,7 @@ def pytest_generate_tests(metafunc):
     try:
         import dpbench
 
-        model = dpbench.get_workload(profile.knob_workload).model()
+        model = dpbench.resolve_workload(profile.knob_workload).model()
         sizes += [(s, "ddp-bucket", f"bucket-{_label(s)}") for s in sorted(set(ddp_bucket_sizes(model)))]
     except Exception as exc:  # no model, no bucket sizes: the sweep still runs; say why in the output
         print(f"dpbench: no DDP bucket sizes for {profile.knob_workload!r}: {exc}")

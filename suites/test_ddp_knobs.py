@@ -33,7 +33,7 @@ def pytest_generate_tests(metafunc):
             strategy=DDP,
             workload=profile.knob_workload,
             world_size=world,
-            global_batch=profile.global_batch,
+            global_batch=profile.global_batch_for(profile.knob_workload),
             options=opts,
         )
         for opts in _knob_options(profile)

@@ -16,7 +16,9 @@ def pytest_generate_tests(metafunc):
     profile = metafunc.config._dpbench_profile
     world = max(profile.world_sizes)
     cases = [
-        TrainingCase(strategy=StrategyName.DP.value, workload=w, world_size=world, global_batch=profile.global_batch)
+        TrainingCase(
+            strategy=StrategyName.DP.value, workload=w, world_size=world, global_batch=profile.global_batch_for(w)
+        )
         for w in profile.workloads
     ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])

@@ -22,16 +22,19 @@ def pytest_generate_tests(metafunc):
         return
     profile = metafunc.config._dpbench_profile
     cases = []
-    for case in strategy_cases(
-        profile.scaling_workloads, profile.world_sizes, lambda size: profile.per_replica_batch * size
-    ):
-        single = TrainingCase(
-            strategy=StrategyName.SINGLE.value,
-            workload=case.workload,
-            world_size=1,
-            global_batch=profile.per_replica_batch,
-        )
-        cases.append(dataclasses.replace(case, reference=single))
+    for workload in profile.scaling_workloads:
+        per_replica = profile.per_replica_batch_for(workload)
+        for case in strategy_cases(
+            (workload,), profile.world_sizes, lambda size, b=per_replica: b * size, options=profile.strategy_options
+        ):
+            single = TrainingCase(
+                strategy=StrategyName.SINGLE.value,
+                workload=workload,
+                world_size=1,
+                global_batch=per_replica,
+                options=dict(profile.strategy_options.get(StrategyName.SINGLE.value, {})),
+            )
+            cases.append(dataclasses.replace(case, reference=single))
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

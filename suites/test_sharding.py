@@ -23,8 +23,11 @@ SHARDED = (
 
 
 def sharding_cases(profile) -> list[TrainingCase]:
-    # The profile's workloads when DPBENCH_WORKLOADS names others, else the two this suite is about.
+    # The workloads named for the run; else the two this suite is about, or the profile's when
+    # DPBENCH_WORKLOADS names others.
     workloads = [w for w in WORKLOADS if w in profile.workloads] or list(profile.workloads)
+    if profile.workloads_chosen:
+        workloads = list(profile.workloads)
     cases = []
     for workload in workloads:
         for world in profile.throughput_world_sizes:
@@ -32,7 +35,7 @@ def sharding_cases(profile) -> list[TrainingCase]:
                 strategy=StrategyName.DDP.value,
                 workload=workload,
                 world_size=world,
-                global_batch=profile.global_batch,
+                global_batch=profile.global_batch_for(workload),
                 options={"optimizer": "adamw"},
             )
             cases.append(ddp)
@@ -41,7 +44,7 @@ def sharding_cases(profile) -> list[TrainingCase]:
                     strategy=strategy,
                     workload=workload,
                     world_size=world,
-                    global_batch=profile.global_batch,
+                    global_batch=profile.global_batch_for(workload),
                     options={"optimizer": "adamw", **options},
                     reference=ddp,
                 )

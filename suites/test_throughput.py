@@ -12,7 +12,16 @@ def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     profile = metafunc.config._dpbench_profile
-    cases = strategy_cases(profile.workloads, profile.throughput_world_sizes, lambda size: profile.global_batch)
+    cases = [
+        case
+        for workload in profile.workloads
+        for case in strategy_cases(
+            (workload,),
+            profile.throughput_world_sizes,
+            lambda size, w=workload: profile.global_batch_for(w),
+            options=profile.strategy_options,
+        )
+    ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

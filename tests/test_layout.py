@@ -31,6 +31,7 @@ LAYERS = [
     "history",
     "gate",
     "report",
+    "runner",
 ]
 FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.

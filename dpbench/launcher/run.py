@@ -11,7 +11,7 @@ import numbers
 from typing import Any
 
 from dpbench.launcher.step_stats import StepStats
-from dpbench.workers.base import default_threads
+from dpbench.workers.base import WorkerError, default_threads
 from dpbench.workers.pool import WorkerPool
 from dpbench.workers.provider import make_pool, placement_for, pool_layout
 
@@ -112,8 +112,9 @@ class Run:
         )
         try:
             self._pool.run(_setup_worker, spec, workload)
-        except BaseException:
+        except BaseException as exc:
             self.close()
+            _name_workload(exc, workload.name)
             raise
         self.info: dict[str, Any] = {
             "strategy": spec.strategy,
@@ -155,7 +156,11 @@ class Run:
         lifetime (CPU RSS). Steps continue the batch sequence of earlier calls.
         """
         _check_int("k", k, minimum=1)
-        per_rank = self._live_pool().run(_steps_worker, k)
+        try:
+            per_rank = self._live_pool().run(_steps_worker, k)
+        except Exception as exc:
+            _name_workload(exc, self.info["workload"])
+            raise
         # The slowest rank sets the pace of a synchronous step.
         step_times = [max(times) for times in zip(*(r["times"] for r in per_rank))]
         # Each rank sent (n_local / N) * local mean loss: the sum is the global-batch mean.
@@ -326,15 +331,22 @@ def _case_metrics_worker(ctx: Any, matmul_parallel: int) -> dict[str, Any]:
     return rank_metrics(ctx.state["trainer"], matmul_parallel=matmul_parallel, heartbeat=ctx.heartbeat)
 
 
+def _name_workload(exc: BaseException, name: str) -> None:
+    """A worker's failure says which workload (its spec) it was training."""
+    if isinstance(exc, WorkerError):
+        exc.add_note(f"(while training workload {name})")
+
+
 def _resolve_workload(workload: Any, workload_cls: type) -> Any:
     if isinstance(workload, workload_cls):
         return workload
     if isinstance(workload, str):
-        from dpbench.workloads import get_workload
+        from dpbench.workloads import resolve_workload
 
-        return get_workload(workload)
+        return resolve_workload(workload)
     raise TypeError(
-        f"workload must be a registered workload name (str) or a dpbench.Workload, got {type(workload).__name__}"
+        f"workload must be a workload spec (str: a registered name, MODULE:ATTR, path/to/file.py:ATTR or "
+        f"hf:MODEL_TYPE) or a dpbench.Workload, got {type(workload).__name__}"
     )
 
 

@@ -6,15 +6,16 @@ Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dpbench.measure.cases import TrainingCase
 from dpbench.schema import Profile
 
-__all__ = ["ProfileConfig", "parse_trials", "resolve_profile", "strategy_cases"]
+__all__ = ["ProfileConfig", "parse_strategies", "parse_trials", "resolve_profile", "strategy_cases"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -40,6 +41,15 @@ class ProfileConfig:
     comm_sizes: tuple[int, ...]
     comm_iters: int
     bucket_cap_sweep: tuple[float, ...]
+    # The workloads were named for this run (--dpbench-workload, dpbench run): every suite measures
+    # each of them, where a suite otherwise picks those of the profile's that it is about.
+    workloads_chosen: bool = False
+    # The strategies measured (None: every one the suites have); others' cases are deselected,
+    # the references the kept ones are judged against are still measured.
+    strategies: tuple[str, ...] | None = None
+    # Options per strategy name for the throughput and scaling suites' cases (DPBENCH_STRATEGY_OPTIONS,
+    # JSON: {"ddp": {"bucket_cap_mb": 25}}), e.g. the precision of every strategy.
+    strategy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def throughput_world_sizes(self) -> tuple[int, ...]:
@@ -47,11 +57,65 @@ class ProfileConfig:
         measures 1…N, and a case measured twice costs trials that the gate needs."""
         return self.world_sizes if self.name is Profile.FULL else (max(self.world_sizes),)
 
+    def global_batch_for(self, workload: Any) -> int:
+        """The global batch of ``workload``'s cases: the one its spec sets (``global_batch=N``), else the profile's."""
+        return _workload_batch(workload) or self.global_batch
+
+    def per_replica_batch_for(self, workload: Any) -> int:
+        """The weak-scaling suite's per-replica batch of ``workload``: the profile's, or where its spec
+        sets a global batch, that batch in the profile's proportion (global ÷ per-replica)."""
+        batch = _workload_batch(workload)
+        if batch is None:
+            return self.per_replica_batch
+        return max(1, batch * self.per_replica_batch // self.global_batch)
+
+    def with_workloads(self, specs: tuple[str, ...]) -> ProfileConfig:
+        """This profile measuring ``specs`` (already checked) in every suite, the first in the one-workload suites."""
+        return replace(self, workloads=specs, scaling_workloads=specs, knob_workload=specs[0], workloads_chosen=True)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["name"] = self.name.value
         out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
+
+
+def parse_strategies(what: str, raw: str) -> tuple[str, ...]:
+    """A comma-separated list of strategy names, each known; else a ValueError naming ``what``."""
+    from dpbench.schema import StrategyName
+
+    known = [s.value for s in StrategyName]
+    names = tuple(v.strip() for v in raw.split(",") if v.strip())
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        found = repr(raw) if not names else "unknown " + ", ".join(map(repr, unknown))
+        raise ValueError(f"{what}: expected strategy names from {', '.join(known)}, found {found}")
+    return names
+
+
+def _strategy_options(raw: str) -> dict[str, dict[str, Any]]:
+    import json
+
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise ValueError(f'DPBENCH_STRATEGY_OPTIONS: expected JSON {{"strategy": {{"option": value}}}}, found {raw!r}')
+    return value
+
+
+def _workload_batch(workload: Any) -> int | None:
+    from dpbench.workloads import resolve_workload
+
+    return _spec_batch(workload) if isinstance(workload, str) else resolve_workload(workload).global_batch
+
+
+@functools.lru_cache(maxsize=64)
+def _spec_batch(spec: str) -> int | None:
+    from dpbench.workloads import resolve_workload
+
+    return resolve_workload(spec).global_batch
 
 
 def _int_list(env: str, raw: str) -> tuple[int, ...]:
@@ -75,10 +139,6 @@ def parse_trials(what: str, raw: Any) -> int:
     return value
 
 
-def _str_list(raw: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in raw.split(",") if v.strip())
-
-
 def resolve_profile(
     name: str | None = None,
     *,
@@ -89,9 +149,10 @@ def resolve_profile(
 ) -> ProfileConfig:
     """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
 
-    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` ("mlp,lenet")
-    override the profile's choices. ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default:
-    the active ``dpbench.cluster`` session's): world sizes are bounded by the torchrun world —
+    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` (workload specs:
+    "mlp,lenet", "my_models:tiny_net@hidden=64") override the profile's choices. ``cluster`` (a
+    :class:`dpbench.cluster.ClusterInfo`; default: the active ``dpbench.cluster`` session's): world
+    sizes are bounded by the torchrun world —
     see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
     """
     from dpbench.measure.collectives import default_sizes
@@ -162,10 +223,14 @@ def resolve_profile(
                 f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
                 f"{cluster.local_world_size} per node)"
             )
+    if env.get("DPBENCH_STRATEGY_OPTIONS"):
+        config["strategy_options"] = _strategy_options(env["DPBENCH_STRATEGY_OPTIONS"])
+    if env.get("DPBENCH_STRATEGIES"):
+        config["strategies"] = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"])
     if env.get("DPBENCH_WORKLOADS"):
-        from dpbench.workloads import check_workload_names
+        from dpbench.workloads import check_workload_specs, split_specs
 
-        config["workloads"] = check_workload_names("DPBENCH_WORKLOADS", _str_list(env["DPBENCH_WORKLOADS"]))
+        config["workloads"] = check_workload_specs("DPBENCH_WORKLOADS", split_specs(env["DPBENCH_WORKLOADS"]))
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
@@ -189,19 +254,29 @@ def _cluster_info(cluster: Any) -> Any:
 
 
 def strategy_cases(
-    workloads: tuple[str, ...], world_sizes: tuple[int, ...], global_batch: Callable[[int], int]
+    workloads: tuple[str, ...],
+    world_sizes: tuple[int, ...],
+    global_batch: Callable[[int], int],
+    *,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> list[TrainingCase]:
     """Every strategy × workload × world size (``single`` only at 1, the baseline), with
-    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak."""
+    ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak;
+    ``options``: per strategy name, the options of its cases."""
     from dpbench.schema import StrategyName
 
+    options = options or {}
     cases = []
     for workload in workloads:
         for strategy in StrategyName:
             sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
             cases += [
                 TrainingCase(
-                    strategy=strategy.value, workload=workload, world_size=size, global_batch=global_batch(size)
+                    strategy=strategy.value,
+                    workload=workload,
+                    world_size=size,
+                    global_batch=global_batch(size),
+                    options=dict(options.get(strategy.value, {})),
                 )
                 for size in sizes
             ]

@@ -88,6 +88,20 @@ class WorkloadDecision:
     sentences: list[str] = field(default_factory=list)
     grids: list[Grid] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)  # the bullet list, folded under the view
+    about: str = ""  # the model's parameter count and the spec it was named by, where recorded
+
+
+def workload_about(rows: pd.DataFrame) -> str:
+    """``3.38 M parameters · spec hf:gpt2@n_layer=2``: what the runs recorded about the model."""
+    parts = []
+    counts = rows["parameter_count"].dropna() if "parameter_count" in rows else ()
+    if len(counts):
+        count = float(counts.iloc[0])
+        parts.append(f"{count / 1e6:.3g} M parameters" if count >= 1e5 else f"{count:,.0f} parameters")
+    specs = rows["workload_spec"].dropna().astype(str) if "workload_spec" in rows else ()
+    if len(specs) and specs.iloc[0] != str(rows["workload"].iloc[0]):
+        parts.append(f"spec {specs.iloc[0]}")
+    return " · ".join(parts)
 
 
 def _hex(rgba) -> str:
@@ -312,6 +326,8 @@ def decisions(
         "scaling_efficiency_ci95_lo",
         "scaling_efficiency_ci95_hi",
         "scaling_efficiency_confidence",
+        "parameter_count",
+        "workload_spec",
     ]
     configs = configs[[c for c in wanted if c in configs.columns]]
     training = _training(configs)
@@ -321,7 +337,7 @@ def decisions(
         present = training[training["workload"].astype(str) == workload]
         run = [r for r in runs if (present["run"] == r).any()][-1]  # the newest run that has it
         group = present[present["run"] == run]
-        decision = WorkloadDecision(workload=workload, run=run)
+        decision = WorkloadDecision(workload=workload, run=run, about=workload_about(group))
         batches = group["batch"].dropna().value_counts(sort=True)  # the batch with the most configurations first
         for batch in batches.index:
             at_batch = group[group["batch"] == batch]

@@ -1,31 +1,52 @@
 """Workloads by name: what every strategy trains (model factory, batch factory, loss).
 
 ``get_workload(name)`` returns a registered ``Workload``; ``list_workloads()`` the names;
-``register_workload(workload)`` adds a user's own (picklable) workload under ``workload.name``.
+``register_workload(workload)`` adds a user's own (picklable) workload under ``workload.name``;
+``resolve_workload(spec)`` builds the workload any spec names — a registered name, ``MODULE:ATTR``,
+``path/to/file.py:ATTR`` or ``hf:MODEL_TYPE`` with ``@key=value`` overrides (:mod:`.specs`).
 The registered defaults are sized for a small CPU; build other sizes with the factories
 (``mlp_workload(hidden=2048, layers=4)``, ``resnet18_workload(widths=(8, 16, 32, 64))``, …),
 whose names spell out the sizes that differ from the defaults (``mlp-hidden2048-layers4``) and
 whose ``params`` record every size.
 
-May import: torch and ``dpbench.schema`` (``main_module`` checks that a launching script's
+May import: torch, ``transformers`` (optional, for ``hf:`` specs) and
+``dpbench.schema`` (``main_module`` checks that a launching script's
 factories are importable by the workers). Never strategies, the launcher or anything above.
 """
 
 from __future__ import annotations
-
-import threading
 
 from dpbench.workloads.base import Workload, check_first_batch, check_picklable
 from dpbench.workloads.dict_model import dict_model_workload
 from dpbench.workloads.fashion_mnist import fashion_mnist_workload, load_fashion_mnist, read_idx
 from dpbench.workloads.lenet import lenet_workload
 from dpbench.workloads.mlp import mlp_workload
+from dpbench.workloads.registry import (
+    UnknownWorkloadError,
+    builtin_factory,
+    check_workload_names,
+    get_workload,
+    list_workloads,
+    register_workload,
+    unregister_workload,
+)
 from dpbench.workloads.resnet import resnet18_workload
+from dpbench.workloads.spec_syntax import SpecError, WorkloadSpec, parse_spec, split_specs
+from dpbench.workloads.specs import check_workload_specs, meta_model, parameter_count, resolve_workload
 from dpbench.workloads.transformer import transformer_workload
 
 __all__ = [
     "Workload",
     "UnknownWorkloadError",
+    "SpecError",
+    "WorkloadSpec",
+    "builtin_factory",
+    "check_workload_specs",
+    "meta_model",
+    "parameter_count",
+    "parse_spec",
+    "resolve_workload",
+    "split_specs",
     "check_first_batch",
     "check_picklable",
     "check_workload_names",
@@ -42,80 +63,3 @@ __all__ = [
     "load_fashion_mnist",
     "read_idx",
 ]
-
-
-class UnknownWorkloadError(KeyError, ValueError):
-    """A workload name that is not registered (catch it as ``KeyError`` or ``ValueError``)."""
-
-    def __str__(self) -> str:
-        # KeyError's str() would wrap the message in quotes; show it as written.
-        return str(self.args[0]) if self.args else ""
-
-
-_REGISTRY: dict[str, Workload] = {}
-_LOCK = threading.Lock()
-
-
-def _unknown(name: str) -> UnknownWorkloadError:
-    return UnknownWorkloadError(f"Unknown workload {name!r}. Available names: {', '.join(list_workloads())}")
-
-
-def list_workloads() -> list[str]:
-    """The registered workload names, sorted."""
-    with _LOCK:
-        return sorted(_REGISTRY)
-
-
-def get_workload(name: str) -> Workload:
-    """The registered ``Workload`` called ``name``; an unknown name lists the available ones."""
-    if not isinstance(name, str):
-        raise TypeError(f"workload name must be a str, got {type(name).__name__} {name!r}")
-    with _LOCK:
-        workload = _REGISTRY.get(name)
-    if workload is None:
-        raise _unknown(name)
-    return workload
-
-
-def register_workload(workload: Workload, *, replace: bool = False) -> Workload:
-    """Register ``workload`` under ``workload.name`` and return it.
-
-    Registering a name that exists raises ``ValueError`` unless ``replace=True``. The workload
-    must be picklable (it is sent to worker processes), checked here so the error comes early.
-    """
-    if not isinstance(workload, Workload):
-        raise TypeError(f"workload must be a dpbench.Workload, got {type(workload).__name__}")
-    check_picklable(workload)  # the name was checked when the Workload was made
-    with _LOCK:
-        if workload.name in _REGISTRY and not replace:
-            raise ValueError(
-                f"A workload named {workload.name!r} is already registered; "
-                "pass replace=True to replace it, or give yours another name"
-            )
-        _REGISTRY[workload.name] = workload
-    return workload
-
-
-def check_workload_names(source: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Return ``names`` if each is registered; else ``ValueError`` naming ``source``, the unknown and the
-    known names."""
-    known = list_workloads()
-    unknown = [name for name in names if name not in known]
-    if not names or unknown:
-        found = "no name" if not names else "unknown workload(s) " + ", ".join(map(repr, unknown))
-        raise ValueError(f"{source} names {found}. Known names: {', '.join(known)}")
-    return names
-
-
-def unregister_workload(name: str) -> Workload:
-    """Remove and return the workload registered as ``name`` (``UnknownWorkloadError`` if none)."""
-    with _LOCK:
-        workload = _REGISTRY.pop(name, None)
-    if workload is None:
-        raise _unknown(name)
-    return workload
-
-
-for _default in (mlp_workload(), lenet_workload(), resnet18_workload(), transformer_workload(), dict_model_workload()):
-    register_workload(_default)
-del _default

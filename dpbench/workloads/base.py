@@ -51,6 +51,9 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     # Not hashed: a dict cannot be, and the name already tells variants apart.
     params: dict[str, Any] = field(default_factory=dict, hash=False)
+    # The global batch the suites use for this workload instead of the profile's (None: the
+    # profile's); a spec sets it with ``global_batch=N`` where the defaults do not fit the model.
+    global_batch: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -66,6 +69,7 @@ class Workload:
             "description": self.description,
             "stateful": self.stateful,
             "params": dict(self.params),
+            "global_batch": self.global_batch,
         }
 
 

@@ -43,6 +43,21 @@ def pytest_addoption(parser: Any) -> None:
         help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)",
     )
     group.addoption(
+        "--dpbench-workload",
+        action="append",
+        metavar="SPEC",
+        default=None,
+        dest="dpbench_workloads",
+        help="measure this workload in every suite (repeatable; replaces the profile's and DPBENCH_WORKLOADS): "
+        "a registered name, MODULE:ATTR, path/to/file.py:ATTR or hf:MODEL_TYPE, with @key=value overrides",
+    )
+    group.addoption(
+        "--dpbench-strategies",
+        metavar="LIST",
+        default=None,
+        help="measure only these strategies' cases, e.g. single,ddp,fsdp (env DPBENCH_STRATEGIES)",
+    )
+    group.addoption(
         "--dpbench-trace",
         action="store_true",
         default=False,

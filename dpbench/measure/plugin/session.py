@@ -51,6 +51,16 @@ def pytest_configure(config):
             profile = dataclasses.replace(
                 profile, trials=parse_trials("--dpbench-trials", config.getoption("dpbench_trials"))
             )
+        if config.getoption("dpbench_strategies", None):
+            from dpbench.measure.profiles import parse_strategies
+
+            chosen = parse_strategies("--dpbench-strategies", config.getoption("dpbench_strategies"))
+            profile = dataclasses.replace(profile, strategies=chosen)
+        specs = config.getoption("dpbench_workloads", None)
+        if specs:
+            from dpbench.workloads import check_workload_specs
+
+            profile = profile.with_workloads(check_workload_specs("--dpbench-workload", tuple(specs)))
         config._dpbench_convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
@@ -103,6 +113,13 @@ def _case_of(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    chosen = config._dpbench_profile.strategies
+    if chosen is not None:
+        kept = [item for item in items if (case := _case_of(item)) is None or case.strategy in chosen]
+        if len(kept) < len(items):
+            kept_ids = {id(item) for item in kept}
+            config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+            items[:] = kept
     config._dpbench_files = {item.nodeid: item.path for item in items}  # the saved names: storage.suite_fullnames
     for item in items:
         if "benchmark" in getattr(item, "fixturenames", ()):
@@ -182,6 +199,10 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     done = getattr(config, "_dpbench_remeasured", None)
     if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
         facts["dpbench"]["remeasure"] = done.to_dict()
+    if os.environ.get("DPBENCH_RUN_CONFIG"):  # `dpbench run`'s resolved configuration (config file + options)
+        import json
+
+        facts["dpbench"]["run_config"] = json.loads(os.environ["DPBENCH_RUN_CONFIG"])
     from dpbench.workers.runtime_env import user_runtime_env
 
     # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).

@@ -1,0 +1,196 @@
+"""``dpbench run``: the packaged suites (``pytest --pyargs dpbench.suites``, with dpbench's measuring
+plugin) on the workloads, strategies and world sizes asked for, then the saved run, the HTML report
+and the decision in the terminal.
+
+Everything asked for is checked before any process starts — each workload spec resolves, each
+strategy and its options exist, the config file is valid — and a problem is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dpbench.runner.config import (
+    SUITES,
+    WORKLOAD_SUITES,
+    ConfigError,
+    RunConfig,
+    find_config,
+    load_config,
+    read_config,
+)
+
+__all__ = ["register_run", "resolve_run_config", "pytest_command", "run"]
+
+EXIT_INPUT = 2
+
+
+def register_run(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run the benchmark suites on your workloads, save the run, write the report, print the decision",
+        description="Measure every strategy on the workloads named (registered names, MODULE:ATTR, "
+        "path/to/file.py:ATTR, hf:MODEL_TYPE, hf:PATH, with @key=value overrides) through the packaged "
+        "suites, save the run, write the HTML report and print the decision per workload. Settings come "
+        "from [tool.dpbench] in ./pyproject.toml or ./dpbench.toml, then these options. Arguments after "
+        "-- go to pytest.",
+    )
+    p.add_argument("--workload", action="append", metavar="SPEC", help="a workload spec (repeatable)")
+    p.add_argument("--strategies", metavar="LIST", help="comma-separated strategy names (default: all)")
+    p.add_argument("--world-sizes", metavar="LIST", help="comma-separated world sizes, e.g. 1,2")
+    p.add_argument("--profile", choices=("quick", "full"), help="quick (CPU-sized) or full (default by device)")
+    p.add_argument("--trials", type=_positive_int, metavar="N", help="fresh-process trials per case")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="where the workers train (default: cuda if visible)")
+    p.add_argument("--precision", metavar="P", help="every strategy's precision option (fp32, bf16, fp16)")
+    p.add_argument("--suites", metavar="LIST", help=f"comma-separated suites from {', '.join(SUITES)}")
+    p.add_argument("--save", metavar="NAME", help="the saved run's name (default: run)")
+    p.add_argument("--results", metavar="DIR", help="the results directory (default: results)")
+    p.add_argument("--report", metavar="FILE", help="the HTML report to write (default: report.html)")
+    p.add_argument("--config", metavar="FILE", help="a config file instead of ./dpbench.toml or ./pyproject.toml")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(handler=run)
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, found {raw!r}")
+    return value
+
+
+def _list(option: str, raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    items = tuple(v.strip() for v in raw.split(",") if v.strip())
+    if not items:
+        raise ConfigError(f"{option}: expected a comma-separated list, found {raw!r}")
+    return items
+
+
+def resolve_run_config(args: argparse.Namespace, cwd: Path) -> RunConfig:
+    """The config file's settings with the command line's on top, every part checked."""
+    if args.config:
+        path = Path(args.config)
+        if not path.is_file():
+            raise ConfigError(f"--config: expected a config file, found no file {args.config}")
+        found = read_config(path)
+    else:
+        found = find_config(cwd)
+    config = load_config(*found) if found else RunConfig()
+    changes: dict = {}
+    if args.workload:
+        changes["workloads"] = tuple(args.workload)
+    if args.strategies:
+        changes["strategies"] = _list("--strategies", args.strategies)
+    if args.world_sizes:
+        sizes = _list("--world-sizes", args.world_sizes)
+        if not all(s.isdigit() and int(s) >= 1 for s in sizes):
+            raise ConfigError(f"--world-sizes: expected comma-separated ints >= 1, found {args.world_sizes!r}")
+        changes["world_sizes"] = tuple(int(s) for s in sizes)
+    if args.suites:
+        changes["suites"] = _list("--suites", args.suites)
+    for key in ("trials", "profile", "device", "precision", "save", "results", "report"):
+        if getattr(args, key) is not None:
+            changes[key] = getattr(args, key)
+    import dataclasses
+
+    config = dataclasses.replace(config, **changes)
+    _check(config)
+    return config
+
+
+def _check(config: RunConfig) -> None:
+    from dpbench.measure.profiles import parse_strategies
+    from dpbench.strategies import get_strategy
+    from dpbench.workloads import check_workload_specs
+
+    where = f" (from {config.source})" if config.source else ""
+    if config.workloads:
+        check_workload_specs("workload", config.workloads)
+    if config.strategies:
+        parse_strategies("strategies", ",".join(config.strategies))
+    unknown = [s for s in config.suites or () if s not in SUITES]
+    if unknown:
+        raise ConfigError(f"suites: expected names from {', '.join(SUITES)}, found {unknown[0]!r}")
+    for name, options in _strategy_options(config).items():
+        try:
+            get_strategy(name).resolve_options(dict(options), device="cpu", world_size=2, global_batch=64)
+        except Exception as exc:  # unknown names, bad values; "unavailable here" is the trial's to say
+            if type(exc).__name__ != "StrategyUnavailable":
+                raise ConfigError(f"strategy_options.{name}{where}: {exc}") from None
+
+
+def _strategy_options(config: RunConfig) -> dict[str, dict]:
+    from dpbench.schema import StrategyName
+
+    options = {name: dict(opts) for name, opts in config.strategy_options.items()}
+    if config.precision:
+        for strategy in StrategyName:
+            options.setdefault(strategy.value, {})["precision"] = config.precision
+    return options
+
+
+def pytest_command(config: RunConfig, pytest_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The pytest command line and environment that measure ``config``."""
+    suites = config.suites or (WORKLOAD_SUITES if config.workloads else SUITES)
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", *[f"dpbench.suites.test_{s}" for s in suites]]
+    cmd += [f"--benchmark-storage=file://{Path(config.results).resolve()}", f"--benchmark-save={config.save}"]
+    cmd += ["--benchmark-save-data", "-p", "no:cacheprovider"]
+    for spec in config.workloads:
+        cmd += ["--dpbench-workload", spec]
+    if config.strategies:
+        cmd += ["--dpbench-strategies", ",".join(config.strategies)]
+    if config.trials:
+        cmd += ["--dpbench-trials", str(config.trials)]
+    env = dict(os.environ)
+    # The working directory's modules (my_models:…) import in pytest and in every worker.
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [env.get("PYTHONPATH")])])
+    for key, value in (("DPBENCH_PROFILE", config.profile), ("DPBENCH_DEVICE", config.device)):
+        if value:
+            env[key] = value
+    if config.world_sizes:
+        env["DPBENCH_WORLD_SIZES"] = ",".join(map(str, config.world_sizes))
+    options = _strategy_options(config)
+    if options:
+        env["DPBENCH_STRATEGY_OPTIONS"] = json.dumps(options)
+    env["DPBENCH_RUN_CONFIG"] = json.dumps(config.to_dict())  # saved with the run (machine_info)
+    return cmd + [a for a in pytest_args if a != "--"], env
+
+
+def _saved(results: Path, name: str) -> set[Path]:
+    return set(results.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The handler: check, measure, save, report, decide."""
+    from dpbench.workloads import SpecError
+
+    try:
+        config = resolve_run_config(args, Path.cwd())
+    except (ConfigError, SpecError, ValueError) as exc:
+        print(f"dpbench run: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    cmd, env = pytest_command(config, list(args.pytest_args or []))
+    results = Path(config.results)
+    before = _saved(results, config.save)
+    status = subprocess.run(cmd, env=env).returncode
+    new = sorted(_saved(results, config.save) - before)
+    if not new:
+        print(f"dpbench run: no run named {config.save} was saved (pytest exit {status}); no report", file=sys.stderr)
+        return status or 1
+    from dpbench.report.html import write_report
+    from dpbench.runner.summary import print_decision
+
+    report = write_report([str(new[-1])], config.report, results_dir=results)
+    print(f"run saved: {new[-1]}")
+    print(f"report: {report.resolve()}")
+    print_decision(new[-1])
+    return status

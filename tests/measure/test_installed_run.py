@@ -1,0 +1,83 @@
+"""``dpbench run`` from an installed wheel, outside any checkout, on a user's module in the working
+directory (two input tensors, its own loss), a small GPT-2 and a small ViT: the run is saved with its
+resolved configuration, the report written, the decision printed; and with the same installed
+package, every strategy trains each of them to the same parameters as ``single``.
+
+The wheel and its fresh environment are test_installed_package.py's (the same fixture)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _user_models import SOURCE
+from test_installed_package import _run, installed  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.slow
+
+GPT2 = "hf:gpt2@n_layer=1,n_embd=32,n_head=2,vocab_size=128,n_positions=32,seq_len=16"
+VIT = "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,image_size=16,patch_size=8"
+SPECS = ("my_models:tiny_net", GPT2, VIT)
+
+EQUAL = """
+import sys, torch, dpbench
+spec = sys.argv[1]
+def train(strategy, world):
+    with dpbench.launch(strategy, spec, world_size=world, global_batch=8, seed=3, lr=0.05, timeout=120) as run:
+        run.step(3)
+        return run.parameters()
+if __name__ == "__main__":
+    ref = train("single", 1)
+    for strategy in ("ddp", "fsdp", "zero"):
+        got = train(strategy, 2)
+        for name, expected in ref.items():
+            torch.testing.assert_close(got[name], expected, atol=2e-5, rtol=1e-4)
+        print(strategy, "equals single", flush=True)
+"""
+
+
+@pytest.fixture
+def user_dir(tmp_path):
+    (tmp_path / "my_models.py").write_text(SOURCE)
+    return tmp_path
+
+
+@pytest.mark.timeout(1500)  # 12 cases × 2 fresh-process trials, transformers imported in each worker
+def test_dpbench_run_from_the_wheel_saves_reports_and_decides(installed, user_dir):  # noqa: F811
+    args = ["-c", "import sys; from dpbench.cli import main; sys.exit(main())", "run"]
+    for spec in SPECS:
+        args += ["--workload", spec]
+    args += ["--strategies", "single,ddp,fsdp,zero", "--world-sizes", "1,2", "--trials", "2", "--suites", "throughput"]
+    proc = _run(installed, args, user_dir, 1400)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    (saved,) = (user_dir / "results").glob("*/0001_run.json")
+    run = json.loads(saved.read_text())
+    assert run["machine_info"]["dpbench"]["run_config"]["workloads"] == list(SPECS)
+    infos = [b["extra_info"] for b in run["benchmarks"]]
+    assert {(i["workload"], i["strategy"]) for i in infos} == {
+        (spec, strategy) for spec in SPECS for strategy in ("single", "ddp", "fsdp", "zero")
+    }
+    assert all(i["parameter_count"] > 0 and i["workload_spec"] == i["workload"] for i in infos)
+    assert (user_dir / "report.html").is_file() and "my_models:tiny_net" in (user_dir / "report.html").read_text()
+    assert "decision (per workload" in proc.stdout
+    for spec in SPECS:
+        assert f"\n{spec} (" in proc.stdout and "fastest: " in proc.stdout
+    print(proc.stdout[proc.stdout.index("decision (per workload") :])
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("spec", SPECS, ids=["user", "gpt2", "vit"])
+def test_every_strategy_equals_single_with_the_installed_package(installed, user_dir, spec):  # noqa: F811
+    (user_dir / "equal.py").write_text(EQUAL)
+    proc = _run(installed, ["equal.py", spec], user_dir, 600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert proc.stdout.split("\n")[:3] == [f"{s} equals single" for s in ("ddp", "fsdp", "zero")]
+
+
+def test_bad_input_from_the_wheel_is_one_line_and_exit_2(installed, user_dir):  # noqa: F811
+    args = ["-c", "import sys; from dpbench.cli import main; sys.exit(main())", "run", "--workload", "my_models:nope"]
+    proc = _run(installed, args, user_dir, 120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "its Workload attributes: fixed, tiny_net" in proc.stderr
+    assert not (user_dir / "results").exists()

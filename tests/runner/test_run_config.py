@@ -1,0 +1,94 @@
+"""The config file of ``dpbench run``: found in the working directory, typed and validated (errors
+name the file, the key and what was expected), overridden by the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpbench.cli import build_parser
+from dpbench.runner.command import pytest_command, resolve_run_config
+from dpbench.runner.config import ConfigError, RunConfig, find_config, load_config
+
+PYPROJECT = """
+[project]
+name = "mine"
+
+[tool.dpbench]
+workloads = ["mlp@hidden=64", {spec = "hf:gpt2@n_layer=1", global_batch = 8, seq_len = 16}]
+strategies = ["single", "ddp"]
+world_sizes = [1, 2]
+trials = 3
+profile = "quick"
+precision = "bf16"
+
+[tool.dpbench.strategy_options.ddp]
+bucket_cap_mb = 5
+"""
+
+
+def _args(*argv: str):
+    return build_parser().parse_args(["run", *argv])
+
+
+def test_pyproject_tool_dpbench_is_read_and_typed(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    path, table = find_config(tmp_path)
+    config = load_config(path, table)
+    assert config.workloads == ("mlp@hidden=64", "hf:gpt2@n_layer=1,global_batch=8,seq_len=16")
+    assert config.strategies == ("single", "ddp") and config.world_sizes == (1, 2) and config.trials == 3
+    assert config.profile == "quick" and config.precision == "bf16"
+    assert config.strategy_options == {"ddp": {"bucket_cap_mb": 5}}
+    assert config.source == str(tmp_path / "pyproject.toml")
+
+
+def test_dpbench_toml_wins_over_pyproject_and_the_command_line_over_both(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / "dpbench.toml").write_text('workloads = ["mlp"]\ntrials = 4\nworld_sizes = [1, 2, 3]\n')
+    config = resolve_run_config(_args("--trials", "2", "--strategies", "single,fsdp"), tmp_path)
+    assert config.workloads == ("mlp",) and config.trials == 2 and config.world_sizes == (1, 2, 3)
+    assert config.strategies == ("single", "fsdp") and config.source == str(tmp_path / "dpbench.toml")
+    cmd, env = pytest_command(config, ["--", "-x"])
+    assert cmd[cmd.index("--dpbench-workload") + 1] == "mlp" and cmd[-1] == "-x"
+    assert "dpbench.suites.test_throughput" in cmd and "dpbench.suites.test_comm" not in cmd
+    assert cmd[cmd.index("--dpbench-trials") + 1] == "2" and env["DPBENCH_WORLD_SIZES"] == "1,2,3"
+    assert '"trials": 2' in env["DPBENCH_RUN_CONFIG"]  # the resolved configuration, saved with the run
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("trials = 0", "tool.dpbench.trials: expected an int >= 1, found 0"),
+        ("trails = 3", r"tool.dpbench.trails: unknown key; did you mean trials, strategies\? known keys: device"),
+        ('world_sizes = "1,2"', "tool.dpbench.world_sizes: expected a non-empty list of ints >= 1, found '1,2'"),
+        ('profile = "fast"', "tool.dpbench.profile: expected 'quick' or 'full', found 'fast'"),
+        ("workloads = [3]", r"tool.dpbench.workloads\[0\]: expected a spec string or a table"),
+        ('workloads = [{spec = "mlp", batch = 3}]', r"workloads\[0\]: expected only the keys spec, global_batch"),
+        ("strategy_options = 3", "tool.dpbench.strategy_options: expected a table of tables"),
+        ('trials = 3\nprofile = "quick', r"not valid TOML: .*\(at line 3, column 17\)"),
+    ],
+)
+def test_a_bad_config_names_the_file_the_key_and_what_was_expected(tmp_path, text, message):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.dpbench]\n{text}\n")
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(*find_config(tmp_path))
+    assert str(info.value).startswith(str(tmp_path / "pyproject.toml") + ": ")
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_strategies_and_options_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="strategies: expected strategy names from single, .*found unknown 'ddpp'"):
+        resolve_run_config(_args("--strategies", "single,ddpp"), tmp_path)
+    (tmp_path / "dpbench.toml").write_text("[strategy_options.ddp]\nbucket_cap = 5\n")
+    with pytest.raises(
+        ConfigError, match=r"strategy_options.ddp \(from .*dpbench.toml\): Unknown option\(s\) 'bucket_cap'"
+    ):
+        resolve_run_config(_args(), tmp_path)
+
+
+def test_no_config_file_means_the_defaults(tmp_path):
+    assert find_config(tmp_path) is None
+    assert resolve_run_config(_args(), tmp_path) == RunConfig()
+    assert RunConfig().to_dict()["save"] == "run"
+    assert Path(RunConfig().results).name == "results"

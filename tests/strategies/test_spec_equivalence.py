@@ -1,0 +1,112 @@
+"""Workloads named by spec train the same steps under every strategy as under ``single``: a user's
+module (two input tensors, its own loss, lambdas the workers find by importing it again) and
+Hugging Face models built from their configs — a tiny GPT-2, ViT and BERT — at world size 2,
+fp32, with SGD and AdamW (the same habit as test_sharded_equivalence.py).
+
+The batch is even (8 over 2 ranks): a Hugging Face head averages its loss over the tokens or
+images of its slice, and equal slices make the mean of the ranks' means the global mean.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+import dpbench
+from dpbench.workloads import resolve_workload
+
+K = 3
+GLOBAL_BATCH = 8
+LR = 0.05
+ATOL = 2e-5
+# AdamW steps each element by its gradient over that gradient's own running magnitude, so an
+# element whose true gradient is zero — an attention key bias (softmax ignores a shift shared by
+# all keys) — steps by its rounding noise, ±lr whatever its size, and that noise differs with the
+# order of the reduction. Under AdamW the elements compared are those SGD moves (gradient not
+# zero), to ADAMW_ATOL; most elements must be compared.
+ADAMW_ATOL = 1e-4
+ZERO_GRADIENT = 1e-6  # |SGD's change over K steps| below this: a zero gradient
+
+GPT2 = "hf:gpt2@n_layer=2,n_embd=32,n_head=2,vocab_size=128,n_positions=32,seq_len=16"
+VIT = "hf:vit@num_hidden_layers=2,hidden_size=32,num_attention_heads=2,intermediate_size=64,image_size=16,patch_size=8"
+BERT = (
+    "hf:bert@num_hidden_layers=2,hidden_size=32,num_attention_heads=2,intermediate_size=64,vocab_size=128,"
+    "max_position_embeddings=32,seq_len=16"
+)
+USER = "my_models:tiny_net@hidden=8,depth=2"
+# (spec, strategy, options, optimizer): the user's module under every multi-process strategy and
+# DataParallel with both optimizers; each Hugging Face model under DDP, FSDP and ZeRO with SGD and
+# AdamW (the strategies whose optimizer state is sharded get AdamW), GPT-2 also under the others.
+CASES = [
+    *[(USER, s, o, opt) for s, o in [("ddp", {}), ("fsdp", {}), ("zero", {}), ("allreduce", {}), ("dp", {})]
+      for opt in ("sgd", "adamw")],
+    *[(hf, s, {}, opt) for hf in (GPT2, VIT, BERT) for s, opt in
+      [("ddp", "sgd"), ("fsdp", "sgd"), ("fsdp", "adamw"), ("zero", "adamw")]],
+    (GPT2, "allreduce", {"mode": "bucketed"}, "sgd"),
+    (GPT2, "dp", {}, "sgd"),
+]  # fmt: skip
+NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert"}
+
+
+@pytest.fixture(scope="module")
+def user_module(tmp_path_factory):
+    from _user_models import SOURCE
+
+    where = tmp_path_factory.mktemp("user")
+    (where / "my_models.py").write_text(SOURCE)
+    sys.path.insert(0, str(where))
+    yield where
+    sys.path.remove(str(where))
+    sys.modules.pop("my_models", None)
+
+
+def train(spec: str, strategy: str, world_size: int, **options):
+    with dpbench.launch(
+        strategy, spec, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=120.0, **options
+    ) as run:
+        stats = run.step(K)
+        return run.parameters(), stats.losses
+
+
+@pytest.fixture(scope="module")
+def singles():
+    cache: dict[tuple, tuple] = {}
+
+    def get(spec: str, optimizer: str):
+        if (spec, optimizer) not in cache:
+            torch.manual_seed(3)
+            initial = {n: p.detach().clone() for n, p in resolve_workload(spec).model().named_parameters()}
+            cache[spec, optimizer] = (*train(spec, "single", 1, optimizer=optimizer), initial)
+        return cache[spec, optimizer]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "spec, strategy, options, optimizer", CASES, ids=[f"{NAMES[c[0]]}-{c[1]}-{c[3]}" for c in CASES]
+)
+def test_spec_workloads_match_single(spec, strategy, options, optimizer, singles, user_module):
+    ref_params, ref_losses, initial = singles(spec, optimizer)
+    params, losses = train(spec, strategy, 2, optimizer=optimizer, **options)
+    assert set(params) == set(ref_params)
+    moved = 0
+    adamw = optimizer == "adamw" and spec != USER
+    if adamw:
+        sgd_params, _, _ = singles(spec, "sgd")
+        masked = {n: (sgd_params[n] - initial[n]).abs() > ZERO_GRADIENT for n in ref_params}
+        left_out = sum(int((~m).sum()) for m in masked.values())
+        # Unseen token ids and unused positions have zero gradient too (exactly: AdamW leaves them alike).
+        assert left_out < 0.5 * sum(m.numel() for m in masked.values()), f"{left_out} elements with zero gradient"
+    for name, expected in ref_params.items():
+        moved += not torch.allclose(expected, initial[name])
+        got = params[name]
+        if adamw:
+            got, expected = got[masked[name]], expected[masked[name]]
+        atol = ADAMW_ATOL if adamw else ATOL
+        torch.testing.assert_close(got, expected, atol=atol, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
+    # The steps moved the weights (a few may not: e.g. position embeddings past the sequence length).
+    assert moved > len(ref_params) // 2
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), atol=ATOL * 10, rtol=1e-4)
