@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dpbench.results.console import ExamplesFormatter, examples
 from dpbench.runner.config import (
     SUITES,
     WORKLOAD_SUITES,
@@ -39,6 +40,12 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
         "suites, save the run, write the HTML report and print the decision per workload. Settings come "
         "from [tool.dpbench] in ./pyproject.toml or ./dpbench.toml, then these options. Arguments after "
         "-- go to pytest.",
+        epilog=examples(
+            "dpbench run --workload mlp --strategies single,ddp --world-sizes 1,2",
+            "dpbench run --workload my_models:tiny_net --workload hf:gpt2@n_layer=2,n_embd=64 --trials 3",
+            "dpbench run --profile quick -- -k 'ddp and mlp'",
+        ),
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument("--workload", action="append", metavar="SPEC", help="a workload spec (repeatable)")
     p.add_argument("--strategies", metavar="LIST", help="comma-separated strategy names (default: all)")
