@@ -15,7 +15,7 @@ import random
 from dataclasses import replace
 
 from dpbench.gate.family import Item, judge_family
-from dpbench.gate.simulation import TrialNoiseModel, draw_case_params, draw_side, level_for
+from dpbench.gate.simulation import TrialNoiseModel, draw_case_params, draw_sides, level_for
 from dpbench.gate.verdicts import Verdict
 
 __all__ = ["broad_job", "broad_table"]
@@ -45,15 +45,7 @@ def broad_job(
     if slowed:
         cases[0] = replace(cases[0], trial_sd=STEADY_CV, level=level_for(model, STEADY_CV))
     effects = [effect if i < slowed else 1.0 for i in range(benchmarks)]
-    if paired:
-        shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
-        base = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared)
-        cand = draw_side(
-            model, cases, rng, runs=trials, trials=1, shared_offsets=shared, effects=effects, control_effect=machine
-        )
-    else:
-        base = draw_side(model, cases, rng, runs=1, trials=trials)
-        cand = draw_side(model, cases, rng, runs=1, trials=trials, effects=effects, control_effect=machine)
+    base, cand = draw_sides(model, cases, rng, trials=trials, paired=paired, effects=effects, machine=machine)
     items = [Item(name=f"b{i}", base=b, cand=c) for i, (b, c) in enumerate(zip(base, cand))]
     judged, family = judge_family(items, threshold=threshold, alpha=alpha, paired=paired)
     failed = family.broad == "regression" or any(b.verdict == Verdict.REGRESSED for b in judged)

@@ -36,6 +36,7 @@ from dpbench.gate.simulation import (
     TrialNoiseModel,
     draw_case_params,
     draw_side,
+    draw_sides,
     fit_noise_model,
     level_for,
 )  # noqa: E402
@@ -87,15 +88,7 @@ def one_job(
             trial_sd=target_sd, case_run_sd=cases[0].case_run_sd, level=level_for(model, target_sd)
         )
     effects = [target_effect / machine] + [1.0] * (benchmarks - 1)
-    if paired:
-        shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
-        base = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared)
-        cand = draw_side(
-            model, cases, rng, runs=trials, trials=1, shared_offsets=shared, effects=effects, control_effect=machine
-        )
-    else:
-        base = draw_side(model, cases, rng, runs=1, trials=trials)
-        cand = draw_side(model, cases, rng, runs=1, trials=trials, effects=effects, control_effect=machine)
+    base, cand = draw_sides(model, cases, rng, trials=trials, paired=paired, effects=effects, machine=machine)
     aa = [
         dict((f"b{i}", p) for i, p in enumerate(draw_side(model, cases, rng, runs=1, trials=trials)))
         for _ in range(aa_runs)

@@ -36,6 +36,7 @@ __all__ = [
     "TODAY",
     "draw_case_params",
     "draw_side",
+    "draw_sides",
     "fit_noise_model",
     "level_for",
     "lognormal_ml",
@@ -289,3 +290,27 @@ def draw_side(
             )
         out.append(Pooled(unit="s/step", runs=times, control_runs=controls, case_key=f"case{i}"))
     return out
+
+
+def draw_sides(
+    model: TrialNoiseModel,
+    cases: Sequence[CaseParams],
+    rng: random.Random,
+    *,
+    trials: int,
+    paired: bool,
+    effects: Sequence[float] | None = None,
+    machine: float = 1.0,
+) -> tuple[list[Pooled], list[Pooled]]:
+    """Both sides of one simulated job: ``dpbench compare`` (one run of ``trials`` trials a side) or,
+    ``paired``, ``dpbench ab`` (``trials`` one-trial runs a side, run i of each sharing the machine's
+    offset). The candidate carries ``effects`` and the ``machine``'s factor (controls included)."""
+    if paired:
+        shared = [rng.gauss(0, model.run_sd) for _ in range(trials)]
+        base = draw_side(model, cases, rng, runs=trials, trials=1, shared_offsets=shared)
+        cand = draw_side(
+            model, cases, rng, runs=trials, trials=1, shared_offsets=shared, effects=effects, control_effect=machine
+        )
+        return base, cand
+    base = draw_side(model, cases, rng, runs=1, trials=trials)
+    return base, draw_side(model, cases, rng, runs=1, trials=trials, effects=effects, control_effect=machine)
