@@ -37,7 +37,6 @@ from dpbench.stats import median
 __all__ = ["Item", "choose_method", "judge_family"]
 
 BROAD_TEST = "the broad tests"  # their key among the cases' p-values in the Holm families (never a case's name)
-BETWEEN_GRID_STEP = 0.05  # log sd: the grid of each case's between-run posterior from --aa runs
 
 
 @dataclass(kw_only=True)

@@ -6,10 +6,11 @@ the between-run offset from their scatter around it. A change that slows most ca
 that median, and its spread *is* that scatter: the regression was read as the machine, and as noise.
 The controls (a fixed computation timed in every case's workers) are what a change of the code cannot
 move, so they anchor the choice (:func:`reference_cases`): the machine's move is sought within the
-controls' reach, where the most cases agree with it by their own trial spread, and the reference is
-the cases that agree. The between-run offset is fitted on the reference alone, around its median. Only
-the trial spread sets the first choice: it is measured within runs, where a change of the code shows
-no spread, so the change under test cannot widen the choice.
+controls' reach, where the steadier half of the cases is densest (each spread by its own trial
+spread), and the reference is the cases that agree with it. The between-run offset is fitted on every
+case, or — where a group of cases lies to one side, as a change of the code puts them — on the other
+side's cases, mirrored. Only the trial spread sets the first choice: it is measured within runs, where
+a change of the code shows no spread, so the change under test cannot widen the choice.
 
 Without controls, or with too few cases consistent with them to make a median, every case is the
 reference (the benchmarks' median is then the only measure of the machine: a change of everything
