@@ -17,10 +17,12 @@ import pandas as pd
 
 from dpbench.report.configs import SINGLE, single_for, throughputs, vs_single
 from dpbench.results.units import fmt_num
-from dpbench.stats import PairedRatio, paired_ratio
+from dpbench.stats import MIN_CLAIM_CONFIDENCE, PairedRatio, paired_ratio
 
 __all__ = ["headline", "summary_lines"]
 
+# The fewest pairs whose [min, max] interval of the median reaches the claim level.
+_MIN_PAIRS = next(n for n in range(2, 64) if 1 - 2 * 0.5**n >= MIN_CLAIM_CONFIDENCE)
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 
 
@@ -47,13 +49,21 @@ def _best(group: pd.DataFrame) -> pd.Series:
     return group.loc[pd.to_numeric(group["samples_per_s"], errors="coerce").idxmax()]
 
 
-def _level(best: pd.Series, rest: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """The others the best's trials beat significantly, and those level with it."""
-    beaten, level = [], []
+def _unclaimed(r: PairedRatio) -> bool:
+    """The interval excludes 1, but it covers less than the claim level: too few pairs (a disturbed
+    trial left out of 5 leaves 4, an 87.5% interval), so neither "slower" nor "level" is true."""
+    return r.pairs >= 2 and not r.significant and math.isfinite(r.lo) and (r.lo > 1 or r.hi < 1)
+
+
+def _level(best: pd.Series, rest: pd.DataFrame) -> tuple[list[str], list[str], list[str]]:
+    """The others the best's trials beat significantly, those level with it, and those its
+    trials beat in every pair's interval with too few pairs to claim it."""
+    beaten, level, unclaimed = [], [], []
     for _, other in rest.iterrows():
         r = paired_ratio(throughputs(best), throughputs(other))
-        (beaten if r.significant and r.ratio > 1 else level).append(str(other["case"]))
-    return beaten, level
+        side = beaten if r.significant and r.ratio > 1 else unclaimed if _unclaimed(r) else level
+        side.append(str(other["case"]))
+    return beaten, level, unclaimed
 
 
 def headline(workload: str, group: pd.DataFrame, single: pd.Series | None, *, batch: str = "") -> str:
@@ -64,16 +74,27 @@ def headline(workload: str, group: pd.DataFrame, single: pd.Series | None, *, ba
     rest = group.drop(index=best.name)
     if rest.empty:
         return f"{where}: only {best['case']} ran, at {rate}{_against_single(best, single)}."
-    beaten, level = _level(best, rest)
-    if not level:
+    beaten, level, unclaimed = _level(best, rest)
+    few = (
+        f"; too few paired trials to rank {_names(unclaimed)} "
+        f"({MIN_CLAIM_CONFIDENCE:.0%} intervals need {_MIN_PAIRS} pairs)"
+        if unclaimed
+        else ""
+    )
+    if not level and not unclaimed:
         return (
             f"{where}: the fastest is {best['case']} at {rate}{_against_single(best, single)}; "
             f"it is significantly faster than all {len(rest)} others."
         )
-    tail = f"; they are significantly faster than the other {len(beaten)}." if beaten else "."
+    if not level:
+        return (
+            f"{where}: {best['case']} has the highest median at {rate}{_against_single(best, single)}; "
+            f"it is significantly faster than {len(beaten)} of the {len(rest)} others{few}."
+        )
+    tail = f"; they are significantly faster than the other {len(beaten)}" if beaten else ""
     return (
         f"{where}: no single fastest: {best['case']} has the highest median at {rate}, but with these trials "
-        f"it is level with {_names(level)}{tail}"
+        f"it is level with {_names(level)}{tail}{few}."
     )
 
 
@@ -87,7 +108,13 @@ def _against_best(best: pd.Series, other: pd.Series) -> tuple[PairedRatio, str]:
     r = paired_ratio(throughputs(other), throughputs(best))
     if r.pairs < 2:
         return r, f"{r.ratio:.2f}× (no interval: < 2 trials)"
-    mark = "slower" if r.significant and r.ratio < 1 else "level with it"
+    mark = (
+        "slower"
+        if r.significant and r.ratio < 1
+        else f"too few pairs ({r.pairs}) to claim"
+        if _unclaimed(r)
+        else "level with it"
+    )
     return r, f"{r.ratio:.2f}× ({_interval(r)})  {mark}"
 
 
@@ -118,7 +145,12 @@ def summary_lines(configs: pd.DataFrame, runs: list[str]) -> list[str]:
         table = [(str(best["case"]), crowned, _memory(best))]
         others = [(_against_best(best, row), row) for _, row in at_batch.drop(index=best.name).iterrows()]
         # Those level with the best first (the real choice), then by throughput against it.
-        others.sort(key=lambda o: (o[0][0].significant, -o[0][0].ratio if math.isfinite(o[0][0].ratio) else math.inf))
+        others.sort(
+            key=lambda o: (
+                o[0][0].significant or _unclaimed(o[0][0]),
+                -o[0][0].ratio if math.isfinite(o[0][0].ratio) else math.inf,
+            )
+        )
         table += [(str(row["case"]), text, _memory(row)) for (_, text), row in others[: _ROWS - 1]]
         rest = others[_ROWS - 1 :]
         width = max(len(name) for name, _, _ in table)
@@ -127,10 +159,12 @@ def summary_lines(configs: pd.DataFrame, runs: list[str]) -> list[str]:
         if rest:
             (last, _), row = rest[-1]
             slower = sum(r.significant and r.ratio < 1 for (r, _), _ in rest)
-            how = (
-                "all significantly slower"
-                if slower == len(rest)
-                else ("none significantly slower" if not slower else f"{slower} of them significantly slower")
-            )
+            unsure = sum(_unclaimed(r) for (r, _), _ in rest)
+            parts = [
+                (slower, "significantly slower"),
+                (unsure, "too few pairs to claim"),
+                (len(rest) - slower - unsure, "level"),
+            ]
+            how = f"all {parts[0][1]}" if slower == len(rest) else ", ".join(f"{n} {what}" for n, what in parts if n)
             lines.append(f"  … {len(rest)} more, {how}, down to {last.ratio:.2f}× ({row['case']})")
     return lines

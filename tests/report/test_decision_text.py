@@ -68,3 +68,24 @@ def test_one_headline_per_workload_at_the_batch_with_most_configurations():
     assert len(headlines) == 1 and headlines[0].startswith("mlp at global batch 64: the fastest is ddp w2")
     assert lines[1].split() == ["ddp", "w2", "the", "fastest", "peak", "300", "MiB", "per", "rank"]
     assert lines[2].startswith("  dp w2") and "slower" in lines[2]
+
+
+def test_every_pair_slower_but_too_few_pairs_is_neither_slower_nor_level():
+    # dp's 4 trials (one left out as disturbed: NaN) are each 2× the best's time: the [min, max]
+    # interval excludes 1 but covers 87.5% < the 90% claim level, so dp is "too few pairs", not
+    # "level with it" (what the decision said before) and not "slower".
+    group = _frame(
+        _row("ddp w2", "ddp", [t * 0.5 for t in STEADY]),
+        _row("dp w2", "dp", [STEADY[0], STEADY[1], float("nan"), STEADY[3], STEADY[4]], samples_per_s=6400.0),
+        _row("single w1", "single", STEADY),
+    )
+    single = group.iloc[2]
+    r = vs_single(group.iloc[0], single)
+    assert headline("mlp", group, single) == (
+        f"mlp: ddp w2 has the highest median at 12,800 samples/s ({r.ratio:.2f}× single, CI {r.lo:.2f}–{r.hi:.2f}); "
+        "it is significantly faster than 1 of the 2 others; too few paired trials to rank dp w2 "
+        "(90% intervals need 5 pairs)."
+    )
+    lines = summary_lines(group, ["0001_x"])
+    (dp,) = [line for line in lines if line.lstrip().startswith("dp w2")]
+    assert dp.split("  ")[-1].strip() == "too few pairs (4) to claim"

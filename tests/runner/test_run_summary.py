@@ -1,53 +1,41 @@
-"""The terminal decision of ``dpbench run``, from a saved run's JSON: the fastest configuration by
-the paired trials' estimator, the others against it, what was inconclusive."""
+"""The terminal decision of ``dpbench run`` is the suite session's decision (one estimator), read
+from the saved run: on a real quick run, a configuration whose 4 paired trials are each slower is
+not called level, and none is crowned "fastest" while others are level with it."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+from pathlib import Path
 
-from dpbench.runner.summary import decision_lines, print_decision
+from dpbench.report.session_summary import decision_text
+from dpbench.runner.summary import print_decision
 
-
-def _bench(strategy, world, times, *, suite="throughput", **extra):
-    info = {
-        "kind": "training",
-        "suite": suite,
-        "workload": "my_models:tiny_net",
-        "strategy": strategy,
-        "world_size": world,
-        "global_batch": 64,
-        "samples_per_s": 64 / sorted(times)[len(times) // 2],
-        "trials": {"step_time_s": times},
-        "peak_memory_bytes": {f"cpu:rank{r}": (100 + r) * 2**20 for r in range(world)},
-        "parameter_count": 497,
-        "requested_options": {},
-        **extra,
-    }
-    return {"extra_info": info}
+QUICK = Path(__file__).parents[1] / "gate" / "data" / "quick-throughput.json.gz"
 
 
-def test_the_fastest_is_named_and_the_others_judged_by_their_paired_trials():
-    run = {
-        "benchmarks": [
-            _bench("single", 1, [0.010, 0.011, 0.012]),
-            _bench("ddp", 2, [0.005, 0.0055, 0.006]),  # twice as fast, every trial
-            _bench("fsdp", 2, [0.004, 0.011, 0.006]),  # neither clearly faster nor slower than ddp
-            _bench("ddp", 2, [0.02, 0.02, 0.02], suite="scaling", scaling_efficiency=0.8),
-        ]
-    }
-    lines = decision_lines(run)
-    assert lines[0] == "my_models:tiny_net (497 parameters)"
-    assert lines[1] == "  fastest: ddp w2, 1.164e+04 samples/s at batch 64, 101 MiB/rank"
-    assert lines[2].startswith("  fsdp w2: no significant difference (step time 1.") and "3 paired trials" in lines[2]
-    assert lines[3].startswith("  single w1: step time 2.00× the fastest's (CI 2.00–2.00, 3 paired trials)")
-    assert lines[4] == "  scaling efficiency: ddp w2 0.80"
-    assert lines[5] == "  inconclusive against ddp w2: fsdp w2 (more trials would tell)"
+def test_the_run_decision_is_the_sessions_decision(tmp_path):
+    path = tmp_path / "0001_quick.json"
+    path.write_bytes(gzip.decompress(QUICK.read_bytes()))
+    out = io.StringIO()
+    print_decision(path, out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "decision (per workload; the report has every number):"
+    assert lines[1:] == decision_text([path]).splitlines()
+    assert lines[1] == (
+        "mlp: single w1 has the highest median at 4,760 samples/s; it is significantly faster than 3 of "
+        "the 6 others; too few paired trials to rank manual w2, allreduce w2, fsdp w2 (90% intervals need 5 pairs)."
+    )
+    assert not [line for line in lines if line.startswith("  fastest:")]  # the old summary's crown
 
 
 def test_a_run_without_training_benchmarks_says_so(tmp_path):
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps({"benchmarks": [{"extra_info": {"kind": "collective"}}]}))
+    run = json.loads(gzip.decompress(QUICK.read_bytes()))
+    run["benchmarks"] = run["benchmarks"][:1]
+    run["benchmarks"][0]["extra_info"] = {**run["benchmarks"][0]["extra_info"], "kind": "collective"}
+    path = tmp_path / "0001_collective.json"
+    path.write_text(json.dumps(run))
     out = io.StringIO()
     print_decision(path, out=out)
-    assert out.getvalue().splitlines()[1] == "no training benchmarks in this run"
+    assert out.getvalue().splitlines()[1:] == ["no training benchmarks in this run"]
