@@ -73,11 +73,24 @@ def broad_judgement(
     faster_adjusted: float,
     threshold: float,
     alpha: float,
+    interleaved: bool = False,
 ) -> tuple[Broad, str]:
     """``tested``: the cases the family tested (verdicts set); ``control``: the controls' median log move;
     ``gap``: the reference cases' median log move beyond it (NaN: not tested); ``slower_adjusted`` and
     ``faster_adjusted``: the broad tests' p-values (:func:`broad_pvalues`) after Holm with the cases'.
-    → (the judgement, the sentence; empty for :attr:`Broad.NONE`)."""
+    ``interleaved``: the sides ran pair by pair on one machine (``--paired``), so the machine did not
+    move between them: the cases are not judged beyond the controls, and a move of the controls is
+    the sides' own doing. → (the judgement, the sentence; empty for :attr:`Broad.NONE` unless the
+    controls of interleaved sides moved)."""
+    if interleaved:
+        return _interleaved(
+            tested,
+            control=control,
+            slower_adjusted=slower_adjusted,
+            faster_adjusted=faster_adjusted,
+            threshold=threshold,
+            alpha=alpha,
+        )
     if not math.isfinite(control) or len(tested) <= MIN_OTHERS:
         return Broad.NONE, ""
     bar = math.log1p(threshold)
@@ -113,4 +126,40 @@ def broad_judgement(
             + (f" ({fmt_ratio(math.exp(control + gap))})" if math.isfinite(gap) else "")
             + "; each case is judged beyond that move"
         )
+    return Broad.NONE, ""
+
+
+def _interleaved(
+    tested: Sequence[BenchmarkComparison],
+    *,
+    control: float,
+    slower_adjusted: float,
+    faster_adjusted: float,
+    threshold: float,
+    alpha: float,
+) -> tuple[Broad, str]:
+    bar = math.log1p(threshold)
+    n = len(tested)
+    if n <= MIN_OTHERS:
+        return Broad.NONE, ""
+    moved = math.isfinite(control) and abs(control) > bar
+    controls = (
+        f"the controls moved {fmt_ratio(math.exp(control))} too: the sides ran interleaved on one machine, so "
+        "that is the sides' own doing, e.g. their environments' matmul"
+        if moved
+        else "the controls held" + (f" ({fmt_ratio(math.exp(control))})" if math.isfinite(control) else "")
+    )
+    slower = [b.ratio for b in tested if b.ratio > 1 + threshold]
+    faster = [b.ratio for b in tested if b.ratio < 1 - threshold]
+    regressed = sum(b.verdict == Verdict.REGRESSED for b in tested)
+    improved = sum(b.verdict == Verdict.IMPROVED for b in tested)
+    if slower and (slower_adjusted < alpha or 2 * regressed >= n):
+        return Broad.REGRESSION, f"{len(slower)} of {n} cases slower by {_span(slower)}; {controls}: a broad regression"
+    if faster and (faster_adjusted < alpha or 2 * improved >= n):
+        return (
+            Broad.IMPROVEMENT,
+            f"{len(faster)} of {n} cases faster by {_span(faster)}; {controls}: a broad improvement",
+        )
+    if moved:
+        return Broad.NONE, controls[0].upper() + controls[1:]
     return Broad.NONE, ""

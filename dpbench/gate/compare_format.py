@@ -102,6 +102,11 @@ def family_line(cmp: Comparison) -> str:
             f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
             f"threshold, p = {_p(f.broad_p)}): each case is judged beyond the controls"
         )
+    elif f.shift_basis == "interleaved":
+        parts.append(
+            "the sides ran interleaved on one machine: no machine move is taken out (a move of the controls "
+            "is the sides' own doing)"
+        )
     elif f.shift_basis == "benchmarks":
         chosen = (
             f"the {f.reference_size} of {f.size} cases that moved as the controls did"

@@ -163,6 +163,7 @@ def judge_family(
         faster_adjusted=family.faster_adjusted,
         threshold=threshold,
         alpha=alpha,
+        interleaved=method == Method.PAIRED,
     )
     family.public.broad, family.public.broad_note = broad.value, note
     for first, others in duplicates.items():
@@ -231,7 +232,13 @@ def _family(
             aa_fit, measured = aa_between(prior, aa_base, aa)
             between.update({n: post for n, post in measured.items() if n in evs and post is not None})
     spreads = {n: _spread(trial_var[n], between.get(n), e.b) for n, e in evs.items()}
-    move = machine_shift(evs, spreads, reference, controls, threshold=threshold, alpha=alpha, runs=runs)
+    if method == Method.PAIRED:
+        # Run i of one side ran beside run i of the other (dpbench ab's ABBA order): both sides shared
+        # the machine's every state, so no machine move is taken out. A move of everything, the
+        # controls too, is then the sides' own doing (another torch, BLAS, allocator), not the machine.
+        move = MachineMove(shift={n: 0.0 for n in evs}, shift_var=0.0, basis="interleaved")
+    else:
+        move = machine_shift(evs, spreads, reference, controls, threshold=threshold, alpha=alpha, runs=runs)
     public = Family(
         method=method.value,
         size=len(evs),
@@ -413,6 +420,8 @@ def _machine_words(fam: _FamilyState, shift: float) -> str:
         return f"the other benchmarks moved {fmt_ratio(math.exp(shift))}, {controls}"
     if f.shift_basis == "controls":
         return f"controls moved {fmt_ratio(f.control_shift)}"
+    if f.shift_basis == "interleaved":
+        return f"the sides ran interleaved on one machine, {controls}"
     return "the machine's move unknown: too few benchmarks and no controls"
 
 

@@ -244,7 +244,7 @@ def posterior(
     one sought (``s2 ~ (σ² + known) χ²(df) / df``; the trial part of a between-run estimate)."""
     import numpy as np
 
-    if math.isnan(prior.sd):
+    if not prior.sd > 0:  # NaN: no prior; 0: every case's trials agree exactly (no spread to pool)
         return None
     centre = math.log(prior.sd) + (prior.slope * (level - prior.centre) if math.isfinite(level) else 0.0)
     if prior.spread == 0:

@@ -95,3 +95,41 @@ def test_an_unchanged_copy_passes_with_no_broad_change(real):
     assert set(_verdicts(cmp).values()) == {Verdict.UNCHANGED}
     assert cmp.family.broad == "none"
     assert cmp.exit_code == 0
+
+
+def _one_trial_runs(doc: dict, jitter: float = 0.0) -> list[dict]:
+    """The run's trials as separate one-trial runs (trial k of every case → run k): what ``dpbench ab``
+    saves, one invocation per trial; ``jitter``: run k's times × (1 + jitter·(k − 2)), so pairs differ."""
+    count = doc["benchmarks"][0]["extra_info"]["trials"]["count"]
+    runs = []
+    for k in range(count):
+        run = copy.deepcopy(doc)
+        for bench in run["benchmarks"]:
+            trials = bench["extra_info"]["trials"]
+            for key, value in list(trials.items()):
+                if isinstance(value, list) and len(value) == count:
+                    trials[key] = [value[k]]
+            trials["count"] = 1
+            trials["step_time_s"] = [trials["step_time_s"][0] * (1 + jitter * (k - 2))]
+            bench["extra_info"]["step_time_s"] = trials["step_time_s"][0]
+        runs.append(run)
+    return runs
+
+
+def test_interleaved_sides_take_no_machine_move_out(real):
+    """Paired sides ran beside each other on one machine (``dpbench ab``): everything ×1.3, the controls
+    too (another torch's slower matmul, say), is the sides' doing. The unpaired compare reads the same
+    move as the machine and passes; the paired one fails the job and says the controls moved too."""
+    cand = _scaled(real, 1.3, which=lambda name: True, controls=1.3)
+    base_runs, cand_runs = _one_trial_runs(real), _one_trial_runs(cand, jitter=0.01)
+    unpaired = compare_frames(frames(real), frames(cand))
+    assert (unpaired.family.broad, unpaired.exit_code) == ("machine", 0)
+    paired = compare_frames(frames(*base_runs), frames(*cand_runs), paired=True)
+    assert paired.family.shift_basis == "interleaved"
+    assert paired.family.broad == "regression" and paired.exit_code == 1
+    assert paired.family.broad_note == (
+        "21 of 21 cases slower by +27.4% to +32.6%; the controls moved +30.0% too: the sides ran interleaved on one "
+        "machine, so that is the sides' own doing, e.g. their environments' matmul: a broad regression"
+    )
+    same = compare_frames(frames(*base_runs), frames(*_one_trial_runs(real, jitter=0.01)), paired=True)
+    assert (same.family.broad, same.family.broad_note, same.exit_code) == ("none", "", 0)
