@@ -74,14 +74,16 @@ def broad_judgement(
     threshold: float,
     alpha: float,
     interleaved: bool = False,
+    contention: str = "",
 ) -> tuple[Broad, str]:
     """``tested``: the cases the family tested (verdicts set); ``control``: the controls' median log move;
     ``gap``: the reference cases' median log move beyond it (NaN: not tested); ``slower_adjusted`` and
     ``faster_adjusted``: the broad tests' p-values (:func:`broad_pvalues`) after Holm with the cases'.
     ``interleaved``: the sides ran pair by pair on one machine (``--paired``), so the machine did not
     move between them: the cases are not judged beyond the controls, and a move of the controls is
-    the sides' own doing. → (the judgement, the sentence; empty for :attr:`Broad.NONE` unless the
-    controls of interleaved sides moved)."""
+    the sides' own doing. ``contention``: other processes' load during the trials, which the controls
+    may have missed: a broad regression or improvement is then unsettled. → (the judgement, the
+    sentence; empty for :attr:`Broad.NONE` unless the controls of interleaved sides moved)."""
     if interleaved:
         return _interleaved(
             tested,
@@ -91,11 +93,38 @@ def broad_judgement(
             threshold=threshold,
             alpha=alpha,
         )
+    broad, sentence = _unpaired(
+        tested,
+        control=control,
+        gap=gap,
+        slower_adjusted=slower_adjusted,
+        faster_adjusted=faster_adjusted,
+        threshold=threshold,
+        alpha=alpha,
+    )
+    if contention and broad in (Broad.REGRESSION, Broad.IMPROVEMENT):
+        return Broad.UNSETTLED, (
+            f"{sentence.rsplit(': a broad ', 1)[0]}, but {contention}, which the controls may have missed: "
+            "inconclusive for the job (rerun on a quiet machine, or pair the sides with dpbench ab)"
+        )
+    return broad, sentence
+
+
+def _unpaired(
+    tested: Sequence[BenchmarkComparison],
+    *,
+    control: float,
+    gap: float,
+    slower_adjusted: float,
+    faster_adjusted: float,
+    threshold: float,
+    alpha: float,
+) -> tuple[Broad, str]:
     if not math.isfinite(control) or len(tested) <= MIN_OTHERS:
         return Broad.NONE, ""
     bar = math.log1p(threshold)
     machine = math.exp(control)
-    held = "held" if abs(control) <= bar else f"moved only {fmt_ratio(machine)}"
+    held = f"held ({fmt_ratio(machine)})" if abs(control) <= bar else f"moved only {fmt_ratio(machine)}"
     slower = [b.ratio / machine for b in tested if b.ratio / machine > 1 + threshold]
     faster = [b.ratio / machine for b in tested if b.ratio / machine < 1 - threshold]
     regressed = sum(b.verdict == Verdict.REGRESSED for b in tested)
@@ -103,13 +132,11 @@ def broad_judgement(
     n = len(tested)
     if slower and (slower_adjusted < alpha or 2 * regressed >= n):
         return Broad.REGRESSION, (
-            f"{len(slower)} of {n} cases slower by {_span(slower)} while the controls {held} "
-            f"({fmt_ratio(machine)}): a broad regression"
+            f"{len(slower)} of {n} cases slower by {_span(slower)} while the controls {held}: a broad regression"
         )
     if faster and (faster_adjusted < alpha or 2 * improved >= n):
         return Broad.IMPROVEMENT, (
-            f"{len(faster)} of {n} cases faster by {_span(faster)} while the controls {held} "
-            f"({fmt_ratio(machine)}): a broad improvement"
+            f"{len(faster)} of {n} cases faster by {_span(faster)} while the controls {held}: a broad improvement"
         )
     if math.isfinite(gap) and abs(gap) > bar:
         p = slower_adjusted if gap > 0 else faster_adjusted

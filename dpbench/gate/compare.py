@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpbench.gate.contention import contention_note
 from dpbench.gate.disturbed import kept, notes
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
@@ -280,6 +281,7 @@ def compare_frames(
         allow_missing=allow_missing,
         paired=paired,
     )
+    contended = contention_note(baseline, candidate, ("baseline", "candidate"))
     judged, cmp.family = judge_family(
         [Item(name=n, base=base[n], cand=cand[n]) for n in common],
         threshold=threshold,
@@ -287,6 +289,7 @@ def compare_frames(
         paired=paired,
         aa=references,
         aa_base=base,
+        contention=contended,
     )
     disturbed = notes(baseline, candidate)
     for b in judged:
@@ -321,6 +324,8 @@ def compare_frames(
     order = {v: i for i, v in enumerate(Verdict)}
     cmp.benchmarks.sort(key=lambda b: (order[b.verdict], -(b.ratio if not math.isnan(b.ratio) else 0)))
     cmp.warnings = _side_warnings(baseline, candidate, cmp.benchmarks, threshold)
+    if contended:
+        cmp.warnings.append(f"{contended}: the timings carry that load, and the controls may have missed it")
     return cmp
 
 

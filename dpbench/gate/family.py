@@ -107,12 +107,15 @@ def judge_family(
     aa: Sequence[dict[str, Pooled]] = (),
     aa_base: dict[str, Pooled] | None = None,
     null: str | None = None,
+    contention: str = "",
 ) -> tuple[list[BenchmarkComparison], Family]:
     """The verdict on every item; benchmarks sharing a ``case_key`` are tested once.
 
     ``null`` overrides what the tests are against (``"no change"`` or ``"threshold"``; None: the gate's
     rule, :func:`_null_bounds`) — for ``scripts/simulate_gate.py --null``, which weighs the rule the
-    gate does not use; ``dpbench compare`` never passes it."""
+    gate does not use; ``dpbench compare`` never passes it. ``contention``: what other processes did
+    during the trials (:func:`dpbench.gate.contention.contention_note`; '' for nothing), which leaves
+    a broad verdict unsettled."""
     if null not in (None, "no change", "threshold"):
         raise ValueError(f"null must be 'no change' or 'threshold', not {null!r}")
     method = choose_method(items, paired)
@@ -164,6 +167,7 @@ def judge_family(
         threshold=threshold,
         alpha=alpha,
         interleaved=method == Method.PAIRED,
+        contention=contention,
     )
     family.public.broad, family.public.broad_note = broad.value, note
     for first, others in duplicates.items():

@@ -26,6 +26,7 @@ import pandas as pd
 
 from dpbench.results.disturbed import mark_disturbed
 from dpbench.results.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
+from dpbench.results.contention import foreign_cpu
 from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
 from dpbench.results.units import fmt_bytes
 from dpbench.schema import Kind
@@ -41,7 +42,7 @@ _DERIVED = {"run", "step_time_s", "step_samples", "strategy_label", "label", "sa
             "trial_times", "trial_controls", "trials_count", "trial_cv", "control_median_s", "control_cv",
             "step_time_ci95_lo", "step_time_ci95_hi", "samples_per_s_ci95_lo", "samples_per_s_ci95_hi",
             "incomparable", "clock_warnings", "trial_timelines", "disturbed", "disturbed_unreplaced",
-            "run_control_spread"}
+            "run_control_spread", "foreign_cpu"}
 _ALWAYS = ("schema", "kind", "suite", "strategy", "workload", "world_size", "device_type", "backend", "profile",
            "collective", "case_key", "global_batch")
 
@@ -221,6 +222,7 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
         row[key] = None  # always present, so plain pytest-benchmark files share the columns
     _flatten(row, extra)
     row.update(_readings(bench, extra))
+    row["foreign_cpu"] = foreign_cpu(extra.get("trials") or {}, run.machine_info.get("cpu_count"))
     _label(row, extra, bench["name"])
     for key, value in machine_summary(run.machine_info).items():
         row[f"machine.{key}"] = value

@@ -1,0 +1,44 @@
+"""Were other processes busy while a side's trials ran? The broad verdict's guard.
+
+"Everything slower while the controls held" is a regression of everything only if the controls saw
+what the machine did. They are a few short matmul chains after each trial; contention from other
+processes that comes and goes (a test suite, a build, another job on a shared runner) can slow the
+longer multi-process trials and miss the controls. The sampler measured it anyway: the share of the
+CPUs other processes used during each trial (:func:`dpbench.results.contention.foreign_cpu`). Where a
+side's median share is beyond :data:`CONTENDED`, a broad verdict becomes ``unsettled``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from dpbench.stats import median
+
+__all__ = ["CONTENDED", "contention_note"]
+
+# Quiet runs on the development VM leave other processes 0–7% of the CPUs (upper quartile over a
+# run's trials); runs taken beside a test suite 43–92% (medians): docs/validation/gate.md#contention.
+CONTENDED = 0.2
+
+
+def _share(frame: pd.DataFrame) -> float:
+    if "foreign_cpu" not in frame:
+        return math.nan
+    values = [float(v) for v in frame["foreign_cpu"] if isinstance(v, (int, float)) and not math.isnan(v)]
+    return median(values)
+
+
+def contention_note(baseline: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str]) -> str:
+    """'' when neither side's trials met other processes' load beyond :data:`CONTENDED` (or nothing was
+    sampled); else what they met, e.g. "other processes used 78% of the CPUs during the candidate's
+    trials (43% during the baseline's)"."""
+    shares = {names[0]: _share(baseline), names[1]: _share(candidate)}
+    known = {k: v for k, v in shares.items() if not math.isnan(v)}
+    if not known or max(known.values()) <= CONTENDED:
+        return ""
+    worst = max(known, key=lambda k: known[k])
+    other = next((k for k in known if k != worst), None)
+    tail = f" ({known[other]:.0%} during the {other}'s)" if other is not None else ""
+    return f"other processes used {known[worst]:.0%} of the CPUs during the {worst}'s trials{tail}"

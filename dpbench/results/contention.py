@@ -1,0 +1,43 @@
+"""How much of the machine other processes used while a case's trials ran.
+
+Every trial's sampler summary (``extra_info["trials"]["sampler"]``) has the whole machine's CPU use
+(its ``cpu`` row: percent of all cores) and each watched process's (``pid:N`` rows: percent of one
+core). What is left — the machine's use minus the watched processes', as a share of all cores — is
+other processes': a test suite, a compiler, another job on a shared runner. The gate reads it because
+the controls, a few short matmul chains, can miss contention that the longer multi-process trials
+meet (``docs/validation/gate.md#contention`` has A/A runs where they did).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpbench.stats import median
+
+__all__ = ["foreign_cpu"]
+
+
+def _trial_share(sampler: Any, cpu_count: int) -> float:
+    devices = sampler.get("devices") if isinstance(sampler, dict) else None
+    if not isinstance(devices, dict) or not isinstance(devices.get("cpu"), dict):
+        return math.nan
+    machine = devices["cpu"].get("cpu_pct_mean")
+    if not isinstance(machine, (int, float)):
+        return math.nan
+    own = sum(
+        v.get("cpu_pct_mean") or 0.0
+        for k, v in devices.items()
+        if k.startswith("pid:") and isinstance(v, dict) and isinstance(v.get("cpu_pct_mean"), (int, float))
+    )
+    return min(max(machine - own / cpu_count, 0.0), 100.0) / 100.0
+
+
+def foreign_cpu(trials: dict[str, Any], cpu_count: Any) -> float:
+    """The median over a case's trials of the share of all cores (0–1) other processes used while the
+    trial ran; NaN without sampler summaries or a known core count."""
+    samplers = trials.get("sampler") if isinstance(trials, dict) else None
+    if not isinstance(samplers, list) or not isinstance(cpu_count, int) or cpu_count < 1:
+        return math.nan
+    shares = [s for s in (_trial_share(x, cpu_count) for x in samplers) if not math.isnan(s)]
+    return median(shares) if shares else math.nan
