@@ -34,7 +34,6 @@ def _live_bytes_class() -> Any:
         return _Mode.cls
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
 
     class LiveBytesMode(TorchDispatchMode):
         def __init__(self) -> None:
@@ -62,15 +61,21 @@ def _live_bytes_class() -> Any:
             out = func(*args, **(kwargs or {}))
             # A view or in-place result of a tensor made before the mode (a parameter, the
             # batch) shares its storage: it allocates nothing, so it is not counted.
-            given = {
-                item.untyped_storage()._cdata
-                for item in tree_flatten((args, kwargs))[0]
-                if isinstance(item, torch.Tensor)
-            }
-            for item in tree_flatten(out)[0]:
-                if isinstance(item, torch.Tensor) and item.untyped_storage()._cdata not in given:
+            given = {t.untyped_storage()._cdata for t in _tensors(args, kwargs.values() if kwargs else ())}
+            for item in _tensors((out,)):
+                if item.untyped_storage()._cdata not in given:
                     self._track(item)
             return out
+
+    def _tensors(*groups: Any) -> Any:
+        # Operations take and return tensors, lists of them or plain values: a flat walk, no
+        # pytree (it would cost more than the fake operation it counts).
+        for group in groups:
+            for item in group:
+                if isinstance(item, torch.Tensor):
+                    yield item
+                elif isinstance(item, (list, tuple)):
+                    yield from (t for t in item if isinstance(t, torch.Tensor))
 
     _Mode.cls = LiveBytesMode
     return LiveBytesMode

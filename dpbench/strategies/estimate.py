@@ -124,7 +124,13 @@ class Estimator:
                         f"workload {self.spec!r}: the model cannot be built under FakeTensorMode: "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                     ) from None
-            self._peaks[key] = self._fake.peak(batch, precision=precision)
+            try:
+                self._peaks[key] = self._fake.peak(batch, precision=precision)
+            except Exception as exc:  # a step that reads a value (data-dependent), an op fake tensors refuse
+                raise EstimateError(
+                    f"workload {self.spec!r}: one forward + backward cannot run on fake tensors: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from None
         return self._peaks[key]
 
     def case(
