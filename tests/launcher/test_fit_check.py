@@ -77,7 +77,8 @@ def test_the_suites_skip_a_case_that_does_not_fit_with_the_reason(tmp_path):
     env.pop(fit.ENV_MODE, None)
     command = [
         sys.executable, "-m", "pytest", str(ROOT / "suites" / "test_throughput.py"), "-q", "-rs",
-        "-p", "no:cacheprovider", "--benchmark-disable", "--dpbench-strategies", "ddp", "--dpbench-device-memory", "20MB", "-k", "mlp",
+        "-p", "no:cacheprovider", "--benchmark-disable", "--dpbench-strategies", "ddp",
+        "--dpbench-device-memory", "20MB", "-k", "mlp",
     ]  # fmt: skip
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert "SKIPPED" in done.stdout and "ddp w2 needs ~" in done.stdout, done.stdout[-3000:]
