@@ -21,27 +21,33 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_json_has_a_case_per_strategy_and_world_size_with_integer_bytes(capsys):
+@pytest.mark.parametrize("activations", [pytest.param(True, marks=pytest.mark.slow), False])
+def test_json_has_a_case_per_strategy_and_world_size_with_integer_bytes(capsys, activations):
     code, out, err = run(
         capsys, "--workload", "mlp", "--strategies", "ddp,fsdp,single", "--world-sizes", "1,2",
         "--optimizer", "adamw", "--global-batch", "8", "--device-memory", "1 GiB", "--json", "-",
+        *([] if activations else ["--no-activations"]),
     )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
     assert doc["device_memory_bytes"] == 2**30 and doc["global_batch"] == 8
     cases = {(c["strategy"], c["world_size"]): c for c in doc["cases"]}
     assert cases[("single", 2)]["refused"] == "strategy 'single' runs one replica: world_size must be 1, got 2"
-    expected = Estimator("mlp").case("fsdp", world_size=2, global_batch=8, options={"optimizer": "adamw"})
+    estimator = Estimator("mlp", activations=activations)
+    expected = estimator.case("fsdp", world_size=2, global_batch=8, options={"optimizer": "adamw"})
     assert cases[("fsdp", 2)]["ranks"] == expected.to_dict()["ranks"]
-    for key in ("params_bytes", "grads_bytes", "optimizer_state_bytes", "comm_buffer_bytes", "peak_bytes"):
+    keys = ["params_bytes", "grads_bytes", "optimizer_state_bytes", "comm_buffer_bytes"]
+    for key in keys + (["activation_bytes", "peak_bytes"] if activations else []):
         assert all(type(r[key]) is int for r in cases[("ddp", 2)]["ranks"])
     assert cases[("ddp", 1)]["fits"] is True
 
 
 def test_the_table_says_what_fits(capsys):
+    # mlp with SGD: 11.1 MiB of parameters and as much of gradients; DDP adds its buckets.
     code, out, _ = run(
-        capsys, "--workload", "mlp", "--strategies", "ddp,manual", "--world-sizes", "1,8", "--device-memory", "40MB"
-    )
+        capsys, "--workload", "mlp", "--strategies", "ddp,manual", "--world-sizes", "1,8",
+        "--device-memory", "40MB", "--no-activations",
+    )  # fmt: skip
     assert code == 0
     rows = {tuple(line.split()[:2]): line.split()[-1] for line in out.splitlines()[2:]}
     assert rows == {("ddp", "1"): "yes", ("ddp", "8"): "yes", ("manual", "1"): "yes", ("manual", "8"): "no"}
@@ -63,12 +69,37 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert err.startswith(f"dpbench estimate: error: {message}") and err.count("\n") == 1
 
 
-def test_parameter_count_is_what_transformers_reports(capsys):
+def transformers_count(**config) -> int:
+    import torch
     import transformers
 
-    code, out, _ = run(capsys, "--workload", TINY_LLAMA, "--strategies", "fsdp", "--world-sizes", "2", "--json", "-")
-    config = transformers.LlamaConfig(
+    with torch.device("meta"):
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)).num_parameters()
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_parameter_count_is_what_transformers_reports(capsys):
+    code, out, _ = run(
+        capsys, "--workload", TINY_LLAMA, "--strategies", "fsdp", "--world-sizes", "2", "--json", "-",
+        "--no-activations",
+    )  # fmt: skip
+    assert json.loads(out)["parameter_count"] == transformers_count(
         num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
         num_key_value_heads=2, vocab_size=500,
     )  # fmt: skip
-    assert json.loads(out)["parameter_count"] == transformers.LlamaForCausalLM(config).num_parameters()
+
+
+@pytest.mark.slow
+def test_a_billion_parameter_llama_is_estimated_for_every_strategy_and_world_size(capsys):
+    config = dict(
+        num_hidden_layers=22, hidden_size=2048, intermediate_size=5632, num_attention_heads=32,
+        num_key_value_heads=4, vocab_size=32000,
+    )  # fmt: skip
+    spec = "hf:llama@" + ",".join(f"{k}={v}" for k, v in config.items())
+    code, out, err = run(capsys, "--workload", spec, "--optimizer", "adamw", "--json", "-")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["parameter_count"] == transformers_count(**config) == 1_100_048_384
+    cases = [c for c in doc["cases"] if "refused" not in c]
+    assert len(cases) == 8 * 4 - 3  # every strategy at 1, 2, 4, 8; single only at 1
+    assert all(r["peak_bytes"] > 0 for c in cases for r in c["ranks"])
