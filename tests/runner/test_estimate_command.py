@@ -103,3 +103,31 @@ def test_a_billion_parameter_llama_is_estimated_for_every_strategy_and_world_siz
     cases = [c for c in doc["cases"] if "refused" not in c]
     assert len(cases) == 8 * 4 - 3  # every strategy at 1, 2, 4, 8; single only at 1
     assert all(r["peak_bytes"] > 0 for c in cases for r in c["ranks"])
+
+
+BROKEN = """
+import torch
+from torch import nn
+from dpbench.workloads import get_workload
+
+
+def model():
+    if torch.empty(0).device.type == "meta":
+        raise RuntimeError("weights are read from disk at build time")
+    return nn.Linear(4, 2)
+
+
+mlp = get_workload("mlp")
+broken = type(mlp)(model=model, batch=mlp.batch, loss=mlp.loss, name="broken")
+"""
+
+
+def test_a_model_the_meta_device_cannot_build_is_one_line_with_the_spec(capsys, tmp_path):
+    path = tmp_path / "broken_model.py"
+    path.write_text(BROKEN)
+    code, out, err = run(capsys, "--workload", f"{path}:broken")
+    assert code == 2 and out == ""
+    assert err == (
+        f"dpbench estimate: error: workload '{path}:broken': the model cannot be built on the meta device: "
+        "RuntimeError: weights are read from disk at build time\n"
+    )
