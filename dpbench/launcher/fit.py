@@ -33,7 +33,8 @@ ENV_DEVICE_MEMORY = "DPBENCH_DEVICE_MEMORY"
 ENV_IGNORE = "DPBENCH_IGNORE_MEMORY_ESTIMATE"
 ENV_MODE = "DPBENCH_MEMORY_ESTIMATE"
 MODES = ("state", "peak")
-_ESTIMATORS: dict[tuple[str, bool], Any] = {}
+_ESTIMATORS: dict[tuple[str, int, bool], Any] = {}
+_CACHED = 16
 
 
 class DoesNotFit(StrategyUnavailable):
@@ -43,9 +44,13 @@ class DoesNotFit(StrategyUnavailable):
 def _estimator(workload: Any, activations: bool) -> Any:
     from dpbench.strategies.estimate import Estimator
 
-    # A registered or spec'd workload is rebuilt the same way each time: one estimator per spec.
-    key = (str(workload.params.get("spec", workload.name)), activations)
+    # One estimator per workload (its name and model factory: two workloads may share a name), so
+    # the trials of a case build its meta and fake models once; the estimator keeps the workload
+    # alive, so the factory's id is not reused while the entry lives. The oldest entries go first.
+    key = (str(workload.params.get("spec", workload.name)), id(workload.model), activations)
     if key not in _ESTIMATORS:
+        while len(_ESTIMATORS) >= _CACHED:
+            _ESTIMATORS.pop(next(iter(_ESTIMATORS)))
         _ESTIMATORS[key] = Estimator(workload, activations=activations)
     return _ESTIMATORS[key]
 
@@ -103,18 +108,17 @@ def check_fits(
     mode = environ.get(ENV_MODE, "state").strip() or "state"
     if mode not in MODES:
         raise ValueError(f"{ENV_MODE}: expected one of {', '.join(MODES)}, found {mode!r}")
-    from dpbench.strategies.estimate import EstimateError
-
-    try:
-        case = _estimator(workload, mode == "peak").case(
-            strategy_cls.name, world_size=world_size, global_batch=global_batch, options=options
-        )
-    except EstimateError:
-        if mode == "state":
-            return None  # a model the meta device cannot build: the run itself will say what is wrong
-        case = _estimator(workload, False).case(
-            strategy_cls.name, world_size=world_size, global_batch=global_batch, options=options
-        )
+    case = None
+    for activations in dict.fromkeys((mode == "peak", False)):
+        try:
+            case = _estimator(workload, activations).case(
+                strategy_cls.name, world_size=world_size, global_batch=global_batch, options=options
+            )
+            break
+        except Exception:  # noqa: BLE001 - an estimate that fails never blocks a run: the run says what is wrong
+            continue
+    if case is None:
+        return None
     free = free_memory(device, devices, environ)
     ranks = case.ranks
     # Worker r runs on devices[r] (an in-process strategy: one worker, on its first device).
