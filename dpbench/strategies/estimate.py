@@ -144,6 +144,11 @@ class Estimator:
         _check_name("precision", options.get("precision", "fp32"), PRECISIONS)
         _check_name("optimizer", options.get("optimizer", "sgd"), OPTIMIZERS)
         cls = get_strategy(strategy)
+        if global_batch < world_size:  # launch's own rule: every replica gets at least one sample
+            raise ValueError(
+                f"global_batch must be >= world_size so every replica gets at least one sample, "
+                f"got global_batch={global_batch} with world_size={world_size}"
+            )
         # Checked as for CUDA, placed as on CPU: the estimate answers for a GPU machine too, so a
         # CPU-only refusal (torch-dp) is not the question; a world size the strategy refuses is.
         resolved = cls.resolve_options(options, device="cuda", world_size=world_size, global_batch=global_batch)
