@@ -35,7 +35,9 @@ def launch(
 
     ``workload`` is a registered name or a :class:`dpbench.Workload`. ``options`` are the
     strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
-    arguments are checked before any process starts.
+    arguments are checked before any process starts, and so is the memory: a case whose estimate
+    exceeds the free device memory raises :class:`dpbench.launcher.fit.DoesNotFit` (a
+    ``StrategyUnavailable``; see :mod:`dpbench.launcher.fit` for the switches).
     """
     from dpbench.workloads.main_module import refuse_unguarded_launch
 
