@@ -19,6 +19,7 @@ from dpbench.report.history_command import register_history
 from dpbench.results.console import ExamplesFormatter, SuggestingParser, examples
 from dpbench.results.runs import register_runs
 from dpbench.runner.command import register_run
+from dpbench.runner.estimate import register_estimate
 from dpbench.schema import __version__
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_history,
     register_runs,
     register_run,
+    register_estimate,
 ]
 
 # Exit codes: 0 ok, 1 a regression (compare), 2 unusable input or usage, 3 an internal error.

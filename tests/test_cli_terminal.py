@@ -38,7 +38,7 @@ def test_a_misspelt_subcommand_gets_did_you_mean(capsys):
     err = capsys.readouterr().err
     assert err.splitlines()[-1].endswith(
         "invalid choice: 'lst' (choose from 'report', 'compare', 'list', 'ab', "
-        "'history', 'runs', 'run') (did you mean 'list'?)"
+        "'history', 'runs', 'run', 'estimate') (did you mean 'list'?)"
     )
     assert main(["xyzzy"]) == 2
     assert "did you mean" not in capsys.readouterr().err

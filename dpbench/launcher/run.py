@@ -35,7 +35,9 @@ def launch(
 
     ``workload`` is a registered name or a :class:`dpbench.Workload`. ``options`` are the
     strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
-    arguments are checked before any process starts.
+    arguments are checked before any process starts, and so is the memory: a case whose estimate
+    exceeds the free device memory raises :class:`dpbench.launcher.fit.DoesNotFit` (a
+    ``StrategyUnavailable``; see :mod:`dpbench.launcher.fit` for the switches).
     """
     from dpbench.workloads.main_module import refuse_unguarded_launch
 
@@ -74,6 +76,19 @@ def launch(
     # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
+    # Will it fit? Before any process starts (DoesNotFit: the suites skip the case with the reason).
+    from dpbench.launcher.fit import check_fits
+
+    memory_estimate = check_fits(
+        strategy_cls,
+        workload,
+        world_size=world_size,
+        global_batch=global_batch,
+        device=device,
+        devices=placement.devices,
+        processes=placement.processes,
+        options=resolved,
+    )
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
     check_first_batch(workload, global_batch=global_batch, seed=int(seed))
     threads = threads_per_worker or default_threads(placement.concurrent_replicas)
@@ -90,7 +105,9 @@ def launch(
         lr=float(lr),
         threads_per_worker=threads,
     )
-    return Run(spec, workload, placement=placement, timeout=float(timeout))
+    run = Run(spec, workload, placement=placement, timeout=float(timeout))
+    run.memory_estimate = memory_estimate  # reported beside the measured memory (case_metrics)
+    return run
 
 
 class Run:
@@ -232,7 +249,9 @@ class Run:
         ``collective_time_s`` (the step's collectives replayed alone), ``memory_per_rank``
         (per worker: ``params_bytes``, ``grads_bytes``, ``optimizer_state_bytes``,
         ``peak_bytes``, ``peak_kind``, on CUDA ``peak_reserved_bytes``), ``compile_time_s``, ``replica_concurrency``,
-        ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``.
+        ``tokens_per_step`` (workloads tagged "tokens"), ``precision``, ``optimizer``,
+        ``memory_estimate`` (the estimate checked before launch, ``CaseEstimate.to_dict()``; None
+        when the check was off).
         :func:`dpbench.measure.derive.derive` turns them and a step time into MFU, tokens/s and
         exposed communication. Training state is not changed.
         """
@@ -244,7 +263,9 @@ class Run:
         # Python threads per worker measuring the CPU peak at once: DataParallel's replicas.
         parallel = max(1, placement.concurrent_replicas // placement.processes)
         per_rank = self._live_pool().run(_case_metrics_worker, parallel)
-        return combine(per_rank, device_type=self.spec.device_type, options=self.spec.options, environ=os.environ)
+        metrics = combine(per_rank, device_type=self.spec.device_type, options=self.spec.options, environ=os.environ)
+        metrics["memory_estimate"] = getattr(self, "memory_estimate", None)
+        return metrics
 
     def trace(self, k: int = 3, path: Any = "traces", *, warmup: int = 1) -> Any:
         """Profile ``k`` more training steps (after ``warmup`` untraced profiler warm-up steps) with

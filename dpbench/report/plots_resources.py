@@ -30,6 +30,7 @@ from dpbench.report.figures import (
     title,
     two_runs,
 )
+from dpbench.report.memory_estimate import ERROR_COLUMNS, error_table, estimated_need
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_seconds
 from dpbench.schema import Phase
 
@@ -148,7 +149,11 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
         "device's peak (colour = strategy) and a black tick at every device's: ticks far apart "
         "mean the devices are unbalanced. Under DataParallel, device 0 holds the master copy, "
         "the gathered outputs and the loss, so it peaks above the other replicas"
-        + ("; hollow: the first run." if len(runs) > 1 else "."),
+        + ("; hollow: the first run." if len(runs) > 1 else ".")
+        + " A red diamond marks the estimated peak of the largest rank, made before the case launched "
+        "(dpbench estimate); the table below lists the estimate's error per case. On CUDA the measured "
+        "peak is the allocator's; on CPU it is the worker's whole resident set (the Python and torch "
+        "runtime included), so there the estimate is expected below it.",
     )
     groups = list(long.groupby("workload", sort=False))
     heights = row_heights((len(case_order(g)) * len(shown) for _, g in groups), per_row=0.2)
@@ -182,6 +187,17 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
                 markersize=7,
                 linestyle="none",
             )
+            estimated = rows[rows["run"] == run].assign(need=estimated_need(rows)).dropna(subset=["need"])
+            estimated = estimated[estimated["case"].isin(position)].drop_duplicates("case")
+            ax.plot(
+                estimated["need"] / 2**20,
+                [position[c] + offsets[run] for c in estimated["case"]],
+                "D",
+                markerfacecolor="none",
+                markeredgecolor="crimson",
+                markersize=5,
+                linestyle="none",
+            )
         category_labels(ax, cases)
         ax.set_xlabel("MiB")
         title(ax, f"workload: {workload}" if workload else "")
@@ -195,6 +211,9 @@ def memory(rows: pd.DataFrame, runs: list[str]) -> Part | None:
     part.tables.append(
         Table(["run", "workload", "configuration", "suites", "peak per device", "max / min device"], table)
     )
+    errors = error_table(rows)
+    if errors:
+        part.tables.append(Table(ERROR_COLUMNS, errors))
     return part
 
 

@@ -65,6 +65,17 @@ class AllReduce(Strategy):
         # Same process and device layout as DDP, so the two compare like for like.
         return DDP.placement(world_size=world_size, device=device, options=options)
 
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """Every rank whole; "bucketed" and "overlap" keep flat buckets as large as the gradients.
+
+        Every trainable parameter ends a step with a gradient (zeros when it got none): the sync
+        fills them all."""
+        from dpbench.strategies.memory import full_state
+
+        flat = 0 if options["mode"] == "per-param" else sum(p.nbytes for p in params if p.trainable)
+        return [full_state(params, options["optimizer"], comm_buffer_bytes=flat)] * world_size
+
     def setup(self) -> None:
         import torch.distributed as dist
 

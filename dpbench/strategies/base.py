@@ -184,6 +184,22 @@ class Strategy(ABC):
     def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
         return split_sizes(global_batch, world_size)
 
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """Per worker process: the :class:`~dpbench.strategies.memory.StateMemory` it holds between
+        steps, from the meta model's :class:`~dpbench.strategies.memory.ParamShape` s (parent side)."""
+        from dpbench.strategies.memory import full_state
+
+        return [full_state(params, options["optimizer"])] * (world_size if cls.multiprocess else 1)
+
+    @classmethod
+    def peak_estimate(
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+    ) -> int:
+        """One worker's peak: what it holds plus ``activation(batch)``, what one forward + backward of
+        its ``batch`` samples holds at its peak beyond the gradients (activations, temporaries)."""
+        return state.held_bytes() + activation(batch)
+
     # -- worker side -----------------------------------------------------------------
     def __init__(self, spec: RunSpec, workload: Any, ctx: Any):
         self.spec = spec

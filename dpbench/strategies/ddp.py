@@ -148,6 +148,15 @@ class DDP(Strategy):
             backend, devices = "gloo", ("cpu",) * world_size
         return Placement(processes=world_size, backend=backend, devices=devices, concurrent_replicas=world_size)
 
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """Every rank whole; the reducer's buckets hold a second copy of the gradients unless the
+        gradients are views into them (``gradient_as_bucket_view``)."""
+        from dpbench.strategies.memory import full_state
+
+        buckets = 0 if options.get("gradient_as_bucket_view") else sum(p.nbytes for p in params if p.trainable)
+        return [full_state(params, options["optimizer"], comm_buffer_bytes=buckets)] * world_size
+
     def setup(self) -> None:
         import torch
         from torch.nn.parallel import DistributedDataParallel

@@ -89,6 +89,13 @@ class DP(Strategy):
         return Placement(processes=1, backend=None, devices=devices, concurrent_replicas=world_size)
 
     @classmethod
+    def peak_estimate(
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+    ) -> int:
+        """The module's state, the step's replicas of the parameters and every slice's activations at once."""
+        return state.held_bytes() + (world_size - 1) * state.params_bytes + activation(batch)
+
+    @classmethod
     def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
         sizes = options["chunk_sizes"]
         return list(sizes) if sizes is not None else split_sizes(global_batch, world_size)

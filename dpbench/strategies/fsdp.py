@@ -78,6 +78,18 @@ class FSDPOptions(CompileOptions):
             )
 
 
+def _local_bytes(p: Any, world_size: int, rank: int, rows: Any) -> int:
+    if not p.shape:
+        return p.nbytes if rank == 0 else 0
+    return rows(p.shape[0], world_size, rank) * (p.numel // p.shape[0]) * p.element_size
+
+
+def _param_scale(options: dict[str, Any]) -> float:
+    """Gathered bytes per stored byte: 0.5 when FSDP gathers float32 parameters as bf16/fp16."""
+    dtypes = parse_mixed_precision(options.get("mixed_precision"))
+    return 0.5 if dtypes is not None and dtypes[0] != "fp32" else 1.0
+
+
 class FSDP(Strategy):
     """Fully sharded data parallel with FSDP2's ``fully_shard`` (gloo on CPU, nccl on CUDA).
 
@@ -119,6 +131,42 @@ class FSDP(Strategy):
         return Placement(
             processes=world_size, backend="gloo", devices=("cpu",) * world_size, concurrent_replicas=world_size
         )
+
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """Each rank its dim-0 shard of every parameter, gradient and moment (in the parameters' own
+        dtype: mixed precision casts only the gathered copies), and a step counter per parameter."""
+        from dpbench.strategies.memory import StateMemory, fsdp_local_rows, optimizer_state_bytes
+
+        out = []
+        for rank in range(world_size):
+            local = [(p, _local_bytes(p, world_size, rank, fsdp_local_rows)) for p in params]
+            out.append(
+                StateMemory(
+                    params_bytes=sum(n for _, n in local),
+                    grads_bytes=sum(n for p, n in local if p.trainable),
+                    optimizer_state_bytes=sum(
+                        optimizer_state_bytes(options["optimizer"], n) for p, n in local if p.trainable
+                    ),
+                )
+            )
+        return out
+
+    @classmethod
+    def peak_estimate(
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+    ) -> int:
+        """Approximate: the shards, the forward + backward's activations at the rank's batch, one
+        unit's unsharded gradients (the reduce-scatter's input) and the gathered
+        parameters (two units, the one computing and the one prefetched; every unit when it
+        does not reshard after forward), in the mixed-precision dtype."""
+        units: dict[Any, int] = {}
+        for p in params:
+            unit = p.unit if options["shard"] == "layer" else None
+            units[unit] = units.get(unit, 0) + p.nbytes
+        sizes = sorted(units.values())
+        gathered = sum(sizes) if not options["reshard_after_forward"] else sum(sizes[-2:])
+        return state.held_bytes() + activation(batch) + sizes[-1] + int(gathered * _param_scale(options))
 
     def make_precision(self) -> Any:
         from dpbench.strategies._precision import Precision

@@ -53,6 +53,21 @@ class Manual(Strategy):
             devices = ("cpu",) * world_size
         return Placement(processes=1, backend=None, devices=devices, concurrent_replicas=1)
 
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """One worker holding every replica: ``world_size`` copies of everything."""
+        from dpbench.strategies.memory import StateMemory, full_state
+
+        one = full_state(params, options["optimizer"])
+        return [StateMemory(**{key: value * world_size for key, value in one.to_dict().items()})]
+
+    @classmethod
+    def peak_estimate(
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+    ) -> int:
+        """Replicas run one after another: one slice's forward + backward at a time."""
+        return state.held_bytes() + activation(-(-batch // world_size))
+
     def setup(self) -> None:
         base = self.build_model()
         self.replicas = [copy.deepcopy(base).to(device) for device in self.spec.devices]

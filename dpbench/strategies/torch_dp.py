@@ -77,6 +77,13 @@ class TorchDP(Strategy):
         )
 
     @classmethod
+    def peak_estimate(
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+    ) -> int:
+        """The module's state, the step's replicas of the parameters and every slice's activations at once."""
+        return state.held_bytes() + (world_size - 1) * state.params_bytes + activation(batch)
+
+    @classmethod
     def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
         chunk = math.ceil(global_batch / world_size)
         return [min(chunk, global_batch - start) for start in range(0, global_batch, chunk)]

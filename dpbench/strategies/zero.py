@@ -18,7 +18,7 @@ from dpbench.strategies.base import (
 )
 from dpbench.strategies.ddp import DDP
 
-__all__ = ["Zero", "ZeroOptions"]
+__all__ = ["Zero", "ZeroOptions", "zero_partition"]
 
 # hook_with_zero_step needs DDP's buckets, which are final after this many iterations
 # (torch's documented warning: 2 without static_graph); those iterations do not update.
@@ -84,6 +84,21 @@ class Zero(Strategy):
     @classmethod
     def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
         return DDP.placement(world_size=world_size, device=device, options=options)
+
+    @classmethod
+    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+        """DDP's parameters, gradients and buckets; each rank the state of its ZeRO partition."""
+        from dataclasses import replace
+
+        from dpbench.strategies.memory import optimizer_state_bytes
+
+        ddp = DDP.memory_estimate(params, world_size=world_size, options={**options, "gradient_as_bucket_view": False})
+        return [
+            replace(
+                ddp[rank], optimizer_state_bytes=sum(optimizer_state_bytes(options["optimizer"], p.nbytes) for p in own)
+            )
+            for rank, own in enumerate(zero_partition(params, world_size))
+        ]
 
     def setup(self) -> None:
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -174,6 +189,18 @@ class Zero(Strategy):
         for rank, partition in enumerate(partitions):
             plan += [Collective(op="broadcast", numel=n, dtype=d, src=rank) for n, d in partition]
         return plan
+
+
+def zero_partition(params: Any, world_size: int) -> list[list[Any]]:
+    """The trainable parameters each rank steps: ZeroRedundancyOptimizer's greedy split (largest
+    first, each to the rank with the fewest elements so far, the lowest rank on a tie)."""
+    sizes = [0] * world_size
+    out: list[list[Any]] = [[] for _ in range(world_size)]
+    for p in sorted((p for p in params if p.trainable), key=lambda p: p.numel, reverse=True):
+        rank = sizes.index(min(sizes))
+        out[rank].append(p)
+        sizes[rank] += p.numel
+    return out
 
 
 def _cuda_count() -> int:

@@ -58,6 +58,20 @@ def pytest_addoption(parser: Any) -> None:
         help="measure only these strategies' cases, e.g. single,ddp,fsdp (env DPBENCH_STRATEGIES)",
     )
     group.addoption(
+        "--dpbench-device-memory",
+        metavar="SIZE",
+        default=None,
+        help="the memory of each device (each GPU; the host's RAM on CPU) the estimate is checked against "
+        "before a case launches, instead of what is free now, e.g. 80GB, 16GiB (env DPBENCH_DEVICE_MEMORY)",
+    )
+    group.addoption(
+        "--dpbench-ignore-memory-estimate",
+        action="store_true",
+        default=False,
+        help="launch every case even when its memory estimate exceeds the device's free memory "
+        "(env DPBENCH_IGNORE_MEMORY_ESTIMATE=1)",
+    )
+    group.addoption(
         "--dpbench-trace",
         action="store_true",
         default=False,

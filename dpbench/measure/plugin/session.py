@@ -62,6 +62,7 @@ def pytest_configure(config):
 
             profile = profile.with_workloads(check_workload_specs("--dpbench-workload", tuple(specs)))
         config._dpbench_convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
+        _memory_check(config)
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("benchmark_disable", False):
@@ -90,6 +91,23 @@ def pytest_configure(config):
         between_passes=fresh_forkserver,
         worker_start=worker_start(not clustered),
     )
+
+
+def _memory_check(config):
+    """Will it fit? ``dpbench.launch`` reads these before each case starts (dpbench.launcher.fit)."""
+    from dpbench.launcher.fit import ENV_DEVICE_MEMORY, ENV_IGNORE, ENV_MODE
+    from dpbench.strategies.memory import parse_bytes
+
+    size = config.getoption("dpbench_device_memory", None)
+    if size is not None:
+        parse_bytes(size, argument="--dpbench-device-memory")  # a ValueError: one line, before any case
+        os.environ[ENV_DEVICE_MEMORY] = size
+    elif os.environ.get(ENV_DEVICE_MEMORY):
+        parse_bytes(os.environ[ENV_DEVICE_MEMORY], argument=ENV_DEVICE_MEMORY)
+    if config.getoption("dpbench_ignore_memory_estimate", False):
+        os.environ[ENV_IGNORE] = "1"
+    # The suites compare the peak, activations included: a case costs far more than its estimate.
+    os.environ.setdefault(ENV_MODE, "peak")
 
 
 def _trace_store(config):

@@ -1,0 +1,183 @@
+"""Will it fit? The memory each worker of a case needs, estimated in the parent.
+
+:class:`Estimator` builds the workload's model once on the meta device (its parameters) and,
+when activations are asked for, once under ``FakeTensorMode`` (the peak of one forward +
+backward per batch size, cached); :meth:`Estimator.case` asks the strategy class for its rules
+(:meth:`~dpbench.strategies.base.Strategy.memory_estimate`,
+:meth:`~dpbench.strategies.base.Strategy.peak_estimate`). Nothing real is allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, ParamShape, model_params
+
+__all__ = ["CaseEstimate", "Estimator", "RankEstimate", "EstimateError"]
+
+
+class EstimateError(ValueError):
+    """The workload's model cannot be built on the meta device, or a case cannot be estimated (one line)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class RankEstimate:
+    """One worker process's estimate, in bytes (the first four as ``memory_per_rank`` measures them)."""
+
+    rank: int
+    """The worker's rank (0 for in-process strategies: one worker holds every replica)."""
+
+    params_bytes: int
+    """Parameters this worker holds (its shards for fsdp)."""
+
+    grads_bytes: int
+    """Gradients after a step."""
+
+    optimizer_state_bytes: int
+    """Optimizer state (its partition for zero)."""
+
+    comm_buffer_bytes: int
+    """Communication buffers kept between steps (DDP buckets, allreduce's flat buckets)."""
+
+    activation_bytes: int | None
+    """One forward + backward at this worker's batch, at its peak, beyond the gradients (None: not estimated)."""
+
+    peak_bytes: int | None
+    """Estimated peak of a step: state, buffers and the forward + backward on top (None: not estimated)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class CaseEstimate:
+    """A strategy × world size: every worker's estimate."""
+
+    strategy: str
+    world_size: int
+    global_batch: int
+    precision: str
+    optimizer: str
+    parameter_count: int
+    ranks: tuple[RankEstimate, ...]
+
+    def need_bytes(self) -> int:
+        """The most any worker needs: its peak when estimated, else what it holds between steps."""
+        return max(
+            r.peak_bytes
+            if r.peak_bytes is not None
+            else r.params_bytes + r.grads_bytes + r.optimizer_state_bytes + r.comm_buffer_bytes
+            for r in self.ranks
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "ranks": [asdict(r) for r in self.ranks], "need_bytes": self.need_bytes()}
+
+
+def _check_name(argument: str, value: str, known: tuple[str, ...]) -> None:
+    if value not in known:
+        raise EstimateError(f"{argument}: expected one of {', '.join(known)}, found {value!r}")
+
+
+class Estimator:
+    """One workload's estimates for any strategy, world size and batch (see the module doc)."""
+
+    def __init__(self, workload: Any, *, activations: bool = True, seed: int = 0) -> None:
+        import torch
+
+        from dpbench.workloads import resolve_workload
+
+        self.workload = resolve_workload(workload)
+        self.spec = self.workload.params.get("spec", self.workload.name)
+        self.activations = activations
+        self.seed = seed
+        try:
+            with torch.device("meta"):
+                model = self.workload.model()
+        except Exception as exc:  # the model's own error, whatever it is: one line with the spec
+            raise EstimateError(
+                f"workload {self.spec!r}: the model cannot be built on the meta device: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from None
+        self.params: tuple[ParamShape, ...] = model_params(model)
+        self.parameter_count = sum(p.numel for p in self.params)
+        self._fake: Any = None
+        self._peaks: dict[tuple[int, str], int] = {}
+
+    def activation(self, batch: int, precision: str) -> int:
+        """What one forward + backward at ``batch`` samples in ``precision`` holds at its peak beyond
+        the gradients it builds (activations and temporaries; never below 0)."""
+        grads = sum(p.nbytes for p in self.params if p.trainable)
+        return max(0, self.step_peak(batch, precision) - grads)
+
+    def step_peak(self, batch: int, precision: str) -> int:
+        """Peak bytes of one forward + backward at ``batch`` samples in ``precision``, gradients included (cached)."""
+        key = (batch, precision)
+        if key not in self._peaks:
+            if self._fake is None:
+                from dpbench.strategies.activations import FakeStep
+
+                try:
+                    self._fake = FakeStep(self.workload, seed=self.seed)
+                except Exception as exc:
+                    raise EstimateError(
+                        f"workload {self.spec!r}: the model cannot be built under FakeTensorMode: "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    ) from None
+            try:
+                self._peaks[key] = self._fake.peak(batch, precision=precision)
+            except Exception as exc:  # a step that reads a value (data-dependent), an op fake tensors refuse
+                raise EstimateError(
+                    f"workload {self.spec!r}: one forward + backward cannot run on fake tensors: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from None
+        return self._peaks[key]
+
+    def case(
+        self, strategy: str, *, world_size: int, global_batch: int, options: dict[str, Any] | None = None
+    ) -> CaseEstimate:
+        """The estimate of ``strategy`` at ``world_size``; a world size or option the strategy refuses
+        raises its own error (``ValueError``)."""
+        from dpbench.strategies import StrategyUnavailable, get_strategy
+
+        options = dict(options or {})
+        _check_name("precision", options.get("precision", "fp32"), PRECISIONS)
+        _check_name("optimizer", options.get("optimizer", "sgd"), OPTIMIZERS)
+        cls = get_strategy(strategy)
+        if global_batch < world_size:  # launch's own rule: every replica gets at least one sample
+            raise ValueError(
+                f"global_batch must be >= world_size so every replica gets at least one sample, "
+                f"got global_batch={global_batch} with world_size={world_size}"
+            )
+        # Checked as for CUDA, placed as on CPU: the estimate answers for a GPU machine too, so a
+        # CPU-only refusal (torch-dp) is not the question; a world size the strategy refuses is.
+        resolved = cls.resolve_options(options, device="cuda", world_size=world_size, global_batch=global_batch)
+        try:
+            cls.placement(world_size=world_size, device="cpu", options=resolved)
+        except StrategyUnavailable:
+            pass
+        states = cls.memory_estimate(self.params, world_size=world_size, options=resolved)
+        batches = cls.per_replica_batch(global_batch, world_size, resolved) if cls.multiprocess else [global_batch]
+        ranks = []
+        for rank, state in enumerate(states):
+            activation = peak = None
+            if self.activations:
+
+                def act(batch: int) -> int:
+                    return self.activation(batch, resolved["precision"])
+
+                batch = batches[rank] if rank < len(batches) else batches[-1]
+                activation = act(batch)
+                peak = cls.peak_estimate(
+                    state, params=self.params, activation=act, batch=batch, world_size=world_size, options=resolved
+                )
+            ranks.append(RankEstimate(rank=rank, **state.to_dict(), activation_bytes=activation, peak_bytes=peak))
+        return CaseEstimate(
+            strategy=strategy,
+            world_size=world_size,
+            global_batch=global_batch,
+            precision=resolved["precision"],
+            optimizer=resolved["optimizer"],
+            parameter_count=self.parameter_count,
+            ranks=tuple(ranks),
+        )

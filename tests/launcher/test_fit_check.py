@@ -1,0 +1,86 @@
+"""Will it fit? ``dpbench.launch`` compares the estimate with the device's memory before any process starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dpbench
+from dpbench.launcher import fit
+from dpbench.launcher.fit import DoesNotFit, check_fits
+from dpbench.strategies import StrategyUnavailable, get_strategy
+from dpbench.strategies.estimate import Estimator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _no_pool(*args, **kwargs):
+    raise AssertionError("a worker pool was started")
+
+
+def test_a_case_over_the_given_memory_is_refused_before_any_process_starts(monkeypatch):
+    monkeypatch.setenv(fit.ENV_DEVICE_MEMORY, "10MB")
+    monkeypatch.delenv(fit.ENV_IGNORE, raising=False)
+    monkeypatch.setattr("dpbench.launcher.run.make_pool", _no_pool)
+    with pytest.raises(DoesNotFit) as caught:
+        dpbench.launch("ddp", "mlp", world_size=2, global_batch=8, optimizer="adamw")
+    assert isinstance(caught.value, StrategyUnavailable)  # the suites turn it into a skip
+    state = Estimator("mlp", activations=False).case(
+        "ddp", world_size=2, global_batch=8, options={"optimizer": "adamw"}
+    )
+    need = 2 * state.need_bytes()  # two CPU ranks share the host's memory
+    assert str(caught.value) == (
+        f"ddp w2 needs ~{state.need_bytes() / 2**30:.3g} GiB per rank (params 0.0109, grads 0.0109, "
+        f"adamw 0.0217, buffers 0.0109 GiB) × 2 workers sharing cpu: ~{need / 2**30:.3g} GiB, the device has "
+        "0.00931 GiB (DPBENCH_DEVICE_MEMORY=10MB); set DPBENCH_IGNORE_MEMORY_ESTIMATE=1 "
+        "(--dpbench-ignore-memory-estimate) to run it anyway"
+    )
+
+
+def test_the_state_estimate_fits_when_the_memory_suffices_and_the_ignore_switch_skips_the_check():
+    ddp = get_strategy("ddp")
+    options = ddp.resolve_options({"optimizer": "sgd"}, device="cpu", world_size=2, global_batch=8)
+    kwargs = dict(world_size=2, global_batch=8, device="cpu", devices=("cpu", "cpu"), processes=2, options=options)
+    workload = Estimator("mlp").workload
+    state = Estimator("mlp", activations=False).case("ddp", world_size=2, global_batch=8).need_bytes()
+    fits = check_fits(ddp, workload, environ={fit.ENV_DEVICE_MEMORY: str(2 * state)}, **kwargs)
+    assert fits["need_bytes"] == state and fits["ranks"][0]["peak_bytes"] is None
+    with pytest.raises(DoesNotFit):
+        check_fits(ddp, workload, environ={fit.ENV_DEVICE_MEMORY: str(2 * state - 1)}, **kwargs)
+    assert check_fits(ddp, workload, environ={fit.ENV_DEVICE_MEMORY: "1", fit.ENV_IGNORE: "1"}, **kwargs) is None
+    with pytest.raises(ValueError, match="DPBENCH_MEMORY_ESTIMATE: expected one of state, peak, found 'all'"):
+        check_fits(ddp, workload, environ={fit.ENV_MODE: "all"}, **kwargs)
+
+
+def test_gpu_memory_is_read_through_nvml_or_not_at_all():
+    # On a machine without NVML or GPUs there is nothing to compare with: no limit, no CUDA initialised.
+    free = fit.free_memory("cuda", ("cuda:0",), {})
+    if not free:
+        pytest.skip("no GPU visible to NVML here")
+    ((limit, where),) = free.values()
+    assert limit > 0 and where == "free (NVML)"
+
+
+@pytest.mark.slow
+def test_the_suites_skip_a_case_that_does_not_fit_with_the_reason(tmp_path):
+    env = {
+        **os.environ,
+        "DPBENCH_PROFILE": "quick",
+        "DPBENCH_WORKLOADS": "mlp",
+        "DPBENCH_WORLD_SIZES": "2",
+        "DPBENCH_TRIALS": "1",
+    }
+    env.pop(fit.ENV_MODE, None)
+    command = [
+        sys.executable, "-m", "pytest", str(ROOT / "suites" / "test_throughput.py"), "-q", "-rs",
+        "-p", "no:cacheprovider", "--benchmark-disable", "--dpbench-strategies", "ddp",
+        "--dpbench-device-memory", "20MB", "-k", "mlp",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert "SKIPPED" in done.stdout and "ddp w2 needs ~" in done.stdout, done.stdout[-3000:]
+    assert "the device has 0.0186 GiB (DPBENCH_DEVICE_MEMORY=20MB)" in done.stdout
+    assert "passed" not in done.stdout.splitlines()[-1]
