@@ -115,14 +115,21 @@ def unasked_differences(base: Mapping[str, Any], head: Mapping[str, Any]) -> lis
 
 
 def provenance_lines(
-    base: Mapping[str, Any], head: Mapping[str, Any], *, same_environment: bool = False, saved: Path | None = None
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    *,
+    same_environment: bool = False,
+    saved: Path | None = None,
+    names: tuple[str, str] = ("base", "head"),
 ) -> list[str]:
     """The lines the verdict opens with: each side's torch and build, the other packages that differ,
-    an A/A said as such; ``saved`` (where every difference is written) is named when not all are shown."""
+    an A/A said as such; ``saved`` (where every difference is written) is named when not all are shown;
+    ``names``: what the two sides are called (the report names runs)."""
+    b, h = names
     if same_environment:
-        return [f"base and head: the same environment, {side_summary(base)}: an A/A comparison (expect no regression)"]
+        return [f"{b} and {h}: the same environment, {side_summary(base)}: an A/A comparison (expect no regression)"]
     changes = package_diff(base.get("packages") or {}, head.get("packages") or {})
-    first = f"base: {side_summary(base)} · head: {side_summary(head)}"
+    first = f"{b}: {side_summary(base)} · {h}: {side_summary(head)}"
     if not changes:
         lines = [f"{first}; no other package differs"]
     else:
