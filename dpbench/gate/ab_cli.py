@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dpbench.gate.ab import DEFAULT_TRIALS, WORKDIR_NAME, parse_trials, run_ab
+from dpbench.gate.bisect import bisect_environments, check_bisect, report
 from dpbench.gate.environments import parse_sides
 from dpbench.gate.revisions import ABError
 
@@ -24,6 +25,8 @@ def _handle(args: argparse.Namespace) -> int:
             for name in ("threshold", "alpha", "markdown", "json")
             if getattr(args, name) is not None
         ]
+        if args.bisect_python:
+            return _bisect(args, trials=trials, compare_args=compare_args)
         base, head = parse_sides(
             revs=args.revs,
             base_python=args.base_python,
@@ -49,6 +52,29 @@ def _handle(args: argparse.Namespace) -> int:
     except ABError as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return 2
+
+
+def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -> int:
+    sides = [f"--{s}-{k}" for s in ("base", "head") for k in ("python", "requirements") if getattr(args, f"{s}_{k}")]
+    named = (["BASE_REV HEAD_REV"] if args.revs else []) + sides + (["--python"] if args.python else [])
+    pythons = check_bisect(args.bisect_python, named=named)
+    if args.no_compare:
+        raise ABError("--no-compare: expected without --bisect-python (each step is judged)")
+    code, first = bisect_environments(
+        pythons,
+        lambda base, head: run_ab(
+            base=base,
+            head=head,
+            rev=args.rev,
+            trials=trials,
+            pytest_args=args.pytest_args,
+            workdir=Path(args.workdir) if args.workdir else None,
+            envs=Path(args.envs) if args.envs else None,
+            keep=args.keep,
+            compare_args=compare_args,
+        ),
+    )
+    return report(pythons, code, first)
 
 
 def _pytest_args_after_dashdash(parse: Callable) -> Callable:
@@ -109,6 +135,14 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
             help=f"the {side} side is a virtual environment made from FILE (pip install -r FILE, then this "
             "revision's dpbench with its test extra), kept under --envs by the file's hash",
         )
+    p.add_argument(
+        "--bisect-python",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="repeatable, in order (e.g. nightlies): find the first environment whose selected benchmarks "
+        "regressed against the first one, each step an A/B of two environments (exit 1: found)",
+    )
     p.add_argument(
         "--rev",
         metavar="REV",
