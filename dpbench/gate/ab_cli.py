@@ -12,6 +12,7 @@ from dpbench.gate.ab import DEFAULT_TRIALS, WORKDIR_NAME, parse_trials, run_ab
 from dpbench.gate.bisect import bisect_environments, check_bisect, report
 from dpbench.gate.environments import parse_sides
 from dpbench.gate.revisions import ABError
+from dpbench.results.console import ExamplesFormatter, examples
 
 __all__ = ["register_ab"]
 
@@ -113,8 +114,12 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
         "cannot install) or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM. "
         "A side is a revision or an environment: two revisions, or an environment on each side "
         "(both running --rev); the verdict opens with what differs between the sides' environments.",
-        epilog="examples: dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'\n"
-        "          dpbench ab --base-python stable/bin/python --head-python nightly/bin/python -- -k mlp",
+        epilog=examples(
+            "dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'",
+            "dpbench ab --base-python stable/bin/python --head-python nightly/bin/python -- -k mlp",
+            "dpbench ab --base-python .venv/bin/python --head-requirements nightly.txt --rev main",
+        ),
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument(
         "revs",
