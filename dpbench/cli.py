@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from dpbench.gate.ab import register_ab
+from dpbench.gate.ab_cli import register_ab
 from dpbench.gate.commands import register_compare
 from dpbench.report.commands import register_report
 from dpbench.report.history_command import register_history

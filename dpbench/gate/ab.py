@@ -1,4 +1,4 @@
-"""``dpbench ab BASE HEAD``: measure two revisions of this checkout in one job and compare them.
+"""``dpbench ab BASE HEAD``: measure two revisions of this checkout (or two environments) in one job and compare them.
 
 A committed baseline was measured on another day, on a machine in another state; base and head
 measured in the same job, alternating, share the machine's state instead. Each revision gets a
@@ -15,11 +15,16 @@ the runs stay there, the worktrees are removed (``--keep`` keeps them), and
 ``dpbench compare --baseline RUN... --candidate RUN... --paired`` gives the verdict and the exit
 code: trial i of base and trial i of head ran next to each other, so the test takes the log
 ratios of those pairs (drift of the machine between pairs cancels).
+
+A side may be an environment instead of a revision (``--base-python``, ``--head-requirements``, …;
+:mod:`dpbench.gate.environments`): both sides then run one revision, and only the environment
+differs. Either way each side's provenance (torch and its build, CUDA, cuDNN, NCCL, Python, driver,
+every package's version; :mod:`dpbench.gate.provenance`) is collected once, before any trial, saved
+as ``<side>/provenance.json`` and in ``schedule.json``, and opens the verdict.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -27,9 +32,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from dpbench.gate.environments import SideSpec, prepare_environments, same_environment
+from dpbench.gate.provenance import probe, provenance_lines, unasked_differences
 from dpbench.gate.revisions import (
     ABError,
     Revision,
@@ -52,7 +59,6 @@ __all__ = [
     "abba_schedule",
     "invocation_env",
     "parse_trials",
-    "register_ab",
     "run_ab",
 ]
 
@@ -124,9 +130,40 @@ def _run_trial(rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[
     return saved[0]
 
 
-def _compare(base: Revision, head: Revision, compare_args: Sequence[str]) -> int:
+def _collect_provenance(revisions: Sequence[Revision], *, aa: bool, run_dir: Path) -> dict[str, dict]:
+    """Each side's facts, probed in its interpreter before any trial (a side that cannot import torch or
+    dpbench fails here, nothing measured); saved beside its runs once both sides answered."""
+    facts = {
+        r.side: probe(
+            r.python,
+            env=invocation_env(r),
+            cwd=r.worktree,
+            what=r.label if r.environment else f"{r.label}: interpreter {r.python}",
+        )
+        for r in revisions
+    }
+    for side, found in facts.items():
+        (run_dir / side).mkdir(parents=True, exist_ok=True)
+        (run_dir / side / "provenance.json").write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    lines = provenance_lines(facts[BASE], facts[HEAD], same_environment=aa, saved=run_dir / "*" / "provenance.json")
+    warnings = [
+        f"warning: the sides differ in what this job does not compare: {d}"
+        for d in unasked_differences(facts[BASE], facts[HEAD])
+    ]
+    for line in lines + warnings:
+        say(line)
+    return {"lines": lines, "warnings": warnings, "facts": facts}
+
+
+def _compare(base: Revision, head: Revision, compare_args: Sequence[str], provenance: dict) -> int:
     from dpbench.gate.commands import compare_parser, run_compare
 
+    # The verdict opens with what differs between the sides (and what should not have).
+    for line in provenance["lines"]:
+        print(line)
+    for line in provenance["warnings"]:
+        print(line, file=sys.stderr)
+    sys.stderr.flush()
     print(f"baseline  = {base.label}: {len(base.runs)} runs in {base.storage}")
     print(f"candidate = {head.label}: {len(head.runs)} runs in {head.storage}", flush=True)
     # Run i of each side is trial i of the ABBA schedule: the two ran next to each other, so they
@@ -184,21 +221,38 @@ def _new_run_dir(workdir: Path, base: str, head: str) -> Path:
     raise ABError(f"cannot make a new run directory under {workdir}")
 
 
-def _write_schedule(run_dir: Path, revisions: Sequence[Revision], done: list[dict]) -> None:
+def _write_schedule(
+    run_dir: Path, revisions: Sequence[Revision], done: list[dict], provenance: dict | None = None
+) -> None:
+    facts = (provenance or {}).get("facts", {})
     doc = {
         "sides": {
-            r.side: {"rev": r.rev, "commit": r.commit, "lock": r.lock, "runs": [str(p) for p in r.runs]}
+            r.side: {
+                "rev": r.rev,
+                "commit": r.commit,
+                "lock": r.lock,
+                "environment": r.environment,
+                "python": str(r.python) if r.python else None,
+                "provenance": facts.get(r.side),
+                "runs": [str(p) for p in r.runs],
+            }
             for r in revisions
         },
+        "provenance_lines": (provenance or {}).get("lines", []),
         "invocations": done,
     }
     (run_dir / "schedule.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def _spec(side: str, value: str | SideSpec) -> SideSpec:
+    return value if isinstance(value, SideSpec) else SideSpec(side=side, rev=value)
+
+
 def run_ab(
     *,
-    base: str,
-    head: str,
+    base: str | SideSpec,
+    head: str | SideSpec,
+    rev: str | None = None,
     trials: int = DEFAULT_TRIALS,
     pytest_args: Sequence[str] = (),
     cwd: Path | None = None,
@@ -209,28 +263,54 @@ def run_ab(
     compare: bool = True,
     compare_args: Sequence[str] = (),
 ) -> int:
-    """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143)."""
+    """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143).
+
+    ``base``/``head``: revisions (a name, or a :class:`SideSpec` with ``rev``), or two environment
+    sides (:class:`SideSpec` with ``python`` or ``requirements``) running ``rev`` (None: the checkout)."""
+    sides = (_spec(BASE, base), _spec(HEAD, head))
+    environments = sides[0].environment is not None
     repo = find_checkout((cwd or Path.cwd()).resolve())
-    commits = {BASE: resolve_commit(repo, base), HEAD: resolve_commit(repo, head)}
+    if environments:
+        commit = resolve_commit(repo, rev or "HEAD")
+        tags, shown = (
+            (commit, "envs"),
+            f"{sides[0].environment} against {sides[1].environment} at {rev or 'the checkout'} = {commit[:10]}",
+        )
+        aa = same_environment(*sides)
+    else:
+        commits = {s.side: resolve_commit(repo, s.rev) for s in sides}
+        tags = (commits[BASE], commits[HEAD])
+        shown = f"{sides[0].rev} = {commits[BASE][:10]} against {sides[1].rev} = {commits[HEAD][:10]}"
+        aa = commits[BASE] == commits[HEAD]
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
-    run_dir = _new_run_dir(workdir, commits[BASE], commits[HEAD])
-    say(
-        f"{base} = {commits[BASE][:10]} against {head} = {commits[HEAD][:10]}, {trials} "
-        f"trial{'s' if trials > 1 else ''} each; runs go to {run_dir}"
-    )
+    run_dir = _new_run_dir(workdir, *tags)
+    say(f"{shown}, {trials} trial{'s' if trials > 1 else ''} each; runs go to {run_dir}")
     revisions: list[Revision] = []
     done: list[dict] = []
-    current = "preparing the revisions"
+    provenance: dict | None = None
+    current = "preparing the sides"
     try:
         with _sigterm_interrupts():
-            prepare(
-                repo=repo,
-                revs={BASE: base, HEAD: head},
-                run_dir=run_dir,
-                envs=(envs or workdir / "envs"),
-                python=python,
-                revisions=revisions,
-            )
+            if environments:
+                prepare_environments(
+                    repo=repo,
+                    sides=sides,
+                    rev=rev,
+                    run_dir=run_dir,
+                    envs=(envs or workdir / "envs"),
+                    revisions=revisions,
+                )
+            else:
+                prepare(
+                    repo=repo,
+                    revs={s.side: s.rev for s in sides},
+                    run_dir=run_dir,
+                    envs=(envs or workdir / "envs"),
+                    python=python,
+                    revisions=revisions,
+                )
+            current = "probing the sides' environments"
+            provenance = _collect_provenance(revisions, aa=aa, run_dir=run_dir)
             by_side = {r.side: r for r in revisions}
             for side, trial in abba_schedule(trials):
                 current = f"{by_side[side].label} trial {trial} of {trials}"
@@ -239,9 +319,9 @@ def run_ab(
                 done.append(
                     {"side": side, "trial": trial, "started_at": started, "ended_at": time.time(), "run": str(path)}
                 )
-                _write_schedule(run_dir, revisions, done)
+                _write_schedule(run_dir, revisions, done, provenance)
             current = "comparing"
-            return _compare(by_side[BASE], by_side[HEAD], compare_args) if compare else 0
+            return _compare(by_side[BASE], by_side[HEAD], compare_args, provenance) if compare else 0
     except SuiteFailed as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED
@@ -252,7 +332,7 @@ def run_ab(
     finally:
         with _uninterruptible():
             if revisions:
-                _write_schedule(run_dir, revisions, done)
+                _write_schedule(run_dir, revisions, done, provenance)
             if keep:
                 say(
                     f"--keep: worktrees left in {run_dir / 'worktrees'} (remove them with "
@@ -260,88 +340,3 @@ def run_ab(
                 )
             else:
                 cleanup(repo, revisions)
-
-
-def _handle(args: argparse.Namespace) -> int:
-    try:
-        trials = parse_trials(args.trials)
-        # Only what the user set: compare's own defaults stay the gate's defaults.
-        compare_args = [
-            f"--{name}={getattr(args, name)}"
-            for name in ("threshold", "alpha", "markdown", "json")
-            if getattr(args, name) is not None
-        ]
-        return run_ab(
-            base=args.base,
-            head=args.head,
-            trials=trials,
-            pytest_args=args.pytest_args,
-            workdir=Path(args.workdir) if args.workdir else None,
-            envs=Path(args.envs) if args.envs else None,
-            python=Path(args.python).absolute() if args.python else None,
-            keep=args.keep,
-            compare=not args.no_compare,
-            compare_args=compare_args,
-        )
-    except ABError as e:
-        print(f"dpbench ab: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _pytest_args_after_dashdash(parse: Callable) -> Callable:
-    """Wrap a parser's parse_known_args: everything after the first ``--`` is pytest's.
-
-    argparse cannot do this itself: a ``nargs="*"`` positional after BASE HEAD is used up (empty)
-    as soon as an option follows them, so ``ab A B --trials 2 -- -k x`` would be refused."""
-
-    def parse_known_args(args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
-        args = list(sys.argv[1:] if args is None else args)
-        tail: list[str] = []
-        if "--" in args:
-            cut = args.index("--")
-            args, tail = args[:cut], args[cut + 1 :]
-        namespace, extras = parse(args, namespace)
-        namespace.pytest_args = tail
-        return namespace, extras
-
-    return parse_known_args
-
-
-def register_ab(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "ab",
-        help="measure two revisions of this checkout in one job, alternating trials, and compare them",
-        usage="dpbench ab [options] BASE_REV HEAD_REV [-- PYTEST_ARGS ...]",
-        description="Check out BASE_REV and HEAD_REV as worktrees, set each up with its own scripts/setup-env "
-        "(one shared environment when their lock files match), run their suites one trial at a "
-        "time in the order base, head, head, base, …, save every run and compare the sides. "
-        "Everything after -- goes to every pytest invocation (e.g. -k 'ddp and mlp'). Exit code: "
-        "compare's (0 no regression, 1 regression, 2 unusable input); 4 when a revision could "
-        "not be set up or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM.",
-        epilog="example: dpbench ab origin/main HEAD --trials 6 -- -k 'ddp and mlp'",
-    )
-    p.add_argument("base", metavar="BASE_REV", help="the baseline revision (branch, tag, commit)")
-    p.add_argument("head", metavar="HEAD_REV", help="the candidate revision")
-    p.add_argument(
-        "--trials",
-        default=str(DEFAULT_TRIALS),
-        metavar="N",
-        help=f"invocations (one trial each) per revision (default {DEFAULT_TRIALS})",
-    )
-    p.add_argument(
-        "--workdir",
-        metavar="DIR",
-        help=f"where worktrees, runs and logs go (default: {WORKDIR_NAME}/ in the checkout's root)",
-    )
-    p.add_argument("--envs", metavar="DIR", help="where the shared environments are kept (default: WORKDIR/envs)")
-    p.add_argument(
-        "--python", metavar="PATH", help="run both revisions with this interpreter instead of setting up environments"
-    )
-    p.add_argument("--keep", action="store_true", help="keep the worktrees afterwards")
-    p.add_argument("--no-compare", action="store_true", help="only measure and save the runs")
-    p.add_argument("--threshold", help="compare's --threshold (default: compare's)")
-    p.add_argument("--alpha", help="compare's --alpha (default: compare's)")
-    p.add_argument("--markdown", metavar="FILE", help="compare's --markdown")
-    p.add_argument("--json", metavar="FILE", help="compare's --json")
-    p.set_defaults(handler=_handle, pytest_args=[])
-    p.parse_known_args = _pytest_args_after_dashdash(p.parse_known_args)  # type: ignore[method-assign]

@@ -132,7 +132,7 @@ def check_side(frame: pd.DataFrame, what: str) -> None:
             raise ResultsError(
                 f"{what}: runs from different machines ({key}: {first} has "
                 f"{_shown(reference[key])}, {run_id} has {_shown(_machine(other)[key])}); "
-                "pool only runs of one machine"
+                "pool only runs of one machine; to see machines side by side, use dpbench report RUN RUN"
             )
 
 

@@ -66,9 +66,15 @@ class Revision:
     python: Path | None = None
     lock: str | None = None
     runs: list[Path] = field(default_factory=list)
+    # An environment side (``--base-python PATH``, ``--head-requirements FILE``) as its label names it.
+    environment: str | None = None
+    # False for a worktree this side only borrows: the checkout itself, or the other side's.
+    owns_worktree: bool = True
 
     @property
     def label(self) -> str:
+        if self.environment is not None:
+            return f"{self.side} ({self.environment})"
         return f"{self.side} ({self.rev} = {self.commit[:10]})"
 
 
@@ -242,7 +248,9 @@ def prepare(
 
 
 def cleanup(repo: Path, revisions: Sequence[Revision]) -> None:
-    """Remove the worktrees (the shared environments and the saved runs stay)."""
+    """Remove the worktrees this job made (the shared environments, the saved runs and a checkout
+    that environment sides ran in stay)."""
+    revisions = [rev for rev in revisions if rev.owns_worktree]
     for rev in revisions:
         venv = rev.worktree / ".venv"
         if venv.is_symlink():

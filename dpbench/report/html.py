@@ -18,6 +18,7 @@ import markupsafe
 
 from dpbench._atomic import atomic_write_text
 from dpbench.gate.compare import DEFAULT_THRESHOLD
+from dpbench.report.machines import environment_lines
 from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
@@ -84,7 +85,11 @@ def _provenance(run: Run, short_name: str) -> dict[str, Any]:
         ("cuda", m.get("cuda")),
         ("nccl", m.get("nccl")),
         ("torch", m.get("torch")),
+        ("torch build", m.get("torch_build")),
+        ("torch git", m.get("torch_git")),
+        ("cudnn", m.get("cudnn")),
         ("python", m.get("python_version")),
+        ("packages", len(m["packages"]) if isinstance(m.get("packages"), dict) else None),
         ("dpbench", dp.get("version")),
         ("lock hash", dp.get("lock_hash")),
         ("profile", dp.get("profile")),
@@ -123,6 +128,7 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         n_benchmarks=len(data.frame),
         n_configurations=len(data.configs),
         warnings=data.warnings,
+        environments=environment_lines(runs, run_names),
         sections=build_sections(data),
         threshold=DEFAULT_THRESHOLD,
         provenance=[_provenance(r, n) for r, n in zip(runs, run_names)],

@@ -30,6 +30,7 @@ from dpbench.report.comparison import comparison_tables
 from dpbench.report.configs import configurations
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
+from dpbench.report.machines import hardware_difference, machines_view
 from dpbench.report.summary import run_warnings
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
@@ -146,6 +147,14 @@ def comparison_section(data: ReportData) -> Section | None:
     )
 
 
+def machines_section(data: ReportData) -> Section | None:
+    """Runs of different machines as labelled columns (not gated): templates/machines.html.j2."""
+    view = machines_view(data.frame, data.configs, data.runs)
+    if view is None:
+        return None
+    return Section(key="machines", title="Machines side by side", template="machines.html.j2", data=view)
+
+
 PARTS: list[PartBuilder] = [
     plots.throughput,
     plots.scaling,
@@ -160,6 +169,7 @@ PARTS: list[PartBuilder] = [
 SECTIONS: list[Callable[[ReportData], Section | None]] = [
     decision_section,
     comparison_section,
+    machines_section,
     figure_section("throughput", "Throughput and scaling", [plots.throughput, plots.scaling]),
     figure_section("step-times", "Step times", [plots.step_times]),
     figure_section(
@@ -180,6 +190,12 @@ def compare_with_first(frame: pd.DataFrame, runs: Sequence[str]) -> list[RunComp
     out = []
     base = frame[frame["run"] == runs[0]]
     for other in runs[1:]:
+        moved = hardware_difference(frame, runs[0], other)
+        if moved is not None:
+            # The gate compares one machine's runs: another machine is a ratio to read, not a verdict.
+            note = f"runs of different machines ({moved}): not judged; see Machines side by side"
+            out.append(RunComparison(baseline=runs[0], candidate=other, note=note))
+            continue
         try:
             cmp = compare_frames(base, frame[frame["run"] == other], baseline_name=runs[0], candidate_name=other)
         except ResultsError as e:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
+import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["gpu_inventory", "lock_file_hash", "machine_facts", "LOCK_FILE"]
+__all__ = ["gpu_inventory", "installed_packages", "lock_file_hash", "machine_facts", "software_facts", "LOCK_FILE"]
 
 LOCK_FILE = Path(__file__).resolve().parents[2] / "constraints.txt"
 
@@ -83,24 +85,73 @@ def gpu_inventory() -> dict[str, Any]:
         pynvml.nvmlShutdown()
 
 
-def machine_facts() -> dict[str, Any]:
-    """Everything pytest-benchmark's machine_info leaves out that a dpbench number depends on."""
+def installed_packages() -> dict[str, str]:
+    """Every distribution this interpreter can import, normalised name (PEP 503) → version; where
+    one name is installed twice, the one found first on ``sys.path`` (the one an import gets)."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), str(dist.version))
+    return dict(sorted(found.items()))
+
+
+def _nccl(torch: Any) -> str | None:
+    if not torch.version.cuda:
+        return None
+    try:
+        # Reads the linked NCCL's version; does not initialise CUDA.
+        version = torch.cuda.nccl.version()
+        return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+    except Exception as exc:  # a CUDA build without NCCL raises from the C extension
+        return f"unavailable ({type(exc).__name__})"
+
+
+def _cudnn(torch: Any) -> str | None:
+    if not (torch.version.cuda or getattr(torch.version, "hip", None)):
+        return None
+    try:
+        # Loads the library to read its version; creates no CUDA context.
+        version = torch.backends.cudnn.version()
+    except Exception as exc:  # a build whose cuDNN cannot be loaded here
+        return f"unavailable ({type(exc).__name__})"
+    return None if version is None else str(version)
+
+
+def _build(torch: Any) -> str:
+    if getattr(torch.version, "hip", None):
+        return f"ROCm {torch.version.hip}"
+    return f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
+
+
+def software_facts() -> dict[str, Any]:
+    """The interpreter and torch build this process runs: versions an upgrade changes.
+
+    Imports only the standard library and torch, so ``dpbench ab`` can load this file by path in
+    another environment's interpreter (whatever dpbench that environment holds)."""
     import torch
 
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "torch_build": _build(torch),
+        "cuda": torch.version.cuda,
+        "cudnn": _cudnn(torch),
+        "nccl": _nccl(torch),
+        "packages": installed_packages(),
+    }
+
+
+def machine_facts() -> dict[str, Any]:
+    """Everything pytest-benchmark's machine_info leaves out that a dpbench number depends on."""
     from dpbench.schema import __version__
 
-    nccl = None
-    if torch.version.cuda:
-        try:
-            # Reads the linked NCCL's version; does not initialise CUDA.
-            version = torch.cuda.nccl.version()
-            nccl = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
-        except Exception as exc:  # a CUDA build without NCCL raises from the C extension
-            nccl = f"unavailable ({type(exc).__name__})"
+    software = software_facts()
     facts = {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "nccl": nccl,
+        **{k: software[k] for k in ("torch", "cuda", "nccl", "torch_git", "torch_build", "cudnn", "packages")},
         "cpu_count": os.cpu_count(),
         "dpbench": _provenance(__version__),
     }

@@ -48,7 +48,7 @@ CHECKS = [
     ("gate.md", f"(`--trials` per side, default {ab.DEFAULT_TRIALS};"),
     ("gate.md", f"{ab.EXIT_SUITE_FAILED} when a revision could not be set up"),
     ("gate.md", f"{ab.EXIT_INTERRUPTED} on Ctrl-C and {ab.EXIT_TERMINATED} on SIGTERM"),
-    ("cli.md", f"| {ab.EXIT_SUITE_FAILED} | `ab`: a revision could not be set up"),
+    ("cli.md", f"| {ab.EXIT_SUITE_FAILED} | `ab`: a side could not be set up"),
     ("cli.md", f"| {ab.EXIT_TERMINATED} | `ab`: stopped by SIGTERM"),
     # history
     ("cli.md", f"| `--threshold THRESHOLD` | `{pct(changepoints.DEFAULT_THRESHOLD)}` | the smallest change reported |"),
