@@ -40,6 +40,8 @@ LEGEND = {
     "sides with `dpbench ab BASE HEAD`",
     "ab": "ab: the machine moved: the change is the machine's, not (only) the code's; measure both sides in one "
     "job with `dpbench ab BASE HEAD`, where each pair's drift cancels",
+    "pairs": "N pairs: rerun the paired job with dpbench ab --trials N, which would show the change seen at "
+    f"alpha/cases with {POWER:.0%} power (the normal approximation of the gate's test)",
     "two-trials": f"≥ {MIN_TRIALS} trials a side: one trial a side has no spread to test against; rerun with "
     "pytest --dpbench-trials N",
 }
@@ -50,7 +52,7 @@ class NextStep:
     """The plan for one inconclusive case."""
 
     kind: str
-    """``trials`` (rerun with more trials), ``aa-or-ab`` (the between-run offset dominates),
+    """``trials`` (rerun with more trials), ``pairs`` (rerun dpbench ab with more pairs), ``aa-or-ab`` (the between-run offset dominates),
     ``ab`` (the machine moved), ``two-trials`` (fewer than two trials a side)"""
     short: str
     """the table's cell: ``9 trials a side``, ``--aa or ab (±13%)``, ``ab: the machine moved``"""
@@ -123,7 +125,7 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
     power = f"would show {seen} at α/{family_size} with {POWER:.0%} power"
     if paired:
         return NextStep(
-            kind="trials",
+            kind="pairs",
             short=f"{needed} pairs",
             text=f"{needed} pairs ({needed - have} more; dpbench ab --trials {needed}) {power}",
         )

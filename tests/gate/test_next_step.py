@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from dpbench.gate.next_step import plan
+from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Verdict
 
 
@@ -47,7 +47,8 @@ def test_pairs_for_ab():
     step = plan(_case(pairs=4, fixed_var=0.0), alpha=0.01, family_size=10, method="paired")
     z = NormalDist().inv_cdf(1 - 0.001) + NormalDist().inv_cdf(0.8)
     n = math.ceil(0.01 / (math.log(1.2) / z) ** 2)
-    assert step.short == f"{n} pairs" and f"dpbench ab --trials {n}" in step.text
+    assert step.kind == "pairs" and step.short == f"{n} pairs" and f"dpbench ab --trials {n}" in step.text
+    assert "dpbench ab --trials N" in LEGEND["pairs"] and "pytest" not in LEGEND["pairs"]
 
 
 def test_the_machine_moved_and_too_few_trials():
