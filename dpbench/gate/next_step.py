@@ -52,7 +52,8 @@ class NextStep:
     """The plan for one inconclusive case."""
 
     kind: str
-    """``trials`` (rerun with more trials), ``pairs`` (rerun dpbench ab with more pairs), ``aa-or-ab`` (the between-run offset dominates),
+    """``trials`` (rerun with more trials), ``pairs`` (rerun dpbench ab with more pairs),
+    ``aa-or-ab`` (the between-run offset dominates),
     ``ab`` (the machine moved), ``two-trials`` (fewer than two trials a side)"""
     short: str
     """the table's cell: ``9 trials a side``, ``--aa or ab (±13%)``, ``ab: the machine moved``"""
