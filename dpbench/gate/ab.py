@@ -168,7 +168,10 @@ def _compare(base: Revision, head: Revision, compare_args: Sequence[str], proven
     print(f"candidate = {head.label}: {len(head.runs)} runs in {head.storage}", flush=True)
     # Run i of each side is trial i of the ABBA schedule: the two ran next to each other, so they
     # are judged as a pair (the log ratio of adjacent base/head trials cancels the machine's drift).
-    argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), "--paired", *compare_args]
+    # The sides' software is what an A/B compares (the provenance lines said how it differs); a
+    # difference of hardware is warned about above and by compare.
+    argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), "--paired"]
+    argv += ["--differ-in", "torch,cuda,driver", *compare_args]
     code = run_compare(compare_parser().parse_args(argv))
     sys.stdout.flush()
     return code

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dpbench.gate.compare_options import add_text_arguments, check_same_runs, text_options
 from dpbench.results.console import ExamplesFormatter, examples
-from dpbench.results.load import RUN_HELP, add_results_dir
+from dpbench.results.load import MACHINE_FIELDS, RUN_HELP, add_results_dir
 
 __all__ = ["add_compare_arguments", "compare_parser", "register_compare", "run_compare"]
 
@@ -85,6 +85,14 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run i of the baseline ran next to run i of the candidate (dpbench ab passes this): "
         "test the log ratios of those pairs",
+    )
+    p.add_argument(
+        "--differ-in",
+        default="",
+        metavar="FIELDS",
+        help="machine fields the sides are meant to differ in, comma-separated (of "
+        f"{', '.join(MACHINE_FIELDS)}): no 'machines differ' warning for them (dpbench ab passes "
+        "torch,cuda,driver: what an environment A/B compares)",
     )
     p.add_argument(
         "--allow-missing",
@@ -182,6 +190,16 @@ def _accepted_levels(args: argparse.Namespace):
     return levels
 
 
+def _differ_in(raw: str) -> tuple[str, ...]:
+    from dpbench.results.load import ResultsError
+
+    fields = tuple(f.strip() for f in raw.split(",") if f.strip())
+    unknown = [f for f in fields if f not in MACHINE_FIELDS]
+    if unknown:
+        raise ResultsError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}")
+    return fields
+
+
 def run_compare(args: argparse.Namespace) -> int:
     """Judge, print the verdicts, write the optional files; the exit code (0, 1)."""
     from dpbench._atomic import atomic_write_text
@@ -197,6 +215,7 @@ def run_compare(args: argparse.Namespace) -> int:
     except ValueError:
         raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
     check_alpha(alpha)
+    differ_in = _differ_in(args.differ_in)
     baseline, candidate = _sides(args)
     options = text_options(args, sys.stderr if args.json == "-" else sys.stdout)
     cmp = compare_runs(
@@ -211,6 +230,7 @@ def run_compare(args: argparse.Namespace) -> int:
         baseline_levels=_accepted_levels(args),
     )
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
+    cmp.warnings = [w for w in cmp.warnings if not any(w.startswith(f"machines differ: {f}:") for f in differ_in)]
     for warning in check_same_runs(baseline, candidate, args.results) + cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stderr.flush()

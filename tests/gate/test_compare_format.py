@@ -146,3 +146,24 @@ def test_runtime_settings_on_one_side_only_are_warned_about():
         "runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset / 1000000000, candidate unset (the "
         "workers' runtimes read it: a change may be that setting)"
     ]
+
+
+def test_differ_in_silences_the_fields_the_sides_are_meant_to_differ_in(tmp_path: Path, capsys):
+    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
+    machine = report_synth.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
+    cand = report_synth.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
+    md = tmp_path / "summary.md"
+    assert main(["compare", str(base), str(cand), "--differ-in", "driver,torch", "--markdown", str(md)]) == 0
+    warnings = [w for w in capsys.readouterr().err.splitlines() if "machines differ" in w]
+    # The driver is what the sides were meant to differ in; the GPU is still warned about.
+    assert warnings == [
+        "warning: machines differ: gpu: baseline NVIDIA H100 80GB HBM3, candidate NVIDIA A100-SXM4-40GB"
+    ]
+    assert "driver" not in md.read_text().split("| benchmark |")[0]
+    assert main(["compare", str(base), str(cand), "--differ-in", "kernel"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("--differ-in: expected fields of gpu, gpu_count, driver, cuda, torch, cpu, found 'kernel'")
+    )
