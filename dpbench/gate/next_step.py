@@ -117,6 +117,12 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
     have = b.pairs if paired else max(b.baseline_trials, b.candidate_trials)
     # At least one more: the plan's normal tail is lighter than the test's posterior-averaged one.
     needed = max(math.ceil(per_side), MIN_TRIALS, have + 1)
+    if needed > MAX_TRIALS and paired:  # already paired: only more pairs would tell, and too many
+        return NextStep(
+            kind="pairs",
+            short=f"{needed} pairs",
+            text=f"{needed} pairs would be needed to settle {seen}: too small a change for these cases' spread",
+        )
     if needed > MAX_TRIALS:
         return NextStep(
             kind="aa-or-ab",

@@ -49,6 +49,14 @@ def test_pairs_for_ab():
     n = math.ceil(0.01 / (math.log(1.2) / z) ** 2)
     assert step.kind == "pairs" and step.short == f"{n} pairs" and f"dpbench ab --trials {n}" in step.text
     assert "dpbench ab --trials N" in LEGEND["pairs"] and "pytest" not in LEGEND["pairs"]
+    # A change too small for the pairs' spread: already paired, so neither --aa nor "use ab" is the step.
+    tiny = plan(
+        _case(pairs=6, fixed_var=0.0, trial_var=0.1, ratio=1.12, excess=1.12),
+        alpha=0.01,
+        family_size=10,
+        method="paired",
+    )
+    assert tiny.kind == "pairs" and "pairs would be needed" in tiny.text and "--aa" not in tiny.short
 
 
 def test_the_machine_moved_and_too_few_trials():
