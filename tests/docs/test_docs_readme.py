@@ -21,7 +21,8 @@ TASKS = [
     "Run on two nodes (torchrun / SLURM)",
     "Read a trace",
     "A verdict is `inconclusive`: now what?",
-    "Compare two environments or machines",
+    "Did the torch / CUDA upgrade make training slower?",
+    "Will it fit on my GPUs?",
 ]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
