@@ -38,7 +38,11 @@ _FAKE_PARENT = textwrap.dedent("""
     from _toy_workloads import MLP
 
     started = []
-    run_module.Run = lambda spec, workload, **kw: started.append(spec)  # where the workers would start
+    class Started:  # where the workers would start
+        def __init__(self, spec, workload, **kw):
+            started.append(spec)
+
+    run_module.Run = Started
     cases = [("single", 1, {{}}), ("dp", 2, {{}}), ("manual", 2, {{}}), ("torch-dp", 2, {{}}),
              ("ddp", 2, {{"accumulation_steps": 2}}), ("allreduce", 2, {{}}), ("zero", 2, {{}}),
              ("fsdp", 2, {{}}), ("ddp", 3, {{}})]
