@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Simulate A/A gate jobs in which the machine disturbs some trials (1 in 50 by default), with the
 disturbances drawn from a real run's disturbed trials: false alarms per job with every trial as
-measured, with disturbed trials left out, and with them measured again (dpbench.gate.simulation_disturbed).
+measured, with disturbed trials left out, and with them measured again (dpbench.gate.simulation).
 Seeded: the same arguments print the same numbers.
 
     scripts/simulate_disturbed_gate.py [--run RUN] [--scenario clean|today] [--jobs 1000] [--rate 0.02]
@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from dpbench.gate.simulation import CLEAN, TODAY  # noqa: E402
-from dpbench.gate.simulation_disturbed import ARMS, aa_false_alarms, measured_disturbances  # noqa: E402
+from dpbench.gate.simulation import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
 from dpbench.results.frame import runs_frame  # noqa: E402
 from dpbench.results.load import read_run  # noqa: E402
 

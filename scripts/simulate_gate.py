@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dpbench.gate.ab import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
+from dpbench.ab.job import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
 from dpbench.gate.simulation import (

@@ -30,8 +30,10 @@ LAYERS = [
     "results",
     "history",
     "gate",
+    "ab",
     "report",
     "runner",
+    "commands",
 ]
 FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.
@@ -253,12 +255,62 @@ def test_no_package_imports_another_packages_private_name():
     assert not found, "private names imported across packages: " + "; ".join(found)
 
 
-MAX_LINES = 450
+# Size is a smell, not a cap: one concept, one module (GUIDE, habit 8). Past MAX_LINES a module holds a
+# second concept; under MIN_LINES it must be a concept of its own, said here, or be merged into its
+# neighbour. A package's face (``__init__.py``, ``__main__.py``), the suites and the scripts (one entry
+# point a file) are exempt from the lower bound.
+MAX_LINES = 600
+MIN_LINES = 60
+SMALL_CONCEPTS = {
+    "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
+    "dpbench/_atomic.py": "atomic file writes (a saved result is complete or absent)",
+    "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
+    "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
+    "dpbench/strategies/_compile.py": "the compile option: torch.compile outside every timed region",
+    "dpbench/launcher/cluster.py": "the `python -m dpbench.launcher.cluster` alias of dpbench.cluster",
+    "dpbench/runner/summary.py": "the terminal decision dpbench run prints",
+    "dpbench/report/plots_rows.py": "what every view of one suite shares: panels and cell text",
+    "dpbench/report/session_summary.py": "the decision text a pytest session prints",
+    "dpbench/workloads/_checks.py": "the workload factories' argument checks",
+    "dpbench/workloads/_variants.py": "names of factory-built workloads (a saved identifier)",
+    "dpbench/measure/plugin/selection.py": "which pytest sessions the plugin measures (light: every session asks)",
+    "dpbench/measure/derive.py": "MFU, tokens/s, exposed communication from case metrics",
+    "dpbench/cluster/parent_watch.py": "a rank's watch on its parent process",
+    "dpbench/cluster/link.py": "the head-agent connection",
+    "dpbench/results/contention.py": "other processes' CPU share per trial",
+    "dpbench/results/units.py": "the unit formatting every command prints with",
+    "dpbench/traces/store.py": "where a session's trace files live until the run is saved",
+    "dpbench/history/git.py": "commit order and links from git",
+    "dpbench/sampler/errors.py": "the sampler's warnings and error log",
+    "dpbench/parallel/timing.py": "phase marks that never stall the host",
+    "dpbench/commands/report.py": "the dpbench report subcommand",
+    "dpbench/commands/runs.py": "the dpbench runs subcommand",
+}
 
 
-def test_no_python_file_is_over_450_lines():
-    """Small files: a module past this is two concerns (GUIDE: "If a file passes ~400 lines, it is two files")."""
+def _python_files() -> list[Path]:
     repo = ROOT.parent
-    files = [p for d in ("dpbench", "suites", "scripts", "tests") for p in (repo / d).rglob("*.py")]
+    return [p for d in ("dpbench", "suites", "scripts", "tests") for p in (repo / d).rglob("*.py")]
+
+
+def test_no_python_file_is_over_600_lines():
+    """A module past this holds a second concept: split it where the concepts part, not at a count."""
+    repo = ROOT.parent
+    files = _python_files()
     long = {str(p.relative_to(repo)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert len(files) > 100 and not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_a_small_module_is_a_concept_of_its_own():
+    """Under 60 lines a module is a concept of its own (named in SMALL_CONCEPTS) or a fragment to merge back."""
+    repo = ROOT.parent
+    small = {
+        str(p.relative_to(repo))
+        for p in ROOT.rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py") and len(p.read_text().splitlines()) < MIN_LINES
+    }
+    assert small, "no small module at all: the check would not see one"
+    unnamed = sorted(small - set(SMALL_CONCEPTS))
+    assert not unnamed, f"under {MIN_LINES} lines and not named a concept in SMALL_CONCEPTS: {unnamed}"
+    stale = sorted(set(SMALL_CONCEPTS) - small)
+    assert not stale, f"SMALL_CONCEPTS names modules that are gone or no longer small: {stale}"

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dpbench.gate.environments import BASE, HEAD, SideSpec
-from dpbench.gate.revisions import ABError, say
+from dpbench.ab.environments import BASE, HEAD, SideSpec
+from dpbench.ab.revisions import ABError, say
 
 __all__ = ["bisect_environments", "check_bisect"]
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpbench.gate.revisions import (
+from dpbench.ab.revisions import (
     ABError,
     Revision,
     SuiteFailed,
@@ -147,7 +147,7 @@ def same_environment(base: SideSpec, head: SideSpec) -> bool:
 
 def check_interpreter(spec: SideSpec) -> None:
     """A ``--<side>-python`` that is not there or cannot be run: :class:`SuiteFailed` (exit 4), one line.
-    (Whether it imports torch and dpbench is the probe's question: :func:`dpbench.gate.provenance.probe`.)"""
+    (Whether it imports torch and dpbench is the probe's question: :func:`dpbench.ab.provenance.probe`.)"""
     path = spec.python
     if path is None:
         return

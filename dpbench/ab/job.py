@@ -17,9 +17,9 @@ code: trial i of base and trial i of head ran next to each other, so the test ta
 ratios of those pairs (drift of the machine between pairs cancels).
 
 A side may be an environment instead of a revision (``--base-python``, ``--head-requirements``, …;
-:mod:`dpbench.gate.environments`): both sides then run one revision, and only the environment
+:mod:`dpbench.ab.environments`): both sides then run one revision, and only the environment
 differs. Either way each side's provenance (torch and its build, CUDA, cuDNN, NCCL, Python, driver,
-every package's version; :mod:`dpbench.gate.provenance`) is collected once, before any trial, saved
+every package's version; :mod:`dpbench.ab.provenance`) is collected once, before any trial, saved
 as ``<side>/provenance.json`` and in ``schedule.json``, and opens the verdict.
 """
 
@@ -32,12 +32,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from dpbench.gate.environments import SideSpec, prepare_environments, same_environment
-from dpbench.gate.provenance import probe, provenance_lines, unasked_differences
-from dpbench.gate.revisions import (
+from dpbench.ab.environments import SideSpec, prepare_environments, same_environment
+from dpbench.ab.provenance import probe, provenance_lines, unasked_differences
+from dpbench.ab.revisions import (
     ABError,
     Revision,
     SuiteFailed,
@@ -69,6 +69,11 @@ BASE, HEAD = "base", "head"
 EXIT_SUITE_FAILED = 4  # a revision could not be set up, or one of its invocations failed
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a SIGTERM (a CI cancel) stopped the job
+
+Judge = Callable[[Sequence[str]], int]
+"""Judges the saved pairs: takes ``dpbench compare``'s arguments naming them (``--baseline RUN...
+--candidate RUN... --paired --differ-in ...``), prints the verdict, returns compare's exit code. The
+command line hands in ``dpbench compare`` with the user's own compare options; ab sits below it."""
 
 
 def parse_trials(raw: str) -> int:
@@ -155,9 +160,7 @@ def _collect_provenance(revisions: Sequence[Revision], *, aa: bool, run_dir: Pat
     return {"lines": lines, "warnings": warnings, "facts": facts}
 
 
-def _compare(base: Revision, head: Revision, compare_args: Sequence[str], provenance: dict) -> int:
-    from dpbench.gate.commands import compare_parser, run_compare
-
+def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict) -> int:
     # The verdict opens with what differs between the sides (and what should not have).
     for line in provenance["lines"]:
         print(line)
@@ -171,8 +174,8 @@ def _compare(base: Revision, head: Revision, compare_args: Sequence[str], proven
     # The sides' software is what an A/B compares (the provenance lines said how it differs); a
     # difference of hardware is warned about above and by compare.
     argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), "--paired"]
-    argv += ["--differ-in", "torch,cuda,driver", *compare_args]
-    code = run_compare(compare_parser().parse_args(argv))
+    argv += ["--differ-in", "torch,cuda,driver"]
+    code = judge(argv)
     sys.stdout.flush()
     return code
 
@@ -263,13 +266,13 @@ def run_ab(
     envs: Path | None = None,
     python: Path | None = None,
     keep: bool = False,
-    compare: bool = True,
-    compare_args: Sequence[str] = (),
+    judge: Judge | None = None,
 ) -> int:
     """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143).
 
     ``base``/``head``: revisions (a name, or a :class:`SideSpec` with ``rev``), or two environment
-    sides (:class:`SideSpec` with ``python`` or ``requirements``) running ``rev`` (None: the checkout)."""
+    sides (:class:`SideSpec` with ``python`` or ``requirements``) running ``rev`` (None: the checkout).
+    ``judge``: how the pairs are judged once measured (None: they are only saved, ``--no-compare``)."""
     sides = (_spec(BASE, base), _spec(HEAD, head))
     environments = sides[0].environment is not None
     repo = find_checkout((cwd or Path.cwd()).resolve())
@@ -324,7 +327,7 @@ def run_ab(
                 )
                 _write_schedule(run_dir, revisions, done, provenance)
             current = "comparing"
-            return _compare(by_side[BASE], by_side[HEAD], compare_args, provenance) if compare else 0
+            return _compare(by_side[BASE], by_side[HEAD], judge, provenance) if judge is not None else 0
     except SuiteFailed as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED

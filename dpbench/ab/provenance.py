@@ -1,6 +1,6 @@
 """What differs between the two sides of ``dpbench ab``: collected once per side, said in the verdict's first lines.
 
-:func:`probe` runs :mod:`dpbench.gate.side_probe` in a side's interpreter (with the side's own
+:func:`probe` runs :mod:`dpbench.ab.side_probe` in a side's interpreter (with the side's own
 invocation environment) and returns its facts: torch version and build, CUDA, cuDNN, NCCL, Python,
 driver, every installed package's version, the machine as that interpreter sees it. A side that
 cannot import what a trial needs fails here, before anything is measured.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpbench.gate.revisions import SuiteFailed
+from dpbench.ab.revisions import SuiteFailed
 from dpbench.workers import machine as _machine_module
 
 __all__ = [

@@ -5,7 +5,7 @@ Used by ``dpbench ab``. Each revision's environment is made by *its own* ``scrip
 ``constraints.txt``, hashed the way setup-env stamps it) is the same share one environment, kept
 under ``<envs>/<lock>`` for later runs. Because a shared environment's editable install points
 at whichever worktree set it up first (and that worktree is removed afterwards), every command
-of a revision must run with ``PYTHONPATH=<its worktree>`` (``dpbench.gate.ab.invocation_env``), so
+of a revision must run with ``PYTHONPATH=<its worktree>`` (``dpbench.ab.job.invocation_env``), so
 ``import dpbench`` resolves to that revision's source.
 
 Child processes run in their own process group and are stopped (SIGINT, then SIGKILL) with it,

@@ -1,5 +1,5 @@
 """The ``dpbench ab`` command line (registered by dpbench.cli): its options, and the rule that a side is
-a revision or an environment (:func:`dpbench.gate.environments.parse_sides`)."""
+a revision or an environment (:func:`dpbench.ab.environments.parse_sides`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dpbench.gate.ab import DEFAULT_TRIALS, WORKDIR_NAME, parse_trials, run_ab
-from dpbench.gate.bisect import bisect_environments, check_bisect, report
-from dpbench.gate.environments import parse_sides
-from dpbench.gate.revisions import ABError
+from dpbench.ab.bisect import bisect_environments, check_bisect, report
+from dpbench.ab.environments import parse_sides
+from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, parse_trials, run_ab
+from dpbench.ab.revisions import ABError
 from dpbench.results.console import ExamplesFormatter, examples
 
 __all__ = ["register_ab"]
@@ -47,12 +47,18 @@ def _handle(args: argparse.Namespace) -> int:
             envs=Path(args.envs) if args.envs else None,
             python=Path(args.python).absolute() if args.python else None,
             keep=args.keep,
-            compare=not args.no_compare,
-            compare_args=compare_args,
+            judge=None if args.no_compare else _judge(compare_args),
         )
     except ABError as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return 2
+
+
+def _judge(compare_args: Sequence[str]) -> Callable[[Sequence[str]], int]:
+    """``dpbench compare`` on the pairs ab names, with the compare options the user gave ab."""
+    from dpbench.commands.compare import compare_parser, run_compare
+
+    return lambda pairs: run_compare(compare_parser().parse_args([*pairs, *compare_args]))
 
 
 def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -> int:
@@ -72,7 +78,7 @@ def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -
             workdir=Path(args.workdir) if args.workdir else None,
             envs=Path(args.envs) if args.envs else None,
             keep=args.keep,
-            compare_args=compare_args,
+            judge=_judge(compare_args),
         ),
     )
     return report(pythons, code, first)

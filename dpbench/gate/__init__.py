@@ -1,33 +1,41 @@
-"""gate: the CI verdicts on saved runs — ``dpbench compare`` (is the candidate slower than the
-baseline, judged across fresh-process trials, with the control in view), its text/Markdown/JSON
-output, and ``dpbench ab`` (base and head measured alternately in one job: two revisions in
-worktrees, or two environments — :mod:`~dpbench.gate.environments` — running one revision, each
-side's provenance probed in its own interpreter by :mod:`~dpbench.gate.provenance`; an ordered list
-of environments bisected by :mod:`~dpbench.gate.bisect`).
-:mod:`~dpbench.gate.simulation` holds the noise model the gate is calibrated against, for the
-scripts and tests that simulate it (:mod:`~dpbench.gate.simulation_disturbed`: A/A jobs with
-disturbed trials); nothing at run time imports them. :mod:`~dpbench.gate.disturbed`: what the gate
-pools of a side's disturbed trials, and the note a verdict carries about them.
+"""gate: the CI verdicts on saved runs — is the candidate slower than the baseline, judged across
+fresh-process trials, with the machine's own move taken out. Read top to bottom:
+
+- :mod:`~dpbench.gate.judge`: the noise model (trial spread within a run, the between-run offset of a
+  fresh session, log-normal across cases) and the moderated one-sided test.
+- :mod:`~dpbench.gate.machine`: how the machine moved — the reference cases that moved as the
+  controls did, each case's shift, and the between-run offsets measured by ``--aa`` runs.
+- :mod:`~dpbench.gate.family`: one case's evidence and every case judged together (Holm);
+  :mod:`~dpbench.gate.broad`: the job-level verdict when many cases move at once.
+- :mod:`~dpbench.gate.sides`: each side's quality — other processes' CPU share, disturbed trials.
+- :mod:`~dpbench.gate.verdicts`: the typed result every view reads (verdicts, the threshold rule,
+  the job's exit code).
+- :mod:`~dpbench.gate.compare`: the orchestration (runs → frames → verdicts).
+- Output, reading only the typed result: :mod:`~dpbench.gate.text` (the terminal, ``-k``),
+  :mod:`~dpbench.gate.formats` (rows, Markdown, JSON), :mod:`~dpbench.gate.next_step` (what an
+  inconclusive case needs).
+- Calibration: :mod:`~dpbench.gate.simulation` holds the noise model fitted to real runs and the
+  simulated jobs the scripts and tests use; nothing at run time imports it.
+
+``dpbench ab`` (:mod:`dpbench.ab`) sits above the gate and reaches it through ``dpbench compare``.
 
 May import: ``dpbench.results`` (reading saved runs), ``dpbench.history`` (the accepted levels
-``compare --history`` judges against), ``dpbench.stats``, ``dpbench.schema``, and
-``dpbench.workers.machine`` for its file only (ab's probe loads it by path in a side's interpreter).
-Never torch (``ab`` runs the suites of each revision in subprocesses) and never the report,
-which sits above the gate and shows its verdicts. Names load lazily: pandas only when used.
+``compare --history`` judges against), ``dpbench.measure.remeasure`` (the simulation's disturbed
+trials), ``dpbench.stats``, ``dpbench.schema``. Never torch and never the report, which sits above
+the gate and shows its verdicts. Names load lazily: pandas only when used.
 """
 
 from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
 
-__all__ = ["Comparison", "Verdict", "compare_frames", "compare_runs", "run_ab"]
+__all__ = ["Comparison", "Verdict", "compare_frames", "compare_runs"]
 
 _LAZY = {
     "Comparison": "dpbench.gate.compare",
     "Verdict": "dpbench.gate.compare",
     "compare_frames": "dpbench.gate.compare",
     "compare_runs": "dpbench.gate.compare",
-    "run_ab": "dpbench.gate.ab",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.gate", _LAZY, __all__, globals())

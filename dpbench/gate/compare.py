@@ -27,10 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from dpbench.gate.contention import contention_note
-from dpbench.gate.disturbed import kept, notes
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
+from dpbench.gate.sides import contention_note, kept, notes
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, Verdict
 from dpbench.results.load import (
     DEFAULT_RESULTS_DIR,

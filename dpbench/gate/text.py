@@ -5,18 +5,18 @@ job-wise false-alarm rate and what the exit code means. Then the rows that are n
 (``--all``: every row), each inconclusive one with the cheapest next step
 (:func:`dpbench.gate.next_step.next_step`), fitted to the terminal's width (into a file or a pipe:
 full width), and last the test's assumptions once. Markdown and JSON stay in
-:mod:`dpbench.gate.compare_format`.
+:mod:`dpbench.gate.formats`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpbench.gate.compare_format import display_names, family_line
-from dpbench.gate.keyword import keyword_matcher
+from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
 from dpbench.results.console import did_you_mean, paint, visible_len
@@ -29,6 +29,7 @@ __all__ = [
     "SORTS",
     "TextOptions",
     "exit_code",
+    "keyword_matcher",
     "parse_columns",
     "render",
     "summary_headline",
@@ -260,3 +261,83 @@ def render(cmp: Comparison, options: TextOptions = TextOptions()) -> str:
         rule = f"regressed = slower than the machine's move by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
         lines += _wrap(f"test: {' / '.join(tests)}; {rule}; {family_line(cmp)}", options.width, "")
     return "\n".join(line.rstrip() if visible_len(line) else line for line in lines) + "\n"
+
+
+# ``-k EXPR``: pick benchmarks by name as pytest's ``-k`` does.
+#
+# A word matches a benchmark whose full name contains it (case-insensitive); words combine with
+# ``and``, ``or``, ``not`` and parentheses: ``-k 'ddp and not w1'``. Parsed here, never evaluated.
+_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+_OPERATORS = {"and", "or", "not"}
+
+
+def _tokens(expr: str) -> list[str]:
+    out, pos = [], 0
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if m is None:  # only trailing whitespace is left
+            break
+        out.append(m.group(1))
+        pos = m.end()
+    return out
+
+
+def keyword_matcher(expr: str) -> Callable[[str], bool]:
+    """A predicate on benchmark names for ``expr``; a malformed expression is a ResultsError."""
+    tokens = _tokens(expr)
+    pos = 0
+
+    def bad(what: str) -> ResultsError:
+        return ResultsError(f"-k: expected an expression like 'ddp and not w1', found {expr!r} ({what})")
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> str:
+        nonlocal pos
+        pos += 1
+        return tokens[pos - 1]
+
+    def disjunction() -> Callable[[str], bool]:
+        parts = [conjunction()]
+        while peek() == "or":
+            take()
+            parts.append(conjunction())
+        return lambda name: any(p(name) for p in parts)
+
+    def conjunction() -> Callable[[str], bool]:
+        parts = [negation()]
+        while peek() == "and":
+            take()
+            parts.append(negation())
+        return lambda name: all(p(name) for p in parts)
+
+    def negation() -> Callable[[str], bool]:
+        if peek() == "not":
+            take()
+            inner = negation()
+            return lambda name: not inner(name)
+        return atom()
+
+    def atom() -> Callable[[str], bool]:
+        token = peek()
+        if token is None:
+            raise bad("it ends too early")
+        take()
+        if token == "(":
+            inner = disjunction()
+            if peek() != ")":
+                raise bad("a '(' is not closed")
+            take()
+            return inner
+        if token == ")" or token in _OPERATORS:
+            raise bad(f"{token!r} where a name was expected")
+        word = token.lower()
+        return lambda name: word in name.lower()
+
+    if not tokens:
+        return lambda name: True
+    matcher = disjunction()
+    if peek() is not None:
+        raise bad(f"{peek()!r} after a complete expression")
+    return matcher

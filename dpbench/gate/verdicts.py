@@ -65,7 +65,7 @@ class Family:
     # (the benchmarks as a whole moved beyond the controls: the code moved everything), or "none".
     shift_basis: str = ""
     broad_change: float = math.nan  # median benchmark ratio ÷ median control ratio (NaN without controls)
-    # The reference cases (those that moved as the controls did: dpbench.gate.reference) the machine's move
+    # The reference cases (those that moved as the controls did: dpbench.gate.machine) the machine's move
     # and the between-run offset were read from, and whether the controls chose them.
     reference_size: int = 0
     reference_anchored: bool = False

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from dpbench.gate.compare import Verdict
-from dpbench.gate.compare_format import HEADER, display_names, summary_line, verdict_line
-from dpbench.gate.compare_format import rows as gate_rows
+from dpbench.gate.formats import HEADER, display_names, summary_line, verdict_line
+from dpbench.gate.formats import rows as gate_rows
 from dpbench.report.decision import RunComparison
 from dpbench.report.figures import Table
 

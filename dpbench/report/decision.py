@@ -27,8 +27,8 @@ import matplotlib.colors
 import pandas as pd
 
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
-from dpbench.gate.compare_format import HEADER
-from dpbench.gate.compare_format import rows as gate_rows
+from dpbench.gate.formats import HEADER
+from dpbench.gate.formats import rows as gate_rows
 from dpbench.report.configs import SINGLE, single_for, vs_single
 from dpbench.report.decision_text import headline
 from dpbench.report.figures import strategy_color

@@ -8,7 +8,7 @@ ratio of every machine to the first with a 95% interval (a Welch t-interval of t
 the log trial times), and each machine's inventory. It is not gated: no verdict, no threshold.
 :func:`environment_lines` says, for the page's header, what differs between the first run's
 environment and each other run's (torch and its build, CUDA, cuDNN, NCCL, Python, every package
-whose version differs), with :func:`dpbench.gate.provenance.provenance_lines` — the lines
+whose version differs), with :func:`dpbench.ab.provenance.provenance_lines` — the lines
 ``dpbench ab`` opens its verdict with.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpbench.gate.provenance import provenance_lines
+from dpbench.ab.provenance import provenance_lines
 from dpbench.report.figures import Table
 from dpbench.results.load import Run
 from dpbench.stats import positive

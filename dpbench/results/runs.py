@@ -1,4 +1,4 @@
-"""``dpbench runs``: the saved runs, machine by machine, with what a person picks a run by.
+"""The saved runs, machine by machine, with what a person picks a run by.
 
 One line per run: its id (what ``compare``/``report`` accept), date, commit, profile, how many
 benchmarks and trials, and the torch it ran with. A file that cannot be read is listed with why,
@@ -17,7 +17,7 @@ from typing import Any
 from dpbench.results.console import ExamplesFormatter, examples, paint, colour_wanted, write_json
 from dpbench.results.load import ResultsError, add_results_dir, read_run, saved_runs
 
-__all__ = ["RunSummary", "format_runs", "register_runs", "summarise_runs"]
+__all__ = ["RunSummary", "format_runs", "summarise_runs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,35 +111,3 @@ def format_runs(runs: list[RunSummary], *, colour: bool = False) -> str:
             else:
                 lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _run_runs(args: argparse.Namespace) -> int:
-    runs = summarise_runs(args.results)
-    if args.json:
-        write_json(args.json, [asdict(r) for r in runs])
-        if args.json == "-":
-            return 0
-    if not runs:
-        where = Path(args.results)
-        why = "does not exist" if not where.exists() else "holds no saved runs (<machine>/NNNN_NAME.json)"
-        print(f"dpbench runs: {where}/ {why}; save one with `pytest suites/ --benchmark-save=NAME`", file=sys.stderr)
-        return 0
-    sys.stdout.write(format_runs(runs, colour=colour_wanted(sys.stdout, no_color=getattr(args, "no_color", False))))
-    return 0
-
-
-def register_runs(subparsers: argparse._SubParsersAction) -> None:
-    from dpbench.results.console import add_no_color
-
-    p = subparsers.add_parser(
-        "runs",
-        help="list the saved runs per machine (date, commit, profile, benchmarks, trials, torch)",
-        description="List every saved run under --results, machine by machine, oldest first; the first "
-        "column is the id compare and report accept. An unreadable file is listed with why.",
-        epilog=examples("dpbench runs", "dpbench runs --results ci-results/ --json - | jq '.[-1].run'"),
-        formatter_class=ExamplesFormatter,
-    )
-    p.add_argument("--json", metavar="FILE", help="write the list as JSON (-: to stdout)")
-    add_no_color(p)
-    add_results_dir(p)
-    p.set_defaults(handler=_run_runs)

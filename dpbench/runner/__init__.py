@@ -1,10 +1,11 @@
-"""``dpbench run``: the main job as one command — the packaged suites through pytest (the same engine
-and run format as ``pytest suites/``) on the workloads, strategies and world sizes asked for, from
-the command line and the config file (``[tool.dpbench]`` in pyproject.toml, or dpbench.toml), then
-the saved run, the HTML report and a short decision per workload in the terminal.
+"""runner: what ``dpbench run`` does beyond parsing its options — the main job as one command: the
+packaged suites through pytest (the same engine and run format as ``pytest suites/``) on the
+workloads, strategies and world sizes asked for, from the command line and the config file
+(``[tool.dpbench]`` in pyproject.toml, or dpbench.toml), then the saved run, the HTML report and a
+short decision per workload in the terminal.
 
-:mod:`.command` (the subcommand), :mod:`.config` (the config file, typed and validated),
-:mod:`.summary` (the terminal decision).
+:mod:`.config` (the config file, typed and validated), :mod:`.summary` (the terminal decision).
+The subcommand itself is :mod:`dpbench.commands.run`.
 
 May import: every layer below (workloads to check specs before anything starts, measure's
 profiles, results and report); nothing imports it but the command line.
@@ -12,7 +13,6 @@ profiles, results and report); nothing imports it but the command line.
 
 from __future__ import annotations
 
-from dpbench.runner.command import register_run
 from dpbench.runner.summary import print_decision
 
-__all__ = ["register_run", "print_decision"]
+__all__ = ["print_decision"]

@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dpbench.ab.job import BASE, HEAD, abba_schedule, invocation_env
+from dpbench.ab.revisions import cleanup, lock_hash, prepare
 from dpbench.cli import main
-from dpbench.gate.ab import BASE, HEAD, abba_schedule, invocation_env
-from dpbench.gate.revisions import cleanup, lock_hash, prepare
 
 REPO = Path(__file__).resolve().parents[2]
 SELECTION = ["-k", "test_collective and 4KiB-all_reduce and not 64KiB"]

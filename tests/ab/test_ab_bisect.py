@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dpbench.ab.bisect import bisect_environments
 from dpbench.cli import main
-from dpbench.gate.bisect import bisect_environments
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHONS = [Path(f"/envs/nightly-{i}/bin/python") for i in range(8)]
@@ -51,7 +51,7 @@ def test_a_step_that_fails_stops_with_its_code():
 
 def test_the_command_line_says_the_answer(monkeypatch, capsys, tmp_path):
     run, calls = _jobs(2)
-    monkeypatch.setattr("dpbench.gate.ab_cli.run_ab", lambda *, base, head, **kwargs: run(base, head))
+    monkeypatch.setattr("dpbench.commands.ab.run_ab", lambda *, base, head, **kwargs: run(base, head))
     argv = ["ab", *[a for p in PYTHONS[:4] for a in ("--bisect-python", str(p))], "--", "-k", "mlp"]
     assert main(argv) == 1
     out = capsys.readouterr().out.strip().splitlines()

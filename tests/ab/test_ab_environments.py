@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from dpbench.ab.environments import SideSpec, parse_sides, requirements_env, same_environment
+from dpbench.ab.revisions import ABError
 from dpbench.cli import main
-from dpbench.gate.environments import SideSpec, parse_sides, requirements_env, same_environment
-from dpbench.gate.revisions import ABError
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -212,7 +212,7 @@ def test_a_requirements_environment_is_kept_by_the_file_hash(tmp_path, monkeypat
     def no_install(*args, **kwargs):
         raise AssertionError(f"the kept environment must be reused, not made again: {args}")
 
-    monkeypatch.setattr("dpbench.gate.environments.run_logged", no_install)
+    monkeypatch.setattr("dpbench.ab.environments.run_logged", no_install)
     spec = SideSpec(side="head", requirements=req)
     assert requirements_env(spec, checkout=REPO, envs=tmp_path / "envs", logs=tmp_path) == env_dir / "bin" / "python"
 

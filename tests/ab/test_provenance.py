@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dpbench.gate.provenance import (
+from dpbench.ab.provenance import (
     PackageChange,
     package_diff,
     probe,
@@ -17,7 +17,7 @@ from dpbench.gate.provenance import (
     side_summary,
     unasked_differences,
 )
-from dpbench.gate.revisions import SuiteFailed
+from dpbench.ab.revisions import SuiteFailed
 from dpbench.workers.machine import installed_packages, software_facts
 
 REPO = Path(__file__).resolve().parents[2]

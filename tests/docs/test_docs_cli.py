@@ -126,7 +126,7 @@ def test_the_gate_page_explains_every_verdict_and_no_other():
 
 def test_the_exit_codes_are_the_codes():
     from dpbench import cli
-    from dpbench.gate import ab
+    from dpbench.ab import job as ab
 
     rows = {cells[0]: cells[1] for cells in table_rows(section(CLI, "## Exit codes"))}
     assert "unusable input" in rows[str(cli.EXIT_INPUT)] and "internal error" in rows[str(cli.EXIT_INTERNAL)]

@@ -10,8 +10,9 @@ import inspect
 import pytest
 from _docs_pages import flat, page
 
+from dpbench.ab import job as ab
 from dpbench.cluster import exit_watch, liveness, node, parent_watch
-from dpbench.gate import ab, compare
+from dpbench.gate import compare
 from dpbench.history import changepoints
 from dpbench.launcher.run import launch
 from dpbench.measure import tracing

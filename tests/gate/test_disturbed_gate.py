@@ -1,6 +1,6 @@
 """The gate and disturbed trials: it judges the trials kept (re-measurements in their slots,
 unreplaced disturbed ones left out), says so in the verdict's note, and stays calibrated when the
-machine disturbs 1 trial in 50 (dpbench.gate.simulation_disturbed)."""
+machine disturbs 1 trial in 50 (dpbench.gate.simulation)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from dpbench.gate.compare import compare_frames, pool_side
-from dpbench.gate.simulation import CLEAN
-from dpbench.gate.simulation_disturbed import aa_false_alarms, measured_disturbances
+from dpbench.gate.simulation import CLEAN, aa_false_alarms, measured_disturbances
 from dpbench.results.frame import load_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"

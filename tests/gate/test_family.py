@@ -11,8 +11,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from dpbench.gate.evidence import evidence
-from dpbench.gate.family import Item, judge_family
+from dpbench.gate.family import Item, evidence, judge_family
 from dpbench.gate.judge import (
     Method,
     Pooled,
@@ -155,7 +154,7 @@ def _twenty(effects: dict[int, float], spread=(0.95, 1.0, 1.05)) -> list[Item]:
 def _z(change: float, against: float = 1.0, spread=(0.95, 1.0, 1.05), cases: int = 20) -> float:
     s2 = statistics.variance([math.log(f) for f in spread])  # the prior's one variance (no spread; tested above)
     # The machine's move is the median of the reference cases (all 0 here; the changed case, 2.6+ of its sds
-    # from the controls' move, is not one of them: dpbench.gate.reference); the median of `cases` log ratios
+    # from the controls' move, is not one of them: dpbench.gate.machine); the median of `cases` log ratios
     # of variance v has variance (pi/2) v / cases, which each case's variance carries too.
     v = s2 * 2 / 3
     return (math.log(change) - math.log(against)) / math.sqrt(v * (1 + math.pi / 2 / cases))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dpbench.cli import build_parser
-from dpbench.runner.command import pytest_command, resolve_run_config
+from dpbench.commands.run import pytest_command, resolve_run_config
 from dpbench.runner.config import ConfigError, RunConfig, find_config, load_config
 
 PYPROJECT = """
