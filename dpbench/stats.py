@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "Threshold",
     "CONTROL_CAP",
     "DISTURBED_SPREADS",
     "MIN_CLAIM_CONFIDENCE",
@@ -302,3 +303,37 @@ def left_out(why: Sequence[str | None]) -> list[bool]:
     out = [w is not None for w in why]
     kept = len(out) - sum(out)
     return out if any(out) and kept >= MIN_KEPT and 2 * kept >= len(out) else [False] * len(out)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The smallest change that counts, one rule for every verdict: a ratio (candidate / baseline,
+    or after / before) is a slowdown beyond ``1 + value`` and a speedup beyond ``1 - value``.
+
+    The gate's per-case and broad verdicts, its machine-move check, ``next_step``'s plans and the
+    history's change points all ask this type, so no two of them can draw the line differently."""
+
+    value: float
+    """the fraction: 0.1 is 10%"""
+
+    def slower(self, ratio: float) -> bool:
+        """Beyond the threshold on the slow side."""
+        return ratio > 1 + self.value
+
+    def faster(self, ratio: float) -> bool:
+        """Beyond the threshold on the fast side."""
+        return ratio < 1 - self.value
+
+    def beyond(self, ratio: float) -> bool:
+        """Beyond it either way."""
+        return self.slower(ratio) or self.faster(ratio)
+
+    @property
+    def log_up(self) -> float:
+        """The slow bound on the log scale the tests work on: ``log(1 + value)``."""
+        return math.log1p(self.value)
+
+    @property
+    def log_down(self) -> float:
+        """The fast bound on the log scale: ``log(1 - value)`` (minus infinity at 100% and above)."""
+        return math.log1p(-self.value) if self.value < 1 else -math.inf

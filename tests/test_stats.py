@@ -152,3 +152,18 @@ def test_disturbance_limits_come_from_the_runs_spread_within_floor_and_cap():
     # Left out only while two trials and half the case remain.
     assert left_out([None, "x", None, None, None]) == [False, True, False, False, False]
     assert left_out(["x", "x", "x", None, None]) == [False] * 5 and left_out(["x", None]) == [False, False]
+
+
+def test_the_threshold_rule_is_strict_at_its_bounds_and_one_sided_each_way():
+    from dpbench.stats import Threshold
+
+    rule = Threshold(0.1)
+    assert (rule.slower(1.1), rule.slower(1.1000001), rule.faster(0.9), rule.faster(0.8999999)) == (
+        False,
+        True,
+        False,
+        True,
+    )
+    assert [rule.beyond(r) for r in (0.5, 0.95, 1.0, 1.05, 2.0)] == [True, False, False, False, True]
+    assert rule.log_up == math.log1p(0.1) and rule.log_down == math.log1p(-0.1)
+    assert Threshold(1.0).log_down == -math.inf and not Threshold(1.0).faster(0.0)

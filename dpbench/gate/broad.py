@@ -18,6 +18,7 @@ from enum import Enum
 from dpbench.gate.judge import MIN_OTHERS
 from dpbench.gate.verdicts import BenchmarkComparison, Verdict
 from dpbench.results.units import fmt_ratio
+from dpbench.stats import Threshold
 
 __all__ = ["BROAD_CUT", "Broad", "broad_judgement", "broad_pvalues"]
 
@@ -48,10 +49,11 @@ def broad_pvalues(
     out; thirty cases beyond it at once, it can)."""
     from scipy.special import bdtrc  # P(X > k) for a binomial X: scipy.stats.binom.sf without its overhead
 
-    bar = math.log1p(threshold)
+    bar = Threshold(threshold).log_up
     n = len(cases)
-    up = sum(1 for p, _, e, _ in cases if p < BROAD_CUT and e > 1 + threshold)
-    down = sum(1 for _, p, _, e in cases if p < BROAD_CUT and e < 1 - threshold)
+    rule = Threshold(threshold)
+    up = sum(1 for p, _, e, _ in cases if p < BROAD_CUT and rule.slower(e))
+    down = sum(1 for _, p, _, e in cases if p < BROAD_CUT and rule.faster(e))
     count_up = float(bdtrc(up - 1, n, BROAD_CUT)) if up else 1.0
     count_down = float(bdtrc(down - 1, n, BROAD_CUT)) if down else 1.0
     gap_up = gap_p if math.isfinite(gap) and gap > bar else 1.0
@@ -122,11 +124,11 @@ def _unpaired(
 ) -> tuple[Broad, str]:
     if not math.isfinite(control) or len(tested) <= MIN_OTHERS:
         return Broad.NONE, ""
-    bar = math.log1p(threshold)
+    bar = Threshold(threshold).log_up
     machine = math.exp(control)
     held = f"held ({fmt_ratio(machine)})" if abs(control) <= bar else f"moved only {fmt_ratio(machine)}"
-    slower = [b.ratio / machine for b in tested if b.ratio / machine > 1 + threshold]
-    faster = [b.ratio / machine for b in tested if b.ratio / machine < 1 - threshold]
+    slower = [b.ratio / machine for b in tested if Threshold(threshold).slower(b.ratio / machine)]
+    faster = [b.ratio / machine for b in tested if Threshold(threshold).faster(b.ratio / machine)]
     regressed = sum(b.verdict == Verdict.REGRESSED for b in tested)
     improved = sum(b.verdict == Verdict.IMPROVED for b in tested)
     n = len(tested)
@@ -165,7 +167,7 @@ def _interleaved(
     threshold: float,
     alpha: float,
 ) -> tuple[Broad, str]:
-    bar = math.log1p(threshold)
+    bar = Threshold(threshold).log_up
     n = len(tested)
     if n <= MIN_OTHERS:
         return Broad.NONE, ""
@@ -176,8 +178,8 @@ def _interleaved(
         if moved
         else "the controls held" + (f" ({fmt_ratio(math.exp(control))})" if math.isfinite(control) else "")
     )
-    slower = [b.ratio for b in tested if b.ratio > 1 + threshold]
-    faster = [b.ratio for b in tested if b.ratio < 1 - threshold]
+    slower = [b.ratio for b in tested if Threshold(threshold).slower(b.ratio)]
+    faster = [b.ratio for b in tested if Threshold(threshold).faster(b.ratio)]
     regressed = sum(b.verdict == Verdict.REGRESSED for b in tested)
     improved = sum(b.verdict == Verdict.IMPROVED for b in tested)
     if slower and (slower_adjusted < alpha or 2 * regressed >= n):

@@ -40,7 +40,7 @@ from dpbench.results.load import (
     resolve_run,
 )
 from dpbench.results.units import fmt_ratio
-from dpbench.stats import median
+from dpbench.stats import Threshold, median
 
 __all__ = [
     "BenchmarkComparison",
@@ -205,7 +205,7 @@ def _side_warnings(
         warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")
     controls = [b.control_ratio for b in judged if b.control_ratio > 0]
     moved = median(controls)
-    if controls and (moved > 1 + threshold or moved < 1 - threshold):
+    if controls and Threshold(threshold).beyond(moved):
         warnings.append(
             f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
             "the machine changed between baseline and candidate"

@@ -30,7 +30,7 @@ from dpbench.gate.judge import (
 from dpbench.gate.machine import MachineMove, aa_between, control_move, machine_shift, reference_cases
 from dpbench.gate.verdicts import BenchmarkComparison, Family, Verdict
 from dpbench.results.units import fmt_ratio
-from dpbench.stats import median
+from dpbench.stats import Threshold, median
 
 __all__ = ["Item", "choose_method", "evidence", "judge_family"]
 
@@ -275,7 +275,7 @@ def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
     docs/calibration.md#gate-rule-history)."""
     if fam.against_no_change:
         return 0.0, 0.0
-    return math.log1p(threshold), math.log1p(-threshold) if threshold < 1 else -math.inf
+    return Threshold(threshold).log_up, Threshold(threshold).log_down
 
 
 def _test(
@@ -368,8 +368,8 @@ def _verdict(
     alpha: float,
     family_size: str,
 ) -> None:
-    slower_raw = b.ratio > 1 + threshold
-    faster_raw = b.ratio < 1 - threshold
+    slower_raw = Threshold(threshold).slower(b.ratio)
+    faster_raw = Threshold(threshold).faster(b.ratio)
     shift = fam.shift[b.name]
     excess_up, excess_down = b.ratio / math.exp(max(shift, 0.0)), b.ratio / math.exp(min(shift, 0.0))
     control = _machine_words(fam, shift)
@@ -382,7 +382,7 @@ def _verdict(
     null_up, null_down = (
         ("no change", "no change") if fam.against_no_change else (fmt_ratio(1 + threshold), fmt_ratio(1 - threshold))
     )
-    if excess_up > 1 + threshold:
+    if Threshold(threshold).slower(excess_up):
         b.verdict = Verdict.REGRESSED if adj_up < alpha else Verdict.INCONCLUSIVE
         significance = f"p = {p_up:.2g} against {null_up}, {adj_up:.2g} after Holm over {family_size}"
         notes.append(
@@ -396,7 +396,7 @@ def _verdict(
             f"slower by {fmt_ratio(b.ratio)}, but {control}: the machine changed, "
             f"not (only) the code ({fmt_ratio(excess_up)} beyond it)"
         )
-    elif excess_down < 1 - threshold:
+    elif Threshold(threshold).faster(excess_down):
         b.verdict = Verdict.IMPROVED if adj_down < alpha else Verdict.UNCHANGED
         significance = f"p = {p_down:.2g} against {null_down}, {adj_down:.2g} after Holm over {family_size}"
         notes.append(

@@ -34,7 +34,7 @@ from dpbench.gate.judge import (
     posterior_variance,
     within_run_variance,
 )
-from dpbench.stats import median
+from dpbench.stats import Threshold, median
 
 __all__ = [
     "BETWEEN_GRID_STEP",
@@ -124,7 +124,7 @@ def machine_shift(
         return MachineMove(shift=shift, shift_var=var_m, basis="benchmarks")
     gap = m - c
     p = float(ndtr(-abs(gap) / math.sqrt(var_m + sampling_c + own_c)))
-    if p < alpha and abs(gap) > math.log1p(threshold):
+    if p < alpha and abs(gap) > Threshold(threshold).log_up:
         # The controls' own offset was weighed once, here, against the reference's common move; each
         # case then carries the controls' sampling error (a shared error would otherwise be charged
         # once per case, after Holm, against a move already shown to be beyond it).

@@ -21,6 +21,7 @@ from statistics import NormalDist
 from dpbench.gate.judge import MIN_TRIALS
 from dpbench.gate.verdicts import BenchmarkComparison, Verdict
 from dpbench.results.units import fmt_ratio
+from dpbench.stats import Threshold
 
 __all__ = ["LEGEND", "MAX_TRIALS", "POWER", "NextStep", "next_step", "plan"]
 
@@ -66,8 +67,8 @@ def _machine_moved(b: BenchmarkComparison) -> bool:
     machine made the change (the gate's own "the machine changed" case, family._verdict)."""
     if not math.isfinite(b.excess):
         return False
-    up, down = 1 + b.threshold, 1 - b.threshold
-    return (b.ratio > up and b.excess <= up) or (b.ratio < down and b.excess >= down)
+    rule = Threshold(b.threshold)
+    return (rule.slower(b.ratio) and not rule.slower(b.excess)) or (rule.faster(b.ratio) and not rule.faster(b.excess))
 
 
 def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str, aa: bool = False) -> NextStep | None:

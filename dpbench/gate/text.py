@@ -96,25 +96,8 @@ def parse_columns(text: str) -> tuple[str, ...]:
 
 
 def exit_code(cmp: Comparison, *, fail_on_inconclusive: bool = False) -> int:
-    """The comparison's exit code; with ``fail_on_inconclusive`` an inconclusive case is 1 too."""
-    if cmp.exit_code:
-        return cmp.exit_code
-    return 1 if fail_on_inconclusive and (cmp.of(Verdict.INCONCLUSIVE) or cmp.job_inconclusive) else 0
-
-
-def _exit_meaning(cmp: Comparison, fail_on_inconclusive: bool) -> str:
-    n = len(cmp.regressions)
-    if n:
-        return f"exit 1: {'a regression' if n == 1 else f'{n} regressions'}"
-    if cmp.broad_regression:
-        return "exit 1: a regression of everything (the broad test)"
-    if cmp.of(Verdict.MISSING) and not cmp.allow_missing:
-        return "exit 1: benchmarks missing from the candidate (--allow-missing accepts that)"
-    if fail_on_inconclusive and cmp.job_inconclusive:
-        return "exit 1: inconclusive for the job, with --fail-on-inconclusive"
-    if fail_on_inconclusive and cmp.of(Verdict.INCONCLUSIVE):
-        return "exit 1: inconclusive cases, with --fail-on-inconclusive"
-    return "exit 0: no regression"
+    """The comparison's exit code (:meth:`Comparison.exit_decision`)."""
+    return cmp.exit_decision(fail_on_inconclusive=fail_on_inconclusive)[0]
 
 
 def summary_headline(cmp: Comparison, *, fail_on_inconclusive: bool = False, reason: str = "") -> str:
@@ -136,7 +119,7 @@ def summary_headline(cmp: Comparison, *, fail_on_inconclusive: bool = False, rea
     rate = f"{cmp.alpha * 100:g}%"
     broad = " and the broad tests" if math.isfinite(cmp.family.broad_p) else ""
     parts.append(f"false-alarm rate ≤ {rate} per job (Holm over {cmp.family.size} cases{broad})")
-    parts.append(_exit_meaning(cmp, fail_on_inconclusive))
+    parts.append(cmp.exit_decision(fail_on_inconclusive=fail_on_inconclusive)[1])
     head = "FAIL" if code else "PASS"
     # The job's own verdict on a move of (nearly) everything (dpbench.gate.broad) comes first.
     reason = reason or cmp.family.broad_note

@@ -113,10 +113,25 @@ class Comparison:
         a regression of everything nor the machine (dpbench.gate.broad)."""
         return self.family.broad == "unsettled"
 
+    def exit_decision(self, *, fail_on_inconclusive: bool = False) -> tuple[int, str]:
+        """The job's exit code and why, in one place: 1 on a regression (of a case, or of
+        everything) and when the candidate lost benchmarks (unless allowed); with
+        ``fail_on_inconclusive`` also on an inconclusive case or job; else 0. The reason is the
+        sentence the verdict line ends with."""
+        n = len(self.regressions)
+        if n:
+            return 1, f"exit 1: {'a regression' if n == 1 else f'{n} regressions'}"
+        if self.broad_regression:
+            return 1, "exit 1: a regression of everything (the broad test)"
+        if self.of(Verdict.MISSING) and not self.allow_missing:
+            return 1, "exit 1: benchmarks missing from the candidate (--allow-missing accepts that)"
+        if fail_on_inconclusive and self.job_inconclusive:
+            return 1, "exit 1: inconclusive for the job, with --fail-on-inconclusive"
+        if fail_on_inconclusive and self.of(Verdict.INCONCLUSIVE):
+            return 1, "exit 1: inconclusive cases, with --fail-on-inconclusive"
+        return 0, "exit 0: no regression"
+
     @property
     def exit_code(self) -> int:
-        """1 on a regression (of a case, or of everything), and when the candidate lost benchmarks
-        (unless allowed); else 0."""
-        if self.regressions or self.broad_regression or (self.of(Verdict.MISSING) and not self.allow_missing):
-            return 1
-        return 0
+        """The exit code without ``--fail-on-inconclusive`` (:meth:`exit_decision`)."""
+        return self.exit_decision()[0]

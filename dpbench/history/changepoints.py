@@ -9,7 +9,8 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
    :data:`MIN_SEGMENT` points long (PyTorch's HUD: a change
    only after two points in a row), so one odd run never makes a change on its own.
 2. **Confirmation**: every boundary is tested between the two segments next to it with the
-   gate's test, Welch's t on log trial times (``scipy.stats.ttest_ind_from_stats``), each side's
+   history's own test, Welch's t on log trial times (``scipy.stats.ttest_ind_from_stats``; the gate's
+   is another: a moderated test with a between-run term, for two sides of many trials), each side's
    standard error floored at the series' commit-to-commit scatter / sqrt(points): trials of one
    run share that run's offset, so their own spread understates how far two segments' means
    wander (the same reason the gate floors each side's sd at the run's typical spread). The
@@ -36,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dpbench.stats import log_t_interval, median
+from dpbench.stats import Threshold, log_t_interval, median
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -165,7 +166,7 @@ def _within(sums: _Sums) -> float:
 
 
 def welch_p(sums: _Sums, before: tuple[int, int], after: tuple[int, int], floor: float) -> float:
-    """Two-sided p of Welch's t (the gate's test) on the log trial times of two segments, each
+    """Two-sided p of Welch's t (history's test, not the gate's) on the log trial times of two segments, each
     side's sd floored (see the module docstring); NaN where no test is possible."""
     from scipy import stats
 
@@ -256,10 +257,6 @@ def segments_of(points: Sequence[Sequence[float]], bounds: Sequence[int]) -> lis
 
 
 # ---------------------------------------------------------------- reporting
-def _beyond(ratio: float, threshold: float) -> bool:
-    return ratio > 1 + threshold or ratio < 1 - threshold
-
-
 def _direction(ratio: float) -> str:
     return Direction.REGRESSION if ratio > 1 else Direction.IMPROVEMENT
 
@@ -270,7 +267,7 @@ def _beyond_significantly(
     """Is step ``i`` (between segments i and i + 1) beyond the threshold, one-sided p < APART_ALPHA?"""
     from scipy.special import stdtr
 
-    if not _beyond(step.ratio, threshold):
+    if not Threshold(threshold).beyond(step.ratio):
         return False
     m1, s1, n1 = sums.side(segments[i].start, segments[i].stop, floor)
     m2, s2, n2 = sums.side(segments[i + 1].start, segments[i + 1].stop, floor)
@@ -281,7 +278,7 @@ def _beyond_significantly(
     if se == 0:
         return True
     df = (v1 + v2) ** 2 / ((v1 * v1 / (n1 - 1) if v1 else 0.0) + (v2 * v2 / (n2 - 1) if v2 else 0.0) or 1e-300)
-    bound = math.log1p(threshold) if step.ratio > 1 else -math.log1p(-threshold)
+    bound = Threshold(threshold).log_up if step.ratio > 1 else -Threshold(threshold).log_down
     t = (abs(m2 - m1) - bound) / se
     return float(stdtr(df, -t)) < APART_ALPHA
 
@@ -328,7 +325,7 @@ def _report(
     for group in _groups(steps, apart):
         before, after = segments[group[0]], segments[group[-1] + 1]
         ratio = after.median_s / before.median_s
-        if not _beyond(ratio, threshold) or _direction(ratio) != _direction(steps[group[0]].ratio):
+        if not Threshold(threshold).beyond(ratio) or _direction(ratio) != _direction(steps[group[0]].ratio):
             continue
         p = welch_p(sums, (before.start, before.stop), (after.start, after.stop), floor)
         if not p < alpha:
