@@ -39,12 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse exits on --help, --version and usage errors
         return int(e.code or 0) if not isinstance(e.code, str) else EXIT_INPUT
     # Imported here: it pulls in pandas, which --help does not need.
+    from dpbench.errors import UsageError
     from dpbench.results.load import ResultsError
 
     prog = f"dpbench {args.command}"
     try:
         return args.handler(args)
-    except ResultsError as e:
+    except (UsageError, ResultsError) as e:  # bad input, or a saved run that cannot be read
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_INPUT
     except OSError as e:  # an output file that cannot be written, a directory that vanished

@@ -35,9 +35,9 @@ LAYERS = [
     "runner",
     "commands",
 ]
-FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench._lazy", "dpbench._atomic"}
+FOUNDATION = {"dpbench.schema", "dpbench.stats", "dpbench.errors", "dpbench._lazy", "dpbench._atomic"}
 # The public face: what may sit directly in dpbench/ besides the packages.
-ROOT_FILES = {"__init__.py", "cli.py", "schema.py", "demo.py", "stats.py", "_lazy.py", "_atomic.py"}
+ROOT_FILES = {"__init__.py", "cli.py", "schema.py", "demo.py", "stats.py", "errors.py", "_lazy.py", "_atomic.py"}
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
@@ -264,6 +264,7 @@ MIN_LINES = 60
 SMALL_CONCEPTS = {
     "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
     "dpbench/_atomic.py": "atomic file writes (a saved result is complete or absent)",
+    "dpbench/errors.py": "UsageError, the one error for input the user got wrong, at every layer",
     "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
     "dpbench/strategies/_compile.py": "the compile option: torch.compile outside every timed region",

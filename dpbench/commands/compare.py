@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from dpbench.errors import UsageError
 from dpbench.results.console import ExamplesFormatter, examples
 from dpbench.results.load import MACHINE_FIELDS, RUN_HELP, add_results_dir
 
@@ -147,7 +148,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
 
 def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Either ``BASELINE CANDIDATE`` or ``--baseline RUN... --candidate RUN...``, never a mix."""
-    from dpbench.results.load import ResultsError, resolve_run
+    from dpbench.results.load import resolve_run
 
     flags = args.baseline_runs is not None or args.candidate_runs is not None
     if flags and not args.runs and args.baseline_runs and args.candidate_runs:
@@ -162,25 +163,24 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         + (", --baseline" if args.baseline_runs else "")
         + (", --candidate" if args.candidate_runs else "")
     )
-    raise ResultsError(
+    raise UsageError(
         f"expected BASELINE CANDIDATE, or --baseline RUN [RUN ...] --candidate RUN [RUN ...]; found {found}"
     )
 
 
 def _accepted_levels(args: argparse.Namespace):
     """``--history``/``--accepted``: the function compare_runs calls with the baseline's frame."""
-    from dpbench.results.load import ResultsError
 
     if not args.history:
         if args.accepted is not None:
-            raise ResultsError("--accepted: only with --history (the accepted changes are found in a history)")
+            raise UsageError("--accepted: only with --history (the accepted changes are found in a history)")
         return None
     from dpbench.gate.judge import Pooled
     from dpbench.history.accepted import ACCEPTED_FILE, read_accepted
     from dpbench.history.series import accepted_levels, load_history, run_files
 
     if args.accepted is not None and not Path(args.accepted).is_file():
-        raise ResultsError(f"--accepted: {args.accepted} is not a file")
+        raise UsageError(f"--accepted: {args.accepted} is not a file")
     accepted = read_accepted(args.accepted if args.accepted is not None else ACCEPTED_FILE)
     history = load_history(run_files(args.history, args.results), accepted=accepted)
     for path, error in history.skipped:
@@ -200,12 +200,11 @@ def _accepted_levels(args: argparse.Namespace):
 
 
 def _differ_in(raw: str) -> tuple[str, ...]:
-    from dpbench.results.load import ResultsError
 
     fields = tuple(f.strip() for f in raw.split(",") if f.strip())
     unknown = [f for f in fields if f not in MACHINE_FIELDS]
     if unknown:
-        raise ResultsError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}")
+        raise UsageError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}")
     return fields
 
 
@@ -216,13 +215,12 @@ def run_compare(args: argparse.Namespace) -> int:
     from dpbench.gate.formats import to_github_action_benchmark, to_json, to_markdown
     from dpbench.gate.text import exit_code, render
     from dpbench.results.console import write_json
-    from dpbench.results.load import ResultsError
 
     threshold = parse_threshold(args.threshold)
     try:
         alpha = float(args.alpha)
     except ValueError:
-        raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
+        raise UsageError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
     check_alpha(alpha)
     differ_in = _differ_in(args.differ_in)
     baseline, candidate = _sides(args)
@@ -287,10 +285,9 @@ def text_options(args: argparse.Namespace, stream: TextIO):
     """The :class:`~dpbench.gate.text.TextOptions` the arguments ask for, printing to ``stream``."""
     from dpbench.gate.text import SORTS, TextOptions, parse_columns
     from dpbench.results.console import colour_wanted, did_you_mean, terminal_width
-    from dpbench.results.load import ResultsError
 
     if args.sort not in SORTS:
-        raise ResultsError(
+        raise UsageError(
             f"--sort: expected one of {', '.join(SORTS)}, found {args.sort!r}{did_you_mean(args.sort, SORTS)}"
         )
     from dpbench.gate.text import keyword_matcher

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dpbench.errors import UsageError
 from dpbench.results.console import ExamplesFormatter, examples, write_json
 from dpbench.results.load import add_results_dir
 
@@ -70,13 +71,12 @@ def _run_history(args: argparse.Namespace) -> int:
     from dpbench.history.git import repo_url
     from dpbench.history.series import load_history, run_files
     from dpbench.report.history_page import render_history_page
-    from dpbench.results.load import ResultsError
 
     if args.fail_on_new < 0:
-        raise ResultsError(f"--fail-on-new: expected a number of commits >= 0, found {args.fail_on_new}")
+        raise UsageError(f"--fail-on-new: expected a number of commits >= 0, found {args.fail_on_new}")
     alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
     if not 0 < alpha < 1:
-        raise ResultsError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
+        raise UsageError(f"--alpha: expected a probability between 0 and 1, found {alpha!r}")
     history = load_history(
         run_files(args.runs, args.results),
         threshold=parse_threshold(args.threshold),

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpbench.errors import UsageError
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.sides import contention_note, kept, notes
@@ -68,7 +69,7 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 < value < 1:  # NaN too; "5" is ambiguous (5% or 500%?) and so refused
-        raise ResultsError(
+        raise UsageError(
             f"--threshold: expected a percentage like 10% or a fraction like 0.1, strictly "
             f"between 0 and 1, found {text!r}"
         )
@@ -78,7 +79,7 @@ def parse_threshold(text: str) -> float:
 def check_alpha(alpha: Any) -> float:
     """A significance level in (0, 0.5]: above a half a one-sided test says nothing."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 0.5:
-        raise ResultsError(f"--alpha: expected a probability in (0, 0.5], found {alpha!r}")
+        raise UsageError(f"--alpha: expected a probability in (0, 0.5], found {alpha!r}")
     return float(alpha)
 
 
@@ -247,18 +248,18 @@ def compare_frames(
     """
     check_alpha(alpha)
     if not 0 < threshold < 1:
-        raise ResultsError(f"--threshold: expected a fraction strictly between 0 and 1, found {threshold!r}")
+        raise UsageError(f"--threshold: expected a fraction strictly between 0 and 1, found {threshold!r}")
     base, cand = pool_side(baseline, "baseline"), pool_side(candidate, "candidate")
     levels = {name: level for name, level in (baseline_levels or {}).items() if name in base}
     if paired and levels:
-        raise ResultsError(
+        raise UsageError(
             "--history with --paired: a pair's baseline ran beside its candidate, and an accepted "
             "level from other commits would break the pairs; compare without --paired"
         )
     for name, (side, _) in levels.items():
         base[name] = side
     if paired and baseline["run_id"].nunique() != candidate["run_id"].nunique():
-        raise ResultsError(
+        raise UsageError(
             f"--paired: expected as many baseline runs as candidate runs, found "
             f"{baseline['run_id'].nunique()} and {candidate['run_id'].nunique()}"
         )

@@ -16,11 +16,11 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dpbench.errors import UsageError
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
 from dpbench.results.console import did_you_mean, paint, visible_len
-from dpbench.results.load import ResultsError
 from dpbench.results.units import fmt_ratio, fmt_seconds
 
 __all__ = [
@@ -87,11 +87,11 @@ def parse_columns(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     for name in names:
         if name not in COLUMNS:
-            raise ResultsError(
+            raise UsageError(
                 f"--columns: expected names from {', '.join(COLUMNS)}, found {name!r}{did_you_mean(name, COLUMNS)}"
             )
     if not names:
-        raise ResultsError(f"--columns: expected names from {', '.join(COLUMNS)}, found none")
+        raise UsageError(f"--columns: expected names from {', '.join(COLUMNS)}, found none")
     return names
 
 
@@ -160,7 +160,7 @@ def _sorted(benchmarks: Sequence[BenchmarkComparison], sort: str, names: dict[st
         "p": lambda b: b.p_value if math.isfinite(b.p_value) else math.inf,
     }
     if sort not in keys:
-        raise ResultsError(f"--sort: expected one of {', '.join(SORTS)}, found {sort!r}{did_you_mean(sort, SORTS)}")
+        raise UsageError(f"--sort: expected one of {', '.join(SORTS)}, found {sort!r}{did_you_mean(sort, SORTS)}")
     return sorted(benchmarks, key=keys[sort])
 
 
@@ -266,12 +266,12 @@ def _tokens(expr: str) -> list[str]:
 
 
 def keyword_matcher(expr: str) -> Callable[[str], bool]:
-    """A predicate on benchmark names for ``expr``; a malformed expression is a ResultsError."""
+    """A predicate on benchmark names for ``expr``; a malformed expression is a UsageError."""
     tokens = _tokens(expr)
     pos = 0
 
-    def bad(what: str) -> ResultsError:
-        return ResultsError(f"-k: expected an expression like 'ddp and not w1', found {expr!r} ({what})")
+    def bad(what: str) -> UsageError:
+        return UsageError(f"-k: expected an expression like 'ddp and not w1', found {expr!r} ({what})")
 
     def peek() -> str | None:
         return tokens[pos] if pos < len(tokens) else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpbench.errors import UsageError
 from dpbench.history.accepted import Accepted
 from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
 from dpbench.history.git import commit_order, descendants
@@ -280,10 +281,10 @@ def build_history(
     allowed = None
     if since is not None:
         if order != Order.GIT:
-            raise ResultsError(f"--since {since}: needs the runs in git order, but they are {note}")
+            raise UsageError(f"--since {since}: needs the runs in git order, but they are {note}")
         allowed = descendants(since, cwd)
         if allowed is None:
-            raise ResultsError(f"--since: expected a revision of this repository, found {since!r}")
+            raise UsageError(f"--since: expected a revision of this repository, found {since!r}")
     frame = _rows(runs)
     dates = {r.run_id: r.datetime for r in runs}
     commit = {r.run_id: _commit_of(r) or r.run_id for r in runs}

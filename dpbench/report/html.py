@@ -17,6 +17,7 @@ import jinja2
 import markupsafe
 
 from dpbench._atomic import atomic_write_text
+from dpbench.errors import UsageError
 from dpbench.gate.compare import DEFAULT_THRESHOLD
 from dpbench.report.machines import environment_lines
 from dpbench.report.sections import build_sections, report_data
@@ -146,7 +147,7 @@ def write_report(
 ) -> Path:
     """Resolve ``runs`` (see :func:`resolve_runs`), render them and write ``output`` atomically."""
     if Path(output).is_dir():
-        raise ResultsError(f"-o/--output: expected the path of the HTML file to write, found a directory: {output}")
+        raise UsageError(f"-o/--output: expected the path of the HTML file to write, found a directory: {output}")
     files = resolve_runs(list(runs), results_dir=results_dir)
     html = render_report([read_run(p) for p in files], title=title)
     return atomic_write_text(output, html)

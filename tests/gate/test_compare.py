@@ -16,6 +16,7 @@ from _compare_helpers import OTHER, SLOW, by_name, frame, frames, set_trials
 from report_synth import comm_id
 
 from dpbench.cli import main
+from dpbench.errors import UsageError
 from dpbench.gate import Verdict
 from dpbench.gate.compare import compare_frames
 from dpbench.results import ResultsError
@@ -316,7 +317,7 @@ def test_an_aa_run_from_another_machine_is_unusable_input(tmp_path: Path, capsys
 
 
 def test_paired_needs_as_many_runs_a_side():
-    with pytest.raises(ResultsError, match="--paired: expected as many baseline runs as candidate runs, found 2 and 1"):
+    with pytest.raises(UsageError, match="--paired: expected as many baseline runs as candidate runs, found 2 and 1"):
         compare_frames(
             frames(report_synth.make_doc(seed=1, trials=1), report_synth.make_doc(seed=2, trials=1)),
             frame(seed=3, trials=1),

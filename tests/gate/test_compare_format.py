@@ -11,8 +11,8 @@ import report_synth
 from _compare_helpers import SLOW, frame, frames
 
 from dpbench.cli import main
+from dpbench.errors import UsageError
 from dpbench.gate.compare import compare_frames, parse_threshold
-from dpbench.results import ResultsError
 
 
 # ---------------------------------------------------------------- warnings, outputs, thresholds
@@ -92,7 +92,7 @@ def test_parse_threshold(text, value):
 
 @pytest.mark.parametrize("text", ["5", "fast", "-3%", "nan", "0", "0%", "1", "100%", "1.5"])
 def test_parse_threshold_rejects(text):
-    with pytest.raises(ResultsError, match="--threshold: expected a percentage like 10%"):
+    with pytest.raises(UsageError, match="--threshold: expected a percentage like 10%"):
         parse_threshold(text)
 
 
@@ -114,7 +114,7 @@ def test_bad_alpha_or_threshold_is_one_line_exit_2(tmp_path: Path, capsys, argv,
 
 
 def test_bad_alpha_is_named():
-    with pytest.raises(ResultsError, match=r"--alpha: expected a probability in \(0, 0.5\], found 1.5"):
+    with pytest.raises(UsageError, match=r"--alpha: expected a probability in \(0, 0.5\], found 1.5"):
         compare_frames(frame(seed=1), frame(seed=2), alpha=1.5)
 
 

@@ -12,6 +12,7 @@ import pytest
 import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 
 from dpbench.cli import main
+from dpbench.errors import UsageError
 from dpbench.history.accepted import read_accepted
 from dpbench.history.format import history_json, history_markdown
 from dpbench.history.series import accepted_baseline, load_history, run_files
@@ -183,9 +184,8 @@ def test_since_keeps_only_later_commits(repo, tmp_path):
     _write(tmp_path / "results", commits)
     history = load_history(run_files([tmp_path / "results"]), cwd=root, since=commits[3])
     assert history.commits == commits[4:]
-    from dpbench.results.load import ResultsError
 
-    with pytest.raises(ResultsError, match="--since: expected a revision"):
+    with pytest.raises(UsageError, match="--since: expected a revision"):
         load_history(run_files([tmp_path / "results"]), cwd=root, since="no-such-rev")
 
 

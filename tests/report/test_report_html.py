@@ -17,6 +17,7 @@ from report_synth import XSS
 from scipy import stats as sps
 
 from dpbench._atomic import atomic_write_text
+from dpbench.errors import UsageError
 from dpbench.report import ResultsError, write_report
 from dpbench.report.configs import configurations
 from dpbench.results.frame import load_runs
@@ -381,7 +382,7 @@ def test_output_that_is_a_directory_is_refused(tmp_path: Path):
         tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:1]
     )
     with pytest.raises(
-        ResultsError, match="-o/--output: expected the path of the HTML file to write, found a directory"
+        UsageError, match="-o/--output: expected the path of the HTML file to write, found a directory"
     ) as info:
         write_report([run], tmp_path)
     assert "\n" not in str(info.value)
