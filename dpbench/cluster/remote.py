@@ -1,10 +1,11 @@
 """RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.cluster`` session.
 
-Same interface as :class:`dpbench.launcher.WorkerPool` (``run``, ``close``, ``pids``,
-``closed``, ``backend``, ``threads_per_worker``, ``world_size``, ``worker_facts``,
-``affinity_plan``) plus ``nodes``, ``ranks_per_node`` and ``hosts``. Rank r of a pool is
-started by the agent of torchrun rank r (see :mod:`dpbench.cluster.agent`): a pool of W
-ranks uses torchrun ranks 0..W-1, so it fills node 0 first, then node 1, and so on.
+A :class:`dpbench.workers.base.Pool`, as :class:`dpbench.launcher.WorkerPool` is (``run``,
+``close``, ``pids``, ``closed``, ``backend``, ``threads_per_worker``, ``world_size``,
+``worker_facts``, ``affinity_plan``, ``layout``, ``on_head_node``, ``host_of``) plus ``nodes``,
+``ranks_per_node`` and ``hosts``. Rank r of a pool is started by the agent of torchrun rank r
+(see :mod:`dpbench.cluster.agent`): a pool of W ranks uses torchrun ranks 0..W-1, so it fills
+node 0 first, then node 1, and so on.
 
 Failure handling mirrors WorkerPool's, with the node named: a rank that raises or dies →
 :class:`WorkerError` ("rank 1 (node 1, host b12)"); an agent whose connection drops (its

@@ -35,6 +35,7 @@ import multiprocessing.util as mp_util
 import os
 import pickle
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -300,9 +301,15 @@ class WorkerPool:
     def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
         """One node holds every rank (``world_size``: an in-process strategy's replicas, when it
         runs more than the pool's processes)."""
-        import socket
-
         return {"nodes": 1, "ranks_per_node": world_size or self.world_size, "hosts": [socket.gethostname()]}
+
+    def on_head_node(self, rank: int) -> bool:
+        """Every rank runs on this host (where a resource sampler can watch it)."""
+        return True
+
+    def host_of(self, rank: int) -> str:
+        """The hostname rank ``rank`` runs on: this host's."""
+        return socket.gethostname()
 
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
