@@ -126,7 +126,7 @@ def collect_ranks(
         for ready in wait(waiting, timeout=max(0.0, wait_for)):
             rank = waitables[ready]
             if rank in results or rank in failures:
-                continue  # its pipe said it first in this batch: the sentinel adds nothing
+                continue  # settled earlier in this batch (a pipe's error, then its sentinel): nothing to add
             heard = hear(ready, rank)
             if heard.hearing is not Hearing.OTHER:
                 last_heard[rank] = time.monotonic()
