@@ -1,16 +1,17 @@
 """RemotePool: a WorkerPool whose ranks run on the torchrun ranks of a ``dpbench.cluster`` session.
 
-Same interface as :class:`dpbench.launcher.WorkerPool` (``run``, ``close``, ``pids``,
-``closed``, ``backend``, ``threads_per_worker``, ``world_size``, ``worker_facts``,
-``affinity_plan``) plus ``nodes``, ``ranks_per_node`` and ``hosts``. Rank r of a pool is
-started by the agent of torchrun rank r (see :mod:`dpbench.cluster.agent`): a pool of W
-ranks uses torchrun ranks 0..W-1, so it fills node 0 first, then node 1, and so on.
+A :class:`dpbench.workers.base.Pool`, as :class:`dpbench.launcher.WorkerPool` is (``run``,
+``close``, ``pids``, ``closed``, ``backend``, ``threads_per_worker``, ``world_size``,
+``worker_facts``, ``affinity_plan``, ``layout``, ``on_head_node``, ``host_of``) plus ``nodes``,
+``ranks_per_node`` and ``hosts``. Rank r of a pool is started by the agent of torchrun rank r
+(see :mod:`dpbench.cluster.agent`): a pool of W ranks uses torchrun ranks 0..W-1, so it fills
+node 0 first, then node 1, and so on.
 
-Failure handling mirrors WorkerPool's, with the node named: a rank that raises or dies →
-:class:`WorkerError` ("rank 1 (node 1, host b12)"); an agent whose connection drops (its
-process was killed, its node went away) → WorkerError too; no word from a rank for
-``timeout`` seconds → :class:`WorkerTimeoutError`. After any of these the pool is closed and
-every agent of the pool has stopped its worker.
+Failure handling is WorkerPool's wait (:mod:`dpbench.workers.collect`), with the node named: a
+rank that raises or dies → :class:`WorkerError` ("rank 1 (node 1, host b12)"); an agent whose
+connection drops (its process was killed, its node went away) → WorkerError too; no word from a
+rank for ``timeout`` seconds → :class:`WorkerTimeoutError`. After any of these the pool is closed
+and every agent of the pool has stopped its worker.
 
 While a cluster session runs (:func:`heading`), :class:`ClusterPools` is the launcher's pool
 provider (:mod:`dpbench.workers.provider`): process-group pools are remote, the rest local.
@@ -31,15 +32,8 @@ from typing import Any
 
 from dpbench.cluster.agent import WorkerOrder
 from dpbench.cluster.link import AgentLink
-from dpbench.workers.base import (
-    FAILURE_GRACE_SECONDS,
-    MIN_START_SECONDS,
-    WorkerError,
-    WorkerTimeoutError,
-    available_cores,
-    default_threads,
-    pick_backend,
-)
+from dpbench.workers.base import MIN_START_SECONDS, WorkerError, available_cores, default_threads, pick_backend
+from dpbench.workers.collect import Heard, Hearing, RankNames, collect_ranks, failure_error
 from dpbench.workers.provider import current_provider, providing
 
 __all__ = ["ClusterPools", "RemotePool", "active_session", "heading"]
@@ -111,6 +105,12 @@ class RemotePool:
         self._facts: list[dict[str, Any]] = []
         self._dead: set[int] = set()  # ranks whose worker died or whose agent went away
         self._closed = False
+        self._names = RankNames(
+            label=lambda rank: self._links[rank].label,
+            group=lambda ranks: ", ".join(self._links[r].label for r in ranks),
+            world=f"world_size={world_size} on {self.nodes} node(s)",
+            stopped="every rank's worker was stopped",
+        )
         session.open_pool = self
         try:
             self._start()
@@ -180,7 +180,7 @@ class RemotePool:
         lost = {rank: link.lost for rank, link in enumerate(self._links) if not link.alive}
         if lost:  # fail before starting anyone: that rank cannot serve this session again
             self._dead.update(lost)
-            self._raise_failures(lost)
+            raise self._failure_error(lost)
         for link, order in zip(self._links, self._orders()):
             link.send("start", self.pool_id, order)
         self._facts = self._collect("ready", timeout=max(self.timeout, MIN_START_SECONDS))
@@ -288,85 +288,48 @@ class RemotePool:
             )
             return None
 
-    def _event(self, rank: int, kind: str) -> tuple[str, Any]:
-        """Read rank's next message → ("done", value) | ("alive", None) | ("failed", text) | ("other", None)."""
+    def _hear(self, rank: int, kind: str) -> Heard:
+        """What rank's agent says: its worker's answer, a sign of life, a failure, or nothing of this pool's."""
         link = self._links[rank]
         message = self._receive(link)
         if message is None:
             self._dead.add(rank)
-            return "failed", link.lost
+            return Heard(hearing=Hearing.FAILED, value=link.lost)
         tag, pool_id, payload = message
         if pool_id != self.pool_id:
-            return "other", None  # a late word from an earlier pool of this session
+            return Heard(hearing=Hearing.OTHER)  # a late word from an earlier pool of this session
         if tag == "started":
             self._started[rank] = payload
-            return "alive", None
+            return Heard(hearing=Hearing.ALIVE)
         if tag in ("failed", "died"):
             if tag == "died":
                 self._dead.add(rank)
-            return "failed", payload
+            return Heard(hearing=Hearing.FAILED, value=payload)
         if tag == "from":
             worker_tag, value = pickle.loads(payload)
             if worker_tag == kind:
-                return "done", value
+                return Heard(hearing=Hearing.DONE, value=value)
             if worker_tag == "error":
-                return "failed", value
-            return "alive", None
-        return "other", None
+                return Heard(hearing=Hearing.FAILED, value=value)
+            return Heard(hearing=Hearing.ALIVE)
+        return Heard(hearing=Hearing.OTHER)
 
     def _collect(self, kind: str, *, timeout: float) -> list[Any]:
         """Wait until every rank sent ``kind``; raise on errors, deaths, lost agents and silence."""
-        results: dict[int, Any] = {}
-        failures: dict[int, str] = {r: link.lost for r, link in enumerate(self._links) if not link.alive}
-        last_heard = {rank: time.monotonic() for rank in range(self.world_size)}
-        first_failure_at = time.monotonic() if failures else None
-        by_conn = {link.conn: rank for rank, link in enumerate(self._links) if link.alive}
-        while len(results) < self.world_size:
-            now = time.monotonic()
-            if first_failure_at is not None:
-                if now - first_failure_at >= FAILURE_GRACE_SECONDS:
-                    break
-                wait_for = first_failure_at + FAILURE_GRACE_SECONDS - now
-            else:
-                pending = [r for r in range(self.world_size) if r not in results]
-                silent = [r for r in pending if now - last_heard[r] >= timeout]
-                if silent:
-                    self._raise_timeout(silent, timeout)
-                wait_for = min(last_heard[r] + timeout for r in pending) - now
-            conns = [c for c, r in by_conn.items() if r not in results and r not in failures]
-            for ready in wait(conns, timeout=max(0.0, wait_for)):
-                rank = by_conn[ready]
-                event, value = self._event(rank, kind)
-                if event != "other":
-                    last_heard[rank] = time.monotonic()
-                if event == "done":
-                    results[rank] = value
-                elif event == "failed":
-                    failures[rank] = value
-                    first_failure_at = first_failure_at or time.monotonic()
-        if failures:
-            self._raise_failures(failures)
-        return [results[rank] for rank in range(self.world_size)]
+        return collect_ranks(
+            world_size=self.world_size,
+            timeout=timeout,
+            waitables={link.conn: rank for rank, link in enumerate(self._links) if link.alive},
+            hear=lambda _conn, rank: self._hear(rank, kind),
+            names=self._names,
+            fail=self._failure_error,
+            failed={r: link.lost for r, link in enumerate(self._links) if not link.alive},
+        )
 
-    def _raise_failures(self, failures: dict[int, str]) -> None:
+    def _failure_error(self, failures: dict[int, str]) -> WorkerError:
         # Ranks that died or lost their agent first: their peers' collective errors follow from them.
         order = sorted(failures, key=lambda r: (r not in self._dead, r))
-        labels = [self._links[r].label for r in order]
-        details = "\n".join(f"--- {self._links[r].label} ---\n{str(failures[r]).rstrip()}" for r in order)
-        raise WorkerError(
-            f"worker {', '.join(labels)} failed (world_size={self.world_size} on {self.nodes} node(s)):\n{details}",
-            rank=order[0],
-            failures=failures,
-        )
-
-    def _raise_timeout(self, silent: list[int], timeout: float) -> None:
-        labels = ", ".join(self._links[r].label for r in silent)
-        raise WorkerTimeoutError(
-            f"no message from worker {labels} for {timeout:g} s (timeout); every rank's worker was stopped. "
-            f"Raise `timeout` if a single step legitimately takes this long.",
-            rank=silent[0],
-            failures={r: f"silent for {timeout:g} s" for r in silent},
-        )
+        return failure_error(failures, names=self._names, order=order, first=order[0])
 
 
 # ---------------------------------------------------------------- the launcher's pools under a session

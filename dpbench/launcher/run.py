@@ -11,8 +11,7 @@ import numbers
 from typing import Any
 
 from dpbench.launcher.step_stats import StepStats
-from dpbench.workers.base import WorkerError, default_threads
-from dpbench.workers.pool import WorkerPool
+from dpbench.workers.base import Pool, WorkerError, default_threads
 from dpbench.workers.provider import make_pool, placement_for, pool_layout
 
 __all__ = ["launch", "Run"]
@@ -117,7 +116,7 @@ class Run:
         self.spec = spec
         self.workload = workload
         self._placement = placement
-        self._pool: WorkerPool | None = None
+        self._pool: Pool | None = None
         # dpbench.cluster: the remote pool when a cluster session is active and the ranks form a group.
         self._pool = make_pool(
             placement.processes,
@@ -146,18 +145,16 @@ class Run:
             "threads_per_worker": spec.threads_per_worker,
             "seed": spec.seed,
             "lr": spec.lr,
-            "devices": list(spec.devices),
+            # Under a cluster, this host's devices: the ones a sampler here can watch.
+            "devices": [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)],
             "processes": placement.processes,
             "timeout": timeout,
             # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
-            "workers": list(getattr(self._pool, "worker_facts", None) or []),
-            "affinity": getattr(self._pool, "affinity_plan", None),
+            "workers": list(self._pool.worker_facts),
+            "affinity": self._pool.affinity_plan,
         }
-        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
-        # cluster, "devices" keeps this host's, the ones a sampler here can watch.
+        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks).
         self.info.update(pool_layout(self._pool, world_size=spec.world_size))
-        if hasattr(self._pool, "on_head_node"):
-            self.info["devices"] = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
 
     @property
     def pids(self) -> list[int]:
@@ -203,8 +200,8 @@ class Run:
 
     def _memory_label(self, rank: int, label: str) -> str:
         """``label`` on this host (the devices the sampler here watches), ``host/label`` elsewhere."""
-        pool = self._pool
-        if not hasattr(pool, "on_head_node") or pool.on_head_node(rank):
+        pool = self._live_pool()
+        if pool.on_head_node(rank):
             return label
         return f"{pool.host_of(rank)}/{label}"
 
@@ -285,7 +282,7 @@ class Run:
         if self._pool is not None:
             self._pool.close()
 
-    def _live_pool(self) -> WorkerPool:
+    def _live_pool(self) -> Pool:
         if self._pool is None or self._pool.closed:
             raise RuntimeError("this Run is closed (after close() or a worker failure); launch a new one")
         return self._pool

@@ -1,8 +1,9 @@
 """workers: processes on one host — :class:`WorkerPool` (spawned workers with torch.distributed
-set up, driven from the parent), the worker side, the forkserver helper, the lifeline that leaves
-nothing behind, the CPU pinning plan, the user's runtime environment passed through, the machine
-facts every run records, and the seam that lets another pool provider take over
-(:mod:`~dpbench.workers.provider`).
+set up, driven from the parent), the :class:`Pool` interface every pool offers and the wait for
+every rank's answer they share (:mod:`~dpbench.workers.collect`), the worker side, the forkserver
+helper, the lifeline that leaves nothing behind, the CPU pinning plan, the user's runtime
+environment passed through, the machine facts every run records, and the seam that lets another
+pool provider take over (:mod:`~dpbench.workers.provider`).
 
 May import: ``dpbench.schema`` and ``dpbench.stats``. Never strategies (a worker runs whatever
 picklable function it is sent), the launcher, the cluster runner or anything above.
@@ -11,6 +12,7 @@ picklable function it is sent), the launcher, the cluster runner or anything abo
 from dpbench._lazy import lazy_attributes
 
 __all__ = [
+    "Pool",
     "WorkerPool",
     "WorkerContext",
     "WorkerError",
@@ -23,6 +25,7 @@ __all__ = [
 
 # Loaded on first use (PEP 562): the cluster runner imports this package before torch.
 _LAZY = {
+    "Pool": "dpbench.workers.base",
     "WorkerPool": "dpbench.workers.pool",
     "WorkerContext": "dpbench.workers.worker",
     "WorkerError": "dpbench.workers.base",

@@ -1,15 +1,19 @@
 """What every pool shares — the local :class:`~dpbench.workers.pool.WorkerPool` and the cluster's
-``RemotePool`` (:mod:`dpbench.cluster.remote`): their errors, their start-up and failure timing,
-the cores and threads a pool may use, and the process-group backend it picks.
+``RemotePool`` (:mod:`dpbench.cluster.remote`): the interface the launcher and the measuring code
+use (:class:`Pool`), their errors, their start-up and failure timing, the cores and threads a pool
+may use, and the process-group backend it picks.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, Protocol
 
 __all__ = [
     "FAILURE_GRACE_SECONDS",
     "MIN_START_SECONDS",
+    "Pool",
     "WorkerError",
     "WorkerTimeoutError",
     "available_cores",
@@ -24,6 +28,61 @@ MIN_START_SECONDS = 60.0
 # After the first failure, how long to listen for other ranks' failures so the error
 # reports every rank that went wrong, not just the fastest to complain.
 FAILURE_GRACE_SECONDS = 0.5
+
+
+class Pool(Protocol):
+    """What the launcher and the measuring code use of a pool: ``world_size`` ranks that each run
+    the function a call sends them. The pool provider (:mod:`dpbench.workers.provider`) hands out
+    a local ``WorkerPool`` or, under a cluster session, a ``RemotePool``: both are this."""
+
+    @property
+    def world_size(self) -> int:
+        """Ranks (worker processes) in the pool."""
+
+    @property
+    def backend(self) -> str | None:
+        """The torch.distributed backend of the ranks' process group (None: no process group)."""
+
+    @property
+    def threads_per_worker(self) -> int:
+        """``torch.set_num_threads`` of every worker."""
+
+    @property
+    def closed(self) -> bool:
+        """After ``close()`` or a worker failure: the pool runs nothing more."""
+
+    @property
+    def pids(self) -> list[int]:
+        """Worker pids on this host: the processes a resource sampler here can watch."""
+
+    @property
+    def worker_facts(self) -> list[dict[str, Any]]:
+        """Per rank, what the worker reported when it started (JSON-safe)."""
+
+    @property
+    def affinity_plan(self) -> dict[str, Any]:
+        """The CPU pinning decision (JSON-safe): ``mode``, ``pinned``, ``reason``, ``available_cores``,
+        ``rank_cores``, ``parent_cores``, ``parent_note``."""
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Run ``fn(ctx, *args, **kwargs)`` on every rank; the results by rank. A failure closes the pool."""
+
+    def close(self) -> None:
+        """Stop every worker; idempotent."""
+
+    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
+        """``nodes``, ``ranks_per_node`` and ``hosts`` (``world_size``: an in-process strategy's
+        replicas, when it runs more than the pool's processes)."""
+
+    def on_head_node(self, rank: int) -> bool:
+        """Does rank ``rank`` run on this host (the head's node under a cluster session)?"""
+
+    def host_of(self, rank: int) -> str:
+        """The hostname rank ``rank`` runs on."""
+
+    def __enter__(self) -> Pool: ...
+
+    def __exit__(self, *exc_info: Any) -> None: ...
 
 
 class WorkerError(RuntimeError):

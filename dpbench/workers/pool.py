@@ -35,16 +35,16 @@ import multiprocessing.util as mp_util
 import os
 import pickle
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.workers.base import (
-    FAILURE_GRACE_SECONDS,
     MIN_START_SECONDS,
     WorkerError,
     WorkerTimeoutError,
@@ -53,6 +53,7 @@ from dpbench.workers.base import (
     pick_backend,
     require_cuda,
 )
+from dpbench.workers.collect import Heard, Hearing, RankNames, collect_ranks, failure_error
 from dpbench.workers.forkserver import (
     PRELOAD as _PRELOAD,
 )
@@ -168,6 +169,12 @@ class WorkerPool:
         self._conns: list[Connection] = []
         self._tmpdir: str | None = None
         self._closed = False
+        self._names = RankNames(
+            label=lambda rank: f"rank {rank}",
+            group=lambda ranks: "rank " + ", ".join(str(r) for r in ranks),
+            world=f"world_size={world_size}",
+            stopped="the workers were stopped",
+        )
         self._start()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -300,9 +307,15 @@ class WorkerPool:
     def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
         """One node holds every rank (``world_size``: an in-process strategy's replicas, when it
         runs more than the pool's processes)."""
-        import socket
-
         return {"nodes": 1, "ranks_per_node": world_size or self.world_size, "hosts": [socket.gethostname()]}
+
+    def on_head_node(self, rank: int) -> bool:
+        """Every rank runs on this host (where a resource sampler can watch it)."""
+        return True
+
+    def host_of(self, rank: int) -> str:
+        """The hostname rank ``rank`` runs on: this host's."""
+        return socket.gethostname()
 
     @property
     def worker_facts(self) -> list[dict[str, Any]]:
@@ -344,73 +357,44 @@ class WorkerPool:
 
     def _collect(self, kind: str, *, timeout: float) -> list[Any]:
         """Wait until every rank sent ``kind``; raise on errors, deaths and silence."""
-        results: dict[int, Any] = {}
-        failures: dict[int, str] = {}
-        last_heard = {rank: time.monotonic() for rank in range(self.world_size)}
-        first_failure_at: float | None = None
-        grace = FAILURE_GRACE_SECONDS
-        by_conn = {conn: rank for rank, conn in enumerate(self._conns)}
-        by_sentinel = {proc.sentinel: rank for rank, proc in enumerate(self._procs)}
-        while len(results) < self.world_size:
-            now = time.monotonic()
-            if first_failure_at is not None:
-                if now - first_failure_at >= grace:
-                    break
-                wait_for = first_failure_at + grace - now
-            else:
-                pending = [r for r in range(self.world_size) if r not in results]
-                silent = [r for r in pending if now - last_heard[r] >= timeout]
-                if silent:
-                    self._raise_timeout(silent, timeout)
-                wait_for = min(last_heard[r] + timeout for r in pending) - now
-            pending_conns = [c for c, r in by_conn.items() if r not in results and r not in failures]
-            pending_sentinels = [s for s, r in by_sentinel.items() if r not in results and r not in failures]
-            for ready in wait(pending_conns + pending_sentinels, timeout=max(0.0, wait_for)):
-                if ready in by_conn:
-                    rank = by_conn[ready]
-                    try:
-                        tag, value = pickle.loads(ready.recv_bytes())
-                    except (EOFError, OSError):
-                        continue  # the sentinel reports the death with its exit code
-                    last_heard[rank] = time.monotonic()
-                    if tag == kind:
-                        results[rank] = value
-                    elif tag == "error":
-                        failures[rank] = value
-                else:
-                    rank = by_sentinel[ready]
-                    if rank not in failures and rank not in results:
-                        proc = self._procs[rank]
-                        proc.join(0.1)
-                        helper_gone = proc.exitcode == 255 and _helper_gone()
-                        failures[rank] = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}" + (
-                            _HELPER_GONE if helper_gone else ""
-                        )
-                        if helper_gone:
-                            # Every worker of that helper dies with it (PR_SET_PDEATHSIG): worth
-                            # waiting for all of them, so the error names every rank.
-                            grace = max(grace, HELPER_GONE_GRACE_SECONDS)
-                if failures and first_failure_at is None:
-                    first_failure_at = time.monotonic()
-        if failures:
-            first = next(iter(failures))  # dicts keep insertion order: the earliest failure
-            details = "\n".join(f"--- rank {r} ---\n{tb.rstrip()}" for r, tb in sorted(failures.items()))
-            ranks = ", ".join(str(r) for r in sorted(failures))
-            raise WorkerError(
-                f"worker rank {ranks} failed (world_size={self.world_size}):\n{details}",
-                rank=first,
-                failures=failures,
-            )
-        return [results[rank] for rank in range(self.world_size)]
-
-    def _raise_timeout(self, silent: list[int], timeout: float) -> None:
-        ranks = ", ".join(str(r) for r in silent)
-        raise WorkerTimeoutError(
-            f"no message from worker rank {ranks} for {timeout:g} s (timeout); the workers were "
-            f"stopped. Raise `timeout` if a single step legitimately takes this long.",
-            rank=silent[0],
-            failures={r: f"silent for {timeout:g} s" for r in silent},
+        waitables: dict[Any, int] = {conn: rank for rank, conn in enumerate(self._conns)}
+        # After the pipes: a rank whose pipe says it failed needs no word from its sentinel.
+        waitables.update({proc.sentinel: rank for rank, proc in enumerate(self._procs)})
+        return collect_ranks(
+            world_size=self.world_size,
+            timeout=timeout,
+            waitables=waitables,
+            hear=lambda ready, rank: self._hear(ready, rank, kind),
+            names=self._names,
+            fail=lambda failures: failure_error(
+                failures,
+                names=self._names,
+                order=sorted(failures),
+                first=next(iter(failures)),  # dicts keep insertion order: the earliest failure
+            ),
         )
+
+    def _hear(self, ready: Any, rank: int, kind: str) -> Heard:
+        """What rank's pipe (a message) or process sentinel (its death) says."""
+        if ready is self._conns[rank]:
+            try:
+                tag, value = pickle.loads(ready.recv_bytes())
+            except (EOFError, OSError):
+                return Heard(hearing=Hearing.OTHER)  # the sentinel reports the death with its exit code
+            if tag == kind:
+                return Heard(hearing=Hearing.DONE, value=value)
+            if tag == "error":
+                return Heard(hearing=Hearing.FAILED, value=value)
+            return Heard(hearing=Hearing.ALIVE)
+        proc = self._procs[rank]
+        proc.join(0.1)
+        helper_gone = proc.exitcode == 255 and _helper_gone()
+        died = f"worker process (pid {proc.pid}) died with exit code {proc.exitcode}"
+        if not helper_gone:
+            return Heard(hearing=Hearing.FAILED, value=died)
+        # Every worker of that helper dies with it (PR_SET_PDEATHSIG): worth waiting for all
+        # of them, so the error names every rank.
+        return Heard(hearing=Hearing.FAILED, value=died + _HELPER_GONE, wait_for_peers=HELPER_GONE_GRACE_SECONDS)
 
 
 _HELPER_GONE = " (the forkserver helper that started it is gone, and the worker was killed with it: PR_SET_PDEATHSIG)"

@@ -13,13 +13,15 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from dpbench.workers.base import Pool
+
 __all__ = ["PoolProvider", "current_provider", "make_pool", "placement_for", "pool_layout", "providing"]
 
 
 class PoolProvider(Protocol):
     """What a provider of pools answers (see :class:`dpbench.cluster.remote.ClusterPools`)."""
 
-    def make_pool(self, world_size: int, **kwargs: Any) -> Any:
+    def make_pool(self, world_size: int, **kwargs: Any) -> Pool:
         """A pool of ``world_size`` ranks that form a process group (``WorkerPool``'s arguments)."""
 
     def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
@@ -44,7 +46,7 @@ def current_provider() -> PoolProvider | None:
     return _PROVIDERS[-1] if _PROVIDERS else None
 
 
-def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> Any:
+def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> Pool:
     """The pool for ``world_size`` ranks: the installed provider's when the ranks form a process
     group, else (and with no provider) local worker processes."""
     provider = current_provider()
@@ -63,6 +65,6 @@ def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: d
     return provider.placement_for(strategy_cls, world_size=world_size, device=device, options=options)
 
 
-def pool_layout(pool: Any, *, world_size: int | None = None) -> dict[str, Any]:
+def pool_layout(pool: Pool, *, world_size: int | None = None) -> dict[str, Any]:
     """``nodes``, ``ranks_per_node`` and ``hosts`` of a pool (each pool says its own: ``pool.layout``)."""
     return pool.layout(world_size=world_size)

@@ -25,6 +25,7 @@ from dpbench.cluster.remote import RemotePool
 from dpbench.cluster.runner import main
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, make_pool
 from dpbench.measure import resolve_profile
+from dpbench.workers.base import Pool
 from dpbench.workers.provider import placement_for, pool_layout
 
 TORCHRUN_ENV = {
@@ -239,6 +240,8 @@ def test_remote_pool_runs_on_every_rank_and_knows_the_nodes(session):
         assert [f["node"] for f in pool.worker_facts] == [0, 0, 1, 1]
         assert sorted(pool.pids) == sorted(o["pid"] for o in out[:2])  # this "node"'s workers only
         assert pool.affinity_plan["mode"] == "off" and pool.affinity_plan["pinned"] is False
+        members = {name for name in vars(Pool) if not name.startswith("_")} | {"__enter__", "__exit__"}
+        assert {name for name in members if not hasattr(pool, name)} == set()  # a Pool, as WorkerPool is
         with pytest.raises(RuntimeError, match="one multi-process pool at a time"):
             RemotePool(2, session=session)
     assert pool.closed and not _workers()

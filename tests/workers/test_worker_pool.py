@@ -41,6 +41,14 @@ def test_every_rank_runs_with_a_process_group(pool):
     assert [r["pid"] for r in results] == pool.pids and os.getpid() not in pool.pids
 
 
+def test_the_pool_offers_everything_the_pool_protocol_lists(pool):
+    from dpbench.workers.base import Pool
+
+    members = {name for name in vars(Pool) if not name.startswith("_")} | {"__enter__", "__exit__"}
+    assert {name for name in members if not hasattr(pool, name)} == set()
+    assert pool.on_head_node(1) and pool.host_of(1) == pool.layout()["hosts"][0]
+
+
 def test_state_survives_between_calls(pool):
     pool.run(remember, 10)
     assert pool.run(recall) == [10, 20]
