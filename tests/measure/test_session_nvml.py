@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dpbench.measure.plugin import DpbenchSession, session, session_of
-from dpbench.measure.plugin.state import SESSION_KEY
+from dpbench.measure.plugin import session, session_of
+from dpbench.measure.plugin.state import start_session
 
 
 class FakeNvml:
@@ -31,7 +31,7 @@ class FakeNvml:
 
 def _config(device: str):
     config = SimpleNamespace(stash=pytest.Stash())
-    config.stash[SESSION_KEY] = DpbenchSession(profile=SimpleNamespace(device=device))
+    start_session(config).profile = SimpleNamespace(device=device)
     return config
 
 
