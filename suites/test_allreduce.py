@@ -5,6 +5,7 @@ trial (median, 95% interval)."""
 from __future__ import annotations
 
 from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.measure.plugin import session_of
 from dpbench.schema import StrategyName
 
 MODES = ("per-param", "bucketed", "overlap")
@@ -13,7 +14,7 @@ MODES = ("per-param", "bucketed", "overlap")
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     world = max(profile.world_sizes)
     workload = profile.knob_workload
     ddp = TrainingCase(

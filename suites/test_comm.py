@@ -9,6 +9,7 @@ import pytest
 
 from dpbench.measure import CollectiveCase, measure_collective
 from dpbench.measure.collectives import COLLECTIVES, ddp_bucket_sizes
+from dpbench.measure.plugin import session_of
 
 
 def _label(size: int) -> str:
@@ -21,7 +22,7 @@ def _label(size: int) -> str:
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     world = max(profile.world_sizes)
     sizes = [(s, "sweep", _label(s)) for s in profile.comm_sizes]
     try:

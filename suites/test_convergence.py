@@ -17,6 +17,7 @@ import pytest
 
 from dpbench.measure import measure_training, reference_result
 from dpbench.measure.convergence import convergence_cases, convergence_info
+from dpbench.measure.plugin import session_of
 from dpbench.workloads.recipes import get_recipe, recipe_unavailable
 
 OPT_IN = (
@@ -28,8 +29,8 @@ OPT_IN = (
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    # Resolved (and a bad DPBENCH_* value refused as a usage error, before any process) by the conftest.
-    settings = metafunc.config._dpbench_convergence
+    # Resolved (and a bad DPBENCH_* value refused as a usage error, before any process) by the plugin.
+    settings = session_of(metafunc.config).convergence
     cases = convergence_cases(settings)
     if not cases:
         metafunc.parametrize("case", [pytest.param(None, marks=pytest.mark.skip(reason=OPT_IN))], ids=["off"])

@@ -4,6 +4,7 @@ gradient accumulation with no_sync, all on one workload at the largest world siz
 from __future__ import annotations
 
 from dpbench.measure import TrainingCase, measure_training
+from dpbench.measure.plugin import session_of
 from dpbench.schema import StrategyName
 
 DDP = StrategyName.DDP.value
@@ -26,7 +27,7 @@ def _knob_options(profile) -> list[dict]:
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     world = max(profile.world_sizes)
     cases = [
         TrainingCase(

@@ -5,6 +5,7 @@ optimizer, so it is heavier than the others on GPUs)."""
 from __future__ import annotations
 
 from dpbench.measure import TrainingCase, measure_training
+from dpbench.measure.plugin import session_of
 from dpbench.schema import Phase, StrategyName
 
 DP_PHASES = {Phase.SCATTER.value, Phase.REPLICATE.value, Phase.APPLY.value, Phase.GATHER.value}
@@ -13,7 +14,7 @@ DP_PHASES = {Phase.SCATTER.value, Phase.REPLICATE.value, Phase.APPLY.value, Phas
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     world = max(profile.world_sizes)
     cases = [
         TrainingCase(

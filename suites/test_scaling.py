@@ -13,6 +13,7 @@ import dataclasses
 import statistics
 
 from dpbench.measure import TrainingCase, measure_training, reference_result, strategy_cases
+from dpbench.measure.plugin import session_of
 from dpbench.schema import StrategyName
 from dpbench.stats import paired_ratio
 
@@ -20,7 +21,7 @@ from dpbench.stats import paired_ratio
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     cases = []
     for workload in profile.scaling_workloads:
         per_replica = profile.per_replica_batch_for(workload)

@@ -12,6 +12,7 @@ time at the same world size, trial by trial.
 from __future__ import annotations
 
 from dpbench.measure import TrainingCase, measure_training, reference_result, relative_to
+from dpbench.measure.plugin import session_of
 from dpbench.schema import StrategyName
 
 WORKLOADS = ("transformer", "mlp")
@@ -56,7 +57,7 @@ def sharding_cases(profile) -> list[TrainingCase]:
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    cases = sharding_cases(metafunc.config._dpbench_profile)
+    cases = sharding_cases(session_of(metafunc.config).profile)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

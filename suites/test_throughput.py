@@ -6,12 +6,13 @@ quick profile), at one global batch (strong scaling: the same job split over mor
 from __future__ import annotations
 
 from dpbench.measure import measure_training, strategy_cases
+from dpbench.measure.plugin import session_of
 
 
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
-    profile = metafunc.config._dpbench_profile
+    profile = session_of(metafunc.config).profile
     cases = [
         case
         for workload in profile.workloads

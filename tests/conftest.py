@@ -91,14 +91,17 @@ class _SerialGate:
                 fcntl.flock(self._turnstile, fcntl.LOCK_UN)
 
 
+_SERIAL_GATE = pytest.StashKey[_SerialGate]()
+
+
 def _serial_gate(config: pytest.Config) -> _SerialGate | None:
     if XDIST_WORKERS <= 1:
         return None
-    gate = getattr(config, "_dpbench_serial_gate", None)
+    gate = config.stash.get(_SERIAL_GATE, None)
     if gate is None:
         # Each xdist worker's basetemp is <the run's basetemp>/popen-gwN: the parent is shared.
         shared = config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (pytest's own factory)
-        gate = config._dpbench_serial_gate = _SerialGate(shared)
+        gate = config.stash[_SERIAL_GATE] = _SerialGate(shared)
     return gate
 
 

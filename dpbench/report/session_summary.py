@@ -16,6 +16,9 @@ import pytest
 
 __all__ = ["decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
 
+# This plugin's own state on the config: the run files that existed when a measuring session started.
+_RUNS_BEFORE = pytest.StashKey[set[Path]]()
+
 
 def decision_text(files: Sequence[str | Path]) -> str:
     """The terminal's decision over saved run files ('' when none of them trains a workload)."""
@@ -37,15 +40,20 @@ def _saved(config: Any) -> set[Path]:
 
 
 def pytest_sessionstart(session: Any) -> None:
-    if getattr(session.config, "_dpbench_trials", None) is not None:  # a measuring session
-        session.config._dpbench_runs_before = _saved(session.config)
+    from dpbench.measure.plugin import measuring_session
+
+    state = measuring_session(session.config)
+    if state is not None and state.trials is not None:  # a measuring session
+        session.config.stash[_RUNS_BEFORE] = _saved(session.config)
 
 
 @pytest.hookimpl(trylast=True)  # under pytest-benchmark's table and the measuring plugin's note
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
-    before = getattr(config, "_dpbench_runs_before", None)
-    if before is None or not len(getattr(config, "_dpbench_trials", ())):
-        return  # not a measuring session
+    from dpbench.measure.plugin import session_of
+
+    before = config.stash.get(_RUNS_BEFORE, None)
+    if before is None or not len(session_of(config).trials):
+        return  # not a measuring session, or one with nothing to measure
     new = sorted(_saved(config) - before)
     if not new:
         return  # nothing saved (--benchmark-disable, no --benchmark-save, interrupted)

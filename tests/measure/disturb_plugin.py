@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from dpbench.measure.plugin import measuring_session
+
 _CASE = os.environ.get("DPBENCH_DISTURB_CASE", "")
 _TRIAL = int(os.environ.get("DPBENCH_DISTURB_TRIAL", "0") or 0)
 _HOGS = int(os.environ.get("DPBENCH_DISTURB_HOGS", "2") or 2)
@@ -45,7 +47,8 @@ class _Disturbed:
 
 @pytest.hookimpl(trylast=True)  # after dpbench's plugin made the session
 def pytest_configure(config):
-    session = getattr(config, "_dpbench_trials", None)
+    state = measuring_session(config)
+    session = state.trials if state is not None else None
     if session is None or not _CASE or _TRIAL < 1:
         return
     add = session.add

@@ -1,10 +1,16 @@
-"""The measuring plugin's pure parts: when a session measures, and how suite benchmarks are named."""
+"""The measuring plugin's pure parts: when a session measures, how suite benchmarks are named, and
+where the session's state lives."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from dpbench.measure.plugin import measuring_session, session_of
 from dpbench.measure.plugin.selection import measures, suites_dir
+from dpbench.measure.plugin.state import start_session
 from dpbench.measure.plugin.storage import suite_fullnames
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +57,13 @@ def test_suite_benchmarks_are_named_as_in_a_checkout_wherever_they_ran(tmp_path)
     unchanged = [{"fullname": "test_throughput.py::test_throughput[ddp-mlp-w2]"}]
     suite_fullnames(unchanged, files=files, suites=None)
     assert unchanged == [{"fullname": "test_throughput.py::test_throughput[ddp-mlp-w2]"}]
+
+
+def test_the_session_state_is_one_object_on_the_config_stash():
+    config = SimpleNamespace(stash=pytest.Stash())  # a session the plugin does not measure
+    assert measuring_session(config) is None
+    with pytest.raises(LookupError, match="config: expected a pytest session the dpbench plugin measures"):
+        session_of(config)
+    state = start_session(config)
+    assert session_of(config) is state and measuring_session(config) is state
+    assert state.profile is None and state.files == {} and not state.session_started

@@ -52,7 +52,6 @@ def _session(tty: bool) -> tuple[_Reporter, Progress]:
     config = _Config(reporter)
     clock = iter([100.0, 130.0, 160.0])  # a fake clock: 30 s per slot
     progress = Progress(config, clock=lambda: next(clock))
-    config._dpbench_progress = progress
     return reporter, progress
 
 

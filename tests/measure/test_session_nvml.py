@@ -6,7 +6,10 @@ from __future__ import annotations
 import sys
 from types import SimpleNamespace
 
-from dpbench.measure.plugin import session
+import pytest
+
+from dpbench.measure.plugin import session, session_of
+from dpbench.measure.plugin.state import start_session
 
 
 class FakeNvml:
@@ -27,7 +30,9 @@ class FakeNvml:
 
 
 def _config(device: str):
-    return SimpleNamespace(_dpbench_profile=SimpleNamespace(device=device))
+    config = SimpleNamespace(stash=pytest.Stash())
+    start_session(config).profile = SimpleNamespace(device=device)
+    return config
 
 
 def test_a_cuda_session_holds_nvml_from_start_to_end(monkeypatch):
@@ -35,10 +40,10 @@ def test_a_cuda_session_holds_nvml_from_start_to_end(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     config = _config("cuda")
     session.pytest_sessionstart(SimpleNamespace(config=config))
-    assert nvml.calls == ["init"] and config._dpbench_nvml is nvml
+    assert nvml.calls == ["init"] and session_of(config).nvml is nvml
     monkeypatch.setattr(session.signals, "restore", lambda config: None)
     session.pytest_unconfigure(config)
-    assert nvml.calls == ["init", "shutdown"] and config._dpbench_nvml is None
+    assert nvml.calls == ["init", "shutdown"] and session_of(config).nvml is None
 
 
 def test_a_cpu_session_or_a_missing_driver_holds_nothing(monkeypatch):
@@ -46,7 +51,7 @@ def test_a_cpu_session_or_a_missing_driver_holds_nothing(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     config = _config("cpu")
     session.pytest_sessionstart(SimpleNamespace(config=config))
-    assert nvml.calls == [] and getattr(config, "_dpbench_nvml", None) is None
+    assert nvml.calls == [] and session_of(config).nvml is None
     broken = FakeNvml(fail=True)
     monkeypatch.setitem(sys.modules, "pynvml", broken)
     assert session._hold_nvml() is None and broken.calls == ["init"]

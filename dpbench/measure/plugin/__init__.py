@@ -9,7 +9,9 @@ or is asked to with ``--dpbench`` (a suite of your own). Then it registers
 machine info, saving), split by concern as pytest-benchmark's plugin is:
 :mod:`~dpbench.measure.plugin.storage` (where runs and timelines go, nothing half-saved),
 :mod:`~dpbench.measure.plugin.signals` (SIGINT/SIGTERM from start-up to the last line) and
-:mod:`~dpbench.measure.plugin.terminal` (what it prints). ``-p no:dpbench`` turns it off.
+:mod:`~dpbench.measure.plugin.terminal` (what it prints). The session's state is one
+:class:`~dpbench.measure.plugin.state.DpbenchSession` on pytest's config: the suites and other
+plugins read it with :func:`session_of`. ``-p no:dpbench`` turns it off.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 import pytest
 
 from dpbench.measure.plugin.selection import SUITES_PACKAGE, measures, suites_dir
+from dpbench.measure.plugin.state import DpbenchSession, measuring_session, session_of
 
-__all__ = ["SUITES_PACKAGE", "measures", "suites_dir"]
+__all__ = ["SUITES_PACKAGE", "DpbenchSession", "measures", "measuring_session", "session_of", "suites_dir"]
 
 
 def pytest_addoption(parser: Any) -> None:

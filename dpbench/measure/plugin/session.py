@@ -21,6 +21,7 @@ from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_
 from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import signals, storage
 from dpbench.measure.plugin.selection import suites_dir
+from dpbench.measure.plugin.state import DpbenchSession, measuring_session, session_of, start_session
 from dpbench.measure.plugin.terminal import Progress, say, table_note
 from dpbench.workers.machine import machine_facts
 
@@ -35,7 +36,8 @@ def _cuda_count() -> int:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its storage options
 def pytest_configure(config):
-    signals.session_signals(config)
+    state = start_session(config)
+    signals.session_signals(state)
     if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
         # Every xdist worker would measure its own share of the cases at the same time as the others,
         # on the same cores (and pytest-benchmark disables itself in a worker: nothing would be saved).
@@ -61,16 +63,16 @@ def pytest_configure(config):
             from dpbench.workloads import check_workload_specs
 
             profile = profile.with_workloads(check_workload_specs("--dpbench-workload", tuple(specs)))
-        config._dpbench_convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
+        state.convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
         _memory_check(config)
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("benchmark_disable", False):
         # --benchmark-disable is a smoke run: every case once, one round, no statistics.
         profile = dataclasses.replace(profile, trials=1, rounds=1, warmup_rounds=0)
-    config._dpbench_profile = profile
-    config._dpbench_timelines = storage.TimelineStore()
-    config._dpbench_traces = _trace_store(config)
+    state.profile = profile
+    state.timelines = storage.TimelineStore()
+    state.traces = _trace_store(config, run_id=state.timelines.run_id)
     from dpbench.cluster.remote import active_session
     from dpbench.strategies import StrategyUnavailable
     from dpbench.workers.forkserver import fresh_forkserver, worker_start
@@ -80,14 +82,14 @@ def pytest_configure(config):
     # Under torchrun each node's agent forks its ranks from its own helper, kept for the session:
     # only this process's is restarted, so the runs say one helper per session there.
     clustered = active_session() is not None
-    config._dpbench_progress = Progress(config)
-    config._dpbench_trials = TrialSession(
+    state.progress = Progress(config)
+    state.trials = TrialSession(
         profile,
         profile.trials,
-        timeline=config._dpbench_timelines.path_for,
-        trace=config._dpbench_traces and config._dpbench_traces.dir_for,
+        timeline=state.timelines.path_for,
+        trace=state.traces and state.traces.dir_for,
         unavailable=(StrategyUnavailable,),
-        progress=config._dpbench_progress,
+        progress=state.progress,
         between_passes=fresh_forkserver,
         worker_start=worker_start(not clustered),
     )
@@ -110,7 +112,7 @@ def _memory_check(config):
     os.environ.setdefault(ENV_MODE, "peak")
 
 
-def _trace_store(config):
+def _trace_store(config, *, run_id):
     """The session's TraceStore when tracing is on (--dpbench-trace or DPBENCH_TRACE=1), else None."""
     from dpbench.measure.tracing import trace_env
     from dpbench.traces.store import TraceStore
@@ -119,7 +121,7 @@ def _trace_store(config):
         on = config.getoption("dpbench_trace", False) or trace_env(os.environ)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return TraceStore(config._dpbench_timelines.run_id) if on else None
+    return TraceStore(run_id) if on else None
 
 
 def _case_of(item):
@@ -131,14 +133,15 @@ def _case_of(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    chosen = config._dpbench_profile.strategies
+    state = session_of(config)
+    chosen = state.profile.strategies
     if chosen is not None:
         kept = [item for item in items if (case := _case_of(item)) is None or case.strategy in chosen]
         if len(kept) < len(items):
             kept_ids = {id(item) for item in kept}
             config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
             items[:] = kept
-    config._dpbench_files = {item.nodeid: item.path for item in items}  # the saved names: storage.suite_fullnames
+    state.files = {item.nodeid: item.path for item in items}  # the saved names: storage.suite_fullnames
     for item in items:
         if "benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads the workers' clock, never the parent's (see dpbench.measure.trials).
@@ -151,7 +154,8 @@ def pytest_runtestloop(session):
     config = session.config
     if config.option.collectonly or config.getoption("benchmark_skip", False):
         return None
-    trials = config._dpbench_trials
+    state = session_of(config)
+    trials = state.trials
     for item in session.items:
         case = _case_of(item)
         if case is not None:
@@ -159,26 +163,31 @@ def pytest_runtestloop(session):
             if case.reference is not None:
                 trials.add(case.reference)
     if len(trials):
-        say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved")
+        say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved", progress=state.progress)
         try:
             trials.run()
         finally:
-            config._dpbench_progress.end_line()
+            state.progress.end_line()
         if not config.getoption("benchmark_disable", False):  # a smoke run keeps no statistics
             from dpbench.measure.remeasure import remeasure
             from dpbench.workers.forkserver import fresh_forkserver
 
-            done = remeasure(trials, between_passes=fresh_forkserver, progress=lambda text: say(config, text))
-            config._dpbench_remeasured = done
+            done = remeasure(
+                trials,
+                between_passes=fresh_forkserver,
+                progress=lambda text: say(config, text, progress=state.progress),
+            )
+            state.remeasured = done
             if done.disturbed:
                 say(
                     config,
                     f"{done.disturbed} of {done.trials} trials were disturbed (their controls or step times "
                     f"stood out); {done.measured_again} measured again, {done.replaced} replaced, "
                     f"in {done.seconds:.0f} s",
+                    progress=state.progress,
                 )
             if done.busy:
-                say(config, done.busy)
+                say(config, done.busy, progress=state.progress)
     return None  # pytest's own loop runs the tests next
 
 
@@ -190,10 +199,10 @@ def pytest_keyboard_interrupt(excinfo):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
     # From here on pytest runs pytest_sessionfinish whatever happens (the save's hooks below).
-    session.config._dpbench_session_started = True
-    profile = getattr(session.config, "_dpbench_profile", None)
-    if profile is not None and profile.device == "cuda":
-        session.config._dpbench_nvml = _hold_nvml()
+    state = session_of(session.config)
+    state.session_started = True
+    if state.profile is not None and state.profile.device == "cuda":
+        state.nvml = _hold_nvml()
 
 
 def _hold_nvml():
@@ -210,11 +219,12 @@ def _hold_nvml():
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
+    state = session_of(config)
     facts = machine_facts()
-    facts["dpbench"]["profile"] = config._dpbench_profile.to_dict()
+    facts["dpbench"]["profile"] = state.profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
-    facts["dpbench"]["worker_start"] = config._dpbench_trials.worker_start  # also per case: harness_settings
-    done = getattr(config, "_dpbench_remeasured", None)
+    facts["dpbench"]["worker_start"] = state.trials.worker_start  # also per case: harness_settings
+    done = state.remeasured
     if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
         facts["dpbench"]["remeasure"] = done.to_dict()
     if os.environ.get("DPBENCH_RUN_CONFIG"):  # `dpbench run`'s resolved configuration (config file + options)
@@ -236,12 +246,13 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """Called just before pytest-benchmark writes the run: the suites' names made the same wherever
     they ran, the timelines published beside it."""
-    storage.suite_fullnames(output_json.get("benchmarks", []), files=config._dpbench_files, suites=suites_dir())
+    state = session_of(config)
+    storage.suite_fullnames(output_json.get("benchmarks", []), files=state.files, suites=suites_dir())
     if not (config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None)):
         return
     if signals.INTERRUPTED["yes"]:
         return  # the run is about to be discarded (see pytest_sessionfinish): publish nothing
-    storage.guard_save(config, get_machine_id())
+    storage.guard_save(config, get_machine_id(), timelines=state.timelines, traces=state.traces)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -252,6 +263,7 @@ def pytest_sessionfinish(session, exitstatus):
     wrote when the session was interrupted (Ctrl-C at any point, the save included) and any run
     file left unparsable. Files that existed before the session are never touched.
     """
+    state = session_of(session.config)
     where = storage.storage_dir(session.config)
     before = set(where.glob(storage.RUN_GLOB)) if where and where.exists() else set()
     interrupted = signals.INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
@@ -259,11 +271,11 @@ def pytest_sessionfinish(session, exitstatus):
     # From here on the save is over: a SIGINT / SIGTERM landing now (settling the files below, the
     # rest of the shutdown) is noted and said, never raised — raised, it escaped pytest's session
     # as a traceback and a -2 exit beside a complete, saved run.
-    signals.late_signals(session.config)
+    signals.late_signals(state)
     interrupted_in_save = outcome.excinfo is not None and isinstance(outcome.excinfo[1], KeyboardInterrupt)
     failed_save = outcome.excinfo is not None and not interrupted_in_save
     interrupted = interrupted or signals.INTERRUPTED["yes"] or outcome.excinfo is not None
-    removed = storage.settle(session.config, where, before, interrupted=interrupted)
+    removed = storage.settle(where, before, interrupted=interrupted, timelines=state.timelines, traces=state.traces)
     if not interrupted:
         return
     sigterm = signals.INTERRUPTED["signal"] == "SIGTERM"
@@ -280,7 +292,7 @@ def pytest_sessionfinish(session, exitstatus):
         if not sigterm:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
     # The run's last line (printed after pytest's own summary, in pytest_unconfigure).
-    session.config._dpbench_last_line = (
+    state.last_line = (
         f"{why}: nothing was saved"
         + (f" (removed {', '.join(removed)})" if removed else "")
         + "; earlier runs are untouched"
@@ -288,37 +300,42 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    profile = getattr(config, "_dpbench_profile", None)
-    done = getattr(config, "_dpbench_remeasured", None)
+    state = measuring_session(config) or DpbenchSession()
+    done = state.remeasured
     if done is not None and done.busy:  # first: what every number below is worth
         terminalreporter.write_line(f"dpbench: {done.busy}")
-    if profile is not None and len(getattr(config, "_dpbench_trials", ())):
-        terminalreporter.write_line(table_note(profile))
+    if state.profile is not None and state.trials is not None and len(state.trials):
+        terminalreporter.write_line(table_note(state.profile))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    nvml = getattr(config, "_dpbench_nvml", None)
+    # An empty state where the session's pytest_configure never ran (another plugin's failed first).
+    state = measuring_session(config) or DpbenchSession()
+    nvml = state.nvml
     if nvml is not None:
-        config._dpbench_nvml = None
+        state.nvml = None
         try:
             nvml.nvmlShutdown()
         except Exception:  # noqa: S110 - the session is over; a failed shutdown changes nothing
             pass
-    last = getattr(config, "_dpbench_last_line", None)
+    last = state.last_line
     # Interrupted while pytest was still configuring: it runs no pytest_sessionfinish then.
     interrupted = signals.INTERRUPTED
-    early = last is None and interrupted["yes"] and not getattr(config, "_dpbench_session_started", False)
+    early = last is None and interrupted["yes"] and not state.session_started
     if early:
         last = signals.not_started_line(interrupted["signal"] == "SIGTERM")
     if last is not None:
-        say(config, last)
-    late = getattr(config, "_dpbench_late_signal", None)
+        say(config, last, progress=state.progress)
+    late = state.late_signal
     if late is not None:
-        say(config, f"{late} came after the session had settled its results: ignored, nothing changed on disk")
-    signals.restore(config)
-    for name in ("_dpbench_timelines", "_dpbench_traces"):
-        store = getattr(config, name, None)
+        say(
+            config,
+            f"{late} came after the session had settled its results: ignored, nothing changed on disk",
+            progress=state.progress,
+        )
+    signals.restore(state)
+    for store in (state.timelines, state.traces):
         if store is not None:
             store.discard()
     if early and interrupted["signal"] == "SIGTERM":
@@ -329,19 +346,19 @@ def pytest_unconfigure(config):
 @pytest.fixture(scope="session")
 def profile(request):
     """The session's :class:`dpbench.measure.profiles.ProfileConfig` (``DPBENCH_*``, ``--dpbench-trials``)."""
-    return request.config._dpbench_profile
+    return session_of(request.config).profile
 
 
 @pytest.fixture(scope="session")
 def timelines(request):
     """The session's :class:`~dpbench.measure.plugin.storage.TimelineStore`."""
-    return request.config._dpbench_timelines
+    return session_of(request.config).timelines
 
 
 @pytest.fixture(scope="session")
 def trials(request):
     """The session's :class:`dpbench.measure.trials.TrialSession`, every selected case measured."""
-    return request.config._dpbench_trials
+    return session_of(request.config).trials
 
 
 @pytest.fixture

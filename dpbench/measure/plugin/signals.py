@@ -18,7 +18,10 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpbench.measure.plugin.state import DpbenchSession
 
 __all__ = [
     "EXIT_SIGTERM",
@@ -74,19 +77,19 @@ def end_start_up_imports() -> None:
         _leave_at_start_up(_START_UP["signal"])
 
 
-def session_signals(config: Any) -> None:
+def session_signals(state: DpbenchSession) -> None:
     """From pytest_configure on, the session's own handling: SIGTERM is Ctrl-C at once (the
     start-up handler is replaced, never the default put back in between: a SIGTERM there ended
     pytest with -15 and no line), SIGINT is Python's KeyboardInterrupt again."""
     INTERRUPTED.update(yes=False, signal=None)
     handlers = _START_UP["handlers"]
-    _sigterm_interrupts(config, restore=handlers.pop(signal.SIGTERM, None))
+    _sigterm_interrupts(state, restore=handlers.pop(signal.SIGTERM, None))
     for sig, previous in handlers.items():
         signal.signal(sig, previous)
     handlers.clear()
 
 
-def _sigterm_interrupts(config: Any, restore: Any = None) -> None:
+def _sigterm_interrupts(state: DpbenchSession, restore: Any = None) -> None:
     """``restore``: the handler :func:`restore` puts back (default: the one this replaces)."""
     if threading.current_thread() is not threading.main_thread():
         return
@@ -96,25 +99,25 @@ def _sigterm_interrupts(config: Any, restore: Any = None) -> None:
         raise KeyboardInterrupt("SIGTERM")
 
     replaced = signal.signal(signal.SIGTERM, interrupt)
-    config._dpbench_sigterm = restore if restore is not None else replaced
+    state.sigterm = restore if restore is not None else replaced
 
 
-def late_signals(config: Any) -> None:
+def late_signals(state: DpbenchSession) -> None:
     """Once the run is saved (or discarded), SIGINT and SIGTERM only note that they came."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def late(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal handler signature
-        config._dpbench_late_signal = signal.Signals(signum).name
+        state.late_signal = signal.Signals(signum).name
 
-    config._dpbench_late_handlers = {sig: signal.signal(sig, late) for sig in (signal.SIGINT, signal.SIGTERM)}
+    state.late_handlers = {sig: signal.signal(sig, late) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
-def restore(config: Any) -> None:
+def restore(state: DpbenchSession) -> None:
     """Put back what the session replaced (pytest_unconfigure)."""
-    previous = getattr(config, "_dpbench_sigterm", None)
+    previous = state.sigterm
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
-    for sig, handler in getattr(config, "_dpbench_late_handlers", {}).items():
+    for sig, handler in state.late_handlers.items():
         if sig != signal.SIGTERM or previous is None:  # SIGTERM: back to what it was before the session
             signal.signal(sig, handler)

@@ -19,9 +19,12 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.workers.lifeline import reaper
+
+if TYPE_CHECKING:
+    from dpbench.traces.store import TraceStore
 
 __all__ = ["RUN_GLOB", "TimelineStore", "guard_save", "settle", "storage_dir", "suite_fullnames", "use_results_storage"]
 
@@ -87,19 +90,19 @@ def storage_dir(config: Any) -> Path | None:
     return Path(storage[len("file://") :]).expanduser().resolve()
 
 
-def guard_save(config: Any, machine_id: str) -> None:
-    """Just before pytest-benchmark writes the run: publish the timelines (and traces) beside it,
-    and have the reaper remove a half-written run file and what was published for it should
-    pytest die during the write (SIGKILL)."""
+def guard_save(config: Any, machine_id: str, *, timelines: TimelineStore, traces: TraceStore | None) -> None:
+    """Just before pytest-benchmark writes the run: publish the session's ``timelines`` (and
+    ``traces``, None when tracing is off) beside it, and have the reaper remove a half-written run
+    file and what was published for it should pytest die during the write (SIGKILL)."""
     storage = storage_dir(config)
     if storage is None:
         return
     before = sorted(map(str, storage.glob(RUN_GLOB)))
     machine_dir = storage / machine_id
-    config._dpbench_timelines.publish(machine_dir)
-    if config._dpbench_traces is not None:
-        config._dpbench_traces.publish(machine_dir)
-    published = [config._dpbench_timelines.published, getattr(config._dpbench_traces, "published", None)]
+    timelines.publish(machine_dir)
+    if traces is not None:
+        traces.publish(machine_dir)
+    published = [timelines.published, getattr(traces, "published", None)]
     reaper().guard_save(
         str(storage),
         root=storage,
@@ -110,10 +113,18 @@ def guard_save(config: Any, machine_id: str) -> None:
     )
 
 
-def settle(config: Any, storage: Path | None, before: set[Path], *, interrupted: bool) -> list[str]:
+def settle(
+    storage: Path | None,
+    before: set[Path],
+    *,
+    interrupted: bool,
+    timelines: TimelineStore,
+    traces: TraceStore | None,
+) -> list[str]:
     """After pytest-benchmark's save: an interrupted session's files are removed (only those this
-    session wrote), and so is any run file left unparsable. → the names of the run files removed."""
-    for published in (config._dpbench_timelines.published, getattr(config._dpbench_traces, "published", None)):
+    session wrote: what ``timelines`` and ``traces`` published), and so is any run file left
+    unparsable. → the names of the run files removed."""
+    for published in (timelines.published, getattr(traces, "published", None)):
         if interrupted and published is not None:
             shutil.rmtree(published, ignore_errors=True)  # published by this session only
     removed = []

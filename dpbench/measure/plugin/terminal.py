@@ -11,10 +11,10 @@ from typing import Any
 __all__ = ["Progress", "clock_text", "progress_line", "say", "table_note"]
 
 
-def say(config: Any, text: str) -> None:
-    """One ``dpbench: …`` line, through pytest's terminal when it is set up."""
+def say(config: Any, text: str, *, progress: Progress | None = None) -> None:
+    """One ``dpbench: …`` line, through pytest's terminal when it is set up. ``progress``: the
+    session's updating line, ended first."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    progress = getattr(config, "_dpbench_progress", None)
     if progress is not None:
         progress.end_line()  # a line of its own, not over the updating progress line
     if reporter is not None:
@@ -59,7 +59,7 @@ class Progress:
 
     def __call__(self, text: str, *, done: int | None = None, total: int | None = None) -> None:
         if done is None or total is None:
-            say(self._config, text)
+            say(self._config, text, progress=self)
             return
         now = self._clock()
         if self._started is None:
