@@ -45,7 +45,7 @@ def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
     for strategy, world_size, options, workload in smoke.CASES:
         get_workload(workload)  # registered
         cls = get_strategy(strategy)
-        resolved = cls.resolve_options(dict(options), device="cuda", world_size=world_size, global_batch=16)
+        resolved = cls.parse_options(options, device="cuda", world_size=world_size, global_batch=16)
         placement = cls.placement(world_size=world_size, device="cuda", options=resolved)  # refused → raises
         assert set(placement.devices) == {"cuda:0"}
         if placement.processes == 2:

@@ -28,13 +28,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from multiprocessing.connection import wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.cluster.agent import WorkerOrder
 from dpbench.cluster.link import AgentLink
 from dpbench.workers.base import MIN_START_SECONDS, WorkerError, available_cores, default_threads, pick_backend
 from dpbench.workers.collect import Heard, Hearing, RankNames, collect_ranks, failure_error
 from dpbench.workers.provider import current_provider, providing
+
+if TYPE_CHECKING:
+    from dpbench.strategies import CommonOptions
 
 __all__ = ["ClusterPools", "RemotePool", "active_session", "heading"]
 
@@ -343,7 +346,7 @@ class ClusterPools:
     def make_pool(self, world_size: int, **kwargs: Any) -> RemotePool:
         return RemotePool(world_size, session=self.session, **kwargs)
 
-    def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
+    def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: CommonOptions) -> Any:
         """The strategy's own rule applied to the busiest node's ranks (its GPU count decides nccl
         or gloo); the devices are each rank's on its own node."""
         from dpbench.strategies.base import StrategyUnavailable

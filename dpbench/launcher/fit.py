@@ -25,6 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from dpbench.strategies import CommonOptions
 from dpbench.strategies.errors import StrategyUnavailable
 
 __all__ = ["DoesNotFit", "check_fits", "free_memory", "ENV_DEVICE_MEMORY", "ENV_IGNORE", "ENV_MODE"]
@@ -97,7 +98,7 @@ def check_fits(
     device: str,
     devices: tuple[str, ...],
     processes: int,
-    options: dict[str, Any],
+    options: CommonOptions,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """Raise :class:`DoesNotFit` when the case's estimate exceeds the free memory; return the

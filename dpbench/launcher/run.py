@@ -69,9 +69,8 @@ def launch(
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if threads_per_worker is not None:
         _check_int("threads_per_worker", threads_per_worker, minimum=1)
-    resolved = strategy_cls.resolve_options(
-        dict(options), device=device, world_size=world_size, global_batch=global_batch
-    )
+    # Parsed once, here: the dataclass travels to the placement, the estimate and the workers.
+    resolved = strategy_cls.parse_options(options, device=device, world_size=world_size, global_batch=global_batch)
     # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
@@ -134,7 +133,7 @@ class Run:
             raise
         self.info: dict[str, Any] = {
             "strategy": spec.strategy,
-            "options": dict(spec.options),
+            "options": spec.options.as_dict(),
             "workload": workload.name,
             "workload_params": dict(getattr(workload, "params", None) or {}),
             "world_size": spec.world_size,

@@ -86,6 +86,8 @@ class TrainingCase:
     workload: Any  # a registered name or a dpbench.Workload
     world_size: int
     global_batch: int
+    # The options asked for, by name: they name the case (id) and are saved as requested_options;
+    # launch parses them into the strategy's dataclass on the device the trial runs on.
     options: dict[str, Any] = field(default_factory=dict)
     reference: TrainingCase | None = field(default=None, compare=False)
     traceable: ClassVar[bool] = True  # measure_trial takes trace= (dpbench.measure.tracing)

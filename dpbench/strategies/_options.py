@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sysconfig
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,6 +76,21 @@ class CommonOptions:
 
     precision: str = "fp32"
     """``"fp32"``, ``"bf16"`` (autocast, CPU and CUDA) or ``"fp16"`` (autocast + GradScaler, CUDA only)."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any], *, device: str, world_size: int, global_batch: int) -> CommonOptions:
+        """The options a user set by name (a dict, a suite's case, ``launch``'s keywords), defaults
+        filled in and checked; an unknown name is a ``ValueError`` listing the known ones."""
+        known = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValueError(
+                f"Unknown option(s) {', '.join(map(repr, unknown))} for strategy {cls.strategy!r}. "
+                f"Known options: {', '.join(sorted(known)) or '(none)'}"
+            )
+        parsed = cls(**options)
+        parsed.check(device=device, world_size=world_size, global_batch=global_batch)
+        return parsed
 
     def check(self, *, device: str, world_size: int, global_batch: int) -> None:
         """Refuse a bad value (``ValueError``) or one this machine cannot run (:class:`StrategyUnavailable`).

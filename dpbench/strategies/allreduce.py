@@ -61,20 +61,20 @@ class AllReduce(Strategy):
     options_type = AllReduceOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: AllReduceOptions) -> Placement:
         # Same process and device layout as DDP, so the two compare like for like.
         return DDP.placement(world_size=world_size, device=device, options=options)
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: AllReduceOptions) -> list[Any]:
         """Every rank whole; "bucketed" and "overlap" keep flat buckets as large as the gradients.
 
         Every trainable parameter ends a step with a gradient (zeros when it got none): the sync
         fills them all."""
         from dpbench.strategies.memory import full_state
 
-        flat = 0 if options["mode"] == "per-param" else sum(p.nbytes for p in params if p.trainable)
-        return [full_state(params, options["optimizer"], comm_buffer_bytes=flat)] * world_size
+        flat = 0 if options.mode == "per-param" else sum(p.nbytes for p in params if p.trainable)
+        return [full_state(params, options.optimizer, comm_buffer_bytes=flat)] * world_size
 
     def setup(self) -> None:
         import torch.distributed as dist
@@ -87,8 +87,8 @@ class AllReduce(Strategy):
             dist.broadcast(tensor.data, src=0, group=self.ctx.group)
         self.optimizer = self.make_optimizer(self.model.parameters())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.mode = self.spec.options["mode"]
-        self.buckets = _make_buckets(self.params, int(self.spec.options["bucket_cap_mb"] * 1024 * 1024))
+        self.mode = self.spec.options.mode
+        self.buckets = _make_buckets(self.params, int(self.spec.options.bucket_cap_mb * 1024 * 1024))
         if self.mode == "overlap":
             self._bucket_of = {id(p): b for b, bucket in enumerate(self.buckets) for p in bucket.params}
             for p in self.params:

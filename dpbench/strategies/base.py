@@ -3,7 +3,7 @@
 A strategy class has two sides:
 
 * parent side (class methods, no process started, CUDA never initialised):
-  :meth:`Strategy.resolve_options` checks the user's options and :meth:`Strategy.placement`
+  :meth:`Strategy.parse_options` checks the user's options and :meth:`Strategy.placement`
   says how many worker processes to start, on which devices, with which backend;
 * worker side (an instance, built inside a spawned worker): :meth:`setup` builds the
   model(s) and :meth:`train_step` runs one SGD step on the batch it is given. The shared
@@ -22,6 +22,7 @@ from __future__ import annotations
 import resource
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -61,7 +62,7 @@ class RunSpec:
     """Everything a worker needs to build and train its part of a run (picklable)."""
 
     strategy: str
-    options: dict[str, Any]
+    options: CommonOptions  # the strategy's own options dataclass, checked in the parent
     world_size: int
     global_batch: int
     per_replica_batch: tuple[int, ...]
@@ -144,7 +145,8 @@ class Strategy(ABC):
 
     Each declares its options as a frozen dataclass (``options_type``, extending
     :class:`~dpbench.strategies._options.CommonOptions`: every strategy also takes ``optimizer``
-    and ``precision``); the parent checks them, the workers read the resolved plain dict.
+    and ``precision``); the parent parses and checks them once (:meth:`parse_options`) and every method, parent
+    side and worker side, reads that dataclass; saved results record its ``as_dict()``.
     """
 
     name: ClassVar[str]
@@ -160,41 +162,40 @@ class Strategy(ABC):
 
     # -- parent side -----------------------------------------------------------------
     @classmethod
+    def parse_options(
+        cls, options: Mapping[str, Any], *, device: str, world_size: int, global_batch: int
+    ) -> CommonOptions:
+        """``options`` (the names a user set) as ``options_type``, checked (see :meth:`CommonOptions.parse`):
+        the value the other class methods and the workers (``RunSpec.options``) read."""
+        return cls.options_type.parse(options, device=device, world_size=world_size, global_batch=global_batch)
+
+    @classmethod
     def resolve_options(
-        cls, options: dict[str, Any], *, device: str, world_size: int, global_batch: int
+        cls, options: Mapping[str, Any], *, device: str, world_size: int, global_batch: int
     ) -> dict[str, Any]:
-        """Defaults merged with ``options``, as a plain dict in ``option_defaults``' order; unknown
-        names and bad values raise ``ValueError``, what this machine cannot run :class:`StrategyUnavailable`."""
-        unknown = sorted(set(options) - set(cls.option_defaults))
-        if unknown:
-            known = ", ".join(sorted(cls.option_defaults)) or "(none)"
-            raise ValueError(
-                f"Unknown option(s) {', '.join(map(repr, unknown))} for strategy {cls.name!r}. Known options: {known}"
-            )
-        resolved = cls.options_type(**options)
-        resolved.check(device=device, world_size=world_size, global_batch=global_batch)
-        return resolved.as_dict()
+        """:meth:`parse_options` as the plain dict saved results record, in ``option_defaults``' order."""
+        return cls.parse_options(options, device=device, world_size=world_size, global_batch=global_batch).as_dict()
 
     @classmethod
     @abstractmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: CommonOptions) -> Placement:
         """Processes, backend and devices for this strategy; raise StrategyUnavailable if impossible."""
 
     @classmethod
-    def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
+    def per_replica_batch(cls, global_batch: int, world_size: int, options: CommonOptions) -> list[int]:
         return split_sizes(global_batch, world_size)
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: CommonOptions) -> list[Any]:
         """Per worker process: the :class:`~dpbench.strategies.memory.StateMemory` it holds between
         steps, from the meta model's :class:`~dpbench.strategies.memory.ParamShape` s (parent side)."""
         from dpbench.strategies.memory import full_state
 
-        return [full_state(params, options["optimizer"])] * (world_size if cls.multiprocess else 1)
+        return [full_state(params, options.optimizer)] * (world_size if cls.multiprocess else 1)
 
     @classmethod
     def peak_estimate(
-        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: CommonOptions
     ) -> int:
         """One worker's peak: what it holds plus ``activation(batch)``, what one forward + backward of
         its ``batch`` samples holds at its peak beyond the gradients (activations, temporaries)."""
@@ -227,10 +228,10 @@ class Strategy(ABC):
         return self.workload.model()
 
     def make_precision(self) -> Precision:
-        return Precision(self.spec.options["precision"], self.spec.device_type)
+        return Precision(self.spec.options.precision, self.spec.device_type)
 
     def make_optimizer(self, params: Any) -> Any:
-        return optimizer_class(self.spec.options["optimizer"])(params, lr=self.spec.lr)
+        return optimizer_class(self.spec.options.optimizer)(params, lr=self.spec.lr)
 
     def optimizers(self) -> list[Any]:
         """The optimizers this worker steps (one for most strategies, one per replica for manual)."""
@@ -252,7 +253,7 @@ class Strategy(ABC):
 
     def maybe_compile(self, module: Any) -> Any:
         """``torch.compile(module)`` when the strategy's ``compile`` option is on, else ``module``."""
-        if not self.spec.options.get("compile"):
+        if not getattr(self.spec.options, "compile", False):
             return module
         from dpbench.strategies._compile import compile_module
 
@@ -261,7 +262,7 @@ class Strategy(ABC):
 
     def warm_up_compiled(self) -> None:
         """Compile outside every timed region (see :func:`dpbench.strategies._compile.warm_up`)."""
-        if self.spec.options.get("compile"):
+        if getattr(self.spec.options, "compile", False):
             from dpbench.strategies._compile import warm_up
 
             self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
@@ -409,7 +410,7 @@ class Strategy(ABC):
 
     def compute_dtype(self) -> str:
         """The dtype the matmuls run in ("fp32", "bf16", "fp16"): which peak FLOP/s applies."""
-        return self.spec.options["precision"]
+        return self.spec.options.precision
 
     def collective_plan(self) -> list[Any] | None:
         """The collectives one step issues (:class:`dpbench.strategies.profiling.Collective`); None = unknown."""

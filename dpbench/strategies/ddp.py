@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.schema import Phase, StrategyName
-from dpbench.strategies._options import CompileOptions, is_int_in, is_positive_number
+from dpbench.strategies._options import CommonOptions, CompileOptions, is_int_in, is_positive_number
 from dpbench.strategies.base import (
     Placement,
     Strategy,
@@ -136,7 +136,8 @@ class DDP(Strategy):
     options_type = DDPOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: CommonOptions) -> Placement:
+        # zero and allreduce place their ranks as ddp does: no option of either kind is read here.
         if device == "cuda":
             import torch
 
@@ -149,13 +150,13 @@ class DDP(Strategy):
         return Placement(processes=world_size, backend=backend, devices=devices, concurrent_replicas=world_size)
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: DDPOptions) -> list[Any]:
         """Every rank whole; the reducer's buckets hold a second copy of the gradients unless the
         gradients are views into them (``gradient_as_bucket_view``)."""
         from dpbench.strategies.memory import full_state
 
-        buckets = 0 if options.get("gradient_as_bucket_view") else sum(p.nbytes for p in params if p.trainable)
-        return [full_state(params, options["optimizer"], comm_buffer_bytes=buckets)] * world_size
+        buckets = 0 if options.gradient_as_bucket_view else sum(p.nbytes for p in params if p.trainable)
+        return [full_state(params, options.optimizer, comm_buffer_bytes=buckets)] * world_size
 
     def setup(self) -> None:
         import torch
@@ -164,28 +165,28 @@ class DDP(Strategy):
         opts = self.spec.options
         self.device = self.ctx.device
         model = self.build_model()
-        if opts["sync_batchnorm"]:
+        if opts.sync_batchnorm:
             model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
         model = model.to(self.device)
         kwargs: dict[str, Any] = {
-            "gradient_as_bucket_view": opts["gradient_as_bucket_view"],
-            "static_graph": opts["static_graph"],
-            "find_unused_parameters": opts["find_unused_parameters"],
+            "gradient_as_bucket_view": opts.gradient_as_bucket_view,
+            "static_graph": opts.static_graph,
+            "find_unused_parameters": opts.find_unused_parameters,
         }
-        if not opts["broadcast_buffers"]:
+        if not opts.broadcast_buffers:
             # Passed only when off: torch 2.13 deprecates the name in favour of
             # forward_sync_buffers but still recommends it for "no buffer sync" (the default
             # True is DDP's own default, so leaving it out keeps older torch working too).
             kwargs["broadcast_buffers"] = False
-        if opts["bucket_cap_mb"] is not None:
-            kwargs["bucket_cap_mb"] = opts["bucket_cap_mb"]
+        if opts.bucket_cap_mb is not None:
+            kwargs["bucket_cap_mb"] = opts.bucket_cap_mb
         if self.device.type == "cuda":
             kwargs["device_ids"] = [self.device.index]
         self.ddp = DistributedDataParallel(model, process_group=self.ctx.group, **kwargs)
-        self._register_hook(opts["comm_hook"])
+        self._register_hook(opts.comm_hook)
         self.forward_module = self.maybe_compile(self.ddp)
         self.optimizer = self.make_optimizer(self.ddp.parameters())
-        self._micro = opts["accumulation_steps"]
+        self._micro = opts.accumulation_steps
         self.warm_up_compiled()
 
     def _register_hook(self, hook: str | None) -> None:
@@ -240,14 +241,14 @@ class DDP(Strategy):
     def collective_plan(self) -> list[Any] | None:
         from dpbench.strategies.profiling import ddp_collectives
 
-        hook = self.spec.options["comm_hook"]
+        hook = self.spec.options.comm_hook
         if hook == "powersgd":
             return None  # low-rank factors whose sizes PowerSGD chooses as it runs
         return ddp_collectives(
             self.ddp.module,
-            bucket_cap_mb=self.spec.options["bucket_cap_mb"],
+            bucket_cap_mb=self.spec.options.bucket_cap_mb,
             comm_dtype=hook,
-            broadcast_buffers=self.spec.options["broadcast_buffers"],
+            broadcast_buffers=self.spec.options.broadcast_buffers,
             forwards=self._micro,
         )
 

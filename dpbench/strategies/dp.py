@@ -69,14 +69,14 @@ class DP(Strategy):
     options_type = DPOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: DPOptions) -> Placement:
         if device == "cuda":
             import torch
 
             count = torch.cuda.device_count()
             # Default: spread the replicas over every GPU, sharing GPUs only when there are more
             # replicas than GPUs (e.g. two replicas on a single-GPU machine).
-            per_device = options["replicas_per_device"] or max(1, math.ceil(world_size / max(count, 1)))
+            per_device = options.replicas_per_device or max(1, math.ceil(world_size / max(count, 1)))
             needed = math.ceil(world_size / per_device)
             if needed > count:
                 raise ValueError(
@@ -90,14 +90,14 @@ class DP(Strategy):
 
     @classmethod
     def peak_estimate(
-        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: DPOptions
     ) -> int:
         """The module's state, the step's replicas of the parameters and every slice's activations at once."""
         return state.held_bytes() + (world_size - 1) * state.params_bytes + activation(batch)
 
     @classmethod
-    def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
-        sizes = options["chunk_sizes"]
+    def per_replica_batch(cls, global_batch: int, world_size: int, options: DPOptions) -> list[int]:
+        sizes = options.chunk_sizes
         return list(sizes) if sizes is not None else split_sizes(global_batch, world_size)
 
     def setup(self) -> None:

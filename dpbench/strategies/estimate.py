@@ -9,9 +9,11 @@ backward per batch size, cached); :meth:`Estimator.case` asks the strategy class
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dpbench.strategies._options import CommonOptions
 from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, ParamShape, model_params
 
 __all__ = ["CaseEstimate", "Estimator", "RankEstimate", "EstimateError"]
@@ -134,15 +136,22 @@ class Estimator:
         return self._peaks[key]
 
     def case(
-        self, strategy: str, *, world_size: int, global_batch: int, options: dict[str, Any] | None = None
+        self,
+        strategy: str,
+        *,
+        world_size: int,
+        global_batch: int,
+        options: CommonOptions | Mapping[str, Any] | None = None,
     ) -> CaseEstimate:
         """The estimate of ``strategy`` at ``world_size``; a world size or option the strategy refuses
-        raises its own error (``ValueError``)."""
+        raises its own error (``ValueError``). ``options``: the strategy's parsed options (a launch's),
+        or the names a user set (``dpbench estimate``)."""
         from dpbench.strategies import StrategyUnavailable, get_strategy
 
-        options = dict(options or {})
-        _check_name("precision", options.get("precision", "fp32"), PRECISIONS)
-        _check_name("optimizer", options.get("optimizer", "sgd"), OPTIMIZERS)
+        if not isinstance(options, CommonOptions):
+            options = dict(options or {})
+            _check_name("precision", options.get("precision", "fp32"), PRECISIONS)
+            _check_name("optimizer", options.get("optimizer", "sgd"), OPTIMIZERS)
         cls = get_strategy(strategy)
         if global_batch < world_size:  # launch's own rule: every replica gets at least one sample
             raise ValueError(
@@ -151,7 +160,13 @@ class Estimator:
             )
         # Checked as for CUDA, placed as on CPU: the estimate answers for a GPU machine too, so a
         # CPU-only refusal (torch-dp) is not the question; a world size the strategy refuses is.
-        resolved = cls.resolve_options(options, device="cuda", world_size=world_size, global_batch=global_batch)
+        if isinstance(options, CommonOptions):
+            if not isinstance(options, cls.options_type):
+                raise TypeError(f"options: expected {cls.options_type.__name__}, found {type(options).__name__}")
+            resolved = options
+            resolved.check(device="cuda", world_size=world_size, global_batch=global_batch)
+        else:
+            resolved = cls.parse_options(options, device="cuda", world_size=world_size, global_batch=global_batch)
         try:
             cls.placement(world_size=world_size, device="cpu", options=resolved)
         except StrategyUnavailable:
@@ -164,7 +179,7 @@ class Estimator:
             if self.activations:
 
                 def act(batch: int) -> int:
-                    return self.activation(batch, resolved["precision"])
+                    return self.activation(batch, resolved.precision)
 
                 batch = batches[rank] if rank < len(batches) else batches[-1]
                 activation = act(batch)
@@ -176,8 +191,8 @@ class Estimator:
             strategy=strategy,
             world_size=world_size,
             global_batch=global_batch,
-            precision=resolved["precision"],
-            optimizer=resolved["optimizer"],
+            precision=resolved.precision,
+            optimizer=resolved.optimizer,
             parameter_count=self.parameter_count,
             ranks=tuple(ranks),
         )

@@ -84,9 +84,9 @@ def _local_bytes(p: Any, world_size: int, rank: int, rows: Any) -> int:
     return rows(p.shape[0], world_size, rank) * (p.numel // p.shape[0]) * p.element_size
 
 
-def _param_scale(options: dict[str, Any]) -> float:
+def _param_scale(options: FSDPOptions) -> float:
     """Gathered bytes per stored byte: 0.5 when FSDP gathers float32 parameters as bf16/fp16."""
-    dtypes = parse_mixed_precision(options.get("mixed_precision"))
+    dtypes = parse_mixed_precision(options.mixed_precision)
     return 0.5 if dtypes is not None and dtypes[0] != "fp32" else 1.0
 
 
@@ -111,7 +111,7 @@ class FSDP(Strategy):
     options_type = FSDPOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: FSDPOptions) -> Placement:
         if device == "cuda":
             import torch
 
@@ -133,7 +133,7 @@ class FSDP(Strategy):
         )
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: FSDPOptions) -> list[Any]:
         """Each rank its dim-0 shard of every parameter, gradient and moment (in the parameters' own
         dtype: mixed precision casts only the gathered copies), and a step counter per parameter."""
         from dpbench.strategies.memory import StateMemory, fsdp_local_rows, optimizer_state_bytes
@@ -146,7 +146,7 @@ class FSDP(Strategy):
                     params_bytes=sum(n for _, n in local),
                     grads_bytes=sum(n for p, n in local if p.trainable),
                     optimizer_state_bytes=sum(
-                        optimizer_state_bytes(options["optimizer"], n) for p, n in local if p.trainable
+                        optimizer_state_bytes(options.optimizer, n) for p, n in local if p.trainable
                     ),
                 )
             )
@@ -154,7 +154,7 @@ class FSDP(Strategy):
 
     @classmethod
     def peak_estimate(
-        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: FSDPOptions
     ) -> int:
         """Approximate: the shards, the forward + backward's activations at the rank's batch, one
         unit's unsharded gradients (the reduce-scatter's input) and the gathered
@@ -162,10 +162,10 @@ class FSDP(Strategy):
         does not reshard after forward), in the mixed-precision dtype."""
         units: dict[Any, int] = {}
         for p in params:
-            unit = p.unit if options["shard"] == "layer" else None
+            unit = p.unit if options.shard == "layer" else None
             units[unit] = units.get(unit, 0) + p.nbytes
         sizes = sorted(units.values())
-        gathered = sum(sizes) if not options["reshard_after_forward"] else sum(sizes[-2:])
+        gathered = sum(sizes) if not options.reshard_after_forward else sum(sizes[-2:])
         return state.held_bytes() + activation(batch) + sizes[-1] + int(gathered * _param_scale(options))
 
     def make_precision(self) -> Any:
@@ -177,7 +177,7 @@ class FSDP(Strategy):
             # Each rank sees only its gradient shards: the scaler must agree on inf/NaN across ranks.
             return ShardedGradScaler(self.spec.device_type, process_group=self.ctx.group)
 
-        return Precision(self.spec.options["precision"], self.spec.device_type, scaler_factory=sharded_scaler)
+        return Precision(self.spec.options.precision, self.spec.device_type, scaler_factory=sharded_scaler)
 
     def setup(self) -> None:
         from torch.distributed.device_mesh import init_device_mesh
@@ -186,10 +186,10 @@ class FSDP(Strategy):
         opts = self.spec.options
         self.device = self.ctx.device
         mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
-        kwargs = {"mesh": mesh, "reshard_after_forward": opts["reshard_after_forward"], **self._policies()}
+        kwargs = {"mesh": mesh, "reshard_after_forward": opts.reshard_after_forward, **self._policies()}
         model = self.build_model().to(self.device)
         self.units: list[Any] = []
-        if opts["shard"] == "layer":
+        if opts.shard == "layer":
             self.units = [child for child in model.children() if any(True for _ in child.parameters())]
             for child in self.units:
                 fully_shard(child, **kwargs)
@@ -204,14 +204,14 @@ class FSDP(Strategy):
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
 
         out: dict[str, Any] = {}
-        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
         if dtypes is not None:
             param, reduce = dtypes
             out["mp_policy"] = MixedPrecisionPolicy(
                 param_dtype=getattr(torch, MP_DTYPES[param]),
                 reduce_dtype=getattr(torch, MP_DTYPES[reduce]) if reduce else None,
             )
-        if self.spec.options["cpu_offload"]:
+        if self.spec.options.cpu_offload:
             out["offload_policy"] = CPUOffloadPolicy()
         return out
 
@@ -248,13 +248,13 @@ class FSDP(Strategy):
 
     # -- case metrics ------------------------------------------------------------------------
     def compute_dtype(self) -> str:
-        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
-        if dtypes is not None and self.spec.options["precision"] == "fp32":
+        dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
+        if dtypes is not None and self.spec.options.precision == "fp32":
             return dtypes[0]  # FSDP casts the gathered parameters: the matmuls run in this dtype
         return super().compute_dtype()
 
     def twin_module(self, model: Any) -> Any:
-        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
         if dtypes is None or dtypes[0] == "fp32":
             return model
         import torch
@@ -279,7 +279,7 @@ class FSDP(Strategy):
         from dpbench.strategies.profiling import Collective
 
         world = self.spec.world_size
-        dtypes = parse_mixed_precision(self.spec.options["mixed_precision"])
+        dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
         claimed: set[int] = set()
         groups = []
         for unit in self.units:
@@ -298,7 +298,7 @@ class FSDP(Strategy):
             own = str(params[0].dtype).replace("torch.", "")
             gather = MP_DTYPES[dtypes[0]] if dtypes else own
             reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
-            gathers = 2 if reshards and self.spec.options["reshard_after_forward"] else 1
+            gathers = 2 if reshards and self.spec.options.reshard_after_forward else 1
             plan += [Collective(op="all_gather", numel=padded, dtype=gather)] * gathers
             plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce))
         return plan

@@ -43,7 +43,7 @@ class Manual(Strategy):
     options_type = ManualOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: ManualOptions) -> Placement:
         if device == "cuda":
             import torch
 
@@ -54,16 +54,16 @@ class Manual(Strategy):
         return Placement(processes=1, backend=None, devices=devices, concurrent_replicas=1)
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: ManualOptions) -> list[Any]:
         """One worker holding every replica: ``world_size`` copies of everything."""
         from dpbench.strategies.memory import StateMemory, full_state
 
-        one = full_state(params, options["optimizer"])
+        one = full_state(params, options.optimizer)
         return [StateMemory(**{key: value * world_size for key, value in one.to_dict().items()})]
 
     @classmethod
     def peak_estimate(
-        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: ManualOptions
     ) -> int:
         """Replicas run one after another: one slice's forward + backward at a time."""
         return state.held_bytes() + activation(-(-batch // world_size))

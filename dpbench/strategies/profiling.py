@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpbench.strategies._options import CommonOptions
+
 __all__ = [
     "Collective",
     "ddp_collectives",
@@ -153,7 +155,7 @@ def twin_step_times(trainer: Any, *, steps: int = 5) -> list[float] | None:
         return None
     forward = trainer.maybe_compile(twin)
     optimizer = trainer.make_optimizer(share)
-    precision = Precision(trainer.spec.options["precision"], trainer.spec.device_type)
+    precision = Precision(trainer.spec.options.precision, trainer.spec.device_type)
     inputs, target = trainer.local_batch(0)
     inputs, target = to_device(inputs, device), to_device(target, device)
     weight = trainer.loss_weight() if trainer.multiprocess else 1.0
@@ -226,7 +228,7 @@ def _flops_and_tokens(trainer: Any) -> dict[str, Any]:
         first = inputs[0] if isinstance(inputs, tuple) else inputs
         out["tokens_per_step"] = int(first.numel())  # token ids: batch × sequence length
     model = trainer.twin_module(trainer.build_model().to(device))
-    precision = Precision(spec.options["precision"], spec.device_type)
+    precision = Precision(spec.options.precision, spec.device_type)
     kinds = count_step_flops_by_kind(
         model,
         to_device(inputs, device),
@@ -314,7 +316,7 @@ def _barrier(trainer: Any) -> Callable[[], None]:
 
 
 def combine(
-    per_rank: list[dict[str, Any]], *, device_type: str, options: dict[str, Any], environ: Any = None
+    per_rank: list[dict[str, Any]], *, device_type: str, options: CommonOptions, environ: Any = None
 ) -> dict[str, Any]:
     """The per-rank answers as one JSON-safe dict (see ``Run.case_metrics``)."""
     from dpbench.strategies._metrics import math_mode, peak_flops
@@ -357,6 +359,6 @@ def combine(
         # dp/manual replicas sharing a GPU: one line saying they ran serially (None otherwise).
         "replica_concurrency": first.get("replica_concurrency"),
         "tokens_per_step": first["tokens_per_step"],
-        "precision": options["precision"],
-        "optimizer": options["optimizer"],
+        "precision": options.precision,
+        "optimizer": options.optimizer,
     }

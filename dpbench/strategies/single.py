@@ -32,7 +32,7 @@ class Single(Strategy):
     options_type = SingleOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: SingleOptions) -> Placement:
         if world_size != 1:
             raise ValueError(f"strategy 'single' runs one replica: world_size must be 1, got {world_size}")
         return Placement(

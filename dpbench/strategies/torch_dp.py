@@ -56,7 +56,7 @@ class TorchDP(Strategy):
     options_type = TorchDPOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: TorchDPOptions) -> Placement:
         if device != "cuda":
             raise StrategyUnavailable(
                 f"torch-dp needs CUDA: torch.nn.DataParallel only runs on CUDA devices (device={device!r})"
@@ -78,13 +78,13 @@ class TorchDP(Strategy):
 
     @classmethod
     def peak_estimate(
-        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: dict[str, Any]
+        cls, state: Any, *, params: Any, activation: Any, batch: int, world_size: int, options: TorchDPOptions
     ) -> int:
         """The module's state, the step's replicas of the parameters and every slice's activations at once."""
         return state.held_bytes() + (world_size - 1) * state.params_bytes + activation(batch)
 
     @classmethod
-    def per_replica_batch(cls, global_batch: int, world_size: int, options: dict[str, Any]) -> list[int]:
+    def per_replica_batch(cls, global_batch: int, world_size: int, options: TorchDPOptions) -> list[int]:
         chunk = math.ceil(global_batch / world_size)
         return [min(chunk, global_batch - start) for start in range(0, global_batch, chunk)]
 

@@ -16,7 +16,7 @@ from dpbench.strategies.base import (
     optimizer_state_tensors,
     to_device,
 )
-from dpbench.strategies.ddp import DDP
+from dpbench.strategies.ddp import DDP, DDPOptions
 
 __all__ = ["Zero", "ZeroOptions", "zero_partition"]
 
@@ -82,20 +82,22 @@ class Zero(Strategy):
     options_type = ZeroOptions
 
     @classmethod
-    def placement(cls, *, world_size: int, device: str, options: dict[str, Any]) -> Placement:
+    def placement(cls, *, world_size: int, device: str, options: ZeroOptions) -> Placement:
         return DDP.placement(world_size=world_size, device=device, options=options)
 
     @classmethod
-    def memory_estimate(cls, params: Any, *, world_size: int, options: dict[str, Any]) -> list[Any]:
+    def memory_estimate(cls, params: Any, *, world_size: int, options: ZeroOptions) -> list[Any]:
         """DDP's parameters, gradients and buckets; each rank the state of its ZeRO partition."""
         from dataclasses import replace
 
         from dpbench.strategies.memory import optimizer_state_bytes
 
-        ddp = DDP.memory_estimate(params, world_size=world_size, options={**options, "gradient_as_bucket_view": False})
+        # The DDP inside zero keeps gradients apart from its buckets (no gradient_as_bucket_view).
+        as_ddp = DDPOptions(optimizer=options.optimizer, precision=options.precision)
+        ddp = DDP.memory_estimate(params, world_size=world_size, options=as_ddp)
         return [
             replace(
-                ddp[rank], optimizer_state_bytes=sum(optimizer_state_bytes(options["optimizer"], p.nbytes) for p in own)
+                ddp[rank], optimizer_state_bytes=sum(optimizer_state_bytes(options.optimizer, p.nbytes) for p in own)
             )
             for rank, own in enumerate(zero_partition(params, world_size))
         ]
@@ -107,15 +109,15 @@ class Zero(Strategy):
         opts = self.spec.options
         self.device = self.ctx.device
         kwargs: dict[str, Any] = {}
-        if opts["bucket_cap_mb"] is not None:
-            kwargs["bucket_cap_mb"] = opts["bucket_cap_mb"]
+        if opts.bucket_cap_mb is not None:
+            kwargs["bucket_cap_mb"] = opts.bucket_cap_mb
         if self.device.type == "cuda":
             kwargs["device_ids"] = [self.device.index]
         self.ddp = DistributedDataParallel(self.build_model().to(self.device), process_group=self.ctx.group, **kwargs)
-        self.overlap = opts["overlap_with_ddp"]
+        self.overlap = opts.overlap_with_ddp
         self.optimizer = ZeroRedundancyOptimizer(
             self.ddp.parameters(),
-            optimizer_class=optimizer_class(opts["optimizer"]),
+            optimizer_class=optimizer_class(opts.optimizer),
             process_group=self.ctx.group,
             overlap_with_ddp=self.overlap,
             lr=self.spec.lr,
@@ -183,7 +185,7 @@ class Zero(Strategy):
         partitions: list[Any] = [None] * self.spec.world_size
         dist.all_gather_object(partitions, local, group=self.ctx.group)
         plan = ddp_collectives(
-            self.ddp.module, bucket_cap_mb=self.spec.options["bucket_cap_mb"], comm_dtype=None, broadcast_buffers=True
+            self.ddp.module, bucket_cap_mb=self.spec.options.bucket_cap_mb, comm_dtype=None, broadcast_buffers=True
         )
         # After its local step each rank broadcasts its partition, parameter by parameter.
         for rank, partition in enumerate(partitions):

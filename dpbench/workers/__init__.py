@@ -6,7 +6,8 @@ environment passed through, the machine facts every run records, and the seam th
 pool provider take over (:mod:`~dpbench.workers.provider`).
 
 May import: ``dpbench.schema`` and ``dpbench.stats``. Never strategies (a worker runs whatever
-picklable function it is sent), the launcher, the cluster runner or anything above.
+picklable function it is sent; the provider seam names their options type for type checkers
+only), the launcher, the cluster runner or anything above.
 """
 
 from dpbench._lazy import lazy_attributes

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # the options pass through to the strategy's placement; a worker never imports strategies
+    from dpbench.strategies import CommonOptions
 
 from dpbench.workers.base import Pool
 
@@ -24,7 +27,7 @@ class PoolProvider(Protocol):
     def make_pool(self, world_size: int, **kwargs: Any) -> Pool:
         """A pool of ``world_size`` ranks that form a process group (``WorkerPool``'s arguments)."""
 
-    def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
+    def placement_for(self, strategy_cls: Any, *, world_size: int, device: str, options: CommonOptions) -> Any:
         """The strategy's placement with its ranks where this provider runs them."""
 
 
@@ -57,7 +60,7 @@ def make_pool(world_size: int, *, process_group: bool = True, **kwargs: Any) -> 
     return WorkerPool(world_size, process_group=process_group, **kwargs)
 
 
-def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: dict[str, Any]) -> Any:
+def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: CommonOptions) -> Any:
     """``strategy_cls.placement(...)``, or the installed provider's version of it."""
     provider = current_provider()
     if provider is None:

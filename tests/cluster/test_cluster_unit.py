@@ -165,8 +165,9 @@ def test_without_a_session_the_launcher_stays_on_this_host():
     from dpbench.strategies import get_strategy
 
     ddp = get_strategy("ddp")
-    assert placement_for(ddp, world_size=2, device="cpu", options={}) == ddp.placement(
-        world_size=2, device="cpu", options={}
+    defaults = ddp.options_type()
+    assert placement_for(ddp, world_size=2, device="cpu", options=defaults) == ddp.placement(
+        world_size=2, device="cpu", options=defaults
     )
     with pytest.raises(RuntimeError, match="torchrun .* -m dpbench.cluster"):
         RemotePool(2)

@@ -43,7 +43,7 @@ def test_a_case_over_the_given_memory_is_refused_before_any_process_starts(monke
 
 def test_the_state_estimate_fits_when_the_memory_suffices_and_the_ignore_switch_skips_the_check():
     ddp = get_strategy("ddp")
-    options = ddp.resolve_options({"optimizer": "sgd"}, device="cpu", world_size=2, global_batch=8)
+    options = ddp.parse_options({"optimizer": "sgd"}, device="cpu", world_size=2, global_batch=8)
     kwargs = dict(world_size=2, global_batch=8, device="cpu", devices=("cpu", "cpu"), processes=2, options=options)
     workload = Estimator("mlp").workload
     state = Estimator("mlp", activations=False).case("ddp", world_size=2, global_batch=8).need_bytes()

@@ -53,7 +53,7 @@ def test_stage_pins_then_copies_without_blocking(log):
 
 def _spec(strategy: str, world_size: int, devices: tuple[str, ...], **options) -> RunSpec:
     cls = get_strategy(strategy)
-    resolved = cls.resolve_options(options, device="cpu", world_size=world_size, global_batch=12)
+    resolved = cls.parse_options(options, device="cpu", world_size=world_size, global_batch=12)
     return RunSpec(
         strategy=strategy,
         options=resolved,

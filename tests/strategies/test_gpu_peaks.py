@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from dpbench.strategies import CommonOptions
 from dpbench.strategies._metrics import (
     PEAK_TFLOPS,
     count_step_flops,
@@ -159,7 +160,7 @@ def test_the_same_local_label_on_two_hosts_is_two_gpus():
     out = combine(
         [_rank(node0), _rank(shared), _rank(node1)],
         device_type="cuda",
-        options={"precision": "fp32", "optimizer": "sgd"},
+        options=CommonOptions(precision="fp32", optimizer="sgd"),
         environ={},
     )
     assert out["peak_flops_per_s"] == 2 * 67e12  # two GPUs, not one (and not three)

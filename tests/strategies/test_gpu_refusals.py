@@ -11,7 +11,7 @@ import pytest
 from _toy_workloads import MLP
 
 import dpbench
-from dpbench.strategies import StrategyUnavailable, _options, ddp, get_strategy
+from dpbench.strategies import CommonOptions, StrategyUnavailable, _options, ddp, get_strategy
 from dpbench.strategies.base import Strategy
 
 
@@ -126,5 +126,5 @@ def test_the_serial_note_reaches_the_case_metrics():
         "compile_time_s": None,
         "replica_concurrency": "serial: 2 replicas share cuda:0 on one stream",
     }
-    out = combine([rank], device_type="cuda", options={"precision": "fp32", "optimizer": "sgd"}, environ={})
+    out = combine([rank], device_type="cuda", options=CommonOptions(precision="fp32", optimizer="sgd"), environ={})
     assert out["replica_concurrency"] == "serial: 2 replicas share cuda:0 on one stream"

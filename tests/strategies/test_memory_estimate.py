@@ -37,7 +37,7 @@ def toy() -> nn.Module:
 def state(strategy: str, world: int, optimizer: str, **options):
     with torch.device("meta"):
         params = model_params(toy())
-    resolved = get_strategy(strategy).resolve_options(
+    resolved = get_strategy(strategy).parse_options(
         {"optimizer": optimizer, **options}, device="cuda", world_size=world, global_batch=6
     )
     return [

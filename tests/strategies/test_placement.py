@@ -19,9 +19,7 @@ def gpus(monkeypatch):
 
 def placement(strategy: str, world_size: int, **options):
     cls = get_strategy(strategy)
-    defaults = dict(getattr(cls, "option_defaults", {}))
-    defaults.update(options)
-    return cls.placement(world_size=world_size, device="cuda", options=defaults)
+    return cls.placement(world_size=world_size, device="cuda", options=cls.options_type(**options))
 
 
 @pytest.mark.parametrize(

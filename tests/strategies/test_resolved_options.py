@@ -9,6 +9,7 @@ dataclasses) and are what ``extra_info["options"]`` records (dpbench/measure/ext
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
@@ -160,3 +161,29 @@ def test_option_defaults_are_the_resolved_defaults_and_read_only():
             assert list(defaults.items()) == expected
             with pytest.raises(TypeError):
                 defaults["optimizer"] = "adamw"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "strategy,device,world_size,requested,expected",
+    RECORDED,
+    ids=[f"{case[0]}-{'-'.join(case[3]) or 'defaults'}" for case in RECORDED],
+)
+def test_parsed_options_are_the_strategys_dataclass_and_record_the_resolved_dict(
+    strategy, device, world_size, requested, expected
+):
+    cls = get_strategy(strategy)
+    parsed = cls.parse_options(dict(requested), device=device, world_size=world_size, global_batch=11)
+    assert type(parsed) is cls.options_type
+    assert list(parsed.as_dict().items()) == expected
+    assert pickle.loads(pickle.dumps(parsed)) == parsed  # what a RunSpec carries to the workers
+
+
+def test_the_estimate_takes_parsed_options_of_its_own_strategy_only():
+    from dpbench.strategies.estimate import Estimator
+
+    estimator = Estimator("mlp", activations=False)
+    ddp = get_strategy("ddp").parse_options({"optimizer": "adamw"}, device="cpu", world_size=2, global_batch=8)
+    by_name = estimator.case("ddp", world_size=2, global_batch=8, options={"optimizer": "adamw"})
+    assert estimator.case("ddp", world_size=2, global_batch=8, options=ddp) == by_name
+    with pytest.raises(TypeError, match="options: expected ZeroOptions, found DDPOptions"):
+        estimator.case("zero", world_size=2, global_batch=8, options=ddp)
