@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from dpbench.launcher.run_info import RunInfo
 from dpbench.launcher.step_stats import StepStats
 from dpbench.workers.base import WorkerError, default_threads
 from dpbench.workers.pool import WorkerPool
@@ -111,7 +112,10 @@ def launch(
 
 
 class Run:
-    """A started training run: workers are up and the model is built, nothing is timed yet."""
+    """A started training run: workers are up and the model is built, nothing is timed yet.
+
+    ``info``: a :class:`~dpbench.launcher.run_info.RunInfo`, what it trains, with what, and where.
+    """
 
     def __init__(self, spec: Any, workload: Any, *, placement: Any, timeout: float):
         self.spec = spec
@@ -133,31 +137,35 @@ class Run:
             self.close()
             _name_workload(exc, workload.name)
             raise
-        self.info: dict[str, Any] = {
-            "strategy": spec.strategy,
-            "options": dict(spec.options),
-            "workload": workload.name,
-            "workload_params": dict(getattr(workload, "params", None) or {}),
-            "world_size": spec.world_size,
-            "device_type": spec.device_type,
-            "backend": spec.backend,
-            "global_batch": spec.global_batch,
-            "per_replica_batch": list(spec.per_replica_batch),
-            "threads_per_worker": spec.threads_per_worker,
-            "seed": spec.seed,
-            "lr": spec.lr,
-            "devices": list(spec.devices),
-            "processes": placement.processes,
-            "timeout": timeout,
-            # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
-            "workers": list(getattr(self._pool, "worker_facts", None) or []),
-            "affinity": getattr(self._pool, "affinity_plan", None),
-        }
         # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
         # cluster, "devices" keeps this host's, the ones a sampler here can watch.
-        self.info.update(pool_layout(self._pool, world_size=spec.world_size))
+        layout = pool_layout(self._pool, world_size=spec.world_size)
+        devices = list(spec.devices)
         if hasattr(self._pool, "on_head_node"):
-            self.info["devices"] = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
+            devices = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
+        self.info = RunInfo(
+            strategy=spec.strategy,
+            options=dict(spec.options),
+            workload=workload.name,
+            workload_params=dict(getattr(workload, "params", None) or {}),
+            world_size=spec.world_size,
+            device_type=spec.device_type,
+            backend=spec.backend,
+            global_batch=spec.global_batch,
+            per_replica_batch=list(spec.per_replica_batch),
+            threads_per_worker=spec.threads_per_worker,
+            seed=spec.seed,
+            lr=spec.lr,
+            devices=devices,
+            processes=placement.processes,
+            timeout=timeout,
+            # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
+            workers=list(getattr(self._pool, "worker_facts", None) or []),
+            affinity=getattr(self._pool, "affinity_plan", None),
+            nodes=layout["nodes"],
+            ranks_per_node=layout["ranks_per_node"],
+            hosts=layout["hosts"],
+        )
 
     @property
     def pids(self) -> list[int]:
@@ -176,7 +184,7 @@ class Run:
         try:
             per_rank = self._live_pool().run(_steps_worker, k)
         except Exception as exc:
-            _name_workload(exc, self.info["workload"])
+            _name_workload(exc, self.info.workload)
             raise
         # The slowest rank sets the pace of a synchronous step.
         step_times = [max(times) for times in zip(*(r["times"] for r in per_rank))]
