@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
     info = runs[0].info
     print(
-        f"workload {args.workload}, world size {args.world_size}, {info['backend']} on {args.device}, "
-        f"global batch {args.global_batch}, {info['threads_per_worker']} thread(s)/rank, "
+        f"workload {args.workload}, world size {args.world_size}, {info.backend} on {args.device}, "
+        f"global batch {args.global_batch}, {info.threads_per_worker} thread(s)/rank, "
         f"{args.rounds} rounds x {args.steps} steps, load average {os.getloadavg()[0]:.1f} on {available_cores()} cores"
     )
     ddp_median = statistics.median(times[0])

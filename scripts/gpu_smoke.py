@@ -98,7 +98,8 @@ def _one(strategy: str, world_size: int, options: dict, *, workload: str, device
         stats = run.step(steps)
         control = run.control()
         metrics = run.case_metrics()
-        return smoke_line(strategy, world_size, options, run.info, min(stats.step_times), control, metrics, workload)
+        info = run.info.as_dict()
+        return smoke_line(strategy, world_size, options, info, min(stats.step_times), control, metrics, workload)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
 """launcher: the API a script or a suite calls — :func:`launch` starts a strategy training a
 workload in worker processes and returns a :class:`Run` whose ``step(k)`` gives
-:class:`~dpbench.launcher.step_stats.StepStats`; plus the control computation and the opt-in
-traces. It picks its pool through the workers' seam (:func:`dpbench.workers.provider.make_pool`),
-never by importing the cluster runner.
+:class:`~dpbench.launcher.step_stats.StepStats` and whose ``info`` is a :class:`RunInfo`; plus the
+control computation and the opt-in traces. It picks its pool through the workers' seam
+(:func:`dpbench.workers.provider.make_pool`), never by importing the cluster runner.
 
 May import: workers, strategies, workloads, ``dpbench.schema`` and ``dpbench.stats``. Never the
 cluster runner, the measuring engine, the gate or the report; it never knows which strategy it
@@ -15,6 +15,7 @@ from dpbench._lazy import lazy_attributes
 __all__ = [
     "launch",
     "Run",
+    "RunInfo",
     "WorkerPool",
     "make_pool",
     "WorkerContext",
@@ -29,6 +30,7 @@ __all__ = [
 _LAZY = {
     "launch": "dpbench.launcher.run",
     "Run": "dpbench.launcher.run",
+    "RunInfo": "dpbench.launcher.run_info",
     "WorkerPool": "dpbench.workers.pool",
     "WorkerContext": "dpbench.workers.worker",
     "WorkerError": "dpbench.workers.base",

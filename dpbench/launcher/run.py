@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+from dpbench.launcher.run_info import RunInfo
 from dpbench.launcher.step_stats import StepStats
 from dpbench.workers.base import Pool, WorkerError, default_threads
 from dpbench.workers.provider import make_pool, placement_for, pool_layout
@@ -109,7 +110,10 @@ def launch(
 
 
 class Run:
-    """A started training run: workers are up and the model is built, nothing is timed yet."""
+    """A started training run: workers are up and the model is built, nothing is timed yet.
+
+    ``info``: a :class:`~dpbench.launcher.run_info.RunInfo`, what it trains, with what, and where.
+    """
 
     def __init__(self, spec: Any, workload: Any, *, placement: Any, timeout: float):
         self.spec = spec
@@ -131,29 +135,33 @@ class Run:
             self.close()
             _name_workload(exc, workload.name)
             raise
-        self.info: dict[str, Any] = {
-            "strategy": spec.strategy,
-            "options": spec.options.as_dict(),
-            "workload": workload.name,
-            "workload_params": dict(getattr(workload, "params", None) or {}),
-            "world_size": spec.world_size,
-            "device_type": spec.device_type,
-            "backend": spec.backend,
-            "global_batch": spec.global_batch,
-            "per_replica_batch": list(spec.per_replica_batch),
-            "threads_per_worker": spec.threads_per_worker,
-            "seed": spec.seed,
-            "lr": spec.lr,
-            # Under a cluster, this host's devices: the ones a sampler here can watch.
-            "devices": [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)],
-            "processes": placement.processes,
-            "timeout": timeout,
+        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
+        # cluster, "devices" keeps this host's, the ones a sampler here can watch.
+        layout = pool_layout(self._pool, world_size=spec.world_size)
+        devices = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
+        self.info = RunInfo(
+            strategy=spec.strategy,
+            options=spec.options.as_dict(),
+            workload=workload.name,
+            workload_params=dict(getattr(workload, "params", None) or {}),
+            world_size=spec.world_size,
+            device_type=spec.device_type,
+            backend=spec.backend,
+            global_batch=spec.global_batch,
+            per_replica_batch=list(spec.per_replica_batch),
+            threads_per_worker=spec.threads_per_worker,
+            seed=spec.seed,
+            lr=spec.lr,
+            devices=devices,
+            processes=placement.processes,
+            timeout=timeout,
             # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
-            "workers": list(self._pool.worker_facts),
-            "affinity": self._pool.affinity_plan,
-        }
-        # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks).
-        self.info.update(pool_layout(self._pool, world_size=spec.world_size))
+            workers=list(self._pool.worker_facts),
+            affinity=self._pool.affinity_plan,
+            nodes=layout["nodes"],
+            ranks_per_node=layout["ranks_per_node"],
+            hosts=layout["hosts"],
+        )
 
     @property
     def pids(self) -> list[int]:
@@ -172,7 +180,7 @@ class Run:
         try:
             per_rank = self._live_pool().run(_steps_worker, k)
         except Exception as exc:
-            _name_workload(exc, self.info["workload"])
+            _name_workload(exc, self.info.workload)
             raise
         # The slowest rank sets the pace of a synchronous step.
         step_times = [max(times) for times in zip(*(r["times"] for r in per_rank))]

@@ -14,11 +14,15 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dpbench.measure.trials import TrialResult
 
-__all__ = ["TrainingCase", "CollectiveCase", "steps_for_round"]
+if TYPE_CHECKING:
+    from dpbench.launcher.run_info import RunInfo
+    from dpbench.launcher.step_stats import StepStats
+
+__all__ = ["TrainingCase", "TrainingDetail", "CollectiveCase", "CollectiveDetail", "steps_for_round"]
 
 TimelinePath = Callable[[str], tuple[Any, str]]
 # Every suite trains with this learning rate, so a case means the same thing in every suite.
@@ -36,6 +40,37 @@ def placement(*, device_type: Any, world_size: Any, nodes: Any, threads: Any, ra
     """Which ranks, threads and cores a trial ran on, as JSON (the same fields the results' reader
     uses, dpbench.results.disturbed.placement): controls are compared within one placement."""
     return json.dumps([device_type, world_size, nodes, threads, rank_cores], default=str)
+
+
+@dataclass(kw_only=True, frozen=True)
+class TrainingDetail:
+    """What one trial of a launched case (training, convergence) records beside its times
+    (``TrialResult.detail``; the training extra_info is written from it)."""
+
+    run_info: RunInfo
+    """The trial's run: configuration as resolved, devices, nodes, workers (``Run.info``)."""
+    step_stats: StepStats
+    """The timed rounds' StepStats merged into one (phases, peak memory, losses, minor faults)."""
+    trace: dict[str, Any] | None = None
+    """The first trial's profiler traces (opt-in, :func:`dpbench.measure.tracing.trace_trial`); None when off."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class CollectiveDetail:
+    """What one trial of a collective case records beside its times: the pool it ran in."""
+
+    backend: str | None
+    """The process group's backend (``"gloo"``, ``"nccl"``)."""
+    threads_per_worker: int
+    """``torch.set_num_threads`` in every worker process."""
+    world_size: int
+    """Ranks taking part in the collective."""
+    nodes: int
+    """Nodes the ranks ran on (1 on one host)."""
+    ranks_per_node: int
+    """Ranks on each node (``world_size`` on one host)."""
+    hosts: list[str]
+    """Host name of each node."""
 
 
 def _safe(name: str) -> str:
@@ -158,7 +193,7 @@ class TrainingCase:
             )
             for _ in range(profile.warmup_rounds):
                 run.step(k)
-            devices = [str(d) for d in run.info.get("devices", [])]  # per rank
+            devices = [str(d) for d in run.info.devices]  # per rank
             with _sampled(run.pids, devices, profile) as sampler:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
             control = run.control()
@@ -173,7 +208,7 @@ class TrainingCase:
                     f"{self.id}-b{self.global_batch}",
                     untraced_step_s=statistics.median(t for r in rounds for t in r.step_times),
                 )
-            info = dict(run.info)
+            info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}", devices)
         merged = merge_step_stats(rounds)
         return TrialResult(
@@ -186,13 +221,14 @@ class TrainingCase:
             control_s=control,
             sampler=summary,
             timeline=recorded,
-            detail={"run_info": info, "merged": merged, "case_metrics": metrics, "trace": traced},
+            case_metrics=metrics,
+            detail=TrainingDetail(run_info=info, step_stats=merged, trace=traced),
             placement=placement(
-                device_type=info.get("device_type"),
-                world_size=info.get("world_size"),
-                nodes=info.get("nodes", 1),
-                threads=info.get("threads_per_worker"),
-                rank_cores=(info.get("affinity") or {}).get("rank_cores"),
+                device_type=info.device_type,
+                world_size=info.world_size,
+                nodes=info.nodes,
+                threads=info.threads_per_worker,
+                rank_cores=(info.affinity or {}).get("rank_cores"),
             ),
         )
 
@@ -240,12 +276,15 @@ class CollectiveCase:
                     for _ in range(profile.rounds)
                 ]
             control = max(pool.run(control_worker))
-            info = {
-                "backend": pool.backend,
-                "threads_per_worker": pool.threads_per_worker,
-                "world_size": pool.world_size,
-                **pool_layout(pool),
-            }
+            layout = pool_layout(pool)
+            info = CollectiveDetail(
+                backend=pool.backend,
+                threads_per_worker=pool.threads_per_worker,
+                world_size=pool.world_size,
+                nodes=layout["nodes"],
+                ranks_per_node=layout["ranks_per_node"],
+                hosts=layout["hosts"],
+            )
         summary, recorded = _finish_sampler(sampler, timeline, f"{_safe(self.id)}-t{trial + 1}")
         calls = [t for r in rounds for t in r.times]  # each call as slow as its slowest rank
         return TrialResult(
@@ -258,12 +297,12 @@ class CollectiveCase:
             control_s=control,
             sampler=summary,
             timeline=recorded,
-            detail={"pool_info": info},
+            detail=info,
             placement=placement(
                 device_type=profile.device,
-                world_size=info["world_size"],
-                nodes=info.get("nodes", 1),
-                threads=info.get("threads_per_worker"),
+                world_size=info.world_size,
+                nodes=info.nodes,
+                threads=info.threads_per_worker,
                 rank_cores=None,  # as saved: a collective's results do not record its cores
             ),
         )

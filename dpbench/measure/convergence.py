@@ -25,12 +25,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpbench.measure.cases import TrainingDetail
 from dpbench.measure.trials import CaseResult, TrialResult
 from dpbench.stats import log_t_interval
 
 __all__ = [
     "ConvergenceSettings",
     "ConvergenceCase",
+    "ConvergenceDetail",
     "resolve_convergence",
     "convergence_cases",
     "convergence_info",
@@ -75,6 +77,19 @@ class ConvergenceSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "recipes": list(self.recipes)}
+
+
+@dataclass(kw_only=True, frozen=True)
+class ConvergenceDetail(TrainingDetail):
+    """What one convergence trial records beside its times: a launched case's, plus its epochs."""
+
+    epochs: list[dict[str, Any]]
+    """Per epoch: ``time_s`` (its step times summed), ``wall_s``, ``train_loss``, ``test_accuracy``,
+    ``test_loss``, ``eval_s``, ``eval_device``."""
+    train_samples: int
+    """Samples in the recipe's training split."""
+    test_samples: int
+    """Samples in the recipe's test split."""
 
 
 def resolve_convergence(environ: dict[str, str] | None = None) -> ConvergenceSettings:
@@ -170,7 +185,7 @@ class ConvergenceCase:
             timeout=300.0,
             **self.options,
         ) as run:
-            devices = [d for d in run.info.get("devices", []) if str(d).startswith("cuda")]
+            devices = [d for d in run.info.devices if str(d).startswith("cuda")]
             with _sampled(run.pids, devices, profile) as sampler:
                 for _ in range(self.epochs):
                     started = time.perf_counter()
@@ -190,7 +205,7 @@ class ConvergenceCase:
                         }
                     )
             control = run.control()
-            info = dict(run.info)
+            info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-t{trial + 1}")
         merged = merge_step_stats(stats)
         return TrialResult(
@@ -203,12 +218,13 @@ class ConvergenceCase:
             control_s=control,
             sampler=summary,
             timeline=recorded,
-            detail={
-                "run_info": info,
-                "merged": merged,
-                "epochs": epochs,
-                "samples": {"train": workload.params["train_samples"], "test": workload.params["test_samples"]},
-            },
+            detail=ConvergenceDetail(
+                run_info=info,
+                step_stats=merged,
+                epochs=epochs,
+                train_samples=workload.params["train_samples"],
+                test_samples=workload.params["test_samples"],
+            ),
         )
 
 
@@ -251,6 +267,12 @@ def _interval(values: list[float]) -> list[float] | None:
     return None if math.isnan(lo) else [lo, hi]
 
 
+def _convergence_detail(trial: TrialResult) -> ConvergenceDetail:
+    if not isinstance(trial.detail, ConvergenceDetail):
+        raise TypeError(f"trial.detail: expected a ConvergenceDetail, found {type(trial.detail).__name__}")
+    return trial.detail
+
+
 def _first_at_least(curve: list[float], target: float | None) -> int | None:
     if target is None:
         return None
@@ -262,7 +284,7 @@ def convergence_info(case: ConvergenceCase, result: CaseResult, reference: CaseR
     from dpbench.workloads.recipes import get_recipe
 
     recipe = get_recipe(case.recipe)
-    per_trial = [t.detail["epochs"] for t in result.trials]
+    per_trial = [_convergence_detail(t).epochs for t in result.trials]
     first = per_trial[0]
     curve = [e["test_accuracy"] for e in first]
     times = [[e["time_s"] for e in epochs] for epochs in per_trial]
@@ -274,8 +296,8 @@ def convergence_info(case: ConvergenceCase, result: CaseResult, reference: CaseR
         "recipe": case.recipe,
         "dataset": recipe.dataset,
         "source": recipe.source,
-        "train_samples": result.trials[0].detail["samples"]["train"],
-        "test_samples": result.trials[0].detail["samples"]["test"],
+        "train_samples": _convergence_detail(result.trials[0]).train_samples,
+        "test_samples": _convergence_detail(result.trials[0]).test_samples,
         "epochs": case.epochs,
         "steps_per_epoch": result.trials[0].steps_per_round,
         "samples_per_epoch": samples_per_epoch,
@@ -310,7 +332,7 @@ def convergence_info(case: ConvergenceCase, result: CaseResult, reference: CaseR
 def _parity(case: ConvergenceCase, curve: list[float], reference: CaseResult | None) -> dict[str, Any]:
     if case.reference is None or reference is None or not reference.trials:
         return {"reference": None, "accuracy_gap_to_reference": None}
-    ref_curve = [e["test_accuracy"] for e in reference.trials[0].detail["epochs"]]
+    ref_curve = [e["test_accuracy"] for e in _convergence_detail(reference.trials[0]).epochs]
     return {
         "reference": case.reference.id,
         "accuracy_gap_to_reference": curve[-1] - ref_curve[-1],

@@ -14,14 +14,17 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.launcher.step_stats import merge_step_stats
-from dpbench.measure.cases import CollectiveCase, TrainingCase
+from dpbench.measure.cases import CollectiveCase, CollectiveDetail, TrainingCase, TrainingDetail
 from dpbench.measure.profiles import ProfileConfig
-from dpbench.measure.trials import CaseResult, TrialSession, advance_worker_clock, reset_worker_clock
+from dpbench.measure.trials import CaseResult, TrialResult, TrialSession, advance_worker_clock, reset_worker_clock
 from dpbench.schema import SCHEMA_VERSION
 from dpbench.stats import coefficient_of_variation, log_t_interval, or_none, paired_ratio, percentile
+
+if TYPE_CHECKING:
+    from dpbench.launcher.run_info import RunInfo
 
 __all__ = [
     "collective_extra_info",
@@ -77,7 +80,7 @@ def _disturbed(result: CaseResult) -> list[dict[str, Any] | None]:
 def _median_phases(trials: list[Any]) -> dict[str, float]:
     """Per phase, the median over trials of each trial's mean seconds per step: one disturbed trial
     moves it by one rank at most (a mean over all steps carried it whole)."""
-    per_trial = [t.detail["merged"].phases for t in trials]
+    per_trial = [_training_detail(t).step_stats.phases for t in trials]
     names = sorted({name for phases in per_trial for name in phases})
     return {name: statistics.median(p[name] for p in per_trial if name in p) for name in names}
 
@@ -86,9 +89,23 @@ def _kept_trials(result: CaseResult) -> list[Any]:
     return [t for t, out in zip(result.trials, result.left_out) if not out]
 
 
-def _faults_per_step(trial: Any) -> float | None:
-    merged = trial.detail.get("merged")
-    return None if merged is None else or_none(merged.minor_faults_per_step)
+def _training_detail(trial: TrialResult) -> TrainingDetail:
+    if not isinstance(trial.detail, TrainingDetail):
+        raise TypeError(f"trial.detail: expected a TrainingDetail, found {type(trial.detail).__name__}")
+    return trial.detail
+
+
+def _collective_detail(trial: TrialResult) -> CollectiveDetail:
+    if not isinstance(trial.detail, CollectiveDetail):
+        raise TypeError(f"trial.detail: expected a CollectiveDetail, found {type(trial.detail).__name__}")
+    return trial.detail
+
+
+def _faults_per_step(trial: TrialResult) -> float | None:
+    """Minor page faults per step of a launched case's trial; None for a collective's."""
+    if not isinstance(trial.detail, TrainingDetail):
+        return None
+    return or_none(trial.detail.step_stats.minor_faults_per_step)
 
 
 def _available(result: CaseResult) -> CaseResult:
@@ -126,12 +143,13 @@ def training_extra_info(
 ) -> dict[str, Any]:
     """The documented ``extra_info`` (schema 2) of one training benchmark."""
     first = result.trials[0]
-    run_info = first.detail["run_info"]
+    detail = _training_detail(first)
+    run_info = detail.run_info
     kept = _kept_trials(result)
-    merged = merge_step_stats([t.detail["merged"] for t in kept])
+    merged = merge_step_stats([_training_detail(t).step_stats for t in kept])
     step_time = statistics.median(result.kept)
     ci = _interval(result.kept)
-    batch = run_info["global_batch"]
+    batch = run_info.global_batch
     sampler = dict(first.sampler or {})
     trials_faults = [f for f in (_faults_per_step(t) for t in kept) if f is not None]
     info = {
@@ -140,18 +158,18 @@ def training_extra_info(
         "suite": suite,
         "profile": profile.name.value,
         "case_key": result.key,
-        "strategy": run_info["strategy"],
-        "options": dict(run_info.get("options") or {}),  # resolved: defaults included
+        "strategy": run_info.strategy,
+        "options": dict(run_info.options),  # resolved: defaults included
         "requested_options": dict(case.options),  # what the case asked for: the short label
-        "workload": run_info["workload"],
-        "world_size": run_info["world_size"],
+        "workload": run_info.workload,
+        "world_size": run_info.world_size,
         # dpbench.cluster: how many nodes the ranks ran on, ranks on each (1, world_size on one host).
-        "nodes": run_info.get("nodes", 1),
-        "ranks_per_node": run_info.get("ranks_per_node", run_info["world_size"]),
-        "device_type": run_info["device_type"],
-        "backend": run_info.get("backend"),
+        "nodes": run_info.nodes,
+        "ranks_per_node": run_info.ranks_per_node,
+        "device_type": run_info.device_type,
+        "backend": run_info.backend,
         "global_batch": batch,
-        "per_replica_batch": list(run_info["per_replica_batch"]),
+        "per_replica_batch": list(run_info.per_replica_batch),
         "steps_per_round": first.steps_per_round,
         "step_time_s": step_time,
         "step_time_ci95": ci,
@@ -166,28 +184,28 @@ def training_extra_info(
         "minor_faults_per_step": or_none(statistics.median(trials_faults)) if trials_faults else None,
         "sampler": sampler,
         "trials": trials_info(result),
-        "threads_per_worker": run_info.get("threads_per_worker"),
+        "threads_per_worker": run_info.threads_per_worker,
         "harness_settings": harness_settings(run_info, worker_start=result.worker_start),
-        "workers": run_info.get("workers"),
-        "affinity": run_info.get("affinity"),
-        "seed": run_info["seed"],
-        "lr": run_info.get("lr"),
-        "final_loss": first.detail["merged"].losses[-1] if first.detail["merged"].losses else None,
+        "workers": run_info.workers,
+        "affinity": run_info.affinity,
+        "seed": run_info.seed,
+        "lr": run_info.lr,
+        "final_loss": detail.step_stats.losses[-1] if detail.step_stats.losses else None,
     }
-    if run_info.get("workload_params"):
-        info["workload_params"] = run_info["workload_params"]
+    if run_info.workload_params:
+        info["workload_params"] = run_info.workload_params
     # The spec the workload was named by, resolved (registered name, module:attr, hf:, overrides).
-    info["workload_spec"] = (run_info.get("workload_params") or {}).get("spec", run_info["workload"])
+    info["workload_spec"] = run_info.workload_params.get("spec", run_info.workload)
     info["parameter_count"] = workload_parameter_count(case.workload)
     if result.case_metrics:
         info.update(result.case_metrics)
         from dpbench.measure.derive import derive
 
         info.update(derive(result.case_metrics, step_time_s=step_time, world_size=info["world_size"]))
-    if first.detail.get("trace") is not None:  # opt-in tracing (dpbench.measure.tracing)
+    if detail.trace is not None:  # opt-in tracing (dpbench.measure.tracing)
         from dpbench.measure.tracing import trace_extra_info
 
-        info["trace_breakdown"] = trace_extra_info(first.detail["trace"], info)
+        info["trace_breakdown"] = trace_extra_info(detail.trace, info)
     return info
 
 
@@ -196,7 +214,7 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
     from dpbench.measure.collectives import bus_bandwidth_factor
 
     first = result.trials[0]
-    pool = first.detail["pool_info"]
+    pool = _collective_detail(first)
     time_s = statistics.median(result.kept)
     algbw = case.size_bytes / time_s / 1e9
     return {
@@ -209,31 +227,31 @@ def collective_extra_info(*, case: CollectiveCase, result: CaseResult, profile: 
         "size_bytes": case.size_bytes,
         "size_source": case.source,
         "dtype": "float32",
-        "world_size": pool["world_size"],
-        "nodes": pool.get("nodes", 1),  # dpbench.cluster
-        "ranks_per_node": pool.get("ranks_per_node", pool["world_size"]),
+        "world_size": pool.world_size,
+        "nodes": pool.nodes,  # dpbench.cluster
+        "ranks_per_node": pool.ranks_per_node,
         "device_type": profile.device,
-        "backend": pool.get("backend"),
-        "threads_per_worker": pool.get("threads_per_worker"),
+        "backend": pool.backend,
+        "threads_per_worker": pool.threads_per_worker,
         "seed": None,
         "iters_per_round": first.steps_per_round,
         "time_s": time_s,
         "time_ci95": _interval(result.kept),
         "algbw_gbps": algbw,
-        "busbw_gbps": algbw * bus_bandwidth_factor(case.collective, pool["world_size"]),
+        "busbw_gbps": algbw * bus_bandwidth_factor(case.collective, pool.world_size),
         "sampler": dict(first.sampler or {}),
         "trials": trials_info(result),
     }
 
 
-def harness_settings(run_info: dict[str, Any], *, worker_start: str | None = None) -> dict[str, Any]:
+def harness_settings(run_info: RunInfo, *, worker_start: str | None = None) -> dict[str, Any]:
     """What dpbench itself set for this case's workers, beside what the user's environment had.
 
     Everything else is the user's: the OpenMP/MKL variables are inherited unchanged
     (``workers/runtime_env.py``); ``user_runtime_env`` is what rank 0's runtime was started with."""
-    workers = run_info.get("workers") or []
-    affinity = run_info.get("affinity") or {}
-    threads = run_info.get("threads_per_worker")
+    workers = run_info.workers
+    affinity = run_info.affinity or {}
+    threads = run_info.threads_per_worker
     first = workers[0] if workers and isinstance(workers[0], dict) else {}
     return {
         "torch_threads": threads,  # torch.set_num_threads in every worker (OMP/MKL_NUM_THREADS for its children)

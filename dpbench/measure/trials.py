@@ -67,18 +67,31 @@ def advance_worker_clock(seconds: float) -> None:
 class TrialResult:
     """One trial of one case: what fresh workers measured."""
 
-    trial: int  # 0-based index of the trial within its case
-    order: int  # position in the session's whole schedule (0-based, across cases)
-    started_at: float  # unix time
+    trial: int
+    """0-based index of the trial within its case."""
+    order: int
+    """Position in the session's whole schedule (0-based, across cases)."""
+    started_at: float
+    """Unix time."""
     steps_per_round: int
-    round_times: list[float]  # seconds per step (per call) of each timed round, worker clock
-    unit_times: list[float]  # every timed step (call) of the trial, worker clock
-    control_s: float  # the control computation, same workers and threads
+    round_times: list[float]
+    """Seconds per step (per call) of each timed round, worker clock."""
+    unit_times: list[float]
+    """Every timed step (call) of the trial, worker clock."""
+    control_s: float
+    """The control computation, same workers and threads."""
     sampler: dict[str, Any] | None = None
-    timeline: str | None = None  # path recorded in results (relative to the machine dir)
-    detail: dict[str, Any] = field(default_factory=dict)  # case-specific (run info, merged step stats)
-    # Which ranks, threads and cores the trial ran on (JSON): controls are compared within one placement.
+    timeline: str | None = None
+    """Path recorded in results (relative to the machine dir)."""
+    case_metrics: dict[str, Any] | None = None
+    """Untimed measurements of the case (``Run.case_metrics``), taken in its first trial only; the
+    session keeps them on :attr:`CaseResult.case_metrics`."""
+    detail: Any = None
+    """What the case records beside the times, for its own extra_info: a
+    :class:`dpbench.measure.cases.TrainingDetail` (training and convergence cases), a
+    :class:`dpbench.measure.cases.CollectiveDetail`; the session never reads it."""
     placement: str = ""
+    """Which ranks, threads and cores the trial ran on (JSON): controls are compared within one placement."""
 
     @property
     def value(self) -> float:
@@ -248,7 +261,7 @@ class TrialSession:
             # GPU clocks that float (or throttle) move every number of this trial: say so now.
             self._progress(f"warning: {case.label}, trial {trial + 1}: {warning}")
         if not result.trials:
-            result.case_metrics = measured.detail.pop("case_metrics", None)
+            result.case_metrics = measured.case_metrics
         result.trials.append(measured)
         self.schedule.append((trial, result.key))
 
@@ -264,7 +277,6 @@ class TrialSession:
             self.profile, trial=slot, steps_per_round=result.trials[0].steps_per_round, timeline=timeline, first=False
         )
         measured.trial, measured.order, measured.started_at = slot, order, started
-        measured.detail.pop("case_metrics", None)
         return measured
 
     def result(self, key: str) -> CaseResult:

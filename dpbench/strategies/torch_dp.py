@@ -39,7 +39,7 @@ class TorchDP(Strategy):
 
     torch's scatter splits the batch with ``torch.chunk`` (ceil(N/W) per replica, the last
     smaller, possibly fewer than W replicas used) and it has no option for other splits, so
-    ``info["per_replica_batch"]`` reports torch's split rather than the common one. The loss
+    ``Run.info.per_replica_batch`` reports torch's split rather than the common one. The loss
     is taken on the gathered output, so the gradient is the global-batch mean whatever the
     split. BatchNorm: per-replica slice statistics; running statistics are replica 0's
     (torch's documented guarantee). Phases: forward (scatter + replicate + apply + gather +

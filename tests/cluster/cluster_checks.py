@@ -71,7 +71,7 @@ def _train(strategy: str, world_size: int, **options):
         strategy, TOY, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=0.1, timeout=60.0, **options
     ) as run:
         run.step(K)
-        return run.parameters(), dict(run.info), list(run.pids)
+        return run.parameters(), run.info, list(run.pids)
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +84,15 @@ def world():
 @pytest.fixture(scope="module")
 def reference():
     params, info, _ = _train("single", 1)
-    assert info["nodes"] == 1 and info["ranks_per_node"] == 1  # in-process: on the head's node
+    assert info.nodes == 1 and info.ranks_per_node == 1  # in-process: on the head's node
     return params
 
 
 @pytest.mark.parametrize("strategy,options", [("ddp", {}), ("allreduce", {"mode": "overlap", "bucket_cap_mb": 0.0001})])
 def test_parameters_after_k_steps_equal_single(world, reference, strategy, options):
     params, info, pids = _train(strategy, world, **options)
-    assert info["nodes"] == 2 and info["ranks_per_node"] == world // 2 and len(info["hosts"]) == 2
-    assert [w["node"] for w in info["workers"]] == [r * 2 // world for r in range(world)]
+    assert info.nodes == 2 and info.ranks_per_node == world // 2 and len(info.hosts) == 2
+    assert [w["node"] for w in info.workers] == [r * 2 // world for r in range(world)]
     assert len(pids) == world // 2  # the sampler watches the head node's workers only
     assert params.keys() == reference.keys()
     for name, value in reference.items():

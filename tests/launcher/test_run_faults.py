@@ -22,12 +22,13 @@ def ddp_run():
 
 def test_info_describes_the_run(ddp_run):
     info = ddp_run.info
-    assert info["strategy"] == "ddp" and info["workload"] == HEALTHY.name
-    assert info["world_size"] == 2 and info["device_type"] == "cpu" and info["backend"] == "gloo"
-    assert info["global_batch"] == 8 and info["per_replica_batch"] == [4, 4]
-    assert info["threads_per_worker"] == max(1, available_cores() // 2)
-    assert info["seed"] == 4 and info["lr"] == 0.05 and info["devices"] == ["cpu", "cpu"]
-    assert info["options"]["accumulation_steps"] == 1  # effective options, defaults included
+    assert info.strategy == "ddp" and info.workload == HEALTHY.name
+    assert info.world_size == 2 and info.device_type == "cpu" and info.backend == "gloo"
+    assert info.global_batch == 8 and info.per_replica_batch == [4, 4]
+    assert info.threads_per_worker == max(1, available_cores() // 2)
+    assert info.seed == 4 and info.lr == 0.05 and info.devices == ["cpu", "cpu"]
+    assert info.options["accumulation_steps"] == 1  # effective options, defaults included
+    assert info.nodes == 1 and info.ranks_per_node == 2 and len(info.workers) == 2
     assert len(ddp_run.pids) == 2 and os.getpid() not in ddp_run.pids
 
 
@@ -103,9 +104,9 @@ def test_ctrl_c_during_step_cleans_up(ctrl_c_raises):
 
 def test_in_process_strategy_runs_in_one_worker():
     with dpbench.launch("dp", HEALTHY, world_size=3, global_batch=8) as run:
-        assert run.info["backend"] is None and run.info["processes"] == 1 and len(run.pids) == 1
-        assert run.info["per_replica_batch"] == [3, 3, 2]
-        assert run.info["threads_per_worker"] == max(1, available_cores() // 3)
+        assert run.info.backend is None and run.info.processes == 1 and len(run.pids) == 1
+        assert run.info.per_replica_batch == [3, 3, 2]
+        assert run.info.threads_per_worker == max(1, available_cores() // 3)
         stats = run.step(1)
         assert set(stats.phases) == {"scatter", "replicate", "apply", "gather", "backward", "optimizer"}
         assert set(stats.peak_memory_bytes) == {"cpu:rank0"}

@@ -7,8 +7,11 @@ import statistics
 
 import pytest
 
+from dpbench.launcher.run_info import RunInfo
+from dpbench.launcher.step_stats import StepStats
 from dpbench.measure.convergence import (
     ConvergenceCase,
+    ConvergenceDetail,
     ConvergenceSettings,
     convergence_cases,
     convergence_info,
@@ -106,8 +109,39 @@ def _trial(i: int, curve: list[float], times: list[float]) -> TrialResult:
         round_times=[t / 22 for t in times],
         unit_times=[t / 22 for t in times],
         control_s=0.01,
-        detail={"epochs": epochs, "samples": {"train": 1438, "test": 359}},
+        detail=ConvergenceDetail(
+            run_info=_RUN_INFO,
+            step_stats=StepStats(step_times=[t / 22 for t in times], global_batch=64),
+            epochs=epochs,
+            train_samples=1438,
+            test_samples=359,
+        ),
     )
+
+
+# What launch() reports for a one-process run of the digits recipe (convergence_info reads none of it).
+_RUN_INFO = RunInfo(
+    strategy="single",
+    options={},
+    workload="digits-mlp",
+    workload_params={},
+    world_size=1,
+    device_type="cpu",
+    backend=None,
+    global_batch=64,
+    per_replica_batch=[64],
+    threads_per_worker=1,
+    seed=0,
+    lr=0.1,
+    devices=["cpu"],
+    processes=1,
+    timeout=300.0,
+    workers=[],
+    affinity=None,
+    nodes=1,
+    ranks_per_node=1,
+    hosts=["localhost"],
+)
 
 
 def _case(strategy: str, reference=None) -> ConvergenceCase:

@@ -55,7 +55,7 @@ class FakeCase:
             round_times=[value],
             unit_times=[value, value],
             control_s=0.001,
-            detail={"case_metrics": {"flops": 1} if first else None},
+            case_metrics={"flops": 1} if first else None,
         )
 
 
@@ -173,7 +173,7 @@ def test_one_real_training_trial_measures_in_the_workers():
         assert value == pytest.approx(statistics.fmean(trial.unit_times[3 * i : 3 * i + 3]))
     # The sampler ticks during the timed rounds and takes one final sample when stopped.
     assert trial.control_s > 0 and trial.sampler["sample_count"] >= 1
-    assert trial.detail["run_info"]["strategy"] == "ddp"
+    assert trial.detail.run_info.strategy == "ddp"
 
 
 @pytest.mark.slow
@@ -183,7 +183,7 @@ def test_one_real_collective_trial_times_calls_in_the_workers():
     trial = case.measure_trial(profile, trial=0, steps_per_round=None, timeline=None, first=True)
     assert trial.steps_per_round == profile.comm_iters
     assert len(trial.unit_times) == profile.comm_iters * profile.rounds and trial.value > 0
-    assert trial.control_s > 0 and trial.detail["pool_info"]["backend"] == "gloo"
+    assert trial.control_s > 0 and trial.detail.backend == "gloo"
 
 
 def test_progress_counts_only_the_slots_still_to_run():

@@ -41,7 +41,7 @@ def test_per_rank_devices_become_each_physical_device_once():
 
 
 def test_a_case_with_two_ranks_on_one_gpu_samples_it_once(monkeypatch):
-    """measure/cases.py hands the sampler run.info["devices"], one entry per rank; two ranks on
+    """measure/cases.py hands the sampler run.info.devices, one entry per rank; two ranks on
     cuda:0 must not make it fail with "listed twice" (every w2 case on one GPU did)."""
     import dpbench.sampler as sampler_module
     from dpbench.measure import cases

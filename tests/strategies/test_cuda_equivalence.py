@@ -50,7 +50,7 @@ def test_cuda_parameters_match_single(strategy, options, reference):
     if strategy == "torch-dp" and gpus() < 2:
         pytest.skip("torch-dp with two replicas needs two GPUs")
     params, info = train(strategy, 2, **options)
-    assert info["device_type"] == "cuda"
+    assert info.device_type == "cuda"
     for name, expected in reference.items():
         torch.testing.assert_close(
             params[name], expected, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}"

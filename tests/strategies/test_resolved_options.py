@@ -3,7 +3,7 @@ same order, as before options became dataclasses.
 
 The expected lists were produced by the dict-based ``resolve_options`` (before the options
 dataclasses) and are what ``extra_info["options"]`` records (dpbench/measure/extra_info.py keeps
-``run.info["options"]``, the resolved dict, as it is). Key order matters: results are JSON.
+``run.info.options``, the resolved dict, as it is). Key order matters: results are JSON.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def test_fp16_with_loss_scaling_matches_single_in_fp16(strategy, single_runs):
     world = min(2, gpus()) if strategy == "fsdp" else 2
     options = {"replicas_per_device": 2} if strategy == "dp" and gpus() < 2 else {}
     params, _, run = train(strategy, world, precision="fp16", **options)
-    assert run.info["options"]["precision"] == "fp16"
+    assert run.info.options["precision"] == "fp16"
     assert_close(params, single_runs(precision="fp16"), 1e-2)
 
 

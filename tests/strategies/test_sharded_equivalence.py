@@ -60,7 +60,7 @@ def train(strategy: str, world_size: int, **options):
         strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=60.0, **options
     ) as run:
         stats = run.step(K)
-        return run.parameters(), stats.losses, dict(run.info)
+        return run.parameters(), stats.losses, run.info
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_matches_single_with_the_same_optimizer(case, optimizer, single_runs, in
     strategy, world, options = case
     ref_params, ref_losses, _ = single_runs(optimizer=optimizer)
     params, losses, info = train(strategy, world, optimizer=optimizer, **options)
-    assert info["options"]["optimizer"] == optimizer and info["options"]["precision"] == "fp32"
+    assert info.options["optimizer"] == optimizer and info.options["precision"] == "fp32"
     assert_matches(params, losses, ref_params, ref_losses, atol=FP32_ATOL, initial=initial)
 
 
@@ -112,7 +112,7 @@ def test_bf16_autocast_matches_single_in_bf16(case, single_runs, initial):
     ref_params, ref_losses, _ = single_runs(precision="bf16")
     fp32_params, _, _ = single_runs()
     params, losses, info = train(strategy, world, precision="bf16", **options)
-    assert info["options"]["precision"] == "bf16"
+    assert info.options["precision"] == "bf16"
     assert_matches(params, losses, ref_params, ref_losses, atol=BF16_ATOL, initial=initial)
     # bf16 really ran: the reference differs from fp32 by more than fp32 noise.
     assert max((ref_params[k] - fp32_params[k]).abs().max().item() for k in ref_params) > 10 * FP32_ATOL
@@ -122,7 +122,7 @@ def test_fsdp_mixed_precision_policy_trains_close_to_fp32(single_runs, initial):
     """bf16 parameters for compute, fp32 gradient reduction: within bf16 tolerance of fp32 single."""
     ref_params, ref_losses, _ = single_runs()
     params, losses, info = train("fsdp", 2, mixed_precision="bf16/fp32")
-    assert info["options"]["mixed_precision"] == "bf16/fp32"
+    assert info.options["mixed_precision"] == "bf16/fp32"
     assert_matches(params, losses, ref_params, ref_losses, atol=BF16_ATOL, initial=initial)
     # The policy really cast: not as close as an fp32 run would be.
     assert max((params[k] - ref_params[k]).abs().max().item() for k in ref_params) > 10 * FP32_ATOL

@@ -60,7 +60,7 @@ def train(strategy: str, world_size: int, **options):
         strategy, MLP, world_size=world_size, global_batch=GLOBAL_BATCH, seed=3, lr=LR, timeout=60.0, **options
     ) as run:
         stats = run.step(K)
-        return run.parameters(), stats, dict(run.info)
+        return run.parameters(), stats, run.info
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_parameters_match_single(case, reference, initial):
     strategy, world, options, atol = case
     ref_params, ref_stats = reference
     params, stats, info = train(strategy, world, **options)
-    assert info["per_replica_batch"] == [GLOBAL_BATCH // world + (r < GLOBAL_BATCH % world) for r in range(world)]
+    assert info.per_replica_batch == [GLOBAL_BATCH // world + (r < GLOBAL_BATCH % world) for r in range(world)]
     assert set(params) == set(ref_params)
     for name, expected in ref_params.items():
         # The run must have moved the weights, or equality with single would prove nothing.
@@ -94,7 +94,7 @@ def test_parameters_match_single(case, reference, initial):
     assert set(stats.phases) == PHASES[strategy]
     # Phases are parts of a step, each measured inside it.
     assert sum(stats.phases.values()) <= sum(stats.step_times) / K * 1.05
-    expected_memory = {f"cpu:rank{r}" for r in range(info["processes"])}
+    expected_memory = {f"cpu:rank{r}" for r in range(info.processes)}
     assert set(stats.peak_memory_bytes) == expected_memory
 
 

@@ -132,7 +132,7 @@ def test_compile_on_cpu_needs_the_cxx_compiler_inductor_calls(monkeypatch, tmp_p
 @pytest.mark.slow
 def test_resolved_options_are_recorded_with_their_defaults():
     with dpbench.launch("zero", MLP, world_size=2, global_batch=11, optimizer="adamw") as run:
-        assert run.info["options"] == {
+        assert run.info.options == {
             "bucket_cap_mb": None,
             "overlap_with_ddp": False,
             "optimizer": "adamw",
