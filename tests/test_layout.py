@@ -271,7 +271,6 @@ SMALL_CONCEPTS = {
     "dpbench/launcher/cluster.py": "the `python -m dpbench.launcher.cluster` alias of dpbench.cluster",
     "dpbench/runner/summary.py": "the terminal decision dpbench run prints",
     "dpbench/report/plots_rows.py": "what every view of one suite shares: panels and cell text",
-    "dpbench/report/session_summary.py": "the decision text a pytest session prints",
     "dpbench/workloads/_checks.py": "the workload factories' argument checks",
     "dpbench/workloads/_variants.py": "names of factory-built workloads (a saved identifier)",
     "dpbench/measure/plugin/selection.py": "which pytest sessions the plugin measures (light: every session asks)",
