@@ -30,7 +30,8 @@ from dpbench.workloads.spec_syntax import SpecError, close_names, parse_int_tupl
 
 __all__ = ["HfRecipe", "HfTrainModule", "SUPPORTED", "hf_batch", "hf_loss", "hf_model", "hf_workload"]
 
-INSTALL = "pip install 'dpbench[hf]'"
+# dpbench is not on PyPI (the `dpbench` there is another project): the extra comes from a checkout.
+INSTALL = "install the hf extra: pip install -e '.[hf]' in a dpbench checkout"
 CAUSAL, MASKED, IMAGE = "causal-lm", "masked-lm", "image-classification"
 # model_type -> (transformers class, task)
 SUPPORTED: dict[str, tuple[str, str]] = {

@@ -83,3 +83,22 @@ def test_a_broken_link_is_found():
         "docs/no-such-page.md",
         "docs/gate.md#no-such-anchor",
     ]
+
+
+# PyPI's `dpbench` is another project (LLM agents): an install line naming it installs that.
+PYPI_INSTALL = re.compile(r"pip install\s+['\"]?dpbench(\[[a-z,]+\])?['\"]?(?![\w./-])")
+
+
+def pypi_install_lines(text: str) -> list[str]:
+    return [m.group(0) for m in PYPI_INSTALL.finditer(text)]
+
+
+def test_the_install_line_finder_finds_pypi_installs_and_not_checkout_ones():
+    text = "pip install dpbench\npip install 'dpbench[hf]'\npip install -e '.[hf]'\npip install dpbench-0.1.0.whl"
+    assert pypi_install_lines(text) == ["pip install dpbench", "pip install 'dpbench[hf]'"]
+
+
+def test_no_install_line_names_pypis_dpbench():
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "dpbench").rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}: {line}" for p in files for line in pypi_install_lines(p.read_text())]
+    assert len(files) > 50 and not found, found

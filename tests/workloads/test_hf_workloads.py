@@ -129,5 +129,8 @@ def test_a_directory_without_config_json_is_refused(tmp_path):
 
 def test_without_transformers_hf_specs_name_the_install_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers raises ImportError
-    with pytest.raises(SpecError, match=r"hf: specs need transformers .*: pip install 'dpbench\[hf\]'"):
+    with pytest.raises(
+        SpecError,
+        match=r"hf: specs need transformers .*: install the hf extra: pip install -e '\.\[hf\]' in a dpbench checkout",
+    ):
         resolve_workload("hf:gpt2")
