@@ -52,6 +52,7 @@ from dpbench.ab.revisions import (
 
 __all__ = [
     "DEFAULT_TRIALS",
+    "Judge",
     "EXIT_INTERRUPTED",
     "EXIT_SUITE_FAILED",
     "EXIT_TERMINATED",

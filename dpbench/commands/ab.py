@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dpbench.ab.bisect import bisect_environments, check_bisect, report
-from dpbench.ab.environments import parse_sides
-from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, parse_trials, run_ab
+from dpbench.ab.environments import SideSpec, parse_sides
+from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, Judge, parse_trials, run_ab
 from dpbench.ab.revisions import ABError
 from dpbench.results.console import ExamplesFormatter, examples
 
@@ -37,24 +37,31 @@ def _handle(args: argparse.Namespace) -> int:
             rev=args.rev,
             python=args.python,
         )
-        return run_ab(
-            base=base,
-            head=head,
-            rev=args.rev,
-            trials=trials,
-            pytest_args=args.pytest_args,
-            workdir=Path(args.workdir) if args.workdir else None,
-            envs=Path(args.envs) if args.envs else None,
-            python=Path(args.python).absolute() if args.python else None,
-            keep=args.keep,
-            judge=None if args.no_compare else _judge(compare_args),
-        )
+        return _run(args, base, head, trials=trials, judge=None if args.no_compare else _judge(compare_args))
     except ABError as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return 2
 
 
-def _judge(compare_args: Sequence[str]) -> Callable[[Sequence[str]], int]:
+def _run(
+    args: argparse.Namespace, base: str | SideSpec, head: str | SideSpec, *, trials: int, judge: Judge | None
+) -> int:
+    """One A/B job between ``base`` and ``head`` with the options the command line was given."""
+    return run_ab(
+        base=base,
+        head=head,
+        rev=args.rev,
+        trials=trials,
+        pytest_args=args.pytest_args,
+        workdir=Path(args.workdir) if args.workdir else None,
+        envs=Path(args.envs) if args.envs else None,
+        python=Path(args.python).absolute() if args.python else None,
+        keep=args.keep,
+        judge=judge,
+    )
+
+
+def _judge(compare_args: Sequence[str]) -> Judge:
     """``dpbench compare`` on the pairs ab names, with the compare options the user gave ab."""
     from dpbench.commands.compare import compare_parser, run_compare
 
@@ -69,17 +76,7 @@ def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -
         raise ABError("--no-compare: expected without --bisect-python (each step is judged)")
     code, first = bisect_environments(
         pythons,
-        lambda base, head: run_ab(
-            base=base,
-            head=head,
-            rev=args.rev,
-            trials=trials,
-            pytest_args=args.pytest_args,
-            workdir=Path(args.workdir) if args.workdir else None,
-            envs=Path(args.envs) if args.envs else None,
-            keep=args.keep,
-            judge=_judge(compare_args),
-        ),
+        lambda base, head: _run(args, base, head, trials=trials, judge=_judge(compare_args)),
     )
     return report(pythons, code, first)
 
