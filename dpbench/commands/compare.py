@@ -214,6 +214,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from dpbench.gate.compare import check_alpha, compare_runs, parse_threshold
     from dpbench.gate.formats import to_github_action_benchmark, to_json, to_markdown
     from dpbench.gate.text import exit_code, render
+    from dpbench.gate.verdicts import WarningKind
     from dpbench.results.console import write_json
 
     threshold = parse_threshold(args.threshold)
@@ -237,7 +238,7 @@ def run_compare(args: argparse.Namespace) -> int:
         baseline_levels=_accepted_levels(args),
     )
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
-    cmp.warnings = [w for w in cmp.warnings if not any(w.startswith(f"machines differ: {f}:") for f in differ_in)]
+    cmp.warnings = [w for w in cmp.warnings if not (w.kind is WarningKind.MACHINES and w.field in differ_in)]
     for warning in check_same_runs(baseline, candidate, args.results) + cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stderr.flush()

@@ -31,7 +31,7 @@ from dpbench.errors import UsageError
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.sides import contention_note, kept, notes
-from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, Verdict
+from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, GateWarning, Verdict, WarningKind
 from dpbench.results.load import (
     DEFAULT_RESULTS_DIR,
     MACHINE_FIELDS,
@@ -91,16 +91,21 @@ def _shown(value: Any) -> str:
     return "unknown" if _missing(value) else str(value)
 
 
-def machine_mismatches(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
-    """One line per machine field that differs (``machine.*`` values of the two runs)."""
-    out = []
+def machine_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, str]:
+    """Each machine field that differs (``machine.*`` values of the two runs) → its line."""
+    out = {}
     for key in MACHINE_FIELDS:
         b, c = baseline.get(key), candidate.get(key)
         if _missing(b) and _missing(c):
             continue
         if str(b) != str(c):
-            out.append(f"{key}: baseline {_shown(b)}, candidate {_shown(c)}")
+            out[key] = f"{key}: baseline {_shown(b)}, candidate {_shown(c)}"
     return out
+
+
+def machine_mismatches(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+    """One line per machine field that differs (:func:`machine_differences`)."""
+    return list(machine_differences(baseline, candidate).values())
 
 
 # ---------------------------------------------------------------- one side: its runs pooled
@@ -187,29 +192,46 @@ def runtime_mismatches(baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[
 
 def _side_warnings(
     baseline: pd.DataFrame, candidate: pd.DataFrame, judged: list[BenchmarkComparison], threshold: float
-) -> list[str]:
-    warnings = [f"machines differ: {m}" for m in machine_mismatches(_machine(baseline), _machine(candidate))]
+) -> list[GateWarning]:
+    differences = machine_differences(_machine(baseline), _machine(candidate))
+    warnings = [
+        GateWarning(f"machines differ: {m}", kind=WarningKind.MACHINES, field=f) for f, m in differences.items()
+    ]
     b_schema, c_schema = _schema(baseline), _schema(candidate)
     if b_schema != c_schema:
         warnings.append(
-            f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
-            "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)"
+            GateWarning(
+                f"schemas differ: baseline {b_schema}, candidate {c_schema} (schema 1 timed rounds in the "
+                "calling process, schema 2 in the workers: expect a shift of the round-trip overhead)",
+                kind=WarningKind.SCHEMAS,
+            )
         )
     # The workers' runtimes read these when they start: a setting on one side only (a wait policy, malloc's
     # trim threshold) moves step times by itself (docs/validation/overhead.md, "Harness overhead: where the gap was").
     warnings += [
-        f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)"
+        GateWarning(
+            f"runtime settings differ: {m} (the workers' runtimes read it: a change may be that setting)",
+            kind=WarningKind.RUNTIME,
+        )
         for m in runtime_mismatches(baseline, candidate)
     ]
     b_profiles, c_profiles = set(baseline["profile"].dropna()), set(candidate["profile"].dropna())
     if b_profiles and c_profiles and b_profiles != c_profiles:
-        warnings.append(f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}")
+        warnings.append(
+            GateWarning(
+                f"profiles differ: baseline {sorted(b_profiles)}, candidate {sorted(c_profiles)}",
+                kind=WarningKind.PROFILES,
+            )
+        )
     controls = [b.control_ratio for b in judged if b.control_ratio > 0]
     moved = median(controls)
     if controls and Threshold(threshold).beyond(moved):
         warnings.append(
-            f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
-            "the machine changed between baseline and candidate"
+            GateWarning(
+                f"the controls of all benchmarks moved {fmt_ratio(moved)} (median over {len(controls)}): "
+                "the machine changed between baseline and candidate",
+                kind=WarningKind.CONTROLS,
+            )
         )
     return warnings
 
@@ -325,7 +347,12 @@ def compare_frames(
     cmp.benchmarks.sort(key=lambda b: (order[b.verdict], -(b.ratio if not math.isnan(b.ratio) else 0)))
     cmp.warnings = _side_warnings(baseline, candidate, cmp.benchmarks, threshold)
     if contended:
-        cmp.warnings.append(f"{contended}: the timings carry that load, and the controls may have missed it")
+        cmp.warnings.append(
+            GateWarning(
+                f"{contended}: the timings carry that load, and the controls may have missed it",
+                kind=WarningKind.CONTENTION,
+            )
+        )
     return cmp
 
 
@@ -383,5 +410,5 @@ def compare_runs(
         paired=paired,
         baseline_levels=levels,
     )
-    cmp.warnings = said + cmp.warnings
+    cmp.warnings = [GateWarning(w, kind=WarningKind.HISTORY) for w in said] + cmp.warnings
     return cmp

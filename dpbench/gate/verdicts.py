@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["BenchmarkComparison", "Comparison", "Family", "Verdict"]
+__all__ = ["BenchmarkComparison", "Comparison", "Family", "GateWarning", "Verdict", "WarningKind"]
 
 
 class Verdict(str, Enum):
@@ -79,6 +79,31 @@ class Family:
     broad_note: str = ""
 
 
+class WarningKind(str, Enum):
+    """What a comparison's warning is about: code filters on this, never on the sentence."""
+
+    MACHINES = "machines"  # a machine field differs between the sides (GateWarning.field names it)
+    SCHEMAS = "schemas"  # the runs' extra_info schemas differ
+    RUNTIME = "runtime"  # a runtime setting the workers read differs
+    PROFILES = "profiles"  # the suites' profiles differ
+    CONTROLS = "controls"  # the controls moved beyond the threshold: the machine changed
+    CONTENTION = "contention"  # other processes used the CPUs during a side's trials
+    HISTORY = "history"  # what --history judged against instead of the baseline's own trials
+
+
+class GateWarning(str):
+    """One warning of a comparison: the sentence itself (a ``str``, so it prints and saves as the
+    sentence), with its :class:`WarningKind` and, for a machine difference, the machine field."""
+
+    kind: WarningKind
+    field: str | None
+
+    def __new__(cls, sentence: str, *, kind: WarningKind, field: str | None = None) -> GateWarning:
+        warning = super().__new__(cls, sentence)
+        warning.kind, warning.field = kind, field
+        return warning
+
+
 @dataclass(kw_only=True)
 class Comparison:
     baseline: str
@@ -87,7 +112,7 @@ class Comparison:
     alpha: float
     allow_missing: bool = False
     paired: bool = False
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[GateWarning] = field(default_factory=list)
     benchmarks: list[BenchmarkComparison] = field(default_factory=list)
     family: Family = field(default_factory=Family)
 

@@ -31,6 +31,22 @@ def test_machine_mismatch_is_printed_first(tmp_path: Path, capsys):
     assert text.index("machines differ") < text.index("| benchmark |")
 
 
+def test_a_machine_warning_carries_its_kind_and_field_beside_its_sentence(tmp_path: Path):
+    from dpbench.gate.verdicts import WarningKind
+    from dpbench.results import load_runs
+
+    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
+    machine = report_synth.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
+    cand = report_synth.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
+    cmp = compare_frames(load_runs([base]), load_runs([cand]))
+    machines = [w for w in cmp.warnings if w.kind is WarningKind.MACHINES]
+    assert [(w.field, w) for w in machines] == [
+        ("gpu", "machines differ: gpu: baseline NVIDIA H100 80GB HBM3, candidate NVIDIA A100-SXM4-40GB"),
+        ("driver", "machines differ: driver: baseline 550.54, candidate 560.1"),
+    ]
+    assert all(w.kind is not WarningKind.MACHINES for w in cmp.warnings if w not in machines)
+
+
 def test_output_files(tmp_path: Path):
     base = report_synth.make_run(tmp_path / "results", number=1, seed=1, timelines=False)
     report_synth.make_run(tmp_path / "results", number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
