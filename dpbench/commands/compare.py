@@ -216,6 +216,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from dpbench.gate.text import exit_code, render
     from dpbench.gate.verdicts import WarningKind
     from dpbench.results.console import write_json
+    from dpbench.results.load import resolve_run
 
     threshold = parse_threshold(args.threshold)
     try:
@@ -226,6 +227,10 @@ def run_compare(args: argparse.Namespace) -> int:
     differ_in = _differ_in(args.differ_in)
     baseline, candidate = _sides(args)
     options = text_options(args, sys.stderr if args.json == "-" else sys.stdout)
+    levels = _accepted_levels(args)
+    # Each run named once, here: the gate and the same-run check take the files it names.
+    baseline = [resolve_run(spec, results_dir=args.results) for spec in baseline]
+    candidate = [resolve_run(spec, results_dir=args.results) for spec in candidate]
     cmp = compare_runs(
         baseline,
         candidate,
@@ -235,11 +240,11 @@ def run_compare(args: argparse.Namespace) -> int:
         aa=args.aa,
         allow_missing=args.allow_missing,
         paired=args.paired,
-        baseline_levels=_accepted_levels(args),
+        baseline_levels=levels,
     )
     # Warnings first, before any number is read: a different GPU or torch explains a lot.
     cmp.warnings = [w for w in cmp.warnings if not (w.kind is WarningKind.MACHINES and w.field in differ_in)]
-    for warning in check_same_runs(baseline, candidate, args.results) + cmp.warnings:
+    for warning in check_same_runs(baseline, candidate) + cmp.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stderr.flush()
     if args.markdown:
@@ -305,12 +310,10 @@ def text_options(args: argparse.Namespace, stream: TextIO):
     )
 
 
-def check_same_runs(baseline: Sequence[str], candidate: Sequence[str], results_dir: str) -> list[str]:
-    """A warning when a run sits on both sides: every case then compares with itself."""
-    from dpbench.results.load import resolve_run
-
-    base = {resolve_run(spec, results_dir=results_dir).resolve() for spec in baseline}
-    same = [str(p) for p in (resolve_run(s, results_dir=results_dir).resolve() for s in candidate) if p in base]
+def check_same_runs(baseline: Sequence[Path], candidate: Sequence[Path]) -> list[str]:
+    """A warning when a run file sits on both sides: every case then compares with itself."""
+    base = {p.resolve() for p in baseline}
+    same = [str(p) for p in (c.resolve() for c in candidate) if p in base]
     if not same:
         return []
     return [
