@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from dpbench.commands import SUBCOMMANDS
-from dpbench.results.console import SuggestingParser
+from dpbench.commands.options import SuggestingParser
 from dpbench.schema import __version__
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]

@@ -12,7 +12,7 @@ from dpbench.ab.bisect import bisect_environments, check_bisect, report
 from dpbench.ab.environments import SideSpec, parse_sides
 from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, Judge, parse_trials, run_ab
 from dpbench.ab.revisions import ABError
-from dpbench.results.console import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, examples
 
 __all__ = ["register_ab"]
 

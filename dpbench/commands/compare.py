@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_no_color, add_results_dir, examples
 from dpbench.errors import UsageError
-from dpbench.results.console import ExamplesFormatter, examples
-from dpbench.results.load import MACHINE_FIELDS, RUN_HELP, add_results_dir
+from dpbench.results.load import MACHINE_FIELDS
 
 __all__ = [
     "add_compare_arguments",
@@ -261,7 +261,6 @@ def run_compare(args: argparse.Namespace) -> int:
 # ``--fail-on-inconclusive``, ``--no-color``) and the warning for a run compared with itself.
 def add_text_arguments(p: argparse.ArgumentParser) -> None:
     from dpbench.gate.text import COLUMNS, DEFAULT_COLUMNS, SORTS
-    from dpbench.results.console import add_no_color
 
     p.add_argument("--all", action="store_true", dest="show_all", help="list every benchmark, the unchanged too")
     p.add_argument(

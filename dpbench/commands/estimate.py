@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from dpbench.results.console import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, examples
 
 __all__ = ["register_estimate", "estimate_table"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dpbench.commands.options import ExamplesFormatter, add_results_dir, examples
 from dpbench.errors import UsageError
-from dpbench.results.console import ExamplesFormatter, examples, write_json
-from dpbench.results.load import add_results_dir
+from dpbench.results.console import write_json
 
 __all__ = ["register_history"]
 

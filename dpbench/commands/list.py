@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from dpbench.results.console import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, examples
 
 if TYPE_CHECKING:
     from dpbench.strategies import OptionDoc

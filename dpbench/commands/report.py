@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpbench.results.console import ExamplesFormatter, examples
-from dpbench.results.load import RUNS_HELP, add_results_dir
+from dpbench.commands.options import RUNS_HELP, ExamplesFormatter, add_results_dir, examples
 
 __all__ = ["register_report"]
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dpbench.results.console import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, examples
 from dpbench.runner.config import (
     SUITES,
     WORKLOAD_SUITES,

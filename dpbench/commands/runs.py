@@ -7,8 +7,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from dpbench.results.console import ExamplesFormatter, add_no_color, colour_wanted, examples, write_json
-from dpbench.results.load import add_results_dir
+from dpbench.commands.options import ExamplesFormatter, add_no_color, add_results_dir, examples
+from dpbench.results.console import colour_wanted, write_json
 from dpbench.results.runs import format_runs, summarise_runs
 
 __all__ = ["register_runs"]

@@ -1,14 +1,13 @@
-"""What every command that reads saved runs shares on the terminal: colour only where a person
-reads it, the width to fit, JSON to a file or to stdout (``-``), "did you mean" for names, and the
-parser that says it for subcommands and choices.
+"""What everything that prints for a person shares on the terminal: colour only where a person
+reads it, the width to fit, JSON to a file or to stdout (``-``), and "did you mean" for names.
 
-It sits in ``results`` because the lowest layer whose commands print (``dpbench runs``) is here;
-the gate, the report and the CLI above use the same helpers, so every command reads alike.
+It sits in ``results`` because the lowest layer that prints (the saved-run listing) is here; the
+gate, the report and the commands above use the same helpers, so every output reads alike. The
+command line's own shared options live in :mod:`dpbench.commands.options`.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import os
@@ -20,12 +19,8 @@ from typing import Any, TextIO
 
 __all__ = [
     "COLOURS",
-    "ExamplesFormatter",
-    "SuggestingParser",
-    "add_no_color",
     "colour_wanted",
     "did_you_mean",
-    "examples",
     "paint",
     "terminal_width",
     "write_json",
@@ -80,39 +75,3 @@ def write_json(dest: str, doc: Any, *, indent: int = 1) -> None:
     from dpbench._atomic import atomic_write_text
 
     atomic_write_text(dest, text)
-
-
-def add_no_color(parser: argparse.ArgumentParser) -> None:
-    """``--no-color`` on a subcommand too (``dpbench compare A B --no-color``): SUPPRESS keeps the
-    main parser's value when the subcommand does not repeat it."""
-    parser.add_argument(
-        "--no-color", action="store_true", default=argparse.SUPPRESS, help="no colour (also: NO_COLOR=1)"
-    )
-
-
-def examples(*lines: str) -> str:
-    """An epilog of example command lines, for :class:`ExamplesFormatter`."""
-    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
-
-
-class ExamplesFormatter(argparse.HelpFormatter):
-    """argparse's formatter, but an ``examples:`` epilog keeps its lines as written."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if text.startswith("examples:"):
-            return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
-
-
-_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
-
-
-class SuggestingParser(argparse.ArgumentParser):
-    """argparse's parser whose "invalid choice" error names the closest choice (``dpbench lst``)."""
-
-    def error(self, message: str):  # argparse's hook for every usage error
-        m = _INVALID_CHOICE.search(message)
-        if m:
-            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
-            message += did_you_mean(m.group(1), choices)
-        super().error(message)

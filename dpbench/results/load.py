@@ -8,7 +8,6 @@ enriches its rows. Results files are data: parsed with ``json`` only, never pick
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -21,9 +20,6 @@ from dpbench.schema import READABLE_SCHEMAS
 __all__ = [
     "MACHINE_FIELDS",
     "DPBENCH_MARKERS",
-    "RUNS_HELP",
-    "RUN_HELP",
-    "add_results_dir",
     "ResultsError",
     "Run",
     "DEFAULT_RESULTS_DIR",
@@ -56,22 +52,6 @@ _NAME_FIELDS = (
     "case_key",
 )
 _LISTED_RUNS = 20  # an unknown run id lists the saved runs, up to this many
-
-
-# How the commands that read saved runs (report, compare) name them, in one place.
-RUNS_HELP = "a results .json file, a directory (its newest run per machine) or a saved-run id like 0001"
-# Where one run is wanted (each side of compare): a directory stands for its single newest run
-# (resolve_run), since one side's runs must come from one machine.
-RUN_HELP = "a results .json file, a directory (its newest run) or a saved-run id like 0001"
-
-
-def add_results_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results",
-        metavar="DIR",
-        default="results",
-        help="pytest-benchmark storage that run ids refer to (default: results)",
-    )
 
 
 class ResultsError(ValueError):

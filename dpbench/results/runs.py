@@ -7,15 +7,14 @@ never fatal: the listing is how a person finds out which runs are usable.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dpbench.results.console import ExamplesFormatter, examples, paint, colour_wanted, write_json
-from dpbench.results.load import ResultsError, add_results_dir, read_run, saved_runs
+from dpbench.results.console import paint, colour_wanted, write_json
+from dpbench.results.load import ResultsError, read_run, saved_runs
 
 __all__ = ["RunSummary", "format_runs", "summarise_runs"]
 
