@@ -26,9 +26,7 @@ def pytest_generate_tests(metafunc):
     world = max(profile.world_sizes)
     sizes = [(s, "sweep", _label(s)) for s in profile.comm_sizes]
     try:
-        import dpbench
-
-        model = dpbench.resolve_workload(profile.knob_workload).model()
+        model = profile.workload(profile.knob_workload).model()
         sizes += [(s, "ddp-bucket", f"bucket-{_label(s)}") for s in sorted(set(ddp_bucket_sizes(model)))]
     except Exception as exc:  # no model, no bucket sizes: the sweep still runs; say why in the output
         print(f"dpbench: no DDP bucket sizes for {profile.knob_workload!r}: {exc}")

@@ -178,7 +178,7 @@ class TrainingCase:
 
         with launch(
             self.strategy,
-            self.workload,
+            profile.workload(self.workload),  # resolved once per session, not once per trial
             world_size=self.world_size,
             global_batch=self.global_batch,
             device=profile.device,

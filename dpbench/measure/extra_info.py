@@ -11,7 +11,6 @@ its reason.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from typing import TYPE_CHECKING, Any
@@ -121,19 +120,12 @@ def _available(result: CaseResult) -> CaseResult:
     return result
 
 
-@functools.lru_cache(maxsize=64)
-def _spec_parameter_count(spec: str) -> int:
-    from dpbench.workloads import parameter_count
-
-    return parameter_count(spec)
-
-
 def workload_parameter_count(workload: Any) -> int | None:
     """Parameters of the case's model, built on the meta device (None where its factory cannot)."""
     from dpbench.workloads import parameter_count
 
     try:
-        return _spec_parameter_count(workload) if isinstance(workload, str) else parameter_count(workload)
+        return parameter_count(workload)
     except Exception:  # a model that cannot be built on the meta device: the count is left out, not the case
         return None
 
@@ -196,7 +188,7 @@ def training_extra_info(
         info["workload_params"] = run_info.workload_params
     # The spec the workload was named by, resolved (registered name, module:attr, hf:, overrides).
     info["workload_spec"] = run_info.workload_params.get("spec", run_info.workload)
-    info["parameter_count"] = workload_parameter_count(case.workload)
+    info["parameter_count"] = workload_parameter_count(profile.workload(case.workload))
     if result.case_metrics:
         info.update(result.case_metrics)
         from dpbench.measure.derive import derive

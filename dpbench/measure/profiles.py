@@ -6,7 +6,6 @@ Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -50,6 +49,10 @@ class ProfileConfig:
     # Options per strategy name for the throughput and scaling suites' cases (DPBENCH_STRATEGY_OPTIONS,
     # JSON: {"ddp": {"bucket_cap_mb": 25}}), e.g. the precision of every strategy.
     strategy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Each workload spec resolved the first time it is asked for (:meth:`workload`), then carried
+    # resolved to the cases' launches, their memory estimates and extra_info: once per session.
+    # Per session, not per process: two sessions in one process may name different files alike.
+    resolved_workloads: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def throughput_world_sizes(self) -> tuple[int, ...]:
@@ -57,24 +60,44 @@ class ProfileConfig:
         measures 1…N, and a case measured twice costs trials that the gate needs."""
         return self.world_sizes if self.name is Profile.FULL else (max(self.world_sizes),)
 
+    def workload(self, spec: Any) -> Any:
+        """The :class:`dpbench.Workload` that ``spec`` names, resolved once per session (a
+        ``Workload`` is returned as it is)."""
+        from dpbench.workloads import resolve_workload
+
+        if not isinstance(spec, str):
+            return resolve_workload(spec)
+        if spec not in self.resolved_workloads:
+            self.resolved_workloads[spec] = resolve_workload(spec)
+        return self.resolved_workloads[spec]
+
     def global_batch_for(self, workload: Any) -> int:
         """The global batch of ``workload``'s cases: the one its spec sets (``global_batch=N``), else the profile's."""
-        return _workload_batch(workload) or self.global_batch
+        return self.workload(workload).global_batch or self.global_batch
 
     def per_replica_batch_for(self, workload: Any) -> int:
         """The weak-scaling suite's per-replica batch of ``workload``: the profile's, or where its spec
         sets a global batch, that batch in the profile's proportion (global ÷ per-replica)."""
-        batch = _workload_batch(workload)
+        batch = self.workload(workload).global_batch
         if batch is None:
             return self.per_replica_batch
         return max(1, batch * self.per_replica_batch // self.global_batch)
 
-    def with_workloads(self, specs: tuple[str, ...]) -> ProfileConfig:
-        """This profile measuring ``specs`` (already checked) in every suite, the first in the one-workload suites."""
-        return replace(self, workloads=specs, scaling_workloads=specs, knob_workload=specs[0], workloads_chosen=True)
+    def with_workloads(self, specs: tuple[str, ...], resolved: dict[str, Any] | None = None) -> ProfileConfig:
+        """This profile measuring ``specs`` (already checked; ``resolved``: their workloads, spec by
+        spec) in every suite, the first in the one-workload suites."""
+        return replace(
+            self,
+            workloads=specs,
+            scaling_workloads=specs,
+            knob_workload=specs[0],
+            workloads_chosen=True,
+            resolved_workloads={**self.resolved_workloads, **(resolved or {})},
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = asdict(replace(self, resolved_workloads={}))
+        del out["resolved_workloads"]  # live objects, not settings
         out["name"] = self.name.value
         out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
@@ -103,19 +126,6 @@ def _strategy_options(raw: str) -> dict[str, dict[str, Any]]:
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         raise ValueError(f'DPBENCH_STRATEGY_OPTIONS: expected JSON {{"strategy": {{"option": value}}}}, found {raw!r}')
     return value
-
-
-def _workload_batch(workload: Any) -> int | None:
-    from dpbench.workloads import resolve_workload
-
-    return _spec_batch(workload) if isinstance(workload, str) else resolve_workload(workload).global_batch
-
-
-@functools.lru_cache(maxsize=64)
-def _spec_batch(spec: str) -> int | None:
-    from dpbench.workloads import resolve_workload
-
-    return resolve_workload(spec).global_batch
 
 
 def _int_list(env: str, raw: str) -> tuple[int, ...]:
@@ -228,9 +238,11 @@ def resolve_profile(
     if env.get("DPBENCH_STRATEGIES"):
         config["strategies"] = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"])
     if env.get("DPBENCH_WORKLOADS"):
-        from dpbench.workloads import check_workload_specs, split_specs
+        from dpbench.workloads import resolve_workload_specs, split_specs
 
-        config["workloads"] = check_workload_specs("DPBENCH_WORKLOADS", split_specs(env["DPBENCH_WORKLOADS"]))
+        specs = split_specs(env["DPBENCH_WORKLOADS"])
+        config["resolved_workloads"] = resolve_workload_specs("DPBENCH_WORKLOADS", specs)
+        config["workloads"] = specs
         config["scaling_workloads"] = config["workloads"][:1]
         config["knob_workload"] = config["workloads"][0]
     return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)

@@ -32,7 +32,13 @@ from dpbench.workloads.registry import (
 )
 from dpbench.workloads.resnet import resnet18_workload
 from dpbench.workloads.spec_syntax import SpecError, WorkloadSpec, parse_spec, split_specs
-from dpbench.workloads.specs import check_workload_specs, meta_model, parameter_count, resolve_workload
+from dpbench.workloads.specs import (
+    check_workload_specs,
+    meta_model,
+    parameter_count,
+    resolve_workload,
+    resolve_workload_specs,
+)
 from dpbench.workloads.transformer import transformer_workload
 
 __all__ = [
@@ -46,6 +52,7 @@ __all__ = [
     "parameter_count",
     "parse_spec",
     "resolve_workload",
+    "resolve_workload_specs",
     "split_specs",
     "check_first_batch",
     "check_picklable",

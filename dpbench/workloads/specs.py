@@ -51,6 +51,7 @@ __all__ = [
     "meta_model",
     "parameter_count",
     "resolve_workload",
+    "resolve_workload_specs",
     "user_batch",
     "user_loss",
     "user_model",
@@ -86,15 +87,22 @@ def resolve_workload(spec: str | Workload) -> Workload:
     return dataclasses.replace(workload, params=params)
 
 
-def check_workload_specs(source: str, specs: tuple[str, ...]) -> tuple[str, ...]:
-    """Return ``specs`` if each resolves to a workload; else a :class:`SpecError` naming ``source`` and the problem."""
+def resolve_workload_specs(source: str, specs: tuple[str, ...]) -> dict[str, Workload]:
+    """Each spec's workload, spec by spec; else a :class:`SpecError` naming ``source`` and the problem."""
     if not specs:
         raise SpecError(f"{source}: expected at least one workload spec, found none")
+    resolved = {}
     for spec in specs:
         try:
-            resolve_workload(spec)
+            resolved[spec] = resolved.get(spec) or resolve_workload(spec)
         except SpecError as exc:
             raise SpecError(f"{source}: {exc}") from None
+    return resolved
+
+
+def check_workload_specs(source: str, specs: tuple[str, ...]) -> tuple[str, ...]:
+    """Return ``specs`` if each resolves to a workload; else a :class:`SpecError` naming ``source`` and the problem."""
+    resolve_workload_specs(source, specs)
     return specs
 
 

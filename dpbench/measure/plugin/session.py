@@ -60,9 +60,10 @@ def pytest_configure(config):
             profile = dataclasses.replace(profile, strategies=chosen)
         specs = config.getoption("dpbench_workloads", None)
         if specs:
-            from dpbench.workloads import check_workload_specs
+            from dpbench.workloads import resolve_workload_specs
 
-            profile = profile.with_workloads(check_workload_specs("--dpbench-workload", tuple(specs)))
+            resolved = resolve_workload_specs("--dpbench-workload", tuple(specs))
+            profile = profile.with_workloads(tuple(specs), resolved)
         state.convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
         _memory_check(config)
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
