@@ -94,7 +94,9 @@ def test_an_agent_checks_in_and_the_heads_joined_ends_it_quietly(server):
 
 def test_an_agent_that_dies_while_it_starts_is_named_at_once(server):
     client, lost = _client(server, rank=3)
-    _until(lambda: 3 in server.checked_in)
+    # The head records the check-in inside the client's handshake, before the client holds its
+    # socket: wait for the client's side too, or there is no socket yet to close.
+    _until(lambda: 3 in server.checked_in and client.state == "checked-in")
     client.sock.shutdown(socket.SHUT_RDWR)  # what the kernel does for a killed process: FIN
     seconds = _until(lambda: server.lost())
     assert seconds < 1.5
@@ -106,7 +108,7 @@ def test_an_agent_that_dies_while_it_starts_is_named_at_once(server):
 def test_a_node_whose_ranks_die_together_is_one_line_naming_them(server):
     clients = [_client(server, rank=r) for r in (5, 4)]
     other, _ = _client(server, rank=2)
-    _until(lambda: len(server.checked_in) == 3)
+    _until(lambda: len(server.checked_in) == 3 and all(c.state == "checked-in" for c, _ in clients))
     for client, _ in clients:  # node 1's two ranks (the _client default node): its node died
         client.sock.shutdown(socket.SHUT_RDWR)
     _until(lambda: "ranks 4, 5" in " ".join(server.lost()))
