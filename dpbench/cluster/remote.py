@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from dpbench.cluster.agent import WorkerOrder
 from dpbench.cluster.link import AgentLink
-from dpbench.workers.base import MIN_START_SECONDS, WorkerError, available_cores, default_threads, pick_backend
+from dpbench.workers.base import (
+    MIN_START_SECONDS,
+    PoolLayout,
+    WorkerError,
+    available_cores,
+    default_threads,
+    pick_backend,
+)
 from dpbench.workers.collect import Heard, Hearing, RankNames, collect_ranks, failure_error
 from dpbench.workers.provider import current_provider, providing
 
@@ -222,9 +229,9 @@ class RemotePool:
         """Worker pids on this (the head's) node: the ones a resource sampler here can watch."""
         return [started["pid"] for rank, started in sorted(self._started.items()) if self.on_head_node(rank)]
 
-    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
+    def layout(self, *, world_size: int | None = None) -> PoolLayout:
         """The nodes this pool's ranks run on (``world_size`` is a local pool's concern: ignored)."""
-        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node, "hosts": self.hosts}
+        return PoolLayout(nodes=self.nodes, ranks_per_node=self.ranks_per_node, hosts=list(self.hosts))
 
     @property
     def worker_facts(self) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 from dpbench.launcher.run_info import RunInfo
 from dpbench.launcher.step_stats import StepStats
 from dpbench.workers.base import Pool, WorkerError, default_threads
-from dpbench.workers.provider import make_pool, placement_for, pool_layout
+from dpbench.workers.provider import make_pool, placement_for
 
 __all__ = ["launch", "Run"]
 
@@ -137,7 +137,7 @@ class Run:
             raise
         # dpbench.cluster: nodes, ranks_per_node, hosts (one host: 1 node of world_size ranks); under a
         # cluster, "devices" keeps this host's, the ones a sampler here can watch.
-        layout = pool_layout(self._pool, world_size=spec.world_size)
+        layout = self._pool.layout(world_size=spec.world_size)
         devices = [d for r, d in enumerate(spec.devices) if self._pool.on_head_node(r)]
         self.info = RunInfo(
             strategy=spec.strategy,
@@ -158,9 +158,9 @@ class Run:
             # Where each rank ran and with what (affinity, threads, cudnn, NCCL/GLOO settings).
             workers=list(self._pool.worker_facts),
             affinity=self._pool.affinity_plan,
-            nodes=layout["nodes"],
-            ranks_per_node=layout["ranks_per_node"],
-            hosts=layout["hosts"],
+            nodes=layout.nodes,
+            ranks_per_node=layout.ranks_per_node,
+            hosts=layout.hosts,
         )
 
     @property

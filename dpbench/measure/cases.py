@@ -260,7 +260,7 @@ class CollectiveCase:
     ) -> TrialResult:
         from dpbench.launcher.control import control_worker
         from dpbench.measure.collectives import collective_worker, summarize
-        from dpbench.workers.provider import make_pool, pool_layout
+        from dpbench.workers.provider import make_pool
 
         iters = steps_per_round or profile.comm_iters
         # dpbench.cluster: make_pool spreads the ranks over the torchrun nodes under a cluster session.
@@ -276,14 +276,14 @@ class CollectiveCase:
                     for _ in range(profile.rounds)
                 ]
             control = max(pool.run(control_worker))
-            layout = pool_layout(pool)
+            layout = pool.layout()
             info = CollectiveDetail(
                 backend=pool.backend,
                 threads_per_worker=pool.threads_per_worker,
                 world_size=pool.world_size,
-                nodes=layout["nodes"],
-                ranks_per_node=layout["ranks_per_node"],
-                hosts=layout["hosts"],
+                nodes=layout.nodes,
+                ranks_per_node=layout.ranks_per_node,
+                hosts=layout.hosts,
             )
         summary, recorded = _finish_sampler(sampler, timeline, f"{_safe(self.id)}-t{trial + 1}")
         calls = [t for r in rounds for t in r.times]  # each call as slow as its slowest rank

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
     "FAILURE_GRACE_SECONDS",
     "MIN_START_SECONDS",
     "Pool",
+    "PoolLayout",
     "WorkerError",
     "WorkerTimeoutError",
     "available_cores",
@@ -28,6 +30,15 @@ MIN_START_SECONDS = 60.0
 # After the first failure, how long to listen for other ranks' failures so the error
 # reports every rank that went wrong, not just the fastest to complain.
 FAILURE_GRACE_SECONDS = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolLayout:
+    """Where a pool's ranks run: one host, or the nodes of a cluster session."""
+
+    nodes: int
+    ranks_per_node: int
+    hosts: list[str]
 
 
 class Pool(Protocol):
@@ -70,8 +81,8 @@ class Pool(Protocol):
     def close(self) -> None:
         """Stop every worker; idempotent."""
 
-    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
-        """``nodes``, ``ranks_per_node`` and ``hosts`` (``world_size``: an in-process strategy's
+    def layout(self, *, world_size: int | None = None) -> PoolLayout:
+        """Its nodes, ranks per node and hosts (``world_size``: an in-process strategy's
         replicas, when it runs more than the pool's processes)."""
 
     def on_head_node(self, rank: int) -> bool:

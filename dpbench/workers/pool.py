@@ -46,6 +46,7 @@ from typing import Any
 from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
 from dpbench.workers.base import (
     MIN_START_SECONDS,
+    PoolLayout,
     WorkerError,
     WorkerTimeoutError,
     available_cores,
@@ -304,10 +305,10 @@ class WorkerPool:
         out["parent_note"] = self._parent_note
         return out
 
-    def layout(self, *, world_size: int | None = None) -> dict[str, Any]:
+    def layout(self, *, world_size: int | None = None) -> PoolLayout:
         """One node holds every rank (``world_size``: an in-process strategy's replicas, when it
         runs more than the pool's processes)."""
-        return {"nodes": 1, "ranks_per_node": world_size or self.world_size, "hosts": [socket.gethostname()]}
+        return PoolLayout(nodes=1, ranks_per_node=world_size or self.world_size, hosts=[socket.gethostname()])
 
     def on_head_node(self, rank: int) -> bool:
         """Every rank runs on this host (where a resource sampler can watch it)."""

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the options pass through to the strategy's placement; a wor
 
 from dpbench.workers.base import Pool
 
-__all__ = ["PoolProvider", "current_provider", "make_pool", "placement_for", "pool_layout", "providing"]
+__all__ = ["PoolProvider", "current_provider", "make_pool", "placement_for", "providing"]
 
 
 class PoolProvider(Protocol):
@@ -66,8 +66,3 @@ def placement_for(strategy_cls: Any, *, world_size: int, device: str, options: C
     if provider is None:
         return strategy_cls.placement(world_size=world_size, device=device, options=options)
     return provider.placement_for(strategy_cls, world_size=world_size, device=device, options=options)
-
-
-def pool_layout(pool: Pool, *, world_size: int | None = None) -> dict[str, Any]:
-    """``nodes``, ``ranks_per_node`` and ``hosts`` of a pool (each pool says its own: ``pool.layout``)."""
-    return pool.layout(world_size=world_size)

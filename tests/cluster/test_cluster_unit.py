@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import threading
@@ -25,8 +26,8 @@ from dpbench.cluster.remote import RemotePool
 from dpbench.cluster.runner import main
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, make_pool
 from dpbench.measure import resolve_profile
-from dpbench.workers.base import Pool
-from dpbench.workers.provider import placement_for, pool_layout
+from dpbench.workers.base import Pool, PoolLayout
+from dpbench.workers.provider import placement_for
 
 TORCHRUN_ENV = {
     "RANK": "0",
@@ -173,8 +174,8 @@ def test_without_a_session_the_launcher_stays_on_this_host():
         RemotePool(2)
     with make_pool(1, timeout=60.0) as pool:
         assert isinstance(pool, WorkerPool)
-        assert pool_layout(pool) == {"nodes": 1, "ranks_per_node": 1, "hosts": [pool_layout(pool)["hosts"][0]]}
-        assert pool_layout(pool, world_size=3)["ranks_per_node"] == 3  # an in-process strategy's replicas
+        assert pool.layout() == PoolLayout(nodes=1, ranks_per_node=1, hosts=[socket.gethostname()])
+        assert pool.layout(world_size=3).ranks_per_node == 3  # an in-process strategy's replicas
 
 
 # ---------------------------------------------------------------- RemotePool over agent threads
