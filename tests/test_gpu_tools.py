@@ -275,7 +275,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again when the block ends: nothing listens there
 
 
-@pytest.mark.slow  # a venv and pip's retries against a closed port: ~1-2 min
+@pytest.mark.slow  # a venv and pip against a closed port
 def test_setup_env_without_an_index_fails_with_one_line_and_leaves_no_venv(tmp_path):
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
@@ -284,8 +284,12 @@ def test_setup_env_without_an_index_fails_with_one_line_and_leaves_no_venv(tmp_p
         shutil.copy(ROOT / name, repo / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "VIRTUAL_ENV"}
     # No index, no local wheels, no pip.conf: what a GPU machine without network sees.
+    # PIP_RETRIES=0: pip's five retries with back-off change nothing here but the wait.
     env.update(
-        PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"http://127.0.0.1:{_closed_port()}/simple", TMPDIR=str(tmp_path)
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL=f"http://127.0.0.1:{_closed_port()}/simple",
+        PIP_RETRIES="0",
+        TMPDIR=str(tmp_path),
     )
     env["PYTHON"] = shutil.which("python3") or sys.executable
     out = subprocess.run(

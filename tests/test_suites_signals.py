@@ -22,7 +22,7 @@ def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
     marker = uuid.uuid4().hex
     # Interrupt in the middle of the second trial pass, cases into it: several cases were complete.
     out = _interrupted_run(
-        tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput"]
+        tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput and mlp"]
     )
     assert "interrupted: nothing was saved" in out, out[-3000:]
 

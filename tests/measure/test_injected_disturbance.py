@@ -35,7 +35,7 @@ def test_an_injected_disturbance_is_flagged_measured_again_and_kept_out_of_the_r
             "disturb_plugin",
             "suites/test_scaling.py",
             "-k",
-            "single or ddp",
+            "single or ddp-mlp-w2",
             "-q",
             f"--benchmark-storage=file://{storage}",
             "--benchmark-save=disturbed",
@@ -52,7 +52,8 @@ def test_an_injected_disturbance_is_flagged_measured_again_and_kept_out_of_the_r
         # Others' work moved every trial by more than the hogs move one: nothing can stand out, and
         # the run said so (its first line). The premise of this test is a machine otherwise quiet.
         pytest.skip(f"the machine was busy throughout this run: {done['busy']}")
-    assert done["measured_again"] >= 1 and done["measured_again"] <= max(1, 15 // 5)
+    # Two cases × 5 trials planned; at most REMEASURE_SHARE (a fifth) of them are measured again.
+    assert done["measured_again"] >= 1 and done["measured_again"] <= max(1, 10 // 5)
     infos = {b["name"]: b["extra_info"] for b in run["benchmarks"]}
     single = infos["test_scaling[single-mlp-w1]"]["trials"]
     flag = single["disturbed"][2]
@@ -61,7 +62,7 @@ def test_an_injected_disturbance_is_flagged_measured_again_and_kept_out_of_the_r
     if flag["replaced"]:  # the disturbed trial stays in the results, marked; its slot holds the replacement
         assert flag["measured"]["step_time_s"] > single["step_time_s"][2]
         assert flag["measured"]["order"] < single["order"][2]
-    for name in ("test_scaling[ddp-mlp-w1]", "test_scaling[ddp-mlp-w2]"):
+    for name in ("test_scaling[ddp-mlp-w2]",):
         info = infos[name]
         kept = [_kept_slot(o) for o in info["trials"]["disturbed"]]
         case = [t if k else float("nan") for t, k in zip(info["trials"]["step_time_s"], kept)]
