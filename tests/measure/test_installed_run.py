@@ -1,7 +1,7 @@
 """``dpbench run`` from an installed wheel, outside any checkout, on a user's module in the working
 directory (two input tensors, its own loss), a small GPT-2 and a small ViT: the run is saved with its
 resolved configuration, the report written, the decision printed; and with the same installed
-package, every strategy trains each of them to the same parameters as ``single``.
+package, every strategy trains the user's module to the same parameters as ``single``.
 
 The wheel and its fresh environment are test_installed_package.py's (the same fixture)."""
 
@@ -85,11 +85,14 @@ def test_dpbench_run_from_the_wheel_saves_reports_and_decides(installed, user_di
     print(proc.stdout[proc.stdout.index("decision (per workload") :])
 
 
+# Every multi-process strategy from the wheel, on the user's module that its workers import again
+# from the working directory: what only an installed package can get wrong. That the Hugging Face
+# models train alike under each strategy is test_spec_equivalence.py's (the same code, from the
+# checkout); that they run from the wheel is the `dpbench run` test above.
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("spec", SPECS, ids=["user", "gpt2", "vit"])
-def test_every_strategy_equals_single_with_the_installed_package(installed, user_dir, spec):  # noqa: F811
+def test_every_strategy_equals_single_with_the_installed_package(installed, user_dir):  # noqa: F811
     (user_dir / "equal.py").write_text(EQUAL)
-    proc = _run(installed, ["equal.py", spec], user_dir, 600)
+    proc = _run(installed, ["equal.py", SPECS[0]], user_dir, 600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert proc.stdout.split("\n")[:3] == [f"{s} equals single" for s in ("ddp", "fsdp", "zero")]
 
