@@ -46,7 +46,7 @@ def test_the_pool_offers_everything_the_pool_protocol_lists(pool):
 
     members = {name for name in vars(Pool) if not name.startswith("_")} | {"__enter__", "__exit__"}
     assert {name for name in members if not hasattr(pool, name)} == set()
-    assert pool.on_head_node(1) and pool.host_of(1) == pool.layout()["hosts"][0]
+    assert pool.on_head_node(1) and pool.host_of(1) == pool.layout().hosts[0]
 
 
 def test_state_survives_between_calls(pool):
