@@ -218,3 +218,19 @@ def test_the_suites_refuse_pytest_xdist_in_one_line():
         proc = _pytest(["suites/test_throughput.py", "--collect-only", "-q", *args], _env("none", **env), timeout=120)
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert proc.stderr.strip().splitlines()[-1] == message, proc.stderr[-2000:]
+
+
+def test_chosen_strategies_keep_every_collective_and_only_their_training_cases():
+    """``--dpbench-strategies`` (what ``dpbench run --strategies`` passes) over every suite: the
+    training cases of other strategies are deselected; the collectives, of no strategy, all stay."""
+
+    def collected(*args: str) -> list[str]:
+        proc = _pytest(["suites/", "--collect-only", "-q", *args], _env("none"), timeout=120)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return [line for line in proc.stdout.splitlines() if line.startswith("suites/")]
+
+    every, chosen = collected(), collected("--dpbench-strategies", "fsdp")
+    collectives = [item for item in every if item.startswith("suites/test_comm.py::")]
+    assert collectives and [item for item in chosen if item.startswith("suites/test_comm.py::")] == collectives
+    training = [item for item in chosen if item.startswith(("suites/test_throughput.py", "suites/test_scaling.py"))]
+    assert training and all("[fsdp-" in item for item in training), training

@@ -137,7 +137,12 @@ def pytest_collection_modifyitems(config, items):
     state = session_of(config)
     chosen = state.profile.strategies
     if chosen is not None:
-        kept = [item for item in items if (case := _case_of(item)) is None or case.strategy in chosen]
+        # A case of no strategy (a collective's) is measured whichever strategies are chosen.
+        kept = [
+            item
+            for item in items
+            if (case := _case_of(item)) is None or getattr(case, "strategy", None) in (None, *chosen)
+        ]
         if len(kept) < len(items):
             kept_ids = {id(item) for item in kept}
             config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
