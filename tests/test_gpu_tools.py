@@ -122,6 +122,43 @@ def test_the_smoke_runs_every_case_and_prints_each_failure_with_its_traceback(mo
     assert lines[-1] == f"gpu-smoke: {2 if device == 'cuda' else 1} of the cases failed"
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_smoke_holds_nvml_open_across_every_case_on_cuda(monkeypatch, capsys, device):
+    import torch
+
+    smoke = _script("gpu_smoke")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    calls = []
+    fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+
+    def one(strategy, world_size, options, *, workload, device, steps):
+        calls.append("case")
+        return "ok"
+
+    monkeypatch.setattr(smoke, "_one", one)
+    assert smoke.main(["--device", device, "--only", "w1 mlp"]) == 0
+    cases = ["case"] * len([c for c in smoke.CASES if "w1 mlp" in smoke.case_name(*c)])
+    # Once around all the cases, not per case: each case's workers find the GPU initialised.
+    assert calls == (["init", *cases, "shutdown"] if device == "cuda" else cases)
+
+
+def test_the_compile_test_skips_with_the_strategys_refusal(monkeypatch):
+    from dpbench.strategies import _options
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "strategies"))
+    spec = importlib.util.spec_from_file_location(
+        "sharded_cuda", ROOT / "tests" / "strategies" / "test_sharded_cuda.py"
+    )
+    sharded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sharded)
+    # A C compiler on PATH, but no Python.h: check_compiler refuses, so the test must skip, not fail.
+    monkeypatch.setattr(_options.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(_options, "python_header", lambda: Path("/nowhere/include/Python.h"))
+    with pytest.raises(pytest.skip.Exception, match="Python.h.*python3-dev"):
+        sharded.test_compile_on_cuda_matches_eager_single(single_runs=None)
+
+
 # -- scripts/gpu_inventory.py --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
     inventory = _script("gpu_inventory")
