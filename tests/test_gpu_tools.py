@@ -159,6 +159,16 @@ def test_the_compile_test_skips_with_the_strategys_refusal(monkeypatch):
         sharded.test_compile_on_cuda_matches_eager_single(single_runs=None)
 
 
+def test_nvml_refusing_a_metric_inside_a_vm_is_recorded_not_failed():
+    spec = importlib.util.spec_from_file_location("nvml_real", ROOT / "tests" / "sampler" / "test_nvml_real.py")
+    nvml_real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nvml_real)
+    refused = "cuda:0 energy: NVMLError_NoPermission: Insufficient Permissions"
+    broken = "cuda:0 utilization: NVMLError_GpuIsLost: GPU is lost"
+    with pytest.warns(UserWarning, match="NVML refused or lacks 1 metric"):
+        assert nvml_real.unexpected_nvml_errors([refused, broken]) == [broken]
+
+
 # -- scripts/gpu_inventory.py --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
     inventory = _script("gpu_inventory")
