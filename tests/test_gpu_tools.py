@@ -169,6 +169,27 @@ def test_nvml_refusing_a_metric_inside_a_vm_is_recorded_not_failed():
         assert nvml_real.unexpected_nvml_errors([refused, broken]) == [broken]
 
 
+def test_convergence_on_cuda_holds_a_perturbed_run_to_what_the_seed_spread_guarantees():
+    import math
+
+    spec = importlib.util.spec_from_file_location("convergence_suite", ROOT / "suites" / "test_convergence.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    from dpbench.workloads.recipes import DIGITS_MLP_SEED_FINALS, get_recipe
+
+    recipe = get_recipe("digits-mlp")
+    floor, tolerance = recipe.expected_accuracy, recipe.parity_tolerance
+    assert suite.asserted_bounds(floor, tolerance, reproducible=True) == (floor, tolerance)
+    on_cuda_floor, on_cuda_tolerance = suite.asserted_bounds(floor, tolerance, reproducible=False)
+    # Every seed's final accuracy, perturbed by a tolerance either way, still passes on CUDA...
+    assert all(final - tolerance >= on_cuda_floor for final in DIGITS_MLP_SEED_FINALS)
+    spread = max(DIGITS_MLP_SEED_FINALS) - min(DIGITS_MLP_SEED_FINALS)
+    assert on_cuda_tolerance == pytest.approx(tolerance * math.sqrt(2)) and on_cuda_tolerance >= spread
+    # ...while the recipe's own floor and tolerance would fail such runs.
+    assert min(DIGITS_MLP_SEED_FINALS) - tolerance < floor and spread > tolerance
+    assert suite.asserted_bounds(None, None, reproducible=False) == (None, None)
+
+
 # -- scripts/gpu_inventory.py --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
     inventory = _script("gpu_inventory")
