@@ -76,6 +76,8 @@ _COMM_NAME = re.compile(
 _C10D_PREFIX = "c10d::"
 # What a gloo worker thread records around the collective it runs (gloo:all_reduce, ...).
 _GLOO_WORK_PREFIX = "gloo:"
+# What torch names gloo's worker threads (Kineto's thread_name metadata: "thread 123 (pt_gloo_runloop)").
+_GLOO_THREAD_NAME = "pt_gloo_runloop"
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Where the two-pass estimate (step − compute-only) and the trace's exposed communication may
@@ -198,13 +200,22 @@ def _launched_inside(events: list[dict[str, Any]], comm_by_thread: dict[Any, lis
     ]
 
 
-def _gloo_worker_threads(events: list[dict[str, Any]], step_threads: set[Any]) -> set[Any]:
-    """The threads gloo runs its collectives on: each holds the worker's ``gloo:<collective>`` op
-    (ProcessGroupGloo's profiling title, begun when a worker thread picks the work up) and never a
-    training step."""
-    return {
-        _thread(e) for e in events if _on_host(e) and str(e.get("name", "")).startswith(_GLOO_WORK_PREFIX)
-    } - step_threads
+def _gloo_worker_threads(trace: dict[str, Any], events: list[dict[str, Any]], step_threads: set[Any]) -> set[Any]:
+    """The threads gloo runs its collectives on, never one holding a training step: each holds the
+    worker's ``gloo:<collective>`` op (ProcessGroupGloo's profiling title, begun when a worker
+    thread picks the work up), or Kineto's ``thread_name`` for it names gloo's run loop
+    (``pt_gloo_runloop``)."""
+    working = {_thread(e) for e in events if _on_host(e) and str(e.get("name", "")).startswith(_GLOO_WORK_PREFIX)}
+    named = {
+        _thread(e)
+        for e in trace["traceEvents"]
+        if isinstance(e, dict)
+        and e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and isinstance(e.get("args"), dict)
+        and _GLOO_THREAD_NAME in str(e["args"].get("name", ""))
+    }
+    return (working | named) - step_threads
 
 
 def _outermost(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,7 +300,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     )
     if not steps:
         raise ValueError("no ProfilerStep#N annotation: the trace holds no profiled training step")
-    gloo_threads = _gloo_worker_threads(events, {thread for _, _, thread in steps})
+    gloo_threads = _gloo_worker_threads(trace, events, {thread for _, _, thread in steps})
     comm_events = [e for e in events if _is_comm_name(e)]
     comm_by_thread: dict[Any, list[Interval]] = {}
     for e in comm_events:

@@ -165,3 +165,15 @@ def test_a_collective_gloos_own_thread_issues_is_not_an_arrival():
     trace["traceEvents"].append(op("c10d::allreduce_", 90, 2, tid=GLOO))
     arrivals = analyse_rank(trace)["collectives"]
     assert [(c["name"], c["arrival_s"]) for c in arrivals] == [("c10d::allreduce_", _close(70 * US))]
+
+
+def test_a_thread_kineto_names_gloos_run_loop_issues_no_arrival():
+    # Within the traced steps gloo's thread may run no gloo: op of its own, only a callback; its
+    # name (Kineto's thread_name metadata, as torch sets it) still says whose thread it is.
+    trace = cpu_rank(70)
+    loop = 4
+    trace["traceEvents"] += [
+        op("c10d::allreduce_", 92, 2, tid=loop),
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": loop, "args": {"name": "thread 4 (pt_gloo_runloop)"}},
+    ]
+    assert [c["arrival_s"] for c in analyse_rank(trace)["collectives"]] == [_close(70 * US)]
