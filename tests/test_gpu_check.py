@@ -73,7 +73,8 @@ def _checkout(tmp_path: Path, *, installed: bool = True) -> Path:
     """A checkout with gpu-check, the lock files and a stub .venv (stamped as installed or not)."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "gpu-check", repo / "scripts" / "gpu-check")
+    for script in ("gpu-check", "gpu-session"):
+        shutil.copy(ROOT / "scripts" / script, repo / "scripts" / script)
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, repo / name)
     _stub(repo / ".venv" / "bin" / "python")
@@ -341,6 +342,71 @@ def test_every_step_runs_under_a_timeout_that_kills_what_ignores_sigterm():
     script = (ROOT / "scripts" / "gpu-check").read_text()
     calls = [line.strip() for line in script.splitlines() if re.match(r"\s*timeout\b", line)]
     assert calls and all(call.startswith('timeout -k 10 "$limit" ') for call in calls), calls
+
+
+# -- scripts/gpu-session: what one call to a lent machine runs --------------------------------------
+# A lent machine returns at most 8 files from $OUT, none deeper than two folders.
+SESSION_FILES = {"facts.txt", "session.log", "gpu-check.tgz", "gpu-check-live.tgz"}
+
+
+def _session_env(tmp_path: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "PYTHONPATH")}
+    env.update(STUB_LOG=str(tmp_path / "calls.log"), TMPDIR=str(tmp_path), OUT=str(tmp_path / "out"), **extra)
+    env["PYTHON"] = str(_stub(tmp_path / "image" / "python3"))  # the facts' Python: a stub too
+    return env
+
+
+def test_the_session_leaves_the_facts_and_the_check_in_a_few_files(tmp_path):
+    repo = _checkout(tmp_path)
+    out = subprocess.run(
+        ["bash", str(repo / "scripts" / "gpu-session")], capture_output=True, text=True, env=_session_env(tmp_path)
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    files = {p.name for p in (tmp_path / "out").iterdir()}
+    assert files == SESSION_FILES and all((tmp_path / "out" / f).is_file() for f in files)
+    facts = (tmp_path / "out" / "facts.txt").read_text()
+    headings = [line for line in facts.splitlines() if line.startswith("== ")]
+    assert headings[1] == "== nvidia-smi query" and "== Python.h (torch.compile needs it)" in headings
+    assert "== libcuda (Triton links against it)" in headings
+    session = (tmp_path / "out" / "session.log").read_text()
+    assert [line.split()[1] for line in _step_lines(session)] == FIRST
+    for archive in ("gpu-check.tgz", "gpu-check-live.tgz"):
+        assert {f"gpu-check/{name}.result" for name in FIRST} <= _members(tmp_path / "out" / archive)
+
+
+@pytest.mark.slow  # waits for the live archive, packed every 5 s
+def test_a_session_cut_by_sigkill_still_returns_the_finished_steps(tmp_path):
+    repo = _checkout(tmp_path)
+    live = tmp_path / "out" / "gpu-check-live.tgz"
+    with open(tmp_path / "stdout", "w") as stdout:
+        proc = subprocess.Popen(
+            ["bash", str(repo / "scripts" / "gpu-session")],
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            env=_session_env(tmp_path, STUB_SLOW="gpu_check_verify.py"),
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (live.exists() and "gpu-check/traces.log" in _members(live)):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stdout").read_text()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # the device call's hard limit
+        proc.wait(timeout=30)
+    finally:
+        _reap(proc.pid)
+    assert {p.name for p in (tmp_path / "out").iterdir()} <= SESSION_FILES | {"gpu-check-live.tgz.part"}
+    assert {f"gpu-check/{name}.result" for name in FIRST[: FIRST.index("traces")]} <= _members(live)
+
+
+@pytest.mark.slow  # runs into its limit on purpose
+def test_a_session_past_its_limit_stops_the_check_which_still_writes_its_archive(tmp_path):
+    repo = _checkout(tmp_path)
+    env = _session_env(tmp_path, STUB_SLOW="gpu_check_verify.py", GPU_SESSION_S="22")  # gpu-check gets ~7 s
+    out = subprocess.run(["bash", str(repo / "scripts" / "gpu-session")], capture_output=True, text=True, env=env)
+    assert out.returncode == 124, out.stdout + out.stderr  # timeout's own status when it cut the command
+    assert "gpu-check: stopped by SIGTERM during the traces step" in out.stdout
+    assert "gpu-check/traces.log" in _members(tmp_path / "out" / "gpu-check.tgz")
 
 
 @pytest.mark.slow  # an inner pytest session: ~2 s idle
