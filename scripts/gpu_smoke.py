@@ -11,6 +11,10 @@ times the control and takes the case metrics (peak, math mode, GPU keys, whether
 the GPU ran serially), then prints one line. On a machine with N >= 2 GPUs the multi-rank cases run
 on two GPUs instead (nccl), as the placement chooses.
 
+NVML is held open for the whole smoke on CUDA, as the suites hold it for a session: with
+persistence mode off the driver tears a GPU's state down when its last client leaves, and each
+case's fresh workers would pay the re-initialisation (seconds) in their start.
+
 Every case runs; a failing one prints ``FAIL <case>: <error>`` and then the worker's traceback
 (every failing rank's), and the exit status is 1. ``--device cpu`` is the CPU stand-in that
 ``scripts/gpu-check --dry-run`` rehearses: the same cases, and a case the CPU cannot run (torch-dp,
@@ -21,6 +25,7 @@ unavailable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import traceback
@@ -28,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-__all__ = ["CASES", "failure_text", "smoke_line", "main"]
+__all__ = ["CASES", "failure_text", "nvml_held", "smoke_line", "main"]
 
 # (strategy, world_size, options, workload): what runs on one GPU (see the module doc).
 CASES: tuple[tuple[str, int, dict, str], ...] = (
@@ -88,6 +93,27 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}\n{body}"
 
 
+@contextlib.contextmanager
+def nvml_held(device: str):
+    """NVML initialised while the cases run on CUDA (the module, or None where it cannot start:
+    no nvidia-ml-py or no driver, and the cases start as they would anyway)."""
+    if device != "cuda":
+        yield None
+        return
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        yield None
+        return
+    try:
+        yield pynvml
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
 def _one(strategy: str, world_size: int, options: dict, *, workload: str, device: str, steps: int) -> str:
     import dpbench
 
@@ -116,25 +142,26 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-smoke: CUDA unavailable", file=sys.stderr)
         return 2
     failed = 0
-    for strategy, world_size, options, workload in CASES:
-        name = case_name(strategy, world_size, options, workload)
-        if args.only not in name:
-            continue
-        began = time.perf_counter()
-        try:
-            line = _one(strategy, world_size, options, workload=workload, device=args.device, steps=args.steps)
-        except StrategyUnavailable as exc:
-            if args.device == "cpu":  # the stand-in: what only a GPU runs
-                print(f"skip {name}: {exc}", flush=True)
+    with nvml_held(args.device):
+        for strategy, world_size, options, workload in CASES:
+            name = case_name(strategy, world_size, options, workload)
+            if args.only not in name:
                 continue
-            failed += 1  # on the GPU every case is one that runs there: a refusal is a hole
-            print(f"FAIL {name}: refused on {args.device}: {exc}", flush=True)
-            continue
-        except Exception as exc:  # every case runs: one device call should find every failure
-            failed += 1
-            print(f"FAIL {name} ({time.perf_counter() - began:.1f} s): {failure_text(exc)}", flush=True)
-            continue
-        print(f"{line} ({time.perf_counter() - began:.1f} s)", flush=True)
+            began = time.perf_counter()
+            try:
+                line = _one(strategy, world_size, options, workload=workload, device=args.device, steps=args.steps)
+            except StrategyUnavailable as exc:
+                if args.device == "cpu":  # the stand-in: what only a GPU runs
+                    print(f"skip {name}: {exc}", flush=True)
+                    continue
+                failed += 1  # on the GPU every case is one that runs there: a refusal is a hole
+                print(f"FAIL {name}: refused on {args.device}: {exc}", flush=True)
+                continue
+            except Exception as exc:  # every case runs: one device call should find every failure
+                failed += 1
+                print(f"FAIL {name} ({time.perf_counter() - began:.1f} s): {failure_text(exc)}", flush=True)
+                continue
+            print(f"{line} ({time.perf_counter() - began:.1f} s)", flush=True)
     print(f"gpu-smoke: {failed} of the cases failed" if failed else "gpu-smoke: every case ran", flush=True)
     return 1 if failed else 0
 

@@ -122,6 +122,74 @@ def test_the_smoke_runs_every_case_and_prints_each_failure_with_its_traceback(mo
     assert lines[-1] == f"gpu-smoke: {2 if device == 'cuda' else 1} of the cases failed"
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_smoke_holds_nvml_open_across_every_case_on_cuda(monkeypatch, capsys, device):
+    import torch
+
+    smoke = _script("gpu_smoke")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    calls = []
+    fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+
+    def one(strategy, world_size, options, *, workload, device, steps):
+        calls.append("case")
+        return "ok"
+
+    monkeypatch.setattr(smoke, "_one", one)
+    assert smoke.main(["--device", device, "--only", "w1 mlp"]) == 0
+    cases = ["case"] * len([c for c in smoke.CASES if "w1 mlp" in smoke.case_name(*c)])
+    # Once around all the cases, not per case: each case's workers find the GPU initialised.
+    assert calls == (["init", *cases, "shutdown"] if device == "cuda" else cases)
+
+
+def test_the_compile_test_skips_with_the_strategys_refusal(monkeypatch):
+    from dpbench.strategies import _options
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "strategies"))
+    spec = importlib.util.spec_from_file_location(
+        "sharded_cuda", ROOT / "tests" / "strategies" / "test_sharded_cuda.py"
+    )
+    sharded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sharded)
+    # A C compiler on PATH, but no Python.h: check_compiler refuses, so the test must skip, not fail.
+    monkeypatch.setattr(_options.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(_options, "python_header", lambda: Path("/nowhere/include/Python.h"))
+    with pytest.raises(pytest.skip.Exception, match="Python.h.*python3-dev"):
+        sharded.test_compile_on_cuda_matches_eager_single(single_runs=None)
+
+
+def test_nvml_refusing_a_metric_inside_a_vm_is_recorded_not_failed():
+    spec = importlib.util.spec_from_file_location("nvml_real", ROOT / "tests" / "sampler" / "test_nvml_real.py")
+    nvml_real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nvml_real)
+    refused = "cuda:0 energy: NVMLError_NoPermission: Insufficient Permissions"
+    broken = "cuda:0 utilization: NVMLError_GpuIsLost: GPU is lost"
+    with pytest.warns(UserWarning, match="NVML refused or lacks 1 metric"):
+        assert nvml_real.unexpected_nvml_errors([refused, broken]) == [broken]
+
+
+def test_convergence_on_cuda_holds_a_perturbed_run_to_what_the_seed_spread_guarantees():
+    import math
+
+    spec = importlib.util.spec_from_file_location("convergence_suite", ROOT / "suites" / "test_convergence.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    from dpbench.workloads.recipes import DIGITS_MLP_SEED_FINALS, get_recipe
+
+    recipe = get_recipe("digits-mlp")
+    floor, tolerance = recipe.expected_accuracy, recipe.parity_tolerance
+    assert suite.asserted_bounds(floor, tolerance, reproducible=True) == (floor, tolerance)
+    on_cuda_floor, on_cuda_tolerance = suite.asserted_bounds(floor, tolerance, reproducible=False)
+    # Every seed's final accuracy, perturbed by a tolerance either way, still passes on CUDA...
+    assert all(final - tolerance >= on_cuda_floor for final in DIGITS_MLP_SEED_FINALS)
+    spread = max(DIGITS_MLP_SEED_FINALS) - min(DIGITS_MLP_SEED_FINALS)
+    assert on_cuda_tolerance == pytest.approx(tolerance * math.sqrt(2)) and on_cuda_tolerance >= spread
+    # ...while the recipe's own floor and tolerance would fail such runs.
+    assert min(DIGITS_MLP_SEED_FINALS) - tolerance < floor and spread > tolerance
+    assert suite.asserted_bounds(None, None, reproducible=False) == (None, None)
+
+
 # -- scripts/gpu_inventory.py --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
     inventory = _script("gpu_inventory")

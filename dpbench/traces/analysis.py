@@ -19,8 +19,10 @@ reference; HTA reads CUDA kernels only, so on CPU the same definitions are appli
 * exposed communication: communication − overlap; idle: step span − (compute ∪ communication),
   so compute + exposed + idle = step span;
 * overlap fraction: overlap ÷ communication (HTA's comm/comp overlap);
-* arrival at a collective: when the rank issued it (the start of its outermost collective op on the
-  calling thread; CUDA: the start of the nccl kernel, when the device reached it), on the trace's
+* arrival at a collective: when the rank issued it (the start of its outermost ``c10d::*`` op on
+  whichever thread called it: the main thread on CPU, the autograd engine's device thread for DDP's
+  gradient hooks on CUDA — never one of gloo's own worker threads, which run the collective after
+  it was issued; CUDA with nccl: the start of the nccl kernel, when the device reached it), on the trace's
   wall clock (``baseTimeNanoseconds`` + ``ts``), so ranks on one host compare directly;
   skew = latest − earliest arrival, the straggler = the rank that arrived last (HTA's definition).
   Collectives are matched across ranks by their ``Seq`` argument where the profiler recorded it,
@@ -70,6 +72,12 @@ _COMM_NAME = re.compile(
     r"broadcast|all_?to_?all|barrier",
     re.IGNORECASE,
 )
+# The dispatcher's collective ops (c10d::allreduce_, c10d::broadcast_, ...): issued by the caller.
+_C10D_PREFIX = "c10d::"
+# What a gloo worker thread records around the collective it runs (gloo:all_reduce, ...).
+_GLOO_WORK_PREFIX = "gloo:"
+# What torch names gloo's worker threads (Kineto's thread_name metadata: "thread 123 (pt_gloo_runloop)").
+_GLOO_THREAD_NAME = "pt_gloo_runloop"
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Where the two-pass estimate (step − compute-only) and the trace's exposed communication may
@@ -192,19 +200,47 @@ def _launched_inside(events: list[dict[str, Any]], comm_by_thread: dict[Any, lis
     ]
 
 
-def _arrivals(comm_events: list[dict[str, Any]], kind: str, main_threads: set[Any]) -> list[dict[str, Any]]:
+def _gloo_worker_threads(trace: dict[str, Any], events: list[dict[str, Any]], step_threads: set[Any]) -> set[Any]:
+    """The threads gloo runs its collectives on, never one holding a training step: each holds the
+    worker's ``gloo:<collective>`` op (ProcessGroupGloo's profiling title, begun when a worker
+    thread picks the work up), or Kineto's ``thread_name`` for it names gloo's run loop
+    (``pt_gloo_runloop``)."""
+    working = {_thread(e) for e in events if _on_host(e) and str(e.get("name", "")).startswith(_GLOO_WORK_PREFIX)}
+    named = {
+        _thread(e)
+        for e in trace["traceEvents"]
+        if isinstance(e, dict)
+        and e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and isinstance(e.get("args"), dict)
+        and _GLOO_THREAD_NAME in str(e["args"].get("name", ""))
+    }
+    return (working | named) - step_threads
+
+
+def _outermost(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ops of one thread that no other op of the list encloses."""
+    ops = sorted(ops, key=lambda e: (float(e["ts"]), -float(e["dur"])))
+    chosen, end = [], -math.inf
+    for e in ops:
+        if float(e["ts"]) >= end:
+            chosen.append(e)
+            end = float(e["ts"]) + float(e["dur"])
+    return chosen
+
+
+def _arrivals(comm_events: list[dict[str, Any]], kind: str, gloo_threads: set[Any]) -> list[dict[str, Any]]:
     """One entry per collective this rank issued, in issue order: seq, name, arrival time."""
     if kind == "cuda":
         chosen = [e for e in comm_events if _is_device(e) and str(e.get("name", "")).lower().startswith("nccl")]
     else:
-        host = [e for e in comm_events if _on_host(e) and e.get("name") != COMM_LABEL and _thread(e) in main_threads]
-        # The outermost collective op of each call (c10d::allreduce_ holds record_param_comms).
-        host.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
-        chosen, end = [], -math.inf
-        for e in host:
-            if float(e["ts"]) >= end:
-                chosen.append(e)
-                end = float(e["ts"]) + float(e["dur"])
+        # The caller's dispatcher op, from any thread that issues collectives: on CUDA DDP's hooks
+        # fire on the autograd engine's device thread, not on the thread that holds the step.
+        by_thread: dict[Any, list[dict[str, Any]]] = {}
+        for e in comm_events:
+            if _on_host(e) and str(e.get("name", "")).startswith(_C10D_PREFIX) and _thread(e) not in gloo_threads:
+                by_thread.setdefault(_thread(e), []).append(e)
+        chosen = [e for ops in by_thread.values() for e in _outermost(ops)]
     out = []
     for e in sorted(chosen, key=lambda e: float(e["ts"])):
         seq = _seq_of(e, comm_events)
@@ -264,7 +300,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     )
     if not steps:
         raise ValueError("no ProfilerStep#N annotation: the trace holds no profiled training step")
-    main_threads = {thread for _, _, thread in steps}
+    gloo_threads = _gloo_worker_threads(trace, events, {thread for _, _, thread in steps})
     comm_events = [e for e in events if _is_comm_name(e)]
     comm_by_thread: dict[Any, list[Interval]] = {}
     for e in comm_events:
@@ -318,7 +354,7 @@ def analyse_rank(trace: dict[str, Any], *, rank: int | None = None) -> dict[str,
     lo_all, hi_all = steps[0][1][0], steps[-1][1][1]
     arrivals = [
         a
-        for a in _arrivals(comm_events, "cpu" if transport == "host" else kind, main_threads)
+        for a in _arrivals(comm_events, "cpu" if transport == "host" else kind, gloo_threads)
         if lo_all <= a["arrival_s"] <= hi_all and not any(x <= a["arrival_s"] <= y for x, y in aligns)
     ]
     return {

@@ -166,7 +166,10 @@ def test_struct_outputs_and_record_phases_on_gpu():
         out = dp(torch.randn(6, 4, device="cuda:0"))
     assert out["logits"].shape == (6, 3) and out["aux"]["norm"].shape == (2,)
     assert set(dp.phase_times) == {p.value for p in (Phase.SCATTER, Phase.REPLICATE, Phase.APPLY, Phase.GATHER)}
-    assert all(v > 0 for v in dp.phase_times.values())
+    # Two replicas on cuda:0: scatter and replicate may copy nothing (the input and the module are
+    # already there), so only apply, the replicas' forward kernels, must take device time.
+    assert dp.phase_times[Phase.APPLY.value] > 0, dp.phase_times
+    assert all(v >= 0 for v in dp.phase_times.values()), dp.phase_times
 
 
 def test_module_on_cpu_with_gpu_device_ids_gives_torchs_error():

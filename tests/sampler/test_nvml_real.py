@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 import pytest
 
@@ -23,6 +24,20 @@ def _nvml_gpu_count() -> int:
         pynvml.nvmlShutdown()
 
 
+# What NVML may answer for one metric with nothing wrong: inside a VM or a container a query can be
+# refused (NoPermission), and a board may not implement one (NotSupported).
+ACCEPTED_NVML_ANSWERS = ("NVMLError_NoPermission", "NVMLError_NotSupported")
+
+
+def unexpected_nvml_errors(errors: list[str]) -> list[str]:
+    """The sampler's errors (``"<device> <metric>: <exception class>: <message>"``) other than
+    the accepted answers; those are recorded as a warning in the test log."""
+    accepted = [e for e in errors if any(f": {name}: " in e for name in ACCEPTED_NVML_ANSWERS)]
+    if accepted:
+        warnings.warn(f"NVML refused or lacks {len(accepted)} metric(s): {'; '.join(accepted)}", stacklevel=2)
+    return [e for e in errors if e not in accepted]
+
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(_nvml_gpu_count() == 0, reason="needs an NVIDIA GPU with a working NVML driver"),
@@ -40,7 +55,7 @@ def test_real_nvml_samples_every_visible_gpu():
     with ResourceSampler(0.05, pids=[os.getpid()]) as sampler:
         time.sleep(0.5)
     summary = sampler.summary()
-    assert sampler.backend == "nvml" and summary["errors"] == []
+    assert sampler.backend == "nvml" and unexpected_nvml_errors(summary["errors"]) == []
     gpus = [label for label in summary["devices"] if label.startswith("cuda:")]
     assert gpus == [f"cuda:{i}" for i in range(len(gpus))] and gpus
     for label in gpus:
@@ -96,7 +111,7 @@ def test_real_gpu_reports_clock_facts():
     with ResourceSampler(0.05) as sampler:
         time.sleep(0.5)
     summary = sampler.summary()
-    assert summary["errors"] == [] and isinstance(summary["clock_warnings"], list)
+    assert unexpected_nvml_errors(summary["errors"]) == [] and isinstance(summary["clock_warnings"], list)
     for label, info in summary["devices"].items():
         if not label.startswith("cuda:"):
             continue

@@ -6,7 +6,9 @@ import gzip
 import json
 from pathlib import Path
 
-MAIN, GLOO = 1, 2
+# The thread that holds the steps, gloo's worker thread, and the autograd engine's device thread
+# (on CUDA the backward pass, and DDP's gradient hooks with their all-reduce, run there).
+MAIN, GLOO, AUTOGRAD = 1, 2, 3
 
 
 def op(name, ts, dur, *, tid=MAIN, cat="cpu_op", **args):
@@ -29,9 +31,12 @@ def memory(ts, total):
     }
 
 
-def cpu_rank(call_at: float, *, base_ns: int = 10**18, shift_us: float = 0.0, rank: int = 0) -> dict:
+def cpu_rank(
+    call_at: float, *, base_ns: int = 10**18, shift_us: float = 0.0, rank: int = 0, caller: int = MAIN
+) -> dict:
     """One step [0, 100]: compute ops [10, 50] and an autograd node [60, 90] whose hook issues an
-    all-reduce at ``call_at`` (2 µs on the main thread) that gloo's thread runs until 95.
+    all-reduce at ``call_at`` (2 µs on the ``caller`` thread: the main thread on CPU, AUTOGRAD as
+    on CUDA) that gloo's thread runs until 95.
 
     Expected (call_at=70): compute = [10,50] ∪ [60,70] ∪ [72,90] = 68; comm = [70,95] = 25;
     overlap = [72,90] = 18; exposed = 7; idle = 100 − (40 + 35) = 25.
@@ -41,8 +46,8 @@ def cpu_rank(call_at: float, *, base_ns: int = 10**18, shift_us: float = 0.0, ra
         step(1, 0 + s, 100),
         op("aten::mm", 10 + s, 30),
         op("aten::add", 30 + s, 20),
-        op("autograd::engine::evaluate_function: AddmmBackward0", 60 + s, 30),
-        op("c10d::allreduce_", call_at + s, 2),
+        op("autograd::engine::evaluate_function: AddmmBackward0", 60 + s, 30, tid=caller),
+        op("c10d::allreduce_", call_at + s, 2, tid=caller),
         op("gloo:all_reduce", 70 + s, 25, tid=GLOO, cat="user_annotation"),
         op("aten::copy_", 80 + s, 5, tid=GLOO),  # gloo's own copy: communication, not compute
         op("dpbench:forward", 10 + s, 40, cat="user_annotation"),
@@ -102,7 +107,8 @@ def write(path: Path, trace: dict) -> Path:
 
 def cuda_gloo_rank() -> dict:
     """Two ranks sharing one GPU run gloo: the all-reduce runs on the host. Step [0, 100]; kernels:
-    sgemm [10,40] (compute); c10d::allreduce_ on the main thread [50,52] hands the tensor to gloo's
+    sgemm [10,40] (compute); DDP's hook on the autograd engine's device thread issues
+    c10d::allreduce_ [50,52] (never on the main thread on CUDA), which hands the tensor to gloo's
     thread, whose gloo:all_reduce [50,80] launches a device-to-host copy [52,56] (correlation 11)
     and a host-to-device copy [75,79] (correlation 12); a later kernel [60,70] is compute.
 
@@ -116,7 +122,7 @@ def cuda_gloo_rank() -> dict:
             op("aten::mm", 5, 3),
             op("cudaLaunchKernel", 6, 1, cat="cuda_runtime", correlation=10),
             op("ampere_sgemm_128x64_nn", 10, 30, tid=7, cat="kernel", correlation=10),
-            op("c10d::allreduce_", 50, 2, Seq=0),
+            op("c10d::allreduce_", 50, 2, tid=AUTOGRAD, Seq=0),
             op("gloo:all_reduce", 50, 30, tid=GLOO, cat="user_annotation"),
             op("cudaMemcpyAsync", 51, 1, tid=GLOO, cat="cuda_runtime", correlation=11),
             op("Memcpy DtoH (Device -> Pinned)", 52, 4, tid=7, cat="gpu_memcpy", correlation=11),

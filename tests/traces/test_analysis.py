@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from _kineto import cpu_rank, cuda_rank, op, step, write
+from _kineto import AUTOGRAD, GLOO, cpu_rank, cuda_rank, op, step, write
 
 from dpbench.traces.analysis import analyse_case, analyse_rank, compare_two_pass, describe, read_trace
 
@@ -140,3 +140,40 @@ def test_the_alignment_barrier_is_not_part_of_the_step_and_not_a_collective():
     s = rank["steps"][0]
     assert s["span_s"] == _close(92 * US) and s["idle_s"] == _close(17 * US) and s["comm_s"] == _close(25 * US)
     assert [c["name"] for c in rank["collectives"]] == ["c10d::allreduce_"]
+
+
+def test_collectives_issued_from_another_thread_than_the_step_still_arrive(tmp_path):
+    # On CUDA the autograd engine's device thread runs the backward pass and DDP's hooks: the
+    # collectives arrive from there, and the breakdown is the one of the main-thread trace.
+    on_main, on_autograd = analyse_rank(cpu_rank(70)), analyse_rank(cpu_rank(70, caller=AUTOGRAD))
+    assert on_autograd["steps"] == on_main["steps"]
+    assert on_autograd["collectives"] == on_main["collectives"]
+    assert [c["name"] for c in on_autograd["collectives"]] == ["c10d::allreduce_"]
+    files = [
+        write(tmp_path / "rank0.json.gz", cpu_rank(70, caller=AUTOGRAD)),
+        write(tmp_path / "rank1.json.gz", cpu_rank(75, rank=1, caller=AUTOGRAD)),
+    ]
+    case = analyse_case(files)
+    assert case["skew"]["collectives"] == 1 and case["skew"]["straggler"] == 1
+    assert case["collectives"][0]["skew_s"] == pytest.approx(5 * US, abs=1e-9)
+
+
+def test_a_collective_gloos_own_thread_issues_is_not_an_arrival():
+    # A callback gloo's worker runs when a collective completes may issue the next one; the
+    # rank issued only the collective its caller dispatched.
+    trace = cpu_rank(70)
+    trace["traceEvents"].append(op("c10d::allreduce_", 90, 2, tid=GLOO))
+    arrivals = analyse_rank(trace)["collectives"]
+    assert [(c["name"], c["arrival_s"]) for c in arrivals] == [("c10d::allreduce_", _close(70 * US))]
+
+
+def test_a_thread_kineto_names_gloos_run_loop_issues_no_arrival():
+    # Within the traced steps gloo's thread may run no gloo: op of its own, only a callback; its
+    # name (Kineto's thread_name metadata, as torch sets it) still says whose thread it is.
+    trace = cpu_rank(70)
+    loop = 4
+    trace["traceEvents"] += [
+        op("c10d::allreduce_", 92, 2, tid=loop),
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": loop, "args": {"name": "thread 4 (pt_gloo_runloop)"}},
+    ]
+    assert [c["arrival_s"] for c in analyse_rank(trace)["collectives"]] == [_close(70 * US)]
