@@ -6,10 +6,12 @@ test_suites_signals.py."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
 import uuid
+from pathlib import Path
 
 import pytest
 from _suites_helpers import ROOT, _env, _leftovers, _pytest
@@ -180,11 +182,37 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
             assert info["samples_per_s"] > 0
     """)
     )
-    proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{tmp_path / 'results'}"], _env(marker))
+    storage = tmp_path / "results"
+    proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{storage}"], _env(marker))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert "1 failed, 1 passed" in out, out[-4000:]
-    assert "exploding forward on purpose" in out  # the worker's traceback reaches the report
+    # One line for the failed case: the rank, the exception, the user's own frame, the traceback's file.
+    source = (suite / "test_fault.py").read_text().splitlines()
+    line_no = next(i for i, line in enumerate(source, 1) if 'raise RuntimeError("exploding' in line)
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("ddp-boom-w2 (batch 8) failed")]
+    match = re.fullmatch(
+        r"ddp-boom-w2 \(batch 8\) failed on rank [01]: RuntimeError: exploding forward on purpose — in your code at "
+        + re.escape(
+            f'{suite / "test_fault.py"}:{line_no} in forward: raise RuntimeError("exploding forward on purpose")'
+        )
+        + r" \(the full traceback: (?P<path>\S+)\)",
+        line,
+    )
+    assert match, line
+    assert "Traceback (most recent call last)" not in out and "dpbench/workers" not in out, out[-4000:]
+    (written,) = storage.glob("*/failures/*/ddp-boom-w2.txt")
+    assert Path(match["path"]).resolve() == written.resolve()
+    text = written.read_text()
+    # Every failing rank's whole traceback is in the file.
+    assert text.count("Traceback (most recent call last)") >= 1 and "dpbench/workers" in text, text
+    assert not _leftovers(marker, grace=10)
+    # -v: pytest's own traceback stays, the line is added.
+    verbose = _pytest(
+        [str(suite), "-v", "-k", "boom", "--dpbench", f"--benchmark-storage=file://{storage}"], _env(marker)
+    )
+    assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stdout, verbose.stdout[-4000:]
+    assert "ddp-boom-w2 (batch 8) failed on rank" in verbose.stdout
     assert not _leftovers(marker, grace=10)
 
 

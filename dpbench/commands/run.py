@@ -117,11 +117,11 @@ def resolve_run_config(args: argparse.Namespace, cwd: Path) -> RunConfig:
 def _check(config: RunConfig) -> None:
     from dpbench.measure.profiles import parse_strategies
     from dpbench.strategies import get_strategy
-    from dpbench.workloads import check_workload_specs
+    from dpbench.workloads import check_model_builds, check_workload_specs
 
     where = f" (from {config.source})" if config.source else ""
     if config.workloads:
-        check_workload_specs("workload", config.workloads)
+        check_model_builds("workload", check_workload_specs("workload", config.workloads))
     if config.strategies:
         parse_strategies("strategies", ",".join(config.strategies))
     unknown = [s for s in config.suites or () if s not in SUITES]

@@ -33,6 +33,7 @@ from dpbench.workloads.registry import (
 from dpbench.workloads.resnet import resnet18_workload
 from dpbench.workloads.spec_syntax import SpecError, WorkloadSpec, parse_spec, split_specs
 from dpbench.workloads.specs import (
+    check_model_builds,
     check_workload_specs,
     meta_model,
     parameter_count,
@@ -47,6 +48,7 @@ __all__ = [
     "SpecError",
     "WorkloadSpec",
     "builtin_factory",
+    "check_model_builds",
     "check_workload_specs",
     "meta_model",
     "parameter_count",

@@ -47,6 +47,7 @@ from dpbench.workloads.spec_syntax import (
 
 __all__ = [
     "UserRef",
+    "check_model_builds",
     "check_workload_specs",
     "meta_model",
     "parameter_count",
@@ -104,6 +105,28 @@ def check_workload_specs(source: str, specs: tuple[str, ...]) -> tuple[str, ...]
     """Return ``specs`` if each resolves to a workload; else a :class:`SpecError` naming ``source`` and the problem."""
     resolve_workload_specs(source, specs)
     return specs
+
+
+def check_model_builds(source: str, specs: tuple[str, ...]) -> None:
+    """Build each spec's model on the meta device (no memory): a model that cannot be built — a
+    wrong-type override, a bug in its ``__init__`` — is a :class:`SpecError` naming ``source``,
+    the spec, its overrides and the exception, before any process starts. A model that cannot be
+    built on the meta device only (it reads a tensor's values, a kernel has no meta version) is left
+    to its launch, where it is built on its device."""
+    for spec in specs:
+        try:
+            meta_model(spec)
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+        except Exception as exc:  # the user's code raised: anything it can raise
+            if isinstance(exc, NotImplementedError) or "meta" in str(exc).lower():
+                continue
+            overrides = parse_spec(spec).overrides
+            given = f" with {', '.join(f'{k}={v!r}' for k, v in overrides.items())}" if overrides else ""
+            message = (str(exc).strip().splitlines() or [""])[0]
+            raise SpecError(
+                f"{source}: workload spec {spec!r}: its model cannot be built{given}: {type(exc).__name__}: {message}"
+            ) from None
 
 
 def meta_model(spec: str | Workload) -> Any:

@@ -28,6 +28,11 @@ def user_dir(tmp_path, monkeypatch):
         (["--workload", "my_models:tiny"], "has no attribute 'tiny'; its Workload attributes: fixed, tiny_net"),
         (["--workload", "my_models:not_a_workload"], "not_a_workload is a int, expected a dpbench.Workload"),
         (["--workload", "my_models:tiny_net@hiden=2"], "override 'hiden' is no argument of tiny_net"),
+        (
+            ["--workload", "my_models:tiny_net@hidden=abc"],
+            "workload: workload spec 'my_models:tiny_net@hidden=abc': its model cannot be built with hidden='abc': "
+            "TypeError: empty(): argument 'size' (position 1) must be tuple of ints",
+        ),
         (["--workload", "hf:openai/gpt2"], "a hub id is refused: pass a directory holding its config.json"),
         (["--workload", "mlp", "--world-sizes", "1,x"], "--world-sizes: expected comma-separated ints >= 1"),
         (["--workload", "mlp", "--suites", "throughput,speed"], "suites: expected names from throughput"),

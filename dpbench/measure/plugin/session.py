@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from pytest_benchmark.utils import get_machine_id
 
 from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_clock
 from dpbench.measure.convergence import resolve_convergence
-from dpbench.measure.plugin import signals, storage
+from dpbench.measure.plugin import failures, signals, storage
 from dpbench.measure.plugin.selection import suites_dir
 from dpbench.measure.plugin.state import DpbenchSession, measuring_session, session_of, start_session
 from dpbench.measure.plugin.terminal import Progress, say, table_note
@@ -133,6 +134,9 @@ def _case_of(item):
     return case if hasattr(case, "measure_trial") else None
 
 
+_UNUSED_FIXTURE = "ignore:Benchmark fixture was not used at all:pytest_benchmark.logger.PytestBenchmarkWarning"
+
+
 def pytest_collection_modifyitems(config, items):
     state = session_of(config)
     chosen = state.profile.strategies
@@ -152,6 +156,8 @@ def pytest_collection_modifyitems(config, items):
         if "benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads the workers' clock, never the parent's (see dpbench.measure.trials).
             item.add_marker(pytest.mark.benchmark(timer=worker_clock))
+            # A case that failed or could not run here published nothing, and its report says why.
+            item.add_marker(pytest.mark.filterwarnings(_UNUSED_FIXTURE))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -259,6 +265,42 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     if signals.INTERRUPTED["yes"]:
         return  # the run is about to be discarded (see pytest_sessionfinish): publish nothing
     storage.guard_save(config, get_machine_id(), timelines=state.timelines, traces=state.traces)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A case whose workers failed is reported in one line naming the case, the rank, the exception
+    and the user's own frame; the workers' whole traceback goes to a file the line names
+    (:mod:`~dpbench.measure.plugin.failures`). ``-v``: pytest's traceback as well."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.failed or call.excinfo is None:
+        return
+    from dpbench.workers.base import WorkerError
+
+    case, error = _case_of(item), call.excinfo.value
+    if case is None or not isinstance(error, WorkerError):
+        return
+    state = session_of(item.config)
+    label = getattr(case, "label", None) or case.id
+    path = failures.write_traceback(_failures_dir(item.config, state.timelines.run_id), case.id, label, error)
+    shown = Path(os.path.relpath(path)) if path.is_relative_to(Path.cwd()) else path
+    line = failures.failure_line(label, error, traceback_file=shown, roots=failures.library_roots())
+    if item.config.get_verbosity() > 0:
+        report.sections.append(("dpbench", line))
+    else:
+        report.longrepr = line
+
+
+def _failures_dir(config, run_id: str) -> Path:
+    """Where a session's failure tracebacks go: beside its runs (results/<machine>/failures/<run-id>),
+    or under the temporary directory when the runs are not stored in files."""
+    where = storage.storage_dir(config)
+    if where is None:
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / "dpbench-failures" / run_id
+    return where / get_machine_id() / "failures" / run_id
 
 
 @pytest.hookimpl(hookwrapper=True)
