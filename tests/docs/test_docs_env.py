@@ -1,7 +1,7 @@
 """Every DPBENCH_* environment variable the code reads is documented, and the pages name no other.
 
-The code's names are the string literals `DPBENCH_<NAME>` in the package, the suites and the test
-runner; the documentation's are the backticked `DPBENCH_<NAME>` anywhere under docs/.
+The code's names are the string literals `DPBENCH_<NAME>` in the package, the suites, the test
+runner and the GPU workflows; the documentation's are the backticked `DPBENCH_<NAME>` anywhere under docs/.
 """
 
 from __future__ import annotations
@@ -22,13 +22,15 @@ SOURCES = [
     ROOT / "scripts" / "test",
     ROOT / "tests" / "conftest.py",
     ROOT / "tests" / "measure" / "disturb_plugin.py",
+    # The GPU workflows read repository variables (vars.DPBENCH_GPU_HOST) that docs/ci.md explains.
+    ROOT / ".github" / "workflows",
 ]
 
 
 def code_variables() -> set[str]:
     names: set[str] = set()
     for source in SOURCES:
-        files = [source] if source.is_file() else sorted(source.rglob("*.py"))
+        files = [source] if source.is_file() else sorted([*source.rglob("*.py"), *source.rglob("*.yml")])
         for path in files:
             names |= set(_NAME.findall(path.read_text()))
     return names - NOT_VARIABLES

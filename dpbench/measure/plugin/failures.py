@@ -39,11 +39,11 @@ class Frame:
 def library_roots() -> tuple[str, ...]:
     """Where code that is not the user's lives: dpbench (its package and its suites), the
     interpreter's standard library and the installed packages (torch, transformers, …)."""
-    import dpbench
     from dpbench.measure.plugin.selection import suites_dir
 
     paths = sysconfig.get_paths()
-    roots = {str(Path(dpbench.__file__).resolve().parent), str(suites_dir())}
+    package = Path(__file__).resolve().parents[2]  # dpbench/ (this is dpbench/measure/plugin/failures.py)
+    roots = {str(package), str(suites_dir())}
     roots |= {str(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}
     return tuple(sorted(roots))
 
