@@ -36,9 +36,9 @@ def test_every_subcommand_is_listed_and_has_an_example_in_its_help(capsys):
 def test_a_misspelt_subcommand_gets_did_you_mean(capsys):
     assert main(["lst"]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1].endswith(
-        "invalid choice: 'lst' (choose from 'report', 'compare', 'list', 'ab', "
-        "'history', 'runs', 'run', 'estimate') (did you mean 'list'?)"
+    assert err == (
+        "dpbench: error: COMMAND: expected one of report, compare, list, ab, history, runs, run, estimate, "
+        "found 'lst' (did you mean 'list'?)\n"
     )
     assert main(["xyzzy"]) == 2
     assert "did you mean" not in capsys.readouterr().err

@@ -81,9 +81,9 @@ def parse_trials(raw: str) -> int:
     try:
         trials = int(raw)
     except (TypeError, ValueError):
-        raise ABError(f"--trials must be an integer >= 1, got {raw!r}") from None
+        trials = 0
     if trials < 1:
-        raise ABError(f"--trials must be an integer >= 1, got {trials}")
+        raise ABError(f"--trials: expected an int >= 1, found {raw!r}")
     return trials
 
 

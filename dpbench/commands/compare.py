@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_no_color, add_results_dir, examples
+from dpbench.commands.options import (
+    RUN_HELP,
+    ExamplesFormatter,
+    SuggestingParser,
+    add_no_color,
+    add_results_dir,
+    examples,
+)
 from dpbench.errors import UsageError
 from dpbench.results.load import MACHINE_FIELDS
 
@@ -37,7 +44,7 @@ def register_compare(subparsers: argparse._SubParsersAction) -> None:
 
 def compare_parser() -> argparse.ArgumentParser:
     """The compare command's own parser (``dpbench ab`` parses its compare options with it)."""
-    parser = argparse.ArgumentParser(prog="dpbench compare", **_COMPARE_PARSER)
+    parser = SuggestingParser(prog="dpbench compare", **_COMPARE_PARSER)
     add_compare_arguments(parser)
     return parser
 

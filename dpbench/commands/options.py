@@ -1,13 +1,17 @@
 """What every subcommand's parser shares, defined once: ``--results`` and ``--no-color``, how a
-saved run is named in help, the ``examples:`` epilog and its formatter, and the parser whose
-"invalid choice" names the closest choice.
+saved run is named in help, the ``examples:`` epilog and its formatter, the checks of a choice and
+of a list of names, and the parser whose every usage error is one line naming the option, what was
+expected, what was found and the closest name.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
+from collections.abc import Sequence
 
+from dpbench.errors import UsageError
 from dpbench.results.console import did_you_mean
 
 __all__ = [
@@ -17,7 +21,10 @@ __all__ = [
     "SuggestingParser",
     "add_no_color",
     "add_results_dir",
+    "check_choice",
+    "check_names",
     "examples",
+    "positive_int",
 ]
 
 # How the commands that read saved runs (report, compare) name them, in one place.
@@ -58,15 +65,135 @@ class ExamplesFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` when it is one of ``choices``; else a :class:`UsageError` naming ``option``, the choices
+    and the closest one."""
+    if value not in choices:
+        raise UsageError(
+            f"{option}: expected one of {', '.join(choices)}, found {value!r}{did_you_mean(value, choices)}"
+        )
+    return value
+
+
+def check_names(option: str, raw: str, known: Sequence[str], *, what: str = "names") -> tuple[str, ...]:
+    """The comma-separated names in ``raw``, each one of ``known``; else a :class:`UsageError` naming
+    ``option``, the known names (``what`` they are) and the closest to the first unknown one."""
+    names = tuple(v.strip() for v in raw.split(",") if v.strip())
+    if not names:
+        raise UsageError(f"{option}: expected comma-separated {what} from {', '.join(known)}, found {raw!r}")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        close = did_you_mean(unknown[0], known)
+        raise UsageError(f"{option}: expected {what} from {', '.join(known)}, found {unknown[0]!r}{close}")
+    return names
+
+
+def positive_int(raw: str) -> int:
+    """An option's type for a count: an int >= 1, else argparse's one-line error."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, found {raw!r}")
+    return value
+
+
+_ARGUMENT = re.compile(r"argument (\S+): (.*)")
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+_INVALID_VALUE = re.compile(r"invalid (\w+) value: (.*)")
+_REQUIRED = "the following arguments are required: "
+# A value that starts like a negative number (-5GB, -1,2, -.5): argparse takes it for an option.
+_NEGATIVE_LIKE = re.compile(r"-[0-9.]")
 
 
 class SuggestingParser(argparse.ArgumentParser):
-    """argparse's parser whose "invalid choice" error names the closest choice (``dpbench lst``)."""
+    """argparse's parser, but every usage error is one line, ``PROG: error: OPTION: expected X, found
+    Y``, with the closest name for a misspelt choice or option (``dpbench lst``, ``--trails``), and an
+    option's value may start with ``-`` and a digit (``--device-memory -5GB`` reaches the option's own
+    check). Subparsers made by ``add_subparsers`` are of the same class, so the same holds for them."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._join_negative_values(args), namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # Said by the subcommand's parser, the closest name taken from its options and the main parser's.
+            chain = self._chosen_parsers(namespace)
+            options = [o for parser in chain for o in parser._option_string_actions if o.startswith("--")]
+            first = next((e.split("=")[0] for e in extras if e.startswith("-")), "")
+            close = did_you_mean(first, options) if first else ""
+            chain[-1].exit(2, f"{chain[-1].prog}: error: unrecognized arguments: {' '.join(extras)}{close}\n")
+        return namespace
 
     def error(self, message: str):  # argparse's hook for every usage error
-        m = _INVALID_CHOICE.search(message)
-        if m:
-            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
-            message += did_you_mean(m.group(1), choices)
-        super().error(message)
+        self.exit(2, f"{self.prog}: error: {self._one_line(message)}\n")
+
+    def _join_negative_values(self, args: list[str]) -> list[str]:
+        """``--opt -5GB`` as ``--opt=-5GB`` when ``--opt`` takes one value (up to a ``--``)."""
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                return out + args[i:]
+            action = self._option_string_actions.get(arg)
+            takes_one = action is not None and action.nargs is None
+            if takes_one and i + 1 < len(args) and _NEGATIVE_LIKE.match(args[i + 1]):
+                out.append(f"{arg}={args[i + 1]}")
+                i += 2
+                continue
+            out.append(arg)
+            i += 1
+        return out
+
+    def _chosen_parsers(self, namespace: argparse.Namespace) -> list[SuggestingParser]:
+        """This parser and the subcommand parsers ``namespace`` went through, outermost first."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(namespace, action.dest, None))
+                if isinstance(chosen, SuggestingParser):
+                    return [self, *chosen._chosen_parsers(namespace)]
+        return [self]
+
+    def _one_line(self, message: str) -> str:
+        if message.startswith(_REQUIRED):
+            names = message[len(_REQUIRED) :]
+            action = self._action_named(names.split(", ")[0])
+            return f"{names}: required, expected {self._expected(action)}, found none"
+        m = _ARGUMENT.fullmatch(message)
+        if not m:
+            return message
+        name, detail = m.groups()
+        choice = _INVALID_CHOICE.fullmatch(detail)
+        if choice:
+            choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            found = choice.group(1)
+            return f"{name}: expected one of {', '.join(choices)}, found {found!r}{did_you_mean(found, choices)}"
+        invalid = _INVALID_VALUE.fullmatch(detail)
+        if invalid:
+            kind, found = invalid.groups()
+            return f"{name}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, found {found}"
+        if detail in ("expected one argument", "expected at least one argument"):
+            return f"{name}: expected {self._expected(self._action_named(name))}, found none"
+        return f"{name}: {detail}"
+
+    def _action_named(self, name: str) -> argparse.Action | None:
+        for action in self._actions:
+            if (
+                name in action.option_strings
+                or name in (action.metavar, action.dest)
+                or "/".join(action.option_strings) == name
+            ):
+                return action
+        return None
+
+    @staticmethod
+    def _expected(action: argparse.Action | None) -> str:
+        if action is None:
+            return "a value"
+        if action.choices:
+            return f"one of {', '.join(map(str, action.choices))}"
+        return f"a value ({action.metavar or action.dest.upper()})"
