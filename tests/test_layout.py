@@ -263,7 +263,6 @@ MAX_LINES = 600
 MIN_LINES = 60
 SMALL_CONCEPTS = {
     "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
-    "dpbench/_atomic.py": "atomic file writes (a saved result is complete or absent)",
     "dpbench/errors.py": "UsageError, the one error for input the user got wrong, at every layer",
     "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",

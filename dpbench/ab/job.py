@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from dpbench._atomic import missing_root, remove_empty_tree
 from dpbench.ab.environments import SideSpec, prepare_environments, same_environment
 from dpbench.ab.provenance import probe, provenance_lines, unasked_differences
 from dpbench.ab.revisions import (
@@ -290,7 +291,11 @@ def run_ab(
         shown = f"{sides[0].rev} = {commits[BASE][:10]} against {sides[1].rev} = {commits[HEAD][:10]}"
         aa = commits[BASE] == commits[HEAD]
     workdir = (workdir or repo / WORKDIR_NAME).resolve()
+    envs = envs or workdir / "envs"
+    # What this job makes and leaves empty (a side that failed before anything was saved) goes again.
+    made = [missing_root(workdir), missing_root(envs)]
     run_dir = _new_run_dir(workdir, *tags)
+    made.append(run_dir)
     say(f"{shown}, {trials} trial{'s' if trials > 1 else ''} each; runs go to {run_dir}")
     revisions: list[Revision] = []
     done: list[dict] = []
@@ -304,7 +309,7 @@ def run_ab(
                     sides=sides,
                     rev=rev,
                     run_dir=run_dir,
-                    envs=(envs or workdir / "envs"),
+                    envs=envs,
                     revisions=revisions,
                 )
             else:
@@ -312,7 +317,7 @@ def run_ab(
                     repo=repo,
                     revs={s.side: s.rev for s in sides},
                     run_dir=run_dir,
-                    envs=(envs or workdir / "envs"),
+                    envs=envs,
                     python=python,
                     revisions=revisions,
                 )
@@ -347,3 +352,6 @@ def run_ab(
                 )
             else:
                 cleanup(repo, revisions)
+            for directory in made:
+                if directory is not None:
+                    remove_empty_tree(directory)

@@ -198,6 +198,28 @@ def test_a_bad_interpreter_is_named_and_nothing_is_saved(which, tmp_path, monkey
     assert (REPO / "dpbench").is_dir(), "the checkout the sides ran in is never removed"
 
 
+@pytest.mark.parametrize("workdir_existed", [False, True])
+def test_a_job_stopped_before_anything_is_saved_leaves_no_directory_it_made(workdir_existed, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    work = tmp_path / "jobs" / "ab"  # its parent is made too
+    if workdir_existed:
+        (work / "earlier-job").mkdir(parents=True)
+        (work / "earlier-job" / "schedule.json").write_text("{}")
+    before = sorted(tmp_path.rglob("*"))
+    argv = [
+        "--base-python",
+        str(tmp_path / "missing"),
+        "--head-python",
+        PYTHON,
+        "--workdir",
+        str(work),
+        "--trials",
+        "1",
+    ]
+    assert main(["ab", *argv]) == 4
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 # ---------------------------------------------------------------- requirements environments
 def test_a_requirements_environment_is_kept_by_the_file_hash(tmp_path, monkeypatch):
     req = tmp_path / "req.txt"
