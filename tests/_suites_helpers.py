@@ -72,8 +72,11 @@ def _pytest(args: list[str], env: dict[str, str], timeout: float = 240) -> subpr
     )
 
 
-def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float = 0.0) -> tuple[int, str]:
-    """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output)."""
+def _sigint_when(
+    cmd: list[str], env: dict[str, str], when: str, *, delay: float = 0.0, group: bool = False
+) -> tuple[int, str]:
+    """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output).
+    ``group``: to ``cmd``'s whole process group, as Ctrl-C in a terminal does (it and its children)."""
     # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
     # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
     proc = subprocess.Popen(
@@ -84,6 +87,7 @@ def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        start_new_session=group,
     )
     lines: list[str] = []
     try:
@@ -92,7 +96,10 @@ def _sigint_when(cmd: list[str], env: dict[str, str], when: str, *, delay: float
             lines.append(line)
             if re.search(when, line):
                 time.sleep(delay)
-                proc.send_signal(signal.SIGINT)
+                if group:
+                    os.killpg(proc.pid, signal.SIGINT)
+                else:
+                    proc.send_signal(signal.SIGINT)
                 break
             assert time.monotonic() < deadline, "".join(lines)[-3000:]
         rest, _ = proc.communicate(timeout=90)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from dpbench.commands.options import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, check_choice, check_names, examples, positive_int
 
 __all__ = ["register_estimate", "estimate_table"]
 
@@ -38,7 +38,9 @@ def register_estimate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", required=True, metavar="SPEC", help="a workload spec (name, MODULE:ATTR, hf:…)")
     p.add_argument("--strategies", metavar="LIST", help="comma-separated strategy names (default: all)")
     p.add_argument("--world-sizes", metavar="LIST", help="comma-separated world sizes (default: 1,2,4,8)")
-    p.add_argument("--global-batch", metavar="N", help="samples per step (default: the spec's, else 32)")
+    p.add_argument(
+        "--global-batch", type=positive_int, metavar="N", help="samples per step (default: the spec's, else 32)"
+    )
     p.add_argument("--precision", default="fp32", metavar="P", help="fp32, bf16 or fp16 (default: fp32)")
     p.add_argument("--optimizer", default="sgd", metavar="O", help="sgd or adamw (default: sgd)")
     p.add_argument("--device-memory", metavar="SIZE", help="memory per device, e.g. 80GB, 80GiB, 8e10: adds fits")
@@ -65,23 +67,15 @@ def _estimate(args: argparse.Namespace) -> int:
     from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, parse_bytes
 
     try:
-        if args.precision not in PRECISIONS:
-            raise ValueError(f"--precision: expected one of {', '.join(PRECISIONS)}, found {args.precision!r}")
-        if args.optimizer not in OPTIMIZERS:
-            raise ValueError(f"--optimizer: expected one of {', '.join(OPTIMIZERS)}, found {args.optimizer!r}")
+        check_choice("--precision", args.precision, PRECISIONS)
+        check_choice("--optimizer", args.optimizer, OPTIMIZERS)
         device_memory = parse_bytes(args.device_memory, argument="--device-memory") if args.device_memory else None
         worlds = _ints(args.world_sizes, "--world-sizes") if args.world_sizes else DEFAULT_WORLD_SIZES
-        batch = _ints(args.global_batch, "--global-batch")[0] if args.global_batch else None
-        strategies = [s.strip() for s in (args.strategies or ",".join(list_strategies())).split(",") if s.strip()]
-        unknown = [s for s in strategies if s not in list_strategies()]
-        if unknown:
-            raise ValueError(
-                f"--strategies: expected names from {', '.join(list_strategies())}, found {', '.join(unknown)}"
-            )
+        strategies = check_names("--strategies", args.strategies or ",".join(list_strategies()), list_strategies())
         estimator = Estimator(args.workload, activations=not args.no_activations)
     except (ValueError, EstimateError) as exc:
         return _fail(str(exc))
-    batch = batch or estimator.workload.global_batch or DEFAULT_GLOBAL_BATCH
+    batch = args.global_batch or estimator.workload.global_batch or DEFAULT_GLOBAL_BATCH
     options = {"precision": args.precision, "optimizer": args.optimizer}
     rows: list[dict[str, Any]] = []
     for strategy in strategies:

@@ -13,9 +13,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from dpbench.commands.options import ExamplesFormatter, examples
+from dpbench._atomic import no_empty_directories
+from dpbench.commands.options import ExamplesFormatter, check_choice, check_names, examples, positive_int
 from dpbench.runner.config import (
     SUITES,
     WORKLOAD_SUITES,
@@ -51,7 +53,7 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", metavar="LIST", help="comma-separated strategy names (default: all)")
     p.add_argument("--world-sizes", metavar="LIST", help="comma-separated world sizes, e.g. 1,2")
     p.add_argument("--profile", choices=("quick", "full"), help="quick (CPU-sized) or full (default by device)")
-    p.add_argument("--trials", type=_positive_int, metavar="N", help="fresh-process trials per case")
+    p.add_argument("--trials", type=positive_int, metavar="N", help="fresh-process trials per case")
     p.add_argument("--device", choices=("cpu", "cuda"), help="where the workers train (default: cuda if visible)")
     p.add_argument("--precision", metavar="P", help="every strategy's precision option (fp32, bf16, fp16)")
     p.add_argument("--suites", metavar="LIST", help=f"comma-separated suites from {', '.join(SUITES)}")
@@ -61,16 +63,6 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="a config file instead of ./dpbench.toml or ./pyproject.toml")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(handler=run)
-
-
-def _positive_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, found {raw!r}")
-    return value
 
 
 def _list(option: str, raw: str | None) -> tuple[str, ...] | None:
@@ -110,29 +102,61 @@ def resolve_run_config(args: argparse.Namespace, cwd: Path) -> RunConfig:
     import dataclasses
 
     config = dataclasses.replace(config, **changes)
-    _check(config)
+    options = {"workloads": "--workload"}  # the others are their key's option
+    _check(
+        config, lambda key: options.get(key, f"--{key.replace('_', '-')}") if key in changes else _file_key(config, key)
+    )
     return config
 
 
-def _check(config: RunConfig) -> None:
-    from dpbench.measure.profiles import parse_strategies
+def _file_key(config: RunConfig, key: str) -> str:
+    """How an error names a setting the config file gave: the file, then the key as written there."""
+    if config.source is None:
+        return key
+    prefix = "tool.dpbench." if Path(config.source).name == "pyproject.toml" else ""
+    return f"{config.source}: {prefix}{key}"
+
+
+def _check(config: RunConfig, named: Callable[[str], str]) -> None:
+    """Every setting usable, or one line naming it as the user gave it (``named``: an option or the file's key)."""
+    from dpbench.schema import StrategyName
     from dpbench.strategies import get_strategy
+    from dpbench.strategies.memory import PRECISIONS
     from dpbench.workloads import check_model_builds, check_workload_specs
 
     where = f" (from {config.source})" if config.source else ""
     if config.workloads:
-        check_model_builds("workload", check_workload_specs("workload", config.workloads))
+        check_model_builds(named("workloads"), check_workload_specs(named("workloads"), config.workloads))
     if config.strategies:
-        parse_strategies("strategies", ",".join(config.strategies))
-    unknown = [s for s in config.suites or () if s not in SUITES]
-    if unknown:
-        raise ConfigError(f"suites: expected names from {', '.join(SUITES)}, found {unknown[0]!r}")
+        known = [s.value for s in StrategyName]
+        check_names(named("strategies"), ",".join(config.strategies), known, what="strategy names")
+    if config.suites:
+        check_names(named("suites"), ",".join(config.suites), SUITES)
+    if config.precision:
+        check_choice(named("precision"), config.precision, PRECISIONS)
+    _check_device(config.device, named("device"))
     for name, options in _strategy_options(config).items():
         try:
             get_strategy(name).resolve_options(dict(options), device="cpu", world_size=2, global_batch=64)
         except Exception as exc:  # unknown names, bad values; "unavailable here" is the trial's to say
             if type(exc).__name__ != "StrategyUnavailable":
                 raise ConfigError(f"strategy_options.{name}{where}: {exc}") from None
+
+
+def _check_device(device: str | None, option: str) -> None:
+    """CUDA asked for (by the option, the config file or ``DPBENCH_DEVICE``) where none is visible:
+    refused here rather than by the suites after pytest has started."""
+    if device is None and os.environ.get("DPBENCH_DEVICE") == "cuda":
+        device, option = "cuda", "DPBENCH_DEVICE"
+    if device != "cuda":
+        return
+    import torch
+
+    # device_count() asks the driver without creating a CUDA context the workers would then lack.
+    if not (torch.cuda.is_available() and torch.cuda.device_count()):
+        raise ConfigError(
+            f"{option}: expected cpu where no CUDA device is visible (torch {torch.__version__}), found 'cuda'"
+        )
 
 
 def _strategy_options(config: RunConfig) -> dict[str, dict]:
@@ -187,9 +211,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     cmd, env = pytest_command(config, list(args.pytest_args or []))
     results = Path(config.results)
-    before = _saved(results, config.save)
-    status = subprocess.run(cmd, env=env).returncode
-    new = sorted(_saved(results, config.save) - before)
+    # pytest-benchmark makes the results directory as it starts: a run that saves nothing
+    # (interrupted, failed) leaves none behind.
+    with no_empty_directories(results):
+        before = _saved(results, config.save)
+        status = subprocess.run(cmd, env=env).returncode
+        new = sorted(_saved(results, config.save) - before)
     if not new:
         print(f"dpbench run: no run named {config.save} was saved (pytest exit {status}); no report", file=sys.stderr)
         return status or 1

@@ -58,11 +58,14 @@ def test_the_table_says_what_fits(capsys):
     [
         (["--device-memory", "lots"], "--device-memory: expected a positive size such as 80GB, 80 GiB or 8e10"),
         (["--precision", "fp8"], "--precision: expected one of fp32, bf16, fp16, found 'fp8'"),
-        (["--optimizer", "lion"], "--optimizer: expected one of sgd, adamw, found 'lion'"),
-        (["--strategies", "dpp"], "--strategies: expected names from single, dp"),
+        (["--optimizer", "lion"], "--optimizer: expected one of sgd, adamw, found 'lion'\n"),
+        (["--optimizer", "adam"], "--optimizer: expected one of sgd, adamw, found 'adam' (did you mean 'adamw'?)"),
+        (["--precision", "fp61"], "--precision: expected one of fp32, bf16, fp16, found 'fp61' (did you mean 'fp16'?)"),
+        (["--strategies", "ddpp"], "--strategies: expected names from single, dp, torch-dp, ddp, manual, allreduce, "
+         "fsdp, zero, found 'ddpp' (did you mean 'ddp'?)"),
         (["--world-sizes", "0"], "--world-sizes: expected comma-separated ints >= 1, found '0'"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run(capsys, "--workload", "mlp", *argv)
     assert code == 2 and out == ""

@@ -1,10 +1,17 @@
-"""``dpbench run``'s bad input: one line, exit 2, before any process starts, nothing saved."""
+"""``dpbench run``'s bad input: one line, exit 2, before any process starts, nothing saved; and a run
+that saves nothing (failed, interrupted) leaves no results directory behind."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
 
 import pytest
+from _suites_helpers import _env, _leftovers, _sigint_when
 from _user_models import SOURCE
 
 from dpbench.cli import main
@@ -30,12 +37,18 @@ def user_dir(tmp_path, monkeypatch):
         (["--workload", "my_models:tiny_net@hiden=2"], "override 'hiden' is no argument of tiny_net"),
         (
             ["--workload", "my_models:tiny_net@hidden=abc"],
-            "workload: workload spec 'my_models:tiny_net@hidden=abc': its model cannot be built with hidden='abc': "
+            "--workload: workload spec 'my_models:tiny_net@hidden=abc': its model cannot be built with hidden='abc': "
             "TypeError: empty(): argument 'size' (position 1) must be tuple of ints",
         ),
         (["--workload", "hf:openai/gpt2"], "a hub id is refused: pass a directory holding its config.json"),
         (["--workload", "mlp", "--world-sizes", "1,x"], "--world-sizes: expected comma-separated ints >= 1"),
-        (["--workload", "mlp", "--suites", "throughput,speed"], "suites: expected names from throughput"),
+        (["--workload", "mlp", "--suites", "throughput,speed"], "--suites: expected names from throughput"),
+        (["--suites", "throughputt"], "found 'throughputt' (did you mean 'throughput'?)"),
+        (["--strategies", "single,ddpp"],
+         "--strategies: expected strategy names from single, dp, torch-dp, ddp, manual, allreduce, fsdp, zero, "
+         "found 'ddpp' (did you mean 'ddp'?)"),
+        (["--precision", "fp8"], "--precision: expected one of fp32, bf16, fp16, found 'fp8'\n"),
+        (["--precision", "fp61"], "--precision: expected one of fp32, bf16, fp16, found 'fp61' (did you mean 'fp16'?)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_saved(user_dir, capsys, monkeypatch, argv, message):
@@ -45,3 +58,84 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_saved(user_dir
     err = capsys.readouterr().err
     assert err.startswith("dpbench run: error: ") and message in err and err.count("\n") == 1
     assert not started and not (user_dir / "results").exists() and not (user_dir / "report.html").exists()
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.delenv("DPBENCH_DEVICE", raising=False)
+    return torch.__version__
+
+
+@pytest.mark.parametrize("source", ["option", "config file", "environment"])
+def test_cuda_without_a_visible_gpu_is_refused_before_pytest_starts_naming_where_it_was_asked(
+    user_dir, capsys, monkeypatch, no_gpu, source
+):
+    started = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    argv = ["run", "--workload", "mlp"]
+    named = {
+        "option": "--device",
+        "config file": f"{user_dir / 'dpbench.toml'}: device",
+        "environment": "DPBENCH_DEVICE",
+    }
+    if source == "option":
+        argv += ["--device", "cuda"]
+    elif source == "config file":
+        (user_dir / "dpbench.toml").write_text('device = "cuda"\n')
+    else:
+        monkeypatch.setenv("DPBENCH_DEVICE", "cuda")
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"dpbench run: error: {named[source]}: expected cpu where no CUDA device is visible (torch {no_gpu}), "
+        "found 'cuda'\n"
+    )
+    assert not started and not (user_dir / "results").exists()
+
+
+def test_cuda_with_a_visible_gpu_goes_on_to_pytest(user_dir, monkeypatch, no_gpu):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    started = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, env: started.append(env) or subprocess.CompletedProcess(cmd, 5))
+    assert main(["run", "--workload", "mlp", "--device", "cuda"]) == 5  # pytest's exit: nothing saved
+    assert [env["DPBENCH_DEVICE"] for env in started] == ["cuda"]
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_run_that_saves_nothing_leaves_no_results_directory_it_made(user_dir, monkeypatch, capsys, existed):
+    results = user_dir / "results"
+    if existed:
+        (results / "earlier").mkdir(parents=True)
+
+    def pytest_that_fails(cmd, env):  # pytest-benchmark makes its storage as it starts
+        (results / "Linux-CPython-3.11-64bit").mkdir(parents=True, exist_ok=True)
+        return subprocess.CompletedProcess(cmd, 1)
+
+    monkeypatch.setattr(subprocess, "run", pytest_that_fails)
+    assert main(["run", "--workload", "mlp", "--strategies", "single"]) == 1
+    assert "no run named run was saved (pytest exit 1)" in capsys.readouterr().err
+    assert (results / "earlier").is_dir() if existed else not results.exists()  # what was there before stays
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_no_results_directory(tmp_path):
+    marker = uuid.uuid4().hex
+    tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))  # short: the forkserver's socket lives under it
+    boot = "import sys; from dpbench.cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", boot, "run", "--workload", "mlp", "--strategies", "single,ddp", "--world-sizes", "1,2"]
+    cmd += ["--suites", "throughput", "--device", "cpu", "--results", str(tmp_path / "results")]
+    cmd += ["--report", str(tmp_path / "report.html")]
+    try:
+        # Ctrl-C in a terminal reaches the whole foreground group: dpbench run and its pytest.
+        code, out = _sigint_when(cmd, _env(marker, TMPDIR=str(tmpdir)), r"trial 1/2 · ", delay=0.3, group=True)
+        assert code == 130 and out.endswith("dpbench run: interrupted\n"), out[-3000:]
+        assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
+        assert not _leftovers(marker, grace=10)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -78,8 +78,11 @@ def test_a_bad_config_names_the_file_the_key_and_what_was_expected(tmp_path, tex
 
 
 def test_unknown_strategies_and_options_are_refused_before_anything_runs(tmp_path):
-    with pytest.raises(ValueError, match="strategies: expected strategy names from single, .*found unknown 'ddpp'"):
+    with pytest.raises(ValueError, match=r"^--strategies: expected strategy names from single, .*found 'ddpp'"):
         resolve_run_config(_args("--strategies", "single,ddpp"), tmp_path)
+    (tmp_path / "dpbench.toml").write_text('strategies = ["single", "ddpp"]\n')
+    with pytest.raises(ValueError, match=r"dpbench.toml: strategies: expected strategy names from single, .*'ddpp'"):
+        resolve_run_config(_args(), tmp_path)
     (tmp_path / "dpbench.toml").write_text("[strategy_options.ddp]\nbucket_cap = 5\n")
     with pytest.raises(
         ConfigError, match=r"strategy_options.ddp \(from .*dpbench.toml\): Unknown option\(s\) 'bucket_cap'"
