@@ -211,7 +211,10 @@ def _differ_in(raw: str) -> tuple[str, ...]:
     fields = tuple(f.strip() for f in raw.split(",") if f.strip())
     unknown = [f for f in fields if f not in MACHINE_FIELDS]
     if unknown:
-        raise UsageError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}")
+        from dpbench.results.console import did_you_mean
+
+        close = did_you_mean(unknown[0], MACHINE_FIELDS)
+        raise UsageError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}{close}")
     return fields
 
 

@@ -183,3 +183,5 @@ def test_differ_in_silences_the_fields_the_sides_are_meant_to_differ_in(tmp_path
         .splitlines()[-1]
         .endswith("--differ-in: expected fields of gpu, gpu_count, driver, cuda, torch, cpu, found 'kernel'")
     )
+    assert main(["compare", str(base), str(cand), "--differ-in", "torc"]) == 2
+    assert capsys.readouterr().err.endswith("found 'torc' (did you mean 'torch'?)\n")
