@@ -304,6 +304,7 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
 
         out["fp32_math"] = fp32_math(torch)  # TF32 or not: which peak an fp32 step is judged by
     out["compile_time_s"] = trainer.compile_time_s
+    out["shard_units"] = getattr(trainer, "shard_units", None)  # fsdp: its units (dpbench.strategies.fsdp)
     return out
 
 
@@ -356,6 +357,7 @@ def combine(
         "collective_time_s": max(collective) if all(c is not None for c in collective) else None,
         "memory_per_rank": [r["memory"] for r in per_rank],
         "compile_time_s": max(compile_times) if compile_times else None,
+        "shard_units": first.get("shard_units"),
         # dp/manual replicas sharing a GPU: one line saying they ran serially (None otherwise).
         "replica_concurrency": first.get("replica_concurrency"),
         "tokens_per_step": first["tokens_per_step"],
