@@ -1,4 +1,4 @@
-"""``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh, one process per rank."""
+"""``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh (HSDP: 2-D), one process per rank."""
 
 from __future__ import annotations
 
@@ -60,6 +60,13 @@ class FSDPOptions(CompileOptions):
     top-level children.
     """
 
+    replicate: int = 1
+    """HSDP: that many groups of ranks, each sharding a full replica within it, all-reduced across groups.
+
+    ``replicate=R`` at world size W shards over W/R ranks (a 2-D device mesh, replicate × shard, as
+    FSDP2's ``fully_shard`` takes it); R must divide W. 1: plain FSDP.
+    """
+
     units: str | None = None
     """With shard="block": the blocks' module classes by name ("MyBlock" or "A,B") instead of the detected ones.
 
@@ -78,13 +85,21 @@ class FSDPOptions(CompileOptions):
     def check(self, *, device: str, world_size: int, global_batch: int) -> None:
         super().check(device=device, world_size=world_size, global_batch=global_batch)
         self.require_bool("cpu_offload")
-        reshard = self.reshard_after_forward
-        if not isinstance(reshard, bool) and not (
-            isinstance(reshard, int) and reshard >= 1 and world_size % reshard == 0
-        ):
+        replicate = self.replicate
+        if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 1 or world_size % replicate:
             raise ValueError(
-                f"fsdp option reshard_after_forward: expected True, False or a number of ranks that divides the "
-                f"world size {world_size}, found {reshard!r}"
+                f"fsdp option replicate: expected a number of replica groups that divides the world size "
+                f"{world_size}, found {replicate!r}"
+            )
+        shard = world_size // replicate
+        reshard = self.reshard_after_forward
+        if not isinstance(reshard, bool) and not (isinstance(reshard, int) and reshard >= 1 and shard % reshard == 0):
+            within = (
+                f"the world size {world_size}" if replicate == 1 else f"the {shard} ranks a replica is sharded over"
+            )
+            raise ValueError(
+                f"fsdp option reshard_after_forward: expected True, False or a number of ranks that divides "
+                f"{within}, found {reshard!r}"
             )
         if self.shard not in SHARD_UNITS:
             raise ValueError(f"fsdp option shard must be one of {', '.join(SHARD_UNITS)}, got {self.shard!r}")
@@ -166,8 +181,9 @@ class FSDP(Strategy):
         from dpbench.strategies.memory import StateMemory, fsdp_local_rows, optimizer_state_bytes
 
         out = []
+        shard = world_size // options.replicate  # HSDP: rank r holds shard r % shard of its replica's
         for rank in range(world_size):
-            local = [(p, _local_bytes(p, world_size, rank, fsdp_local_rows)) for p in params]
+            local = [(p, _local_bytes(p, shard, rank % shard, fsdp_local_rows)) for p in params]
             out.append(
                 StateMemory(
                     params_bytes=sum(n for _, n in local),
@@ -197,7 +213,7 @@ class FSDP(Strategy):
         reshard = options.reshard_after_forward
         if reshard is False or (reshard is not True and reshard == 1):
             gathered = root + sum(sizes)
-        elif reshard is True or reshard == world_size:
+        elif reshard is True or reshard == world_size // options.replicate:
             gathered = root + sum(sizes[-2:])  # the unit computing and the one prefetched
         else:  # kept over groups of `reshard` ranks after forward, the two in flight whole
             gathered = root + sum(sizes[-2:]) + sum(sizes[:-2]) // reshard
@@ -221,7 +237,12 @@ class FSDP(Strategy):
 
         opts = self.spec.options
         self.device = self.ctx.device
-        mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        if opts.replicate > 1:  # HSDP: replicate × shard, FSDP2's 2-D mesh
+            shape = (opts.replicate, self.spec.world_size // opts.replicate)
+            mesh = init_device_mesh(self.device.type, shape, mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        self.mesh = mesh
         kwargs = {"mesh": mesh, "reshard_after_forward": opts.reshard_after_forward, **self._policies()}
         model = self.build_model().to(self.device)
         self.units, found_by = self._units(model)
@@ -322,11 +343,20 @@ class FSDP(Strategy):
             share.append(local)
         return share
 
+    def collective_groups(self) -> dict[str, tuple[Any, int]]:
+        """HSDP's subgroups for the collective replay: this rank's shard group and replicate group."""
+        if self.spec.options.replicate == 1:
+            return {}
+        return {name: (self.mesh.get_group(name), self.mesh.size(i)) for i, name in enumerate(("replicate", "shard"))}
+
     def collective_plan(self) -> list[Any]:
-        """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in backward."""
+        """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in
+        backward; HSDP: those within the shard group, then an all-reduce of the shard across groups."""
         from dpbench.strategies.profiling import Collective
 
-        world = self.spec.world_size
+        replicate = self.spec.options.replicate
+        world = self.spec.world_size // replicate
+        within = "world" if replicate == 1 else "shard"
         dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
         claimed: set[int] = set()
         groups = []
@@ -349,8 +379,10 @@ class FSDP(Strategy):
             # Backward gathers again unless the unit kept its parameters (False, or an int of 1).
             reshard = self.spec.options.reshard_after_forward
             gathers = 2 if reshards and reshard is not False and reshard != 1 else 1
-            plan += [Collective(op="all_gather", numel=padded, dtype=gather)] * gathers
-            plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce))
+            plan += [Collective(op="all_gather", numel=padded, dtype=gather, group=within)] * gathers
+            plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce, group=within))
+            if replicate > 1:
+                plan.append(Collective(op="all_reduce", numel=padded // world, dtype=reduce, group="replicate"))
         return plan
 
 

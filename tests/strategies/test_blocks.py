@@ -93,6 +93,11 @@ def test_units_naming_no_class_of_the_model_list_its_repeated_classes():
             "fsdp option units names the blocks of shard='block', found shard='layer'",
         ),
         ({"shard": "blocks"}, "fsdp option shard must be one of block, layer, model, got 'blocks'"),
+        ({"replicate": 3}, "fsdp option replicate: expected a number of replica groups that divides the world size 4"),
+        (
+            {"replicate": 2, "reshard_after_forward": 4},
+            "reshard_after_forward: expected True, False or a number of ranks that divides the 2 ranks a replica",
+        ),
     ],
 )
 def test_fsdp_refuses_bad_unit_options_in_one_line(options, message):
