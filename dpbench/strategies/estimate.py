@@ -101,10 +101,20 @@ class Estimator:
                 f"workload {self.spec!r}: the model cannot be built on the meta device: {type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}"
             ) from None
-        self.params: tuple[ParamShape, ...] = model_params(model)
+        self._meta = model
+        self._blocks: dict[tuple[str, ...], tuple[ParamShape, ...]] = {}
+        self.params: tuple[ParamShape, ...] = self.params_with_blocks(tuple(self.workload.blocks))
         self.parameter_count = sum(p.numel for p in self.params)
         self._fake: Any = None
         self._peaks: dict[tuple[int, str], int] = {}
+
+    def params_with_blocks(self, names: tuple[str, ...]) -> tuple[ParamShape, ...]:
+        """The parameters tagged with the blocks ``names`` picks (detected when empty; cached)."""
+        if names not in self._blocks:
+            from dpbench.strategies.blocks import find_blocks
+
+            self._blocks[names] = model_params(self._meta, find_blocks(self._meta, names)[0])
+        return self._blocks[names]
 
     def activation(self, batch: int, precision: str) -> int:
         """What one forward + backward at ``batch`` samples in ``precision`` holds at its peak beyond
@@ -171,7 +181,17 @@ class Estimator:
             cls.placement(world_size=world_size, device="cpu", options=resolved)
         except StrategyUnavailable:
             pass
-        states = cls.memory_estimate(self.params, world_size=world_size, options=resolved)
+        units = getattr(resolved, "units", None)
+        if units:  # fsdp's units option: the named blocks; an unknown class is the user's error
+            from dpbench.strategies.blocks import parse_units
+
+            try:
+                params = self.params_with_blocks(parse_units(units))
+            except ValueError as exc:
+                raise ValueError(f"{strategy} option {exc}") from None
+        else:
+            params = self.params
+        states = cls.memory_estimate(params, world_size=world_size, options=resolved)
         batches = cls.per_replica_batch(global_batch, world_size, resolved) if cls.multiprocess else [global_batch]
         ranks = []
         for rank, state in enumerate(states):
@@ -184,7 +204,7 @@ class Estimator:
                 batch = batches[rank] if rank < len(batches) else batches[-1]
                 activation = act(batch)
                 peak = cls.peak_estimate(
-                    state, params=self.params, activation=act, batch=batch, world_size=world_size, options=resolved
+                    state, params=params, activation=act, batch=batch, world_size=world_size, options=resolved
                 )
             ranks.append(RankEstimate(rank=rank, **state.to_dict(), activation_bytes=activation, peak_bytes=peak))
         return CaseEstimate(

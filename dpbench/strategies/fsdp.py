@@ -1,4 +1,4 @@
-"""``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh, one process per rank."""
+"""``fsdp``: FSDP2 — ``torch.distributed.fsdp.fully_shard`` on a 1-D device mesh (HSDP: 2-D), one process per rank."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
+from dpbench.strategies.blocks import find_blocks, parse_units
 
 __all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "parse_mixed_precision"]
 
-SHARD_UNITS = ("layer", "model")
+SHARD_UNITS = ("block", "layer", "model")
 MP_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -42,14 +43,35 @@ class FSDPOptions(CompileOptions):
 
     strategy = StrategyName.FSDP.value
 
-    reshard_after_forward: bool = True
-    """Free gathered parameters after forward and gather again in backward (ZeRO-3-like); False: ZeRO-2-like.
+    reshard_after_forward: bool | int = True
+    """Free gathered parameters after forward (ZeRO-3-like); False: keep them (ZeRO-2-like); an int: a group size.
 
+    An int is FSDP2's reshard to a smaller group of ranks after forward (e.g. the ranks of one node), so
+    backward gathers within a group; it must divide the world size (1 is False, the world size True).
     The root unit never reshards after forward, as FSDP2 decides.
     """
 
-    shard: str = "layer"
-    """``fully_shard`` units: ``"layer"`` (each top-level child with parameters, then the root) or ``"model"``."""
+    shard: str = "block"
+    """fully_shard units: "block" (each block, then the root), "layer" (each top-level child) or "model".
+
+    "layer" shards each top-level child with parameters, then the root. The blocks
+    (:mod:`dpbench.strategies.blocks`): a Hugging Face model's ``_no_split_modules``, a
+    transformer's layers, a ResNet's residual blocks; a model without blocks is sharded by its
+    top-level children.
+    """
+
+    replicate: int = 1
+    """HSDP: that many groups of ranks, each sharding a full replica within it, all-reduced across groups.
+
+    ``replicate=R`` at world size W shards over W/R ranks (a 2-D device mesh, replicate × shard, as
+    FSDP2's ``fully_shard`` takes it); R must divide W. 1: plain FSDP.
+    """
+
+    units: str | None = None
+    """With shard="block": the blocks' module classes by name ("MyBlock" or "A,B") instead of the detected ones.
+
+    A :attr:`dpbench.Workload.blocks` of the workload does the same for every case.
+    """
 
     mixed_precision: str | None = None
     """None, or ``"PARAM"`` / ``"PARAM/REDUCE"`` dtypes for FSDP's ``MixedPrecisionPolicy`` (``"bf16/fp32"``).
@@ -62,9 +84,29 @@ class FSDPOptions(CompileOptions):
 
     def check(self, *, device: str, world_size: int, global_batch: int) -> None:
         super().check(device=device, world_size=world_size, global_batch=global_batch)
-        self.require_bool("reshard_after_forward", "cpu_offload")
+        self.require_bool("cpu_offload")
+        replicate = self.replicate
+        if isinstance(replicate, bool) or not isinstance(replicate, int) or replicate < 1 or world_size % replicate:
+            raise ValueError(
+                f"fsdp option replicate: expected a number of replica groups that divides the world size "
+                f"{world_size}, found {replicate!r}"
+            )
+        shard = world_size // replicate
+        reshard = self.reshard_after_forward
+        if not isinstance(reshard, bool) and not (isinstance(reshard, int) and reshard >= 1 and shard % reshard == 0):
+            within = (
+                f"the world size {world_size}" if replicate == 1 else f"the {shard} ranks a replica is sharded over"
+            )
+            raise ValueError(
+                f"fsdp option reshard_after_forward: expected True, False or a number of ranks that divides "
+                f"{within}, found {reshard!r}"
+            )
         if self.shard not in SHARD_UNITS:
             raise ValueError(f"fsdp option shard must be one of {', '.join(SHARD_UNITS)}, got {self.shard!r}")
+        if self.units is not None:
+            parse_units(self.units)
+            if self.shard != "block":
+                raise ValueError(f"fsdp option units names the blocks of shard='block', found shard={self.shard!r}")
         dtypes = parse_mixed_precision(self.mixed_precision)
         if dtypes is not None and "fp16" in dtypes and device != "cuda":
             raise StrategyUnavailable(
@@ -139,8 +181,9 @@ class FSDP(Strategy):
         from dpbench.strategies.memory import StateMemory, fsdp_local_rows, optimizer_state_bytes
 
         out = []
+        shard = world_size // options.replicate  # HSDP: rank r holds shard r % shard of its replica's
         for rank in range(world_size):
-            local = [(p, _local_bytes(p, world_size, rank, fsdp_local_rows)) for p in params]
+            local = [(p, _local_bytes(p, shard, rank % shard, fsdp_local_rows)) for p in params]
             out.append(
                 StateMemory(
                     params_bytes=sum(n for _, n in local),
@@ -160,13 +203,22 @@ class FSDP(Strategy):
         unit's unsharded gradients (the reduce-scatter's input) and the gathered
         parameters (two units, the one computing and the one prefetched; every unit when it
         does not reshard after forward), in the mixed-precision dtype."""
+        by_block = options.shard == "block" and any(p.block is not None for p in params)
         units: dict[Any, int] = {}
         for p in params:
-            unit = p.unit if options.shard == "layer" else None
+            unit = None if options.shard == "model" else p.block if by_block else p.unit
             units[unit] = units.get(unit, 0) + p.nbytes
+        root = units.pop(None, 0)  # gathered in the root's forward and kept until its backward
         sizes = sorted(units.values())
-        gathered = sum(sizes) if not options.reshard_after_forward else sum(sizes[-2:])
-        return state.held_bytes() + activation(batch) + sizes[-1] + int(gathered * _param_scale(options))
+        reshard = options.reshard_after_forward
+        if reshard is False or (reshard is not True and reshard == 1):
+            gathered = root + sum(sizes)
+        elif reshard is True or reshard == world_size // options.replicate:
+            gathered = root + sum(sizes[-2:])  # the unit computing and the one prefetched
+        else:  # kept over groups of `reshard` ranks after forward, the two in flight whole
+            gathered = root + sum(sizes[-2:]) + sum(sizes[:-2]) // reshard
+        largest = max([root, *sizes])  # one unit's unsharded gradients, before its reduce-scatter
+        return state.held_bytes() + activation(batch) + largest + int(gathered * _param_scale(options))
 
     def make_precision(self) -> Any:
         from dpbench.strategies._precision import Precision
@@ -185,19 +237,36 @@ class FSDP(Strategy):
 
         opts = self.spec.options
         self.device = self.ctx.device
-        mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        if opts.replicate > 1:  # HSDP: replicate × shard, FSDP2's 2-D mesh
+            shape = (opts.replicate, self.spec.world_size // opts.replicate)
+            mesh = init_device_mesh(self.device.type, shape, mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        self.mesh = mesh
         kwargs = {"mesh": mesh, "reshard_after_forward": opts.reshard_after_forward, **self._policies()}
         model = self.build_model().to(self.device)
-        self.units: list[Any] = []
-        if opts.shard == "layer":
-            self.units = [child for child in model.children() if any(True for _ in child.parameters())]
-            for child in self.units:
-                fully_shard(child, **kwargs)
+        self.units, found_by = self._units(model)
+        self.shard_units = _unit_facts(model, self.units, rule=opts.shard, found_by=found_by)
+        for unit in self.units:
+            fully_shard(unit, **kwargs)
         fully_shard(model, **kwargs)
         self.model = model
         self.forward_module = self.maybe_compile(model)
         self.optimizer = self.make_optimizer(model.parameters())
         self.warm_up_compiled()
+
+    def _units(self, model: Any) -> tuple[list[Any], str]:
+        """The modules sharded one by one before the root, and how they were chosen."""
+        opts = self.spec.options
+        if opts.shard == "model":
+            return [], "the whole model"
+        if opts.shard == "block":
+            names = parse_units(opts.units) or tuple(getattr(self.workload, "blocks", ()) or ())
+            blocks, found_by = find_blocks(model, names)
+            if blocks:
+                return blocks, found_by
+        children = [child for child in model.children() if any(True for _ in child.parameters())]
+        return children, "top-level children"
 
     def _policies(self) -> dict[str, Any]:
         import torch
@@ -274,11 +343,20 @@ class FSDP(Strategy):
             share.append(local)
         return share
 
+    def collective_groups(self) -> dict[str, tuple[Any, int]]:
+        """HSDP's subgroups for the collective replay: this rank's shard group and replicate group."""
+        if self.spec.options.replicate == 1:
+            return {}
+        return {name: (self.mesh.get_group(name), self.mesh.size(i)) for i, name in enumerate(("replicate", "shard"))}
+
     def collective_plan(self) -> list[Any]:
-        """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in backward."""
+        """Per unit: an all-gather in forward (again in backward when it reshards), a reduce-scatter in
+        backward; HSDP: those within the shard group, then an all-reduce of the shard across groups."""
         from dpbench.strategies.profiling import Collective
 
-        world = self.spec.world_size
+        replicate = self.spec.options.replicate
+        world = self.spec.world_size // replicate
+        within = "world" if replicate == 1 else "shard"
         dtypes = parse_mixed_precision(self.spec.options.mixed_precision)
         claimed: set[int] = set()
         groups = []
@@ -298,7 +376,31 @@ class FSDP(Strategy):
             own = str(params[0].dtype).replace("torch.", "")
             gather = MP_DTYPES[dtypes[0]] if dtypes else own
             reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
-            gathers = 2 if reshards and self.spec.options.reshard_after_forward else 1
-            plan += [Collective(op="all_gather", numel=padded, dtype=gather)] * gathers
-            plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce))
+            # Backward gathers again unless the unit kept its parameters (False, or an int of 1).
+            reshard = self.spec.options.reshard_after_forward
+            gathers = 2 if reshards and reshard is not False and reshard != 1 else 1
+            plan += [Collective(op="all_gather", numel=padded, dtype=gather, group=within)] * gathers
+            plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce, group=within))
+            if replicate > 1:
+                plan.append(Collective(op="all_reduce", numel=padded // world, dtype=reduce, group="replicate"))
         return plan
+
+
+def _unit_facts(model: Any, units: list[Any], *, rule: str, found_by: str) -> dict[str, Any]:
+    """What ``extra_info`` records of the FSDP units: the rule, how the units were found, their count
+    (the root included), their classes and the bytes of the largest (the root's own parameters count
+    as a unit)."""
+    claimed: set[int] = set()
+    sizes = []
+    for unit in units:
+        params = [p for p in unit.parameters() if id(p) not in claimed]
+        claimed.update(id(p) for p in params)
+        sizes.append(sum(p.numel() * p.element_size() for p in params))
+    sizes.append(sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in claimed))
+    return {
+        "rule": rule,
+        "found_by": found_by,
+        "count": len(units) + 1,
+        "classes": sorted({type(u).__name__ for u in units}),
+        "largest_unit_bytes": max(sizes),
+    }

@@ -57,6 +57,10 @@ class ParamShape:
     unit: int | None = None
     """Index of the top-level child holding it (FSDP's ``shard="layer"`` units); None: the root."""
 
+    block: int | None = None
+    """Index of the model's block holding it (FSDP's ``shard="block"`` units,
+    :func:`dpbench.strategies.blocks.find_blocks`); None: outside every block."""
+
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
@@ -89,20 +93,29 @@ class StateMemory:
         return asdict(self)
 
 
-def model_params(model: Any) -> tuple[ParamShape, ...]:
+def model_params(model: Any, blocks: Sequence[Any] = ()) -> tuple[ParamShape, ...]:
     """The parameters of ``model`` (tied ones once, as ``model.parameters()`` yields them), each
-    tagged with the top-level child that holds it."""
-    units: dict[int, int] = {}
-    index = 0
-    for child in model.children():
-        owned = list(child.parameters())
-        if owned:
-            for p in owned:
-                units.setdefault(id(p), index)
-            index += 1
+    tagged with the top-level child and the block (of ``blocks``) that holds it."""
+
+    def owners(modules: Any) -> dict[int, int]:
+        found: dict[int, int] = {}
+        index = 0
+        for module in modules:
+            owned = list(module.parameters())
+            if owned:
+                for p in owned:
+                    found.setdefault(id(p), index)
+                index += 1
+        return found
+
+    units, in_block = owners(model.children()), owners(blocks)
     return tuple(
         ParamShape(
-            shape=tuple(p.shape), element_size=p.element_size(), trainable=p.requires_grad, unit=units.get(id(p))
+            shape=tuple(p.shape),
+            element_size=p.element_size(),
+            trainable=p.requires_grad,
+            unit=units.get(id(p)),
+            block=in_block.get(id(p)),
         )
         for p in model.parameters()
     )

@@ -57,6 +57,7 @@ class Collective:
     numel: int
     dtype: str
     src: int = 0
+    group: str = "world"  # or a named subgroup of the strategy's (HSDP: "shard", "replicate")
 
 
 def ddp_collectives(
@@ -97,9 +98,18 @@ def _sync(devices: list[str]) -> None:
 
 
 def replay_seconds(
-    plan: list[Collective], *, device: Any, group: Any, world_size: int, cuda_devices: list[str], reps: int = 5
+    plan: list[Collective],
+    *,
+    device: Any,
+    group: Any,
+    world_size: int,
+    cuda_devices: list[str],
+    reps: int = 5,
+    groups: dict[str, tuple[Any, int]] | None = None,
 ) -> float:
-    """Median seconds, on this rank, of the whole plan issued back to back (every rank must call)."""
+    """Median seconds, on this rank, of the whole plan issued back to back (every rank must call);
+    ``groups``: the named subgroups a collective may name, each (process group, its size)."""
+    named = {"world": (group, world_size), **(groups or {})}
     import torch
     import torch.distributed as dist
 
@@ -110,20 +120,22 @@ def replay_seconds(
     for c in plan:
         sizes[(c.op, c.dtype)] = max(c.numel, sizes.get((c.op, c.dtype), 0))
     buffers = {key: torch.zeros(n, dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()}
+    smallest = min(size for _, size in named.values())
     shards = {
-        key: torch.zeros(-(-n // world_size), dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()
+        key: torch.zeros(-(-n // smallest), dtype=getattr(torch, key[1]), device=device) for key, n in sizes.items()
     }
 
     def issue(c: Collective) -> None:
         full = buffers[(c.op, c.dtype)].narrow(0, 0, c.numel)
+        on, size = named[c.group]
         if c.op == "all_reduce":
-            dist.all_reduce(full, group=group)
+            dist.all_reduce(full, group=on)
         elif c.op == "broadcast":
-            dist.broadcast(full, src=c.src, group=group)
+            dist.broadcast(full, src=c.src, group=on)
         elif c.op == "all_gather":
-            all_gather(full, shards[(c.op, c.dtype)].narrow(0, 0, c.numel // world_size), group=group)
+            all_gather(full, shards[(c.op, c.dtype)].narrow(0, 0, c.numel // size), group=on)
         elif c.op == "reduce_scatter":
-            reduce_scatter(shards[(c.op, c.dtype)].narrow(0, 0, c.numel // world_size), full, group=group)
+            reduce_scatter(shards[(c.op, c.dtype)].narrow(0, 0, c.numel // size), full, group=on)
         else:
             raise ValueError(f"unknown collective {c.op!r}")
 
@@ -288,6 +300,7 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
             group=trainer.ctx.group,
             world_size=trainer.spec.world_size,
             cuda_devices=trainer.cuda_devices,
+            groups=trainer.collective_groups() if hasattr(trainer, "collective_groups") else None,
         )
     heartbeat()
     out["compute_dtype"] = trainer.compute_dtype()
@@ -304,6 +317,7 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
 
         out["fp32_math"] = fp32_math(torch)  # TF32 or not: which peak an fp32 step is judged by
     out["compile_time_s"] = trainer.compile_time_s
+    out["shard_units"] = getattr(trainer, "shard_units", None)  # fsdp: its units (dpbench.strategies.fsdp)
     return out
 
 
@@ -356,6 +370,7 @@ def combine(
         "collective_time_s": max(collective) if all(c is not None for c in collective) else None,
         "memory_per_rank": [r["memory"] for r in per_rank],
         "compile_time_s": max(compile_times) if compile_times else None,
+        "shard_units": first.get("shard_units"),
         # dp/manual replicas sharing a GPU: one line saying they ran serially (None otherwise).
         "replica_concurrency": first.get("replica_concurrency"),
         "tokens_per_step": first["tokens_per_step"],

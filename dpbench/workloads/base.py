@@ -54,6 +54,10 @@ class Workload:
     # The global batch the suites use for this workload instead of the profile's (None: the
     # profile's); a spec sets it with ``global_batch=N`` where the defaults do not fit the model.
     global_batch: int | None = None
+    # The model's repeated blocks by class name (``("DecoderLayer",)``): the units FSDP shards one by
+    # one. Empty: found in the model (dpbench.strategies.blocks: a Hugging Face model's
+    # _no_split_modules, else its repeated composite modules).
+    blocks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -62,6 +66,10 @@ class Workload:
             raise ValueError(f"Workload.name must be a non-empty str, got {self.name!r}")
         check_parts(self)
         object.__setattr__(self, "params", json_params(self.params))
+        blocks = (self.blocks,) if isinstance(self.blocks, str) else self.blocks
+        if not isinstance(blocks, (tuple, list)) or not all(isinstance(b, str) and b.isidentifier() for b in blocks):
+            raise TypeError(f"Workload.blocks must be module class names, e.g. ('DecoderLayer',), got {self.blocks!r}")
+        object.__setattr__(self, "blocks", tuple(blocks))
 
     def to_dict(self) -> dict[str, Any]:
         return {

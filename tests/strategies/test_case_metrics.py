@@ -99,6 +99,14 @@ def test_fsdp_ranks_each_hold_half_of_everything(fsdp2):
         # Half of each moment, but every rank keeps a step counter for every parameter.
         assert m["optimizer_state_bytes"] == PARAM_BYTES + 4 * PARAM_COUNT
     assert sum(m["params_bytes"] for m in memory) == PARAM_BYTES
+    # A stack of Linear layers has no blocks: each top-level child with parameters is a unit, then the root.
+    assert fsdp2[0]["shard_units"] == {
+        "rule": "block",
+        "found_by": "top-level children",
+        "count": LAYERS + 1,
+        "classes": ["Linear"],
+        "largest_unit_bytes": (WIDTH * WIDTH + WIDTH) * 4,
+    }
 
 
 @pytest.mark.slow

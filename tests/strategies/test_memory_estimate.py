@@ -147,3 +147,21 @@ def test_estimate_equals_the_measured_memory_per_rank(estimators, spec, strategy
     )
     estimate = [(r.params_bytes, r.grads_bytes, r.optimizer_state_bytes) for r in case.ranks]
     assert estimate == measured(strategy, spec, world, optimizer)
+
+
+@pytest.mark.slow
+def test_hsdp_estimate_equals_the_measured_memory_per_rank(estimators):
+    """HSDP (fsdp replicate=2 at world size 4): each rank holds the shard of its pair, half of everything."""
+    with dpbench.launch(
+        "fsdp", "transformer", world_size=4, global_batch=8, seed=1, lr=0.01, optimizer="adamw", replicate=2
+    ) as run:
+        run.step(1)
+        memory = run.case_metrics()["memory_per_rank"]
+    case = estimators["transformer"].case(
+        "fsdp", world_size=4, global_batch=8, options={"optimizer": "adamw", "replicate": 2}
+    )
+    assert [(r.params_bytes, r.grads_bytes, r.optimizer_state_bytes) for r in case.ranks] == [
+        (m["params_bytes"], m["grads_bytes"], m["optimizer_state_bytes"]) for m in memory
+    ]
+    whole = sum(p.numel for p in estimators["transformer"].params) * 4
+    assert [m["params_bytes"] for m in memory] == [whole // 2] * 4  # even shards of the transformer here

@@ -31,6 +31,7 @@ CASES = [
     ("fsdp", 3, {"shard": "model"}),
     ("fsdp", 3, {"reshard_after_forward": False, "shard": "layer"}),
     ("fsdp", 1, {}),  # torch accepts a one-rank mesh
+    ("fsdp", 4, {"replicate": 2}),  # HSDP: sharded within pairs of ranks, all-reduced across them
     ("zero", 2, {}),
     ("zero", 3, {"bucket_cap_mb": 0.0005}),
     ("ddp", 3, {"accumulation_steps": 2}),

@@ -35,6 +35,10 @@ BERT = (
     "hf:bert@num_hidden_layers=2,hidden_size=32,num_attention_heads=2,intermediate_size=64,vocab_size=128,"
     "max_position_embeddings=32,seq_len=16"
 )
+LLAMA = (
+    "hf:llama@num_hidden_layers=3,hidden_size=32,intermediate_size=64,num_attention_heads=2,num_key_value_heads=1,"
+    "vocab_size=128,seq_len=16"
+)
 USER = "my_models:tiny_net@hidden=8,depth=2"
 # (spec, strategy, options, optimizer): the user's module under every multi-process strategy and
 # DataParallel with both optimizers; each Hugging Face model under DDP, FSDP and ZeRO with SGD and
@@ -46,8 +50,11 @@ CASES = [
       [("ddp", "sgd"), ("fsdp", "sgd"), ("fsdp", "adamw"), ("zero", "adamw")]],
     (GPT2, "allreduce", {"mode": "bucketed"}, "sgd"),
     (GPT2, "dp", {}, "sgd"),
+    # FSDP's units: per decoder layer (the default, from _no_split_modules), named, kept after forward (1).
+    *[(LLAMA, "fsdp", {}, opt) for opt in ("sgd", "adamw")],
+    (LLAMA, "fsdp", {"units": "LlamaDecoderLayer", "reshard_after_forward": 1}, "adamw"),
 ]  # fmt: skip
-NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert"}
+NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert", LLAMA: "llama"}
 
 
 @pytest.fixture(scope="module")
