@@ -30,7 +30,9 @@ _DDP_DEFAULTS = [
 ]
 _FSDP_DEFAULTS = [
     ("reshard_after_forward", True),
-    ("shard", "layer"),
+    ("shard", "block"),
+    ("replicate", 1),
+    ("units", None),
     ("mixed_precision", None),
     ("cpu_offload", False),
     ("compile", False),
@@ -109,6 +111,8 @@ RECORDED = [
         [
             ("reshard_after_forward", False),
             ("shard", "model"),
+            ("replicate", 1),
+            ("units", None),
             ("mixed_precision", "bf16/fp32"),
             ("cpu_offload", False),
             ("compile", False),

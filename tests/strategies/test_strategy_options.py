@@ -21,7 +21,9 @@ def test_every_strategy_takes_optimizer_and_precision_and_three_take_compile():
             assert defaults["compile"] is False
     assert get_strategy("fsdp").option_defaults == {
         "reshard_after_forward": True,
-        "shard": "layer",
+        "shard": "block",
+        "replicate": 1,
+        "units": None,
         "mixed_precision": None,
         "cpu_offload": False,
         "compile": False,
@@ -49,13 +51,14 @@ BAD = [
     ("fsdp", 2, {"precision": "fp16"}, StrategyUnavailable, "fsdp option precision='fp16' needs device='cuda'"),
     ("single", 1, {"compile": "yes"}, ValueError, "single option compile must be True or False, got 'yes'"),
     ("manual", 2, {"compile": True}, ValueError, "Unknown option(s) 'compile' for strategy 'manual'"),
-    ("fsdp", 2, {"shard": "block"}, ValueError, "fsdp option shard must be one of layer, model, got 'block'"),
+    ("fsdp", 2, {"shard": "blocks"}, ValueError, "fsdp option shard must be one of block, layer, model, got 'blocks'"),
     (
         "fsdp",
         2,
-        {"reshard_after_forward": 1},
+        {"reshard_after_forward": 3},
         ValueError,
-        "fsdp option reshard_after_forward must be True or False, got 1",
+        "fsdp option reshard_after_forward: expected True, False or a number of ranks that divides the world size 2, "
+        "found 3",
     ),
     (
         "fsdp",
