@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the documentation's generated tables from the code: `scripts/gen_docs.py` rewrites them,
 `scripts/gen_docs.py --check` exits 1 when a page differs from what the code says (what
-tests/docs/test_generated.py runs).
+tests/docs/test_docs_generated.py runs; `--fast` leaves out the tables that start a pytest).
 
 A generated table sits between `<!-- generated:NAME -->` and `<!-- end:generated:NAME -->` in its
 page; everything else on the page is written by hand.
@@ -50,10 +50,98 @@ def options_table() -> str:
     return "\n".join(rows)
 
 
+# Loaded into the collecting pytest (-p): each collected item, its skip mark and its case, as JSON lines.
+_CASES_PLUGIN = """
+import json
+
+
+def pytest_collection_finish(session):
+    for item in session.items:
+        mark = item.get_closest_marker("skip")
+        case = getattr(item, "callspec", None) and item.callspec.params.get("case")
+        row = {"suite": item.path.name, "skip": mark and (mark.kwargs.get("reason") or "skipped")}
+        if hasattr(case, "strategy") and hasattr(case, "options"):
+            row.update(strategy=case.strategy, options=case.options, world_size=case.world_size,
+                       global_batch=case.global_batch)
+        print("CASE " + json.dumps(row))
+"""
+# The machine the quick-profile table describes: a CPU with two cores (world sizes 1 and 2).
+QUICK_CPU_ENV = {"DPBENCH_PROFILE": "quick", "DPBENCH_DEVICE": "cpu", "DPBENCH_WORLD_SIZES": "1,2"}
+
+
+def collected_quick_cases() -> list[dict]:
+    """What ``pytest suites/ --collect-only`` collects with the quick profile on a 2-core CPU: per
+    test its suite file, its skip mark's reason and its training case (strategy, options, sizes)."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as plugin_dir:
+        Path(plugin_dir, "_dpbench_collected_cases.py").write_text(_CASES_PLUGIN)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DPBENCH_", "PYTEST_"))}
+        env.update(QUICK_CPU_ENV, CUDA_VISIBLE_DEVICES="")
+        env["PYTHONPATH"] = os.pathsep.join([plugin_dir, str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", "-p", "no:cacheprovider"]
+            + ["-p", "_dpbench_collected_cases"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    if proc.returncode != 0:
+        raise SystemExit(f"gen_docs: pytest suites/ --collect-only failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return [json.loads(line[5:]) for line in proc.stdout.splitlines() if line.startswith("CASE ")]
+
+
+def _skip_reason_on_cpu(row: dict) -> str | None:
+    """Why the test of ``row`` is skipped on the CPU machine: its mark, or the strategy's refusal
+    of its options or its placement there (what ``dpbench.launch`` checks before it starts a worker)."""
+    if row["skip"]:
+        return row["skip"]
+    if "strategy" not in row:
+        return None
+    from dpbench.strategies import StrategyUnavailable, get_strategy
+
+    strategy = get_strategy(row["strategy"])
+    sizes = {"world_size": row["world_size"], "global_batch": row["global_batch"]}
+    try:
+        options = strategy.parse_options(row["options"], device="cpu", **sizes)
+        strategy.placement(world_size=row["world_size"], device="cpu", options=options)
+    except StrategyUnavailable as exc:
+        return str(getattr(exc, "reason", exc))
+    return None
+
+
+def quick_profile_table() -> str:
+    """Per suite: the tests ``pytest suites/`` collects with the quick profile on a 2-core CPU, and
+    those skipped there, with their reasons' first words."""
+    rows = collected_quick_cases()
+    suites: dict[str, list[str | None]] = {}
+    for row in rows:
+        suites.setdefault(row["suite"], []).append(_skip_reason_on_cpu(row))
+    lines = ["| suite file | tests | skipped on a CPU | why |", "|---|---|---|---|"]
+    for suite, reasons in sorted(suites.items()):
+        why: dict[str, int] = {}
+        for reason in filter(None, reasons):
+            short = reason.split(":")[0].split(" (")[0]
+            why[short] = why.get(short, 0) + 1
+        said = "; ".join(f"{text} (×{n})" if n > 1 else text for text, n in why.items())
+        lines.append(f"| `{suite}` | {len(reasons)} | {sum(why.values())} | {_cell(said)} |")
+    skipped = sum(1 for reasons in suites.values() for reason in reasons if reason)
+    lines.append(f"| **all** | **{len(rows)}** | **{skipped}** | |")
+    return "\n".join(lines)
+
+
 # page (relative to docs/) -> {table name: generator}
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
     "strategies.md": {"options": options_table},
+    "suites.md": {"quick-profile": quick_profile_table},
 }
+# Tables whose generator starts a pytest (seconds): `--fast` leaves them out.
+SLOW_TABLES = ("quick-profile",)
 
 
 def render(text: str, tables: dict[str, Callable[[], str]]) -> str:
@@ -70,9 +158,15 @@ def render(text: str, tables: dict[str, Callable[[], str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a page is not what the code generates")
+    parser.add_argument(
+        "--fast", action="store_true", help=f"leave out the tables that start a pytest ({', '.join(SLOW_TABLES)})"
+    )
     args = parser.parse_args(argv)
     stale = []
-    for page, tables in GENERATED.items():
+    for page, all_tables in GENERATED.items():
+        tables = {name: make for name, make in all_tables.items() if not (args.fast and name in SLOW_TABLES)}
+        if not tables:
+            continue
         path = ROOT / "docs" / page
         old = path.read_text()
         new = render(old, tables)

@@ -25,6 +25,10 @@ def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
         tmp_path, marker, when=r"trial 2/2 · .*ddp-mlp-w2", args=["suites/", "-k", "test_throughput and mlp"]
     )
     assert "interrupted: nothing was saved" in out, out[-3000:]
+    # No test ran: nothing else to say (pytest-benchmark's warning that it saves nothing, the note
+    # on how to read a table it does not show).
+    assert "Not saving anything" not in out and "PytestBenchmarkWarning" not in out, out[-3000:]
+    assert "table shows" not in out, out[-3000:]
 
 
 def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):

@@ -34,10 +34,13 @@ class Workload:
     returns the *global* ``(inputs, target)`` of that step, deterministic in its arguments;
     each replica or rank takes its slice along dim 0. ``loss(output, target)`` returns a
     scalar. Inputs may be a tensor or a tuple of tensors (passed as positional arguments).
-    For multi-process strategies all three must be picklable (module-level functions or
-    ``functools.partial`` of them, not lambdas). ``params`` records the sizes that define
-    the workload (JSON data, kept as a copy; the factories fill it), so results say which
-    variant ran. Parts that cannot be called as described are refused here.
+    A workload named by its spec (``module:attr``, ``file.py:attr``) is built again in each worker
+    process by importing its module, so its parts may be lambdas or local functions; a ``Workload``
+    object handed to a multi-process strategy is pickled instead, and then all three must be
+    picklable (module-level functions or ``functools.partial`` of them, not lambdas). ``params``
+    records the sizes that define the workload (JSON data, kept as a copy; the factories fill
+    it), so results say which variant ran. Parts that cannot be called as described are refused
+    here.
     """
 
     model: ModelFactory

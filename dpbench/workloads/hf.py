@@ -200,17 +200,32 @@ def _positive(spec: str, key: str, value: Any) -> int:
     return value
 
 
+def _loss_only(module: nn.Module, args: Any, output: Any) -> Any:
+    """The model's output with its loss and nothing else (a forward hook).
+
+    Only the loss is read. The other outputs can be views (BERT's logits come out of a linear layer
+    as a view of its 2-D product), and FSDP warns about every view a sharded unit returns, because
+    an in-place op on one would skip its gradient hooks; dropping them leaves nothing to warn about.
+    """
+    return type(output)(loss=output.loss)
+
+
 class HfTrainModule(nn.Module):
     """The model and the names of its inputs: ``forward(*tensors)`` returns its own loss as a
-    1-element tensor, so DataParallel's gather stacks one loss per replica (``hf_loss`` averages)."""
+    1-element tensor, so DataParallel's gather stacks one loss per replica (``hf_loss`` averages).
+
+    The model returns its loss alone (the other outputs are dropped where it returns them), and the
+    1-element loss is a new tensor, not a view: each is what a strategy's wrapper hands on (FSDP
+    shards the model and this module as units, see :func:`_loss_only`)."""
 
     def __init__(self, model: nn.Module, input_names: tuple[str, ...]) -> None:
         super().__init__()
+        model.register_forward_hook(_loss_only)
         self.model = model
         self.input_names = input_names
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.model(**dict(zip(self.input_names, inputs))).loss.reshape(1)
+        return torch.stack((self.model(**dict(zip(self.input_names, inputs))).loss,))
 
 
 @functools.lru_cache(maxsize=8)

@@ -16,7 +16,21 @@ def gen_docs():
 
 
 def test_every_generated_table_is_what_the_code_writes(capsys):
+    assert gen_docs().main(["--check", "--fast"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.slow  # a pytest --collect-only of the suites: seconds
+def test_the_quick_profiles_tests_and_skips_are_what_the_suites_collect(capsys):
     assert gen_docs().main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_a_case_the_strategy_refuses_on_a_cpu_is_counted_skipped_with_its_reason():
+    module = gen_docs()
+    row = {"suite": "test_throughput.py", "skip": None, "options": {}, "world_size": 2, "global_batch": 64}
+    assert module._skip_reason_on_cpu({**row, "strategy": "ddp"}) is None
+    assert module._skip_reason_on_cpu({**row, "strategy": "torch-dp"}).startswith("torch-dp needs CUDA")
+    assert module._skip_reason_on_cpu({**row, "strategy": "ddp", "options": {"comm_hook": "bf16"}})
+    assert module._skip_reason_on_cpu({"suite": "test_convergence.py", "skip": "opt-in"}) == "opt-in"
 
 
 def test_a_stale_table_is_replaced():

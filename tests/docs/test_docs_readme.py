@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from _docs_pages import README, ROOT
+from _docs_pages import README, ROOT, flat, page, section
 
 TEXT = README.read_text()
 MAX_LINES = 300
@@ -33,6 +33,33 @@ def test_quick_start_commands_exist():
     for command in commands:
         path = ROOT / command
         assert path.is_file() and os.access(path, os.X_OK), command
+
+
+def quick_start_commands(text: str) -> list[str]:
+    """The commands of ``text``'s first shell block, in order (comments left out)."""
+    block = re.search(r"```bash\n(.*?)```", text, flags=re.S)
+    return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_readme_and_getting_started_give_the_same_quick_start_in_the_same_order():
+    readme = quick_start_commands(section(TEXT, "## Quick start"))
+    guide = quick_start_commands(section(page("getting-started.md"), "## Install and run"))
+    assert readme == guide == ["scripts/test", "scripts/bench"]
+
+
+def test_what_scripts_bench_ends_with_is_what_dpbench_run_prints_last():
+    """scripts/bench is `dpbench run`, which prints the saved run's and the report's paths, then
+    the decision: the pages say so, not that it ends with the report's path."""
+    script = (ROOT / "scripts" / "bench").read_text().strip().splitlines()
+    assert script[-1].startswith("exec .venv/bin/dpbench run ")
+    run = (ROOT / "dpbench" / "commands" / "run.py").read_text()
+    prints = [run.index('print(f"run saved:'), run.index('print(f"report:'), run.index("print_decision(")]
+    assert prints == sorted(prints)
+    for text in (TEXT, page("getting-started.md")):
+        said = flat(text)
+        assert "`scripts/bench` runs the `quick` profile" in said
+        ending = said[said.index("`scripts/bench` runs the `quick` profile") :][:300]
+        assert "the saved run and of `report.html`, then the decision per workload" in ending, ending
 
 
 def test_the_readme_is_short_and_holds_no_dated_measurement():
@@ -60,13 +87,14 @@ def anchors(markdown: str) -> set[str]:
     return out
 
 
-def broken_links(text: str) -> list[str]:
+def broken_links(text: str, *, base=ROOT) -> list[str]:
+    """The links of ``text`` (a page in folder ``base``) whose file or heading does not exist."""
     broken = []
     for target in _LINK.findall(text):
         if re.match(r"^[a-z]+:", target) or target.startswith("#"):
             continue
         path, _, anchor = target.partition("#")
-        file = ROOT / path
+        file = base / path
         if not file.exists():
             broken.append(target)
         elif anchor and anchor not in anchors(file.read_text()):
@@ -76,6 +104,11 @@ def broken_links(text: str) -> list[str]:
 
 def test_every_link_of_the_readme_resolves():
     assert broken_links(TEXT) == []
+
+
+def test_the_results_folders_readme_points_to_the_schema_page():
+    text = (ROOT / "results" / "README.md").read_text()
+    assert "../docs/schema.md" in text and broken_links(text, base=ROOT / "results") == []
 
 
 def test_a_broken_link_is_found():

@@ -25,11 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
+# What setuptools prints when the package configuration is ambiguous (a data folder that is not a
+# listed package, data installed by accident): any of it in a build's output is noise a user reads
+# on every set-up, and a configuration a later setuptools may build differently.
+PACKAGING_WARNINGS = ("BuildBackendWarning", "SetuptoolsDeprecationWarning", "absent from the `packages`", "_Warning:")
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A fresh environment's python with the built wheel and the running environment's dependencies."""
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel ``pip wheel .`` builds from the checkout, and everything the build printed."""
     work = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run(
+    # Not -q: pip shows the build backend's warnings only when it is not told to be quiet.
+    build = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -37,7 +44,6 @@ def installed(tmp_path_factory) -> Path:
             "wheel",
             "--no-deps",
             "--no-build-isolation",
-            "-q",
             "-w",
             str(work / "dist"),
             str(ROOT),
@@ -46,8 +52,16 @@ def installed(tmp_path_factory) -> Path:
         text=True,
         timeout=300,
     )
-    assert built.returncode == 0, built.stderr[-3000:]
+    assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = (work / "dist").glob("dpbench-*.whl")
+    return wheel, build.stdout + build.stderr
+
+
+@pytest.fixture(scope="module")
+def installed(built, tmp_path_factory) -> Path:
+    """A fresh environment's python with the built wheel and the running environment's dependencies."""
+    wheel, _ = built
+    work = tmp_path_factory.mktemp("env")
     venv.EnvBuilder(with_pip=False).create(work / "env")
     python = work / "env" / "bin" / "python"
     site = Path(
@@ -74,6 +88,32 @@ def _run(python: Path, args: list[str], cwd: Path, timeout: float) -> subprocess
     env.pop("PYTHONPATH", None)
     env["DPBENCH_TRIALS"] = "2"
     return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_building_the_wheel_prints_no_packaging_warning(built):
+    _, output = built
+    assert [line for line in output.splitlines() if any(w in line for w in PACKAGING_WARNINGS)] == [], output
+
+
+def test_an_editable_install_builds_without_a_packaging_warning(tmp_path):
+    """``pip install -e .`` (the checkout's set-up) asks the build backend for an editable wheel;
+    asked directly, it prints what pip would show, and installs nothing."""
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta; build_meta.build_editable(sys.argv[1])",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = build.stdout + build.stderr
+    assert build.returncode == 0, output[-3000:]
+    assert list(tmp_path.glob("dpbench-*.whl")), output[-3000:]
+    assert [line for line in output.splitlines() if any(w in line for w in PACKAGING_WARNINGS)] == [], output
 
 
 def test_the_wheel_holds_every_file_of_the_package_and_the_suites(installed):

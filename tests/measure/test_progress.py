@@ -3,6 +3,8 @@ line on a terminal, plain lines into a pipe."""
 
 from __future__ import annotations
 
+import warnings
+
 from dpbench.measure.plugin.terminal import Progress, clock_text, progress_line
 
 
@@ -80,4 +82,30 @@ def test_into_a_pipe_plain_lines():
     assert reporter.out == [
         ("line", "dpbench: trial 1/2 · 1/4 · a · 0s elapsed"),
         ("line", "dpbench: trial 1/2 · 2/4 · b · 30s elapsed, ~1m30s left"),
+    ]
+
+
+def test_a_warning_printed_while_the_line_updates_ends_the_line_first(monkeypatch):
+    """Python prints a warning on stderr wherever the cursor is: into the middle of the updating
+    line unless that line is ended first."""
+    reporter, progress = _session(tty=True)
+
+    def shown(message, category, filename, lineno, file=None, line=None):
+        reporter.out.append(("warning", str(message)))
+
+    monkeypatch.setattr(warnings, "showwarning", shown)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with progress.warnings_on_own_lines():
+            progress("trial 1/2 · 1/4 · a", done=0, total=4)
+            warnings.warn("a torch warning", UserWarning, stacklevel=1)
+            warnings.warn("another", UserWarning, stacklevel=1)  # the line is ended already
+            progress("trial 1/2 · 2/4 · b", done=1, total=4)
+        assert warnings.showwarning is shown  # put back
+    assert reporter.out == [
+        ("rewrite", "dpbench: trial 1/2 · 1/4 · a · 0s elapsed"),
+        ("write", "\n"),
+        ("warning", "a torch warning"),
+        ("warning", "another"),
+        ("rewrite", "dpbench: trial 1/2 · 2/4 · b · 30s elapsed, ~1m30s left"),
     ]

@@ -52,7 +52,8 @@ def test_a_causal_lm_trains_on_token_ids_of_its_vocabulary_with_its_own_loss():
     model = workload.model()
     loss = workload.loss(model(tokens, labels), target)
     # The head's own loss: the shifted next-token cross-entropy transformers computes.
-    logits = model.model(input_ids=tokens).logits
+    # The model returns its loss alone (HfTrainModule): the logits from its own two halves.
+    logits = model.model.lm_head(model.model.transformer(input_ids=tokens).last_hidden_state)
     expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 128), tokens[:, 1:].reshape(-1))
     torch.testing.assert_close(loss, expected)
     assert parameter_count(workload) == sum(p.numel() for p in model.parameters())

@@ -177,18 +177,20 @@ def pytest_runtestloop(session):
     if len(trials):
         say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved", progress=state.progress)
         try:
-            trials.run()
+            with state.progress.warnings_on_own_lines():
+                trials.run()
         finally:
             state.progress.end_line()
         if not config.getoption("benchmark_disable", False):  # a smoke run keeps no statistics
             from dpbench.measure.remeasure import remeasure
             from dpbench.workers.forkserver import fresh_forkserver
 
-            done = remeasure(
-                trials,
-                between_passes=fresh_forkserver,
-                progress=lambda text: say(config, text, progress=state.progress),
-            )
+            with state.progress.warnings_on_own_lines():
+                done = remeasure(
+                    trials,
+                    between_passes=fresh_forkserver,
+                    progress=lambda text: say(config, text, progress=state.progress),
+                )
             state.remeasured = done
             if done.disturbed:
                 say(
@@ -315,7 +317,8 @@ def pytest_sessionfinish(session, exitstatus):
     where = storage.storage_dir(session.config)
     before = set(where.glob(storage.RUN_GLOB)) if where and where.exists() else set()
     interrupted = signals.INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
-    outcome = yield
+    with storage.no_empty_save_warning(interrupted=interrupted):
+        outcome = yield
     # From here on the save is over: a SIGINT / SIGTERM landing now (settling the files below, the
     # rest of the shutdown) is noted and said, never raised — raised, it escaped pytest's session
     # as a traceback and a -2 exit beside a complete, saved run.
@@ -352,7 +355,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     done = state.remeasured
     if done is not None and done.busy:  # first: what every number below is worth
         terminalreporter.write_line(f"dpbench: {done.busy}")
-    if state.profile is not None and state.trials is not None and len(state.trials):
+    # The note reads pytest-benchmark's table, which lists the tests that ran: none ran when the
+    # session was interrupted while it measured.
+    ran = terminalreporter.stats.get("passed")
+    if state.profile is not None and state.trials is not None and len(state.trials) and ran:
         terminalreporter.write_line(table_note(state.profile))
 
 

@@ -12,21 +12,35 @@ neither behind.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import re
 import shutil
 import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pytest_benchmark.logger import PytestBenchmarkWarning
 
 from dpbench.workers.lifeline import reaper
 
 if TYPE_CHECKING:
     from dpbench.traces.store import TraceStore
 
-__all__ = ["RUN_GLOB", "TimelineStore", "guard_save", "settle", "storage_dir", "suite_fullnames", "use_results_storage"]
+__all__ = [
+    "RUN_GLOB",
+    "TimelineStore",
+    "guard_save",
+    "no_empty_save_warning",
+    "settle",
+    "storage_dir",
+    "suite_fullnames",
+    "use_results_storage",
+]
 
 TIMELINES = "timelines"
 RUN_GLOB = "*/[0-9][0-9][0-9][0-9]_*.json"
@@ -111,6 +125,19 @@ def guard_save(config: Any, machine_id: str, *, timelines: TimelineStore, traces
         also=[str(p) for p in published if p],
         keep_complete=True,
     )
+
+
+@contextlib.contextmanager
+def no_empty_save_warning(*, interrupted: bool) -> Iterator[None]:
+    """Around pytest-benchmark's save: an interrupted session is not warned that it saves nothing.
+
+    pytest-benchmark warns "Not saving anything, no benchmarks have been run!" when a session told
+    to save ends with no benchmark, which is what Ctrl-C during the first trials leaves; the
+    session's own last line already says that nothing was saved, and why."""
+    with warnings.catch_warnings():
+        if interrupted:
+            warnings.filterwarnings("ignore", message="Not saving anything", category=PytestBenchmarkWarning)
+        yield
 
 
 def settle(

@@ -3,9 +3,11 @@ pytest-benchmark's table."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["Progress", "clock_text", "progress_line", "say", "table_note"]
@@ -73,6 +75,23 @@ class Progress:
             reporter.write_line(line)
         else:
             print(line, file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def warnings_on_own_lines(self) -> Iterator[None]:
+        """While it lasts, a warning this process prints ends the updating line first, so it is
+        not drawn into the middle of the progress line (pytest captures warnings only around a
+        test, not while the trials run)."""
+        shown = warnings.showwarning
+
+        def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+            self.end_line()
+            shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = shown
 
     def end_line(self) -> None:
         """End the updating line (before any other output, and when the trials are over)."""

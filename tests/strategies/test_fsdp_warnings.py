@@ -1,0 +1,72 @@
+"""An fsdp run prints no torch warning: the outputs a sharded unit returns are not views.
+
+FSDP2 warns (once per worker process) about every view tensor a ``fully_shard`` unit returns:
+an in-place op on it would skip the unit's gradient hooks. dpbench's own modules return new
+tensors where they are units (the built-in models, ``HfTrainModule``'s 1-element loss), and the
+Hugging Face model returns only the loss dpbench reads (BERT's logits are a view).
+
+The workers write to the launching process's stderr, so the launches run in a fresh interpreter
+whose stderr the test reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+BUILT_IN = ["mlp", "transformer"]
+HF = [
+    "hf:gpt2@n_layer=2,n_embd=32,n_head=2,vocab_size=128,n_positions=32,seq_len=16",
+    "hf:bert@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,vocab_size=128,seq_len=16",
+]
+
+SCRIPT = """
+import sys
+
+import dpbench
+
+if __name__ == "__main__":
+    for spec in sys.argv[1:]:
+        with dpbench.launch("fsdp", spec, world_size=2, global_batch=8, device="cpu", timeout=120.0) as run:
+            run.step(2)
+        print("ran", spec)
+"""
+
+
+def _run_fsdp(specs: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "fsdp_cases.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DPBENCH_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, str(script), *specs], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def _warnings(stderr: str) -> list[str]:
+    # warnings.formatwarning's "FILE:LINE: CATEGORY: message"
+    return [line for line in stderr.splitlines() if "Warning: " in line]
+
+
+def test_fsdp_on_the_built_in_models_prints_no_warning(tmp_path):
+    proc = _run_fsdp(BUILT_IN, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split("\n")[:-1] == [f"ran {spec}" for spec in BUILT_IN]
+    assert _warnings(proc.stderr) == [], proc.stderr[-4000:]
+
+
+def test_fsdp_on_hugging_face_models_prints_no_view_tensor_warning(tmp_path):
+    pytest.importorskip("transformers", reason="hf: specs need the [hf] extra (transformers)")
+    proc = _run_fsdp(HF, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split("\n")[:-1] == [f"ran {spec}" for spec in HF]
+    assert "returned a view tensor" not in proc.stderr, proc.stderr[-4000:]
+    assert _warnings(proc.stderr) == [], proc.stderr[-4000:]
