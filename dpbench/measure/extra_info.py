@@ -120,12 +120,13 @@ def _available(result: CaseResult) -> CaseResult:
     return result
 
 
-def workload_parameter_count(workload: Any) -> int | None:
-    """Parameters of the case's model, built on the meta device (None where its factory cannot)."""
+def workload_parameter_count(workload: Any, profile: ProfileConfig) -> int | None:
+    """Parameters of the case's model (resolved once per session by ``profile``), built on the meta
+    device; None where its factory cannot, or where the case names no workload spec (a recipe)."""
     from dpbench.workloads import parameter_count
 
     try:
-        return parameter_count(workload)
+        return parameter_count(profile.workload(workload))
     except Exception:  # a model that cannot be built on the meta device: the count is left out, not the case
         return None
 
@@ -188,7 +189,7 @@ def training_extra_info(
         info["workload_params"] = run_info.workload_params
     # The spec the workload was named by, resolved (registered name, module:attr, hf:, overrides).
     info["workload_spec"] = run_info.workload_params.get("spec", run_info.workload)
-    info["parameter_count"] = workload_parameter_count(profile.workload(case.workload))
+    info["parameter_count"] = workload_parameter_count(case.workload, profile)
     if result.case_metrics:
         info.update(result.case_metrics)
         from dpbench.measure.derive import derive

@@ -60,13 +60,19 @@ def test_one_line_names_the_case_rank_exception_frame_and_file(tmp_path):
         "ddp-mlp-w2 (batch 8)", error, traceback_file=Path("results/m/failures/r/ddp-mlp-w2.txt"), roots=ROOTS
     )
     assert line == (
-        "ddp-mlp-w2 (batch 8) failed on rank 1: ValueError: shape mismatch: 3 != 4 — in your code at "
+        "ddp-mlp-w2 (batch 8): worker rank 1 failed: ValueError: shape mismatch: 3 != 4 — in your code at "
         '/home/me/blocks.py:7 in block: raise ValueError("shape mismatch: 3 != 4") '
         "(the full traceback: results/m/failures/r/ddp-mlp-w2.txt)"
     )
     died = WorkerError("worker rank 0 died", rank=0, failures={0: "died with exit code -9"})
     assert failure_line("single-mlp-w1", died, traceback_file=None, roots=ROOTS) == (
-        "single-mlp-w1 failed on rank 0: died with exit code -9"
+        "single-mlp-w1: worker rank 0 died: died with exit code -9"
+    )
+    on_a_node = WorkerError(
+        "worker rank 1 (node 1, host b12) failed (world_size=2):\n--- rank 1 ---\nx", rank=1, failures={}
+    )
+    assert failure_line("ddp-mlp-w2", on_a_node, traceback_file=None, roots=ROOTS).startswith(
+        "ddp-mlp-w2: worker rank 1 (node 1, host b12) failed (world_size=2): "
     )
 
 

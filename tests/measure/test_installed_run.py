@@ -12,7 +12,7 @@ import re
 
 import pytest
 from _user_models import SOURCE
-from test_installed_package import _run, installed  # noqa: F401 (the fixture)
+from test_installed_package import _run, built, installed  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.slow
 

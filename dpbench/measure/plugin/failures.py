@@ -1,4 +1,4 @@
-"""How a case whose workers failed is reported: one line — the case, the rank, the exception and the
+"""How a case whose workers failed is reported: one line — the case, the ranks, the exception and the
 innermost frame of the user's own code — and the full worker traceback in a file under the
 results directory, which the line names. pytest's report of the case becomes that line; with
 ``-v`` pytest's own traceback stays and the line is added to it.
@@ -86,7 +86,9 @@ def failure_line(case: str, error: BaseException, *, traceback_file: Path | None
     rank = getattr(error, "rank", None)
     text = getattr(error, "failures", {}).get(rank, "") or str(error)
     frame, own = innermost_frame(text, roots)
-    line = f"{case} failed on rank {rank}: {raised(text)}"
+    # Who failed as the pool names them ("worker rank 1 (node 1, host b12) failed (world_size=2)").
+    who = (str(error).splitlines() or [""])[0].rstrip(":").strip() or f"worker rank {rank} failed"
+    line = f"{case}: {who}: {raised(text)}"
     if frame is not None:
         line += f" — {'in your code at' if own else 'at'} {frame}"
     if traceback_file is not None:
