@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 
-from dpbench.commands.options import ExamplesFormatter, add_no_color, examples
+from dpbench.commands.options import ExamplesFormatter, examples
 from dpbench.errors import UsageError
 from dpbench.results.console import did_you_mean, write_json
 
@@ -111,5 +111,4 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         "--min-bytes", metavar="SIZE", help="fit only messages of at least SIZE (1MiB, 65536); predict every size"
     )
     p.add_argument("--json", metavar="FILE", help="write the fits and predictions as JSON (-: to stdout)")
-    add_no_color(p)
     p.set_defaults(handler=_predict)
