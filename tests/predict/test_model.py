@@ -124,3 +124,20 @@ def test_sixteen_from_one_node_needs_the_inter_link_and_says_where_it_came_from(
     two_nodes = _synthetic("all_reduce", 40.0, 0.0, 120.0, (16,), nodes=2)
     fitted = fit_collectives(one_node + two_nodes, link=parse_link("inter=25GB/s")).tier("all_reduce", 16)
     assert fitted.origin.startswith("fit on") and fitted.busbw_gbps == pytest.approx(120.0, rel=1e-6)
+
+
+def test_the_interval_widens_where_the_fit_extrapolates():
+    from scipy.stats import t
+
+    noisy = [
+        Measurement(**{**m.__dict__, "time_us": m.time_us * math.exp(0.05 * (-1) ** (i // 3))})
+        for i, m in enumerate(_synthetic("all_reduce", 12.0, 1.5, 230.0, (2, 4, 8)))
+    ]
+    fit = fit_collectives(noisy, gpus_per_node=64).tier("all_reduce", 8)
+    residual_only = float(t.ppf(0.975, fit.dof)) * fit.residual_sd
+
+    def half_width(nbytes: int, n: int) -> float:
+        lo, hi = fit.interval_us(nbytes, n)
+        return math.log(hi / fit.time_us(nbytes, n))
+
+    assert residual_only < half_width(8, 8) < half_width(8, 64)  # the hop latency's uncertainty × 126 hops
