@@ -234,24 +234,36 @@ class Link:
         return "--link " + ",".join(parts)
 
 
-_BANDWIDTH_UNITS = {"gb/s": 1.0, "gbps": 1.0, "gbit/s": 1 / 8, "gb/s*8": 1 / 8, "mb/s": 1e-3, "tb/s": 1e3}
+# Case matters: GB/s are bytes, Gb/s bits (a NIC's 200 Gb/s is 25 GB/s).
+_BANDWIDTH_UNITS = {
+    "GB/s": 1.0,
+    "MB/s": 1e-3,
+    "TB/s": 1e3,
+    "Gb/s": 1 / 8,
+    "Gbit/s": 1 / 8,
+    "Mb/s": 1e-3 / 8,
+    "Mbit/s": 1e-3 / 8,
+    "Tb/s": 1e3 / 8,
+    "Tbit/s": 1e3 / 8,
+}
 _TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "ns": 1e-3, "s": 1e6}
 _LINK_KEYS = ("intra", "inter", "latency")
 
 
 def parse_link(text: str) -> Link:
-    """``intra=450GB/s,inter=25GB/s,latency=10us`` (bandwidths in GB/s, MB/s, TB/s or Gbit/s; times in us, ms, ns)."""
+    """``intra=450GB/s,inter=25GB/s,latency=10us``: bandwidths in GB/s, MB/s, TB/s (bytes) or Gb/s,
+    Gbit/s, Mb/s, Tb/s (bits); times in us, ms, ns, s."""
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in _LINK_KEYS:
             raise UsageError(
-                f"--link: expected intra=BW, inter=BW or latency=TIME, found {part!r}{did_you_mean_link(key)}"
+                f"--link: expected intra=BW, inter=BW or latency=TIME, found {part!r}{_did_you_mean_link(key)}"
             )
         units = _TIME_UNITS if key == "latency" else _BANDWIDTH_UNITS
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([^\s0-9].*)?", value, flags=re.I)
-        unit = (m.group(2) or "").strip().lower() if m else ""
+        unit = (m.group(2) or "").strip() if m else ""
         if not m or unit not in units or float(m.group(1)) <= 0:
             example = "10us" if key == "latency" else "25GB/s"
             raise UsageError(f"--link {key}: expected a positive number with a unit like {example}, found {value!r}")
@@ -261,7 +273,7 @@ def parse_link(text: str) -> Link:
     return Link(intra_gbps=values.get("intra"), inter_gbps=values.get("inter"), latency_us=values.get("latency"))
 
 
-def did_you_mean_link(key: str) -> str:
+def _did_you_mean_link(key: str) -> str:
     """`` (did you mean 'inter'?)`` for a mistyped ``--link`` key."""
     from dpbench.results.console import did_you_mean
 

@@ -95,6 +95,11 @@ def test_parse_link_reads_units_and_refuses_in_one_line():
         intra_gbps=450.0, inter_gbps=25.0, latency_us=10.0
     )
     assert parse_link("latency=0.5ms") == Link(latency_us=500.0)
+    assert parse_link("inter=200Gb/s") == Link(inter_gbps=25.0)  # bits, not bytes
+    with pytest.raises(
+        UsageError, match=r"--link inter: expected a positive number with a unit like 25GB/s, found '25gb/s'"
+    ):
+        parse_link("inter=25gb/s")
     with pytest.raises(
         UsageError,
         match=r"--link: expected intra=BW, inter=BW or latency=TIME, found 'intr=4GB/s' \(did you mean 'intra'\?\)",
