@@ -8,9 +8,9 @@ import argparse
 import re
 import sys
 
-from dpbench.commands.options import ExamplesFormatter, examples
+from dpbench.commands.options import ExamplesFormatter, check_choice, examples, positive_int
 from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean, write_json
+from dpbench.results.console import write_json
 
 __all__ = ["register_predict"]
 
@@ -44,18 +44,14 @@ def _predict(args: argparse.Namespace) -> int:
         read_measurements,
     )
 
-    if args.target not in TARGETS:
-        raise UsageError(
-            f"TARGET: expected {' or '.join(TARGETS)}, found {args.target!r}{did_you_mean(args.target, TARGETS)}"
-        )
+    check_choice("TARGET", args.target, TARGETS)
     worlds = _ints(args.world_sizes, "--world-sizes")
-    gpus = _ints(args.gpus_per_node, "--gpus-per-node")[0] if args.gpus_per_node else None
     link = parse_link(args.link) if args.link else None
     if not args.sources and link is None:
         raise UsageError("--from: expected nccl-tests logs or saved comm-suite runs (or --link), found none")
     measurements = read_measurements(args.sources or [], collective=args.collective)
     fitted = [m for m in measurements if m.bytes >= _size(args.min_bytes)] if args.min_bytes else measurements
-    model = fit_collectives(fitted, link=link, gpus_per_node=gpus)
+    model = fit_collectives(fitted, link=link, gpus_per_node=args.gpus_per_node)
     held_out = read_measurements(args.check, collective=args.collective) if args.check else []
     predictions = predict_collectives(model, measurements + held_out, worlds)
     if args.json:
@@ -98,7 +94,12 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         help="measurements held out of the fit: shown beside the predictions with the error",
     )
     p.add_argument("--world-sizes", required=True, metavar="LIST", help="comma-separated world sizes to predict")
-    p.add_argument("--gpus-per-node", metavar="G", help="GPUs per node (default: the most ranks on one node measured)")
+    p.add_argument(
+        "--gpus-per-node",
+        type=positive_int,
+        metavar="G",
+        help="GPUs per node (default: the most ranks on one node measured)",
+    )
     p.add_argument(
         "--link", metavar="SPEC", help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: per GPU)"
     )

@@ -79,6 +79,10 @@ def test_the_text_shows_the_model_then_the_predictions_and_the_error(capsys):
             "--link inter: expected a positive number with a unit like 25GB/s, found 'fast'",
         ),
         (["--world-sizes", "4"], "--from: expected nccl-tests logs or saved comm-suite runs (or --link), found none"),
+        (
+            ["--from", *ONE_NODE, "--world-sizes", "4", "--gpus-per-node", "0"],
+            "--gpus-per-node: expected an int >= 1, found '0'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
@@ -90,4 +94,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 def test_an_unknown_target_suggests_the_close_one(capsys):
     assert main(["predict", "colectives", "--from", *ONE_NODE, "--world-sizes", "4"]) == 2
-    assert "TARGET: expected collectives, found 'colectives' (did you mean 'collectives'?)" in capsys.readouterr().err
+    assert (
+        "TARGET: expected one of collectives, found 'colectives' (did you mean 'collectives'?)"
+        in capsys.readouterr().err
+    )
