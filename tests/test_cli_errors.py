@@ -8,7 +8,7 @@ import pytest
 
 from dpbench.cli import main
 
-COMMANDS = "report, compare, list, ab, history, runs, run, estimate"
+COMMANDS = "report, compare, list, ab, history, runs, run, estimate, predict"
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def test_a_misspelt_subcommand_gets_did_you_mean(capsys):
     err = capsys.readouterr().err
     assert err == (
         "dpbench: error: COMMAND: expected one of report, compare, list, ab, history, runs, run, estimate, "
-        "found 'lst' (did you mean 'list'?)\n"
+        "predict, found 'lst' (did you mean 'list'?)\n"
     )
     assert main(["xyzzy"]) == 2
     assert "did you mean" not in capsys.readouterr().err

@@ -30,6 +30,7 @@ LAYERS = [
     "results",
     "history",
     "gate",
+    "predict",
     "ab",
     "report",
     "runner",

@@ -5,7 +5,7 @@ package's public function and prints. :data:`SUBCOMMANDS` lists them in ``--help
 ``dpbench.cli`` builds the parser from it and turns a failure into an exit code. To add a
 subcommand, write such a module and add its line here.
 
-May import: every layer below (the gate, ab, history, the report, the runner, results, and — only
+May import: every layer below (the gate, ab, history, predict, the report, the runner, results, and — only
 inside ``list``, ``estimate`` and ``run``'s handlers — strategies and workloads, which need torch);
 nothing imports it but ``dpbench.cli``.
 """
@@ -20,6 +20,7 @@ from dpbench.commands.compare import register_compare
 from dpbench.commands.estimate import register_estimate
 from dpbench.commands.history import register_history
 from dpbench.commands.list import register_list
+from dpbench.commands.predict import register_predict
 from dpbench.commands.report import register_report
 from dpbench.commands.run import register_run
 from dpbench.commands.runs import register_runs
@@ -35,4 +36,5 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     register_runs,
     register_run,
     register_estimate,
+    register_predict,
 ]

@@ -1,0 +1,328 @@
+"""The collective cost model: per collective and link tier (inside a node, across nodes), an
+alpha–beta time whose latency grows with the group as a ring's does and whose bandwidth term carries
+the collective's bus factor (nccl-tests' PERFORMANCE.md):
+
+    time_us(bytes, n) = base_us + step_us · steps(n) + factor(n) · bytes / (busbw_gbps · 10³)
+
+with ``steps``: all_reduce 2(n−1), all_gather, reduce_scatter and broadcast n−1 (a ring's hops),
+and ``factor``: all_reduce 2(n−1)/n, all_gather and reduce_scatter (n−1)/n, broadcast 1. The three
+parameters are fitted by least squares on log time (relative error counts the same at 8 B and
+16 GiB), in log space so they stay positive; the residuals' spread gives the parameters' intervals
+and each prediction's interval. A tier without measurements comes from a stated :class:`Link`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpbench.errors import UsageError
+from dpbench.predict.measurements import COLLECTIVES, Measurement
+
+__all__ = [
+    "INTER",
+    "INTRA",
+    "Link",
+    "TierFit",
+    "bus_factor",
+    "fit_tier",
+    "latency_steps",
+    "parse_link",
+    "stated_tier",
+    "tier_time_us",
+]
+
+INTRA = "intra"
+"""The tier of a group inside one node."""
+INTER = "inter"
+"""The tier of a group that spans nodes."""
+_LEVEL = 0.95  # the intervals' coverage
+
+
+def bus_factor(collective: str, world_size: int) -> float:
+    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (PERFORMANCE.md)."""
+    n = world_size
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter"):
+        return (n - 1) / n
+    if collective == "broadcast":
+        return 1.0
+    raise UsageError(f"collective: expected one of {', '.join(COLLECTIVES)}, found {collective!r}")
+
+
+def latency_steps(collective: str, world_size: int) -> int:
+    """The hops a ring takes: all_reduce 2(n−1) (reduce-scatter then all-gather), the others n−1."""
+    bus_factor(collective, world_size)  # the same check of the name
+    return (2 if collective == "all_reduce" else 1) * (world_size - 1)
+
+
+def _shape(collective: str, sizes: np.ndarray, worlds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    steps = np.array([latency_steps(collective, int(n)) for n in worlds], dtype=float)
+    moved = np.array([bus_factor(collective, int(n)) for n in worlds]) * sizes / 1e3  # bytes / (GB/s) in µs
+    return steps, moved
+
+
+@dataclass(kw_only=True, frozen=True)
+class TierFit:
+    """One collective's model on one link tier: its parameters, where they came from, how well they fit."""
+
+    collective: str
+    """The collective it times."""
+    tier: str
+    """``intra`` (every rank in one node) or ``inter`` (the group spans nodes)."""
+    base_us: float
+    """The fixed cost of a call (launch, synchronisation), µs."""
+    step_us: float
+    """The latency of one ring hop, µs: the part of the latency that grows with the group."""
+    busbw_gbps: float
+    """Bus bandwidth, GB/s (10⁹ B/s): nccl-tests' busbw that large messages approach."""
+    base_interval: tuple[float, float] | None
+    """95% interval of ``base_us`` from the fit (None: stated or held fixed, not fitted)."""
+    step_interval: tuple[float, float] | None
+    """95% interval of ``step_us`` (None: stated or held fixed)."""
+    busbw_interval: tuple[float, float] | None
+    """95% interval of ``busbw_gbps`` (None: stated, not fitted)."""
+    residual_sd: float
+    """Standard deviation of the log-time residuals (0.1: about 10% per point); for a stated tier, that
+    of the tier it was built on (0: a stated link alone, no interval)."""
+    points: int
+    """Measurements fitted (0: stated)."""
+    world_sizes: tuple[int, ...]
+    """The world sizes fitted."""
+    origin: str
+    """Where the parameters came from, in words: the fit, or the stated link and the fitted tier."""
+    log_params: tuple[float, ...] = ()
+    """The fitted parameters' logs (base, step, busbw; step left out when held fixed)."""
+    covariance: tuple[tuple[float, ...], ...] = ()
+    """Their covariance (log scale), for prediction intervals; empty for a stated tier."""
+    dof: int = 0
+    """Residual degrees of freedom (points − parameters fitted)."""
+
+    def time_us(self, nbytes: float, world_size: int) -> float:
+        """The modelled time of one call of ``nbytes`` among ``world_size`` ranks, µs."""
+        return tier_time_us(self, nbytes, world_size)
+
+    def interval_us(self, nbytes: float, world_size: int) -> tuple[float, float]:
+        """The 95% prediction interval of one call: the residual spread plus the parameters' uncertainty."""
+        time = self.time_us(nbytes, world_size)
+        if self.residual_sd == 0:
+            return time, time
+        from scipy.stats import t
+
+        var = self.residual_sd**2
+        if self.covariance:
+            g = self._gradient(nbytes, world_size)
+            var += float(g @ np.asarray(self.covariance) @ g)
+        half = float(t.ppf(0.5 + _LEVEL / 2, max(self.dof, 1))) * math.sqrt(var)
+        return time * math.exp(-half), time * math.exp(half)
+
+    def _gradient(self, nbytes: float, world_size: int) -> np.ndarray:
+        """d log time / d log params at one point."""
+        steps, moved = (float(x[0]) for x in _shape(self.collective, np.array([nbytes]), np.array([world_size])))
+        terms = [self.base_us]
+        if len(self.log_params) == 3:
+            terms.append(self.step_us * steps)
+        terms.append(-moved / self.busbw_gbps)  # d(moved/bw)/d log bw = −moved/bw
+        return np.array(terms) / self.time_us(nbytes, world_size)
+
+
+def tier_time_us(tier: TierFit, nbytes: float, world_size: int) -> float:
+    """``base + step · steps(n) + factor(n) · bytes / busbw`` for one tier, µs."""
+    if world_size < 1:
+        raise UsageError(f"world size: expected >= 1, found {world_size}")
+    steps = latency_steps(tier.collective, world_size)
+    moved = bus_factor(tier.collective, world_size) * nbytes / 1e3
+    return tier.base_us + tier.step_us * steps + moved / tier.busbw_gbps
+
+
+def fit_tier(measurements: list[Measurement], *, collective: str, tier: str) -> TierFit:
+    """Least squares on log time over ``measurements`` (one collective, one tier, world sizes ≥ 2).
+
+    With one group size the latency cannot be split into its fixed and per-hop parts: the hop
+    latency is held at 0 and the whole latency is the fixed part (said in ``origin``)."""
+    from scipy.optimize import least_squares
+    from scipy.stats import t
+
+    sizes = np.array([m.bytes for m in measurements], dtype=float)
+    worlds = np.array([m.world_size for m in measurements], dtype=float)
+    observed = np.log([m.time_us for m in measurements])
+    steps, moved = _shape(collective, sizes, worlds)
+    groups = tuple(sorted({m.world_size for m in measurements}))
+    with_steps = len(groups) > 1
+    n_params = 3 if with_steps else 2
+    if len(measurements) <= n_params:
+        raise UsageError(
+            f"{collective} ({tier} tier): {len(measurements)} measurements cannot fit {n_params} parameters: "
+            f"expected at least {n_params + 1} message sizes"
+        )
+
+    def unpack(x: np.ndarray) -> tuple[float, float, float]:
+        return (math.exp(x[0]), math.exp(x[1]), math.exp(x[2])) if with_steps else (math.exp(x[0]), 0.0, math.exp(x[1]))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        base, step, bw = unpack(x)
+        return np.log(base + step * steps + moved / bw) - observed
+
+    start = _start(observed, steps, moved, sizes, with_steps)
+    result = least_squares(residuals, start, method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=20000)
+    base, step, bw = unpack(result.x)
+    dof = len(measurements) - n_params
+    sd = float(math.sqrt(float(result.fun @ result.fun) / dof))
+    covariance = sd**2 * np.linalg.pinv(result.jac.T @ result.jac)
+    se = np.sqrt(np.clip(np.diag(covariance), 0, None))
+    q = float(t.ppf(0.5 + _LEVEL / 2, dof))
+
+    def interval(i: int) -> tuple[float, float]:
+        return math.exp(result.x[i] - q * se[i]), math.exp(result.x[i] + q * se[i])
+
+    held = "" if with_steps else "; one group size: its latency held constant (hop latency 0)"
+    return TierFit(
+        collective=collective,
+        tier=tier,
+        base_us=base,
+        step_us=step,
+        busbw_gbps=bw,
+        base_interval=interval(0),
+        step_interval=interval(1) if with_steps else None,
+        busbw_interval=interval(n_params - 1),
+        residual_sd=sd,
+        points=len(measurements),
+        world_sizes=groups,
+        origin=f"fit on {len(measurements)} points at world sizes {','.join(map(str, groups))}{held}",
+        log_params=tuple(float(v) for v in result.x),
+        covariance=tuple(tuple(float(v) for v in row) for row in covariance),
+        dof=dof,
+    )
+
+
+def _start(observed: np.ndarray, steps, moved, sizes, with_steps: bool) -> np.ndarray:
+    """A starting point: latency from the smallest messages, bandwidth from the largest."""
+    small = float(np.exp(observed[np.argmin(sizes)]))
+    big = int(np.argmax(sizes))
+    bw = max(float(moved[big]) / float(np.exp(observed[big])), 1e-6) if moved[big] > 0 else 1.0
+    if with_steps:
+        return np.log([small / 2, small / 2 / max(float(steps.mean()), 1.0), bw])
+    return np.log([small, bw])
+
+
+@dataclass(kw_only=True, frozen=True)
+class Link:
+    """Links stated by the user (``--link intra=450GB/s,inter=25GB/s,latency=10us``)."""
+
+    intra_gbps: float | None = None
+    """Bus bandwidth inside a node, GB/s (None: not stated)."""
+    inter_gbps: float | None = None
+    """Bandwidth each GPU has to other nodes (its own NIC), GB/s (None: not stated)."""
+    latency_us: float | None = None
+    """Latency of one hop across the stated link, µs (None: not stated)."""
+
+    def text(self) -> str:
+        """The link as the option states it."""
+        parts = [
+            f"{name}={value:g}{unit}"
+            for name, value, unit in (
+                ("intra", self.intra_gbps, "GB/s"),
+                ("inter", self.inter_gbps, "GB/s"),
+                ("latency", self.latency_us, "us"),
+            )
+            if value is not None
+        ]
+        return "--link " + ",".join(parts)
+
+
+# Case matters: GB/s are bytes, Gb/s bits (a NIC's 200 Gb/s is 25 GB/s).
+_BANDWIDTH_UNITS = {
+    "GB/s": 1.0,
+    "MB/s": 1e-3,
+    "TB/s": 1e3,
+    "Gb/s": 1 / 8,
+    "Gbit/s": 1 / 8,
+    "Mb/s": 1e-3 / 8,
+    "Mbit/s": 1e-3 / 8,
+    "Tb/s": 1e3 / 8,
+    "Tbit/s": 1e3 / 8,
+}
+_TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "ns": 1e-3, "s": 1e6}
+_LINK_KEYS = ("intra", "inter", "latency")
+
+
+def parse_link(text: str) -> Link:
+    """``intra=450GB/s,inter=25GB/s,latency=10us``: bandwidths in GB/s, MB/s, TB/s (bytes) or Gb/s,
+    Gbit/s, Mb/s, Tb/s (bits); times in us, ms, ns, s."""
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _LINK_KEYS:
+            raise UsageError(
+                f"--link: expected intra=BW, inter=BW or latency=TIME, found {part!r}{_did_you_mean_link(key)}"
+            )
+        units = _TIME_UNITS if key == "latency" else _BANDWIDTH_UNITS
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([^\s0-9].*)?", value, flags=re.I)
+        unit = (m.group(2) or "").strip() if m else ""
+        if not m or unit not in units or float(m.group(1)) <= 0:
+            example = "10us" if key == "latency" else "25GB/s"
+            raise UsageError(f"--link {key}: expected a positive number with a unit like {example}, found {value!r}")
+        values[key] = float(m.group(1)) * units[unit]
+    if not values:
+        raise UsageError(f"--link: expected intra=BW, inter=BW or latency=TIME, found {text!r}")
+    return Link(intra_gbps=values.get("intra"), inter_gbps=values.get("inter"), latency_us=values.get("latency"))
+
+
+def _did_you_mean_link(key: str) -> str:
+    """`` (did you mean 'inter'?)`` for a mistyped ``--link`` key."""
+    from dpbench.results.console import did_you_mean
+
+    return did_you_mean(key, _LINK_KEYS)
+
+
+def stated_tier(*, collective: str, tier: str, link: Link, gpus_per_node: int, intra: TierFit | None) -> TierFit | None:
+    """A tier built from the stated link (and, for the inter tier, the fitted intra one); None when not stated.
+
+    Inter: a group across nodes runs one ring per GPU of a node, each through its own GPU's link,
+    so the bus bandwidth is the smaller of the node's links together (``gpus_per_node · inter``) and
+    the fitted intra tier's; the latency is the intra tier's, with ``latency`` as the hop latency
+    when stated. Its interval is the intra fit's residual spread (the link itself has none stated)."""
+    if tier == INTRA:
+        if link.intra_gbps is None:
+            return None
+        step = link.latency_us or 0.0
+        return TierFit(
+            collective=collective,
+            tier=tier,
+            base_us=0.0,
+            step_us=step,
+            busbw_gbps=link.intra_gbps,
+            base_interval=None,
+            step_interval=None,
+            busbw_interval=None,
+            residual_sd=0.0,
+            points=0,
+            world_sizes=(),
+            origin=f"stated: {link.text()} (no interval)",
+        )
+    if link.inter_gbps is None or intra is None:
+        return None
+    node_bw = gpus_per_node * link.inter_gbps
+    step = link.latency_us if link.latency_us is not None else intra.step_us
+    bw = min(node_bw, intra.busbw_gbps)
+    limit = f"{gpus_per_node} × {link.inter_gbps:g} GB/s" if node_bw <= intra.busbw_gbps else "the intra tier's"
+    return TierFit(
+        collective=collective,
+        tier=tier,
+        base_us=intra.base_us,
+        step_us=step,
+        busbw_gbps=bw,
+        base_interval=None,
+        step_interval=None,
+        busbw_interval=None,
+        residual_sd=intra.residual_sd,
+        points=0,
+        world_sizes=(),
+        dof=intra.dof,
+        origin=f"stated {link.text()} with the intra fit's latency; bus bandwidth {limit}",
+    )
