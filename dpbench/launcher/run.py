@@ -75,6 +75,10 @@ def launch(
     # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)
+    if resolved.checkpoint:  # a model with no blocks has nothing to recompute one by one: say so here
+        from dpbench.strategies.checkpointing import check_checkpointable
+
+        check_checkpointable(workload)
     # Will it fit? Before any process starts (DoesNotFit: the suites skip the case with the reason).
     from dpbench.launcher.fit import check_fits
 

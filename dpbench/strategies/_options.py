@@ -48,7 +48,7 @@ OPTIMIZERS = ("sgd", "adamw")
 PRECISIONS = ("fp32", "bf16", "fp16")
 # The options strategies share, in the order they follow each strategy's own options in a resolved
 # dict. Saved results record that dict key by key, so this order is part of the results format.
-SHARED_OPTIONS = ("compile", "optimizer", "precision")
+SHARED_OPTIONS = ("checkpoint", "compile", "optimizer", "precision")
 # torch.compile's CPU backend (inductor) builds C++ with $CXX or g++; Triton (CUDA) builds its
 # launcher with a C compiler.
 _C_COMPILERS = ("cc", "gcc", "clang")
@@ -77,6 +77,13 @@ class CommonOptions:
     precision: str = "fp32"
     """``"fp32"``, ``"bf16"`` (autocast, CPU and CUDA) or ``"fp16"`` (autocast + GradScaler, CUDA only)."""
 
+    checkpoint: bool = False
+    """Activation checkpointing per block: backward recomputes each block's activations instead of keeping them.
+
+    The blocks are the model's (:mod:`dpbench.strategies.blocks`, or ``Workload.blocks``), wrapped
+    before the strategy shards or replicates the model, as torchtitan does.
+    """
+
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, device: str, world_size: int, global_batch: int) -> CommonOptions:
         """The options a user set by name (a dict, a suite's case, ``launch``'s keywords), defaults
@@ -97,6 +104,7 @@ class CommonOptions:
 
         Subclasses check the shared options first (``super().check(...)``), then their own.
         """
+        self.require_bool("checkpoint")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"{self.strategy} option optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"

@@ -109,7 +109,7 @@ def step_peak(model: Any, inputs: Any, target: Any, loss_fn: Any, *, precision: 
 class FakeStep:
     """One fake model, reused for the peak at several batch sizes (a step of a 1B model takes well under a second)."""
 
-    def __init__(self, workload: Any, *, seed: int = 0) -> None:
+    def __init__(self, workload: Any, *, seed: int = 0, checkpoint: bool = False) -> None:
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -119,6 +119,10 @@ class FakeStep:
         with self.mode:
             torch.manual_seed(seed)
             self.model = workload.model()
+        if checkpoint:  # what a checkpointed run keeps: each block recomputed in backward
+            from dpbench.strategies.checkpointing import checkpoint_blocks
+
+            checkpoint_blocks(self.model, getattr(workload, "blocks", ()))
 
     def peak(self, batch: int, *, precision: str) -> int:
         from torch.utils._pytree import tree_map
@@ -135,16 +139,24 @@ class FakeStep:
             return step_peak(self.model, inputs, target, self.workload.loss, precision=precision, device_type="cpu")
 
 
-def fake_step_peak(workload: Any, batch: int, *, precision: str = "fp32", seed: int = 0) -> int:
+def fake_step_peak(
+    workload: Any, batch: int, *, precision: str = "fp32", seed: int = 0, checkpoint: bool = False
+) -> int:
     """:func:`step_peak` of ``workload`` at ``batch`` samples, under ``FakeTensorMode`` (nothing allocated)."""
-    return FakeStep(workload, seed=seed).peak(batch, precision=precision)
+    return FakeStep(workload, seed=seed, checkpoint=checkpoint).peak(batch, precision=precision)
 
 
-def real_step_peak(workload: Any, batch: int, *, precision: str = "fp32", seed: int = 0) -> int:
+def real_step_peak(
+    workload: Any, batch: int, *, precision: str = "fp32", seed: int = 0, checkpoint: bool = False
+) -> int:
     """:func:`step_peak` on real CPU tensors: the measurement :func:`fake_step_peak` is checked against."""
     import torch
 
     torch.manual_seed(seed)
     model = workload.model()
+    if checkpoint:
+        from dpbench.strategies.checkpointing import checkpoint_blocks
+
+        checkpoint_blocks(model, getattr(workload, "blocks", ()))
     inputs, target = workload.batch(0, batch, seed)
     return step_peak(model, inputs, target, workload.loss, precision=precision, device_type="cpu")

@@ -225,7 +225,12 @@ class Strategy(ABC):
         import torch
 
         torch.manual_seed(self.spec.seed)
-        return self.workload.model()
+        model = self.workload.model()
+        if self.spec.options.checkpoint:  # before any wrapping: the strategy shards or copies the checkpointed blocks
+            from dpbench.strategies.checkpointing import checkpoint_blocks
+
+            checkpoint_blocks(model, self.workload.blocks)
+        return model
 
     def make_precision(self) -> Precision:
         return Precision(self.spec.options.precision, self.spec.device_type)

@@ -105,8 +105,8 @@ class Estimator:
         self._blocks: dict[tuple[str, ...], tuple[ParamShape, ...]] = {}
         self.params: tuple[ParamShape, ...] = self.params_with_blocks(tuple(self.workload.blocks))
         self.parameter_count = sum(p.numel for p in self.params)
-        self._fake: Any = None
-        self._peaks: dict[tuple[int, str], int] = {}
+        self._fakes: dict[bool, Any] = {}
+        self._peaks: dict[tuple[int, str, bool], int] = {}
 
     def params_with_blocks(self, names: tuple[str, ...]) -> tuple[ParamShape, ...]:
         """The parameters tagged with the blocks ``names`` picks (detected when empty; cached)."""
@@ -116,28 +116,29 @@ class Estimator:
             self._blocks[names] = model_params(self._meta, find_blocks(self._meta, names)[0])
         return self._blocks[names]
 
-    def activation(self, batch: int, precision: str) -> int:
+    def activation(self, batch: int, precision: str, *, checkpoint: bool = False) -> int:
         """What one forward + backward at ``batch`` samples in ``precision`` holds at its peak beyond
-        the gradients it builds (activations and temporaries; never below 0)."""
+        the gradients it builds (activations and temporaries; never below 0); ``checkpoint``: with
+        each block recomputed in backward."""
         grads = sum(p.nbytes for p in self.params if p.trainable)
-        return max(0, self.step_peak(batch, precision) - grads)
+        return max(0, self.step_peak(batch, precision, checkpoint=checkpoint) - grads)
 
-    def step_peak(self, batch: int, precision: str) -> int:
+    def step_peak(self, batch: int, precision: str, *, checkpoint: bool = False) -> int:
         """Peak bytes of one forward + backward at ``batch`` samples in ``precision``, gradients included (cached)."""
-        key = (batch, precision)
+        key = (batch, precision, checkpoint)
         if key not in self._peaks:
-            if self._fake is None:
+            if checkpoint not in self._fakes:
                 from dpbench.strategies.activations import FakeStep
 
                 try:
-                    self._fake = FakeStep(self.workload, seed=self.seed)
+                    self._fakes[checkpoint] = FakeStep(self.workload, seed=self.seed, checkpoint=checkpoint)
                 except Exception as exc:
                     raise EstimateError(
                         f"workload {self.spec!r}: the model cannot be built under FakeTensorMode: "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                     ) from None
             try:
-                self._peaks[key] = self._fake.peak(batch, precision=precision)
+                self._peaks[key] = self._fakes[checkpoint].peak(batch, precision=precision)
             except Exception as exc:  # a step that reads a value (data-dependent), an op fake tensors refuse
                 raise EstimateError(
                     f"workload {self.spec!r}: one forward + backward cannot run on fake tensors: "
@@ -191,6 +192,11 @@ class Estimator:
                 raise ValueError(f"{strategy} option {exc}") from None
         else:
             params = self.params
+        if resolved.checkpoint and all(p.block is None for p in self.params):
+            raise ValueError(
+                f"{strategy} option checkpoint: the model of {self.spec!r} has no blocks to recompute (no repeated "
+                "composite modules, no _no_split_modules); name them with Workload(blocks=('MyBlock',))"
+            )
         states = cls.memory_estimate(params, world_size=world_size, options=resolved)
         batches = cls.per_replica_batch(global_batch, world_size, resolved) if cls.multiprocess else [global_batch]
         ranks = []
@@ -199,7 +205,7 @@ class Estimator:
             if self.activations:
 
                 def act(batch: int) -> int:
-                    return self.activation(batch, resolved.precision)
+                    return self.activation(batch, resolved.precision, checkpoint=resolved.checkpoint)
 
                 batch = batches[rank] if rank < len(batches) else batches[-1]
                 activation = act(batch)

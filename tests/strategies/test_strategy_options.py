@@ -26,6 +26,7 @@ def test_every_strategy_takes_optimizer_and_precision_and_three_take_compile():
         "units": None,
         "mixed_precision": None,
         "cpu_offload": False,
+        "checkpoint": False,
         "compile": False,
         "optimizer": "sgd",
         "precision": "fp32",
@@ -33,6 +34,7 @@ def test_every_strategy_takes_optimizer_and_precision_and_three_take_compile():
     assert get_strategy("zero").option_defaults == {
         "bucket_cap_mb": None,
         "overlap_with_ddp": False,
+        "checkpoint": False,
         "optimizer": "sgd",
         "precision": "fp32",
     }
