@@ -26,7 +26,11 @@ def pytest_generate_tests(metafunc):
     for workload in profile.scaling_workloads:
         per_replica = profile.per_replica_batch_for(workload)
         for case in strategy_cases(
-            (workload,), profile.world_sizes, lambda size, b=per_replica: b * size, options=profile.strategy_options
+            (workload,),
+            profile.world_sizes,
+            lambda size, b=per_replica: b * size,
+            options=profile.strategy_options,
+            configurations=profile.configurations,
         ):
             single = TrainingCase(
                 strategy=StrategyName.SINGLE.value,

@@ -21,6 +21,7 @@ def pytest_generate_tests(metafunc):
             profile.throughput_world_sizes,
             lambda size, w=workload: profile.global_batch_for(w),
             options=profile.strategy_options,
+            configurations=profile.configurations,
         )
     ]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])

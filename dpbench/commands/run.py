@@ -50,7 +50,11 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=ExamplesFormatter,
     )
     p.add_argument("--workload", action="append", metavar="SPEC", help="a workload spec (repeatable)")
-    p.add_argument("--strategies", metavar="LIST", help="comma-separated strategy names (default: all)")
+    p.add_argument(
+        "--strategies",
+        metavar="LIST",
+        help="comma-separated strategies, each maybe a configuration: ddp@bucket_cap_mb=100 (default: all)",
+    )
     p.add_argument("--world-sizes", metavar="LIST", help="comma-separated world sizes, e.g. 1,2")
     p.add_argument("--profile", choices=("quick", "full"), help="quick (CPU-sized) or full (default by device)")
     p.add_argument("--trials", type=positive_int, metavar="N", help="fresh-process trials per case")
@@ -87,8 +91,10 @@ def resolve_run_config(args: argparse.Namespace, cwd: Path) -> RunConfig:
     changes: dict = {}
     if args.workload:
         changes["workloads"] = tuple(args.workload)
-    if args.strategies:
-        changes["strategies"] = _list("--strategies", args.strategies)
+    if args.strategies:  # configurations: "single,ddp@bucket_cap_mb=100,static_graph=true"
+        from dpbench.workloads.spec_syntax import split_specs
+
+        changes["strategies"] = split_specs(args.strategies) or _list("--strategies", args.strategies)
     if args.world_sizes:
         sizes = _list("--world-sizes", args.world_sizes)
         if not all(s.isdigit() and int(s) >= 1 for s in sizes):
@@ -119,7 +125,6 @@ def _file_key(config: RunConfig, key: str) -> str:
 
 def _check(config: RunConfig, named: Callable[[str], str]) -> None:
     """Every setting usable, or one line naming it as the user gave it (``named``: an option or the file's key)."""
-    from dpbench.schema import StrategyName
     from dpbench.strategies import get_strategy
     from dpbench.strategies.memory import PRECISIONS
     from dpbench.workloads import check_model_builds, check_workload_specs
@@ -128,8 +133,13 @@ def _check(config: RunConfig, named: Callable[[str], str]) -> None:
     if config.workloads:
         check_model_builds(named("workloads"), check_workload_specs(named("workloads"), config.workloads))
     if config.strategies:
-        known = [s.value for s in StrategyName]
-        check_names(named("strategies"), ",".join(config.strategies), known, what="strategy names")
+        from dpbench.strategies.configs import parse_configs
+
+        try:
+            sizes = config.world_sizes or (2,)
+            parse_configs(named("strategies"), config.strategies, world_size=max(sizes))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if config.suites:
         check_names(named("suites"), ",".join(config.suites), SUITES)
     if config.precision:

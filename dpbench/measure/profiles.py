@@ -46,6 +46,9 @@ class ProfileConfig:
     # The strategies measured (None: every one the suites have); others' cases are deselected,
     # the references the kept ones are judged against are still measured.
     strategies: tuple[str, ...] | None = None
+    # The configurations named with them (dpbench.strategies.configs: "ddp@bucket_cap_mb=100"): each
+    # its own case in the throughput and scaling suites; empty: one case per strategy.
+    configurations: tuple[Any, ...] = ()
     # Options per strategy name for the throughput and scaling suites' cases (DPBENCH_STRATEGY_OPTIONS,
     # JSON: {"ddp": {"bucket_cap_mb": 25}}), e.g. the precision of every strategy.
     strategy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -83,6 +86,11 @@ class ProfileConfig:
             return self.per_replica_batch
         return max(1, batch * self.per_replica_batch // self.global_batch)
 
+    def with_configurations(self, configurations: tuple[Any, ...]) -> ProfileConfig:
+        """This profile measuring ``configurations`` (parsed: :func:`parse_strategies`), their strategies only."""
+        names = tuple(dict.fromkeys(c.strategy for c in configurations))
+        return replace(self, strategies=names, configurations=configurations)
+
     def with_workloads(self, specs: tuple[str, ...], resolved: dict[str, Any] | None = None) -> ProfileConfig:
         """This profile measuring ``specs`` (already checked; ``resolved``: their workloads, spec by
         spec) in every suite, the first in the one-workload suites."""
@@ -96,24 +104,21 @@ class ProfileConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(replace(self, resolved_workloads={}))
+        out = asdict(replace(self, resolved_workloads={}, configurations=()))
         del out["resolved_workloads"]  # live objects, not settings
+        out["configurations"] = [c.spec for c in self.configurations]
         out["name"] = self.name.value
         out["throughput_world_sizes"] = list(self.throughput_world_sizes)
         return out
 
 
-def parse_strategies(what: str, raw: str) -> tuple[str, ...]:
-    """A comma-separated list of strategy names, each known; else a ValueError naming ``what``."""
-    from dpbench.schema import StrategyName
+def parse_strategies(what: str, raw: str, *, world_size: int = 2) -> tuple[Any, ...]:
+    """A comma-separated list of strategy configurations (``ddp``, ``ddp@bucket_cap_mb=100``), each
+    a known strategy with options it takes (:func:`dpbench.strategies.configs.parse_configs`); else
+    a ValueError naming ``what``."""
+    from dpbench.strategies.configs import parse_configs
 
-    known = [s.value for s in StrategyName]
-    names = tuple(v.strip() for v in raw.split(",") if v.strip())
-    unknown = [n for n in names if n not in known]
-    if not names or unknown:
-        found = repr(raw) if not names else "unknown " + ", ".join(map(repr, unknown))
-        raise ValueError(f"{what}: expected strategy names from {', '.join(known)}, found {found}")
-    return names
+    return parse_configs(what, raw, world_size=world_size)
 
 
 def _strategy_options(raw: str) -> dict[str, dict[str, Any]]:
@@ -236,7 +241,9 @@ def resolve_profile(
     if env.get("DPBENCH_STRATEGY_OPTIONS"):
         config["strategy_options"] = _strategy_options(env["DPBENCH_STRATEGY_OPTIONS"])
     if env.get("DPBENCH_STRATEGIES"):
-        config["strategies"] = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"])
+        configurations = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"], world_size=max(world_sizes))
+        config["configurations"] = configurations
+        config["strategies"] = tuple(dict.fromkeys(c.strategy for c in configurations))
     if env.get("DPBENCH_WORKLOADS"):
         from dpbench.workloads import resolve_workload_specs, split_specs
 
@@ -271,10 +278,12 @@ def strategy_cases(
     global_batch: Callable[[int], int],
     *,
     options: dict[str, dict[str, Any]] | None = None,
+    configurations: tuple[Any, ...] = (),
 ) -> list[TrainingCase]:
     """Every strategy × workload × world size (``single`` only at 1, the baseline), with
     ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak;
-    ``options``: per strategy name, the options of its cases."""
+    ``options``: per strategy name, the options of its cases; ``configurations``: named ones
+    (:class:`dpbench.strategies.configs.StrategyConfig`), a case each, their options over ``options``."""
     from dpbench.schema import StrategyName
 
     options = options or {}
@@ -282,14 +291,17 @@ def strategy_cases(
     for workload in workloads:
         for strategy in StrategyName:
             sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
+            base = dict(options.get(strategy.value, {}))
+            named = [c.as_dict() for c in configurations if c.strategy == strategy.value]
             cases += [
                 TrainingCase(
                     strategy=strategy.value,
                     workload=workload,
                     world_size=size,
                     global_batch=global_batch(size),
-                    options=dict(options.get(strategy.value, {})),
+                    options={**base, **own},
                 )
+                for own in named or [{}]
                 for size in sizes
             ]
     return cases

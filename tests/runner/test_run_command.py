@@ -44,6 +44,10 @@ def user_dir(tmp_path, monkeypatch):
         (["--workload", "mlp", "--world-sizes", "1,x"], "--world-sizes: expected comma-separated ints >= 1"),
         (["--workload", "mlp", "--suites", "throughput,speed"], "--suites: expected names from throughput"),
         (["--suites", "throughputt"], "found 'throughputt' (did you mean 'throughput'?)"),
+        (
+            ["--workload", "mlp", "--strategies", "single,ddp@bucket_cap=5"],
+            "--strategies: 'ddp@bucket_cap=5': ddp has no option 'bucket_cap' (did you mean 'bucket_cap_mb'?)",
+        ),
         (["--strategies", "single,ddpp"],
          "--strategies: expected strategy names from single, dp, torch-dp, ddp, manual, allreduce, fsdp, zero, "
          "found 'ddpp' (did you mean 'ddp'?)"),

@@ -58,7 +58,8 @@ def pytest_addoption(parser: Any) -> None:
         "--dpbench-strategies",
         metavar="LIST",
         default=None,
-        help="measure only these strategies' cases, e.g. single,ddp,fsdp (env DPBENCH_STRATEGIES)",
+        help="measure only these strategies' cases, e.g. single,ddp,fsdp; each maybe a configuration, "
+        "ddp@bucket_cap_mb=100, a case of its own (env DPBENCH_STRATEGIES)",
     )
     group.addoption(
         "--dpbench-device-memory",

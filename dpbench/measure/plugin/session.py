@@ -57,8 +57,10 @@ def pytest_configure(config):
         if config.getoption("dpbench_strategies", None):
             from dpbench.measure.profiles import parse_strategies
 
-            chosen = parse_strategies("--dpbench-strategies", config.getoption("dpbench_strategies"))
-            profile = dataclasses.replace(profile, strategies=chosen)
+            chosen = parse_strategies(
+                "--dpbench-strategies", config.getoption("dpbench_strategies"), world_size=max(profile.world_sizes)
+            )
+            profile = profile.with_configurations(chosen)
         specs = config.getoption("dpbench_workloads", None)
         if specs:
             from dpbench.workloads import resolve_workload_specs
