@@ -41,17 +41,18 @@ LLAMA = (
 )
 USER = "my_models:tiny_net@hidden=8,depth=2"
 # (spec, strategy, options, optimizer): the user's module under every multi-process strategy and
-# DataParallel with both optimizers; each Hugging Face model under DDP, FSDP and ZeRO with SGD and
-# AdamW (the strategies whose optimizer state is sharded get AdamW), GPT-2 also under the others.
+# DataParallel with both optimizers; GPT-2 under DDP, FSDP and ZeRO with SGD and AdamW (the strategies
+# whose optimizer state is sharded get AdamW) and the others; ViT and BERT under DDP (SGD) and FSDP
+# per block (AdamW); LLaMA under FSDP per decoder layer, its units named and kept after forward.
 CASES = [
     *[(USER, s, o, opt) for s, o in [("ddp", {}), ("fsdp", {}), ("zero", {}), ("allreduce", {}), ("dp", {})]
       for opt in ("sgd", "adamw")],
-    *[(hf, s, {}, opt) for hf in (GPT2, VIT, BERT) for s, opt in
-      [("ddp", "sgd"), ("fsdp", "sgd"), ("fsdp", "adamw"), ("zero", "adamw")]],
+    *[(GPT2, s, {}, opt) for s, opt in [("ddp", "sgd"), ("fsdp", "sgd"), ("fsdp", "adamw"), ("zero", "adamw")]],
+    *[(hf, s, {}, opt) for hf in (VIT, BERT) for s, opt in [("ddp", "sgd"), ("fsdp", "adamw")]],
     (GPT2, "allreduce", {"mode": "bucketed"}, "sgd"),
     (GPT2, "dp", {}, "sgd"),
     # FSDP's units: per decoder layer (the default, from _no_split_modules), named, kept after forward (1).
-    *[(LLAMA, "fsdp", {}, opt) for opt in ("sgd", "adamw")],
+    (LLAMA, "fsdp", {}, "sgd"),
     (LLAMA, "fsdp", {"units": "LlamaDecoderLayer", "reshard_after_forward": 1}, "adamw"),
 ]  # fmt: skip
 NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert", LLAMA: "llama"}
