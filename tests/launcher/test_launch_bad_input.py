@@ -44,7 +44,7 @@ CASES = [
         {"bogus": 1},
         ValueError,
         "Unknown option(s) 'bogus' for strategy 'ddp'. Known options: "
-        "accumulation_steps, broadcast_buffers, bucket_cap_mb, comm_hook, compile, find_unused_parameters, "
+        "accumulation_steps, broadcast_buffers, bucket_cap_mb, checkpoint, comm_hook, compile, find_unused_parameters, "
         "gradient_as_bucket_view, optimizer, precision, static_graph, sync_batchnorm",
     ),
     (
@@ -52,7 +52,7 @@ CASES = [
         HEALTHY,
         {"mode": "overlap"},
         ValueError,
-        "Unknown option(s) 'mode' for strategy 'single'. Known options: compile, optimizer, precision",
+        "Unknown option(s) 'mode' for strategy 'single'. Known options: checkpoint, compile, optimizer, precision",
     ),
     (
         "allreduce",

@@ -37,7 +37,8 @@ def test_a_list_holds_plain_strategies_and_configurations_with_several_options()
          "reshard_after_forward: expected True, False or a number of ranks that divides the world size 2, found 3"),
         ("ddp@static_graph", "--strategies: 'ddp@static_graph': expected ddp@option=value,option=value, "
          "found 'static_graph'"),
-        ("ddp@static_graph=true,static_graph=false", "option 'static_graph' is given twice"),
+        ("ddp@static_graph=true,static_graph=false", "--strategies: 'ddp@static_graph=true,static_graph=false': "
+         "option 'static_graph' is given twice"),
         ("", "--strategies: expected strategy names from"),
     ],
 )  # fmt: skip
