@@ -140,6 +140,7 @@ def test_resolved_options_are_recorded_with_their_defaults():
         assert run.info.options == {
             "bucket_cap_mb": None,
             "overlap_with_ddp": False,
+            "checkpoint": False,
             "optimizer": "adamw",
             "precision": "fp32",
         }
