@@ -162,6 +162,10 @@ def _collect_provenance(revisions: Sequence[Revision], *, aa: bool, run_dir: Pat
     return {"lines": lines, "warnings": warnings, "facts": facts}
 
 
+def _runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
 def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict) -> int:
     # The verdict opens with what differs between the sides (and what should not have).
     for line in provenance["lines"]:
@@ -169,8 +173,8 @@ def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict) -> 
     for line in provenance["warnings"]:
         print(line, file=sys.stderr)
     sys.stderr.flush()
-    print(f"baseline  = {base.label}: {len(base.runs)} runs in {base.storage}")
-    print(f"candidate = {head.label}: {len(head.runs)} runs in {head.storage}", flush=True)
+    print(f"baseline  = {base.label}: {_runs(len(base.runs))} in {base.storage}")
+    print(f"candidate = {head.label}: {_runs(len(head.runs))} in {head.storage}", flush=True)
     # Run i of each side is trial i of the ABBA schedule: the two ran next to each other, so they
     # are judged as a pair (the log ratio of adjacent base/head trials cancels the machine's drift).
     # The sides' software is what an A/B compares (the provenance lines said how it differs); a

@@ -3,6 +3,7 @@ node waiting; dpbench's exit watch stops that torchrun within 10 s, with one lin
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import uuid
@@ -54,8 +55,14 @@ def test_the_other_node_exits_non_zero_within_10_s_naming_itself(tmp_path):
     assert not left, [p.cmdline() for p in left]
 
 
+@pytest.mark.skipif(
+    os.environ.get("DPBENCH_VALIDATION") != "1",
+    reason="torchrun's own behaviour, what the watch is for (docs/validation/faults.md): DPBENCH_VALIDATION=1",
+)
 def test_without_the_watch_torchrun_waits_in_its_barrier(tmp_path):
-    """What the watch is for: with it off, node 0's torchrun is still waiting 12 s after the kill."""
+    """What the watch is for: with it off, node 0's torchrun is still waiting 12 s after the kill.
+    It checks torchrun, not dpbench (a change in torchrun's barrier would show here), so it runs
+    with the validation runs rather than in every suite run."""
     cluster, marker, code, _ = _lose_node_1_after_goodbye(tmp_path, wait=12.0, DPBENCH_EXIT_BARRIER_GRACE="0")
     try:
         assert code is None, cluster.nodes[0].output()[-3000:]
