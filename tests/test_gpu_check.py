@@ -222,7 +222,7 @@ def test_without_the_installed_lock_it_runs_the_images_python_and_says_so(tmp_pa
     assert out.returncode == 0, out.stdout
     first = out.stdout.splitlines()[0]
     assert first.startswith(f"gpu-check: python {image}: the IMAGE'S OWN Python, NOT the lock")
-    assert calls[0].startswith('-c import importlib.metadata as m; m.distribution("dpbench")')
+    assert calls[0].startswith('-c import importlib.metadata as m; m.distribution("torch-dpbench")')
     assert all(c.endswith(f"path={repo}") for c in calls)  # this checkout on PYTHONPATH
     # The measuring plugin comes by entry point only from an installed dpbench: else pytest is told.
     pytest_calls = [c for c in calls[1:] if c.startswith("-m pytest")]

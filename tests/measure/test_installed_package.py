@@ -53,7 +53,7 @@ def built(tmp_path_factory) -> tuple[Path, str]:
         timeout=300,
     )
     assert build.returncode == 0, build.stderr[-3000:]
-    (wheel,) = (work / "dist").glob("dpbench-*.whl")
+    (wheel,) = (work / "dist").glob("torch_dpbench-*.whl")
     return wheel, build.stdout + build.stderr
 
 
@@ -112,7 +112,7 @@ def test_an_editable_install_builds_without_a_packaging_warning(tmp_path):
     )
     output = build.stdout + build.stderr
     assert build.returncode == 0, output[-3000:]
-    assert list(tmp_path.glob("dpbench-*.whl")), output[-3000:]
+    assert list(tmp_path.glob("torch_dpbench-*.whl")), output[-3000:]
     assert [line for line in output.splitlines() if any(w in line for w in PACKAGING_WARNINGS)] == [], output
 
 
