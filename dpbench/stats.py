@@ -164,11 +164,14 @@ class PairedRatio:
         return self.pairs >= 2 and self.confidence >= MIN_CLAIM_CONFIDENCE and (self.lo > 1 or self.hi < 1)
 
 
-def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> PairedRatio:
+def paired_ratio(
+    numerator: Sequence[float], denominator: Sequence[float], confidence: float = MIN_CLAIM_CONFIDENCE
+) -> PairedRatio:
     """Trial i of one case against trial i of another: interleaved trials ran close in time, so
     pairing cancels what the machine did between passes. Extra trials on one side are unpaired
     and left out, and so is a pair with a missing (NaN) trial on either side: a disturbed trial
-    left out keeps its slot as NaN, so the other slots stay paired."""
+    left out keeps its slot as NaN, so the other slots stay paired. The interval is at the claim
+    level (one level for every claim), or at ``confidence`` where a sequential look asks for more."""
     ratios = positive(
         [
             a / b
@@ -181,8 +184,8 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Pa
     # exp(median of logs) is the median of the ratios (exp is monotonic), but for an even count the
     # middle two are averaged on the log scale, so that a ratio and its inverse stay inverses.
     centre = math.exp(statistics.median(math.log(r) for r in ratios))
-    lo, hi, confidence = median_interval(ratios)
-    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios), confidence=confidence)
+    lo, hi, coverage = median_interval(ratios, confidence)
+    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios), confidence=coverage)
 
 
 # ---------------------------------------------------------------- disturbed trials

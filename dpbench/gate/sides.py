@@ -4,7 +4,7 @@
 what the machine did. They are a few short matmul chains after each trial; contention from other
 processes that comes and goes (a test suite, a build, another job on a shared runner) can slow the
 longer multi-process trials and miss the controls. The sampler measured it anyway: the share of the
-CPUs other processes used during each trial (:func:`dpbench.results.contention.foreign_cpu`). Where a
+CPUs other processes used during each trial (:func:`dpbench.decision.contention.foreign_cpu`). Where a
 side's median share is beyond :data:`CONTENDED`, a broad verdict becomes ``unsettled``.
 """
 
@@ -15,13 +15,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from dpbench.decision.contention import CONTENDED
 from dpbench.stats import median
 
-__all__ = ["CONTENDED", "contention_note", "kept", "notes"]
+__all__ = ["contention_note", "kept", "notes"]
 
-# Quiet runs on the development VM leave other processes 0–7% of the CPUs (upper quartile over a
-# run's trials); runs taken beside a test suite 43–92% (medians): docs/validation/gate.md#contention.
-CONTENDED = 0.2
 
 
 def _share(frame: pd.DataFrame) -> float:

@@ -29,7 +29,7 @@ import pandas as pd
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
-from dpbench.report.configs import SINGLE, single_for, vs_single
+from dpbench.decision.configs import SINGLE, single_for, vs_single
 from dpbench.report.decision_text import headline
 from dpbench.report.figures import strategy_color
 from dpbench.report.summary import ci_name, fastest_line, sentence

@@ -3,7 +3,7 @@
 The HTML decision view (:mod:`dpbench.report.decision`), ``dpbench report`` and the end of a suite
 session print the same sentences from the same estimator: each configuration's throughput against
 another's, trial i against trial i (:func:`dpbench.stats.paired_ratio` on
-:func:`dpbench.report.configs.throughputs`; against single :func:`dpbench.report.configs.vs_single`).
+:func:`dpbench.decision.configs.throughputs`; against single :func:`dpbench.decision.configs.vs_single`).
 A configuration is crowned the fastest only when its trials beat every other one's significantly;
 where some are level with it, the headline names them all and crowns none, and a ratio to single
 whose interval holds 1 is said to be no difference, never quoted as a speed-up.
@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from dpbench.report.configs import SINGLE, single_for, throughputs, vs_single
+from dpbench.decision.configs import SINGLE, single_for, throughputs, vs_single
 from dpbench.results.units import fmt_num
 from dpbench.stats import MIN_CLAIM_CONFIDENCE, PairedRatio, paired_ratio
 

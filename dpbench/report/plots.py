@@ -15,7 +15,7 @@ import math
 import matplotlib.ticker
 import pandas as pd
 
-from dpbench.report.configs import single_for, vs_single
+from dpbench.decision.configs import single_for, vs_single
 from dpbench.report.figures import (
     Part,
     Table,
@@ -156,7 +156,7 @@ def throughput(rows: pd.DataFrame, runs: list[str]) -> Part | None:
 
 def _throughput_table(rows: pd.DataFrame) -> Table:
     """Samples/s per configuration, and × single of the same run at the same global batch
-    (the paired trials of :func:`dpbench.report.configs.vs_single`, as everywhere on the page)."""
+    (the paired trials of :func:`dpbench.decision.configs.vs_single`, as everywhere on the page)."""
     singles = single_for(rows)
     table = []
     for _, r in rows.iterrows():

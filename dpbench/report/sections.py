@@ -27,7 +27,7 @@ import pandas as pd
 from dpbench.gate.compare import compare_frames
 from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
-from dpbench.report.configs import configurations
+from dpbench.decision.configs import configurations
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
 from dpbench.report.machines import hardware_difference, machines_view
@@ -52,7 +52,7 @@ __all__ = [
 @dataclass(kw_only=True)
 class ReportData:
     frame: pd.DataFrame  # one row per benchmark per run (dpbench.results.frame)
-    configs: pd.DataFrame  # one row per configuration per run (dpbench.report.configs), ``case`` its name
+    configs: pd.DataFrame  # one row per configuration per run (dpbench.decision.configs), ``case`` its name
     runs: list[str]
     # Each later run against the first; None until asked for (judged while the figures are drawn).
     comparisons: list[RunComparison] | None = None

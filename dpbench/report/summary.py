@@ -1,7 +1,7 @@
 """The report's claims in words, and its warnings — claiming only what the trials support.
 
 Each configuration is compared with ``single`` of the same run and workload at the same global
-batch through its throughput, trial i against trial i (:func:`dpbench.report.configs.vs_single`):
+batch through its throughput, trial i against trial i (:func:`dpbench.decision.configs.vs_single`):
 trials are interleaved across the session, so trial i of both cases ran close in time and the
 pairing cancels what the machine did between passes. The ratio is the median of the paired
 ratios with a distribution-free interval on it (:func:`dpbench.stats.paired_ratio`); an interval
@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from dpbench.report.configs import vs_single
+from dpbench.decision.configs import vs_single
 from dpbench.results.units import fmt_num
 from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, PairedRatio, median, positive
 
@@ -45,8 +45,8 @@ def ci_name(confidence: float) -> str:
 
 def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = None) -> str:
     """``"ddp w2 is 1.31× single (CI 1.22–1.40, 4 paired trials)"``, or why no such claim can be
-    made. ``case`` and ``single`` are rows of :func:`dpbench.report.configs.configurations`;
-    ``ratio``: their :func:`~dpbench.report.configs.vs_single`, where already computed."""
+    made. ``case`` and ``single`` are rows of :func:`dpbench.decision.configs.configurations`;
+    ``ratio``: their :func:`~dpbench.decision.configs.vs_single`, where already computed."""
     name = str(case["case"])
     ratio = vs_single(case, single) if ratio is None else ratio
     if ratio.pairs < 2:

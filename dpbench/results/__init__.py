@@ -3,7 +3,8 @@ and validate them (JSON only, never evaluated), and turn them into one tidy Data
 row per benchmark, plus the unit formatting every command prints with. Disturbed trials
 (:mod:`~dpbench.results.disturbed`) are marked there and left out of the readings every command shares.
 
-May import: ``dpbench.schema`` and ``dpbench.stats``. Never torch, the gate or the report: both
+May import: ``dpbench.schema``, ``dpbench.stats`` and ``dpbench.decision`` (the configurations
+frame, other processes' CPU share). Never torch, the gate or the report: both
 of those read runs through here.
 """
 from __future__ import annotations

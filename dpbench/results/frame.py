@@ -26,7 +26,7 @@ import pandas as pd
 
 from dpbench.results.disturbed import mark_disturbed
 from dpbench.results.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
-from dpbench.results.contention import foreign_cpu
+from dpbench.decision.contention import foreign_cpu
 from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
 from dpbench.results.units import fmt_bytes
 from dpbench.schema import Kind

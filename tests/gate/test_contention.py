@@ -20,7 +20,7 @@ from _compare_helpers import frames
 from test_broad_change import _scaled
 
 from dpbench.gate.compare import compare_frames
-from dpbench.results.contention import foreign_cpu
+from dpbench.decision.contention import foreign_cpu
 
 DATA = Path(__file__).parent / "data"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dpbench.report.configs import vs_single
+from dpbench.decision.configs import vs_single
 from dpbench.report.decision_text import headline, summary_lines
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from dpbench.report import write_report
-from dpbench.report.configs import configurations, single_for, vs_single
+from dpbench.decision.configs import configurations, single_for, vs_single
 from dpbench.results.frame import load_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"

@@ -19,7 +19,7 @@ from scipy import stats as sps
 from dpbench._atomic import atomic_write_text
 from dpbench.errors import UsageError
 from dpbench.report import ResultsError, write_report
-from dpbench.report.configs import configurations
+from dpbench.decision.configs import configurations
 from dpbench.results.frame import load_runs
 from dpbench.stats import paired_ratio
 

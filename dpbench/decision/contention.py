@@ -15,7 +15,11 @@ from typing import Any
 
 from dpbench.stats import median
 
-__all__ = ["foreign_cpu"]
+__all__ = ["CONTENDED", "foreign_cpu", "trial_shares"]
+
+# Quiet runs on the development VM leave other processes 0–7% of the CPUs (upper quartile over a
+# run's trials); runs taken beside a test suite 43–92% (medians): docs/validation/gate.md#contention.
+CONTENDED = 0.2
 
 
 def _trial_share(sampler: Any, cpu_count: int) -> float:
@@ -33,11 +37,17 @@ def _trial_share(sampler: Any, cpu_count: int) -> float:
     return min(max(machine - own / cpu_count, 0.0), 100.0) / 100.0
 
 
+def trial_shares(samplers: Any, cpu_count: Any) -> list[float]:
+    """Per trial (a list of sampler summaries), the share of all cores (0–1) other processes used
+    while it ran; NaN for a trial without one; [] without a known core count."""
+    if not isinstance(samplers, list) or not isinstance(cpu_count, int) or cpu_count < 1:
+        return []
+    return [_trial_share(x, cpu_count) for x in samplers]
+
+
 def foreign_cpu(trials: dict[str, Any], cpu_count: Any) -> float:
     """The median over a case's trials of the share of all cores (0–1) other processes used while the
     trial ran; NaN without sampler summaries or a known core count."""
     samplers = trials.get("sampler") if isinstance(trials, dict) else None
-    if not isinstance(samplers, list) or not isinstance(cpu_count, int) or cpu_count < 1:
-        return math.nan
-    shares = [s for s in (_trial_share(x, cpu_count) for x in samplers) if not math.isnan(s)]
+    shares = [s for s in trial_shares(samplers, cpu_count) if not math.isnan(s)]
     return median(shares) if shares else math.nan

@@ -1,0 +1,341 @@
+"""The decision model: per question, the leader by the one estimator and a claim about every other
+configuration. Every view — the terminal, the HTML decision blocks, ``--json``, ``dpbench run`` —
+renders an :class:`Answer`; none ranks or tests on its own.
+
+A *question* is a workload at one training recipe (optimizer, precision, global batch): the user's
+recipe is fixed, the strategy is the choice, so configurations are only ever ranked against others
+trained the same way. Its configurations are strategies with their options at a world size.
+
+The estimator is the paired ratio of throughputs (:func:`dpbench.stats.paired_ratio`), the one the
+heatmaps and the gate use. The leader is the configuration with the highest ratio over the
+question's reference (``single`` where measured, else the configuration with the most trials); a
+configuration that a claim finds *faster* than that leader takes its place, so the leader is never
+beaten by anything the view claims. Each other configuration is then judged against the leader
+(:mod:`dpbench.decision.claims`), and the answer is:
+
+- ``fastest``: every other configuration is slower than the leader;
+- ``level``: the leader and some others are level (within the margin), the rest slower;
+- ``unsettled``: some comparison with the leader is neither — or the leader or its runner-up ran
+  while other processes took a large share of the machine (``busy``), or computes something else
+  than ``single`` (``departs``) — and the answer says what would settle it;
+- ``alone``: one configuration, nothing to rank.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
+from dpbench.stats import PairedRatio, median, paired_ratio
+
+__all__ = ["Answer", "Comparison", "Decision", "Entry", "Outcome", "Question", "Standing", "answer_question"]
+
+
+class Outcome(str, Enum):
+    """What a question's answer is (a saved identifier)."""
+
+    FASTEST = "fastest"
+    LEVEL = "level"
+    UNSETTLED = "unsettled"
+    ALONE = "alone"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    """A workload at one recipe: the configurations measured under it are comparable."""
+
+    workload: str
+    """The workload as the run names it (a registered name or the user's spec)."""
+    optimizer: str = ""
+    """The optimizer every configuration of the question trains with ('' where not recorded)."""
+    precision: str = ""
+    """The training precision ('' where not recorded)."""
+    global_batch: float = math.nan
+    """Samples per step, summed over replicas."""
+
+    @property
+    def recipe(self) -> str:
+        """``sgd · fp32 · global batch 64``: what every configuration of the question shares."""
+        parts = [p for p in (self.optimizer, self.precision) if p]
+        if self.global_batch == self.global_batch:
+            parts.append(f"global batch {self.global_batch:.0f}")
+        return " · ".join(parts)
+
+    @property
+    def title(self) -> str:
+        return f"{self.workload} ({self.recipe})" if self.recipe else self.workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One configuration's measurements, as the model reads them."""
+
+    name: str
+    """The configuration (``ddp(bucket_cap_mb=1.0) w2``), unique in its question."""
+    strategy: str
+    world_size: int | None = None
+    throughputs: tuple[float, ...] = ()
+    """Samples/s per trial slot; NaN where a disturbed trial is left out (slot i pairs with slot i)."""
+    busy_share: float = math.nan
+    """The median share of all cores other processes used during its trials (NaN: not sampled)."""
+    departs: str = ""
+    """Why it computes something other than ``single`` at the recipe ('' when it matches or is unchecked)."""
+    memory_bytes: float = math.nan
+    """Peak memory per rank, where recorded (shown beside the claim, never ranked)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """One configuration against another, trial i against trial i, as a claim."""
+
+    ratio: PairedRatio
+    """This configuration's throughput over the other's, with its interval at the claim level."""
+    claim: Claim
+    settle_trials: int | None = None
+    """For an unsettled claim: about how many trials would settle it (None: unknown or many)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {
+            "ratio": _num(r.ratio),
+            "lo": _num(r.lo),
+            "hi": _num(r.hi),
+            "pairs": r.pairs,
+            "coverage": _num(r.confidence),
+            "claim": self.claim.value,
+            "settle_trials": self.settle_trials,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Standing:
+    """One configuration's place in its question."""
+
+    entry: Entry
+    samples_per_s: float
+    """The median of its kept trials' throughput (what a table shows beside the ratios)."""
+    trials: int
+    """Its kept trials."""
+    vs_leader: Comparison | None = None
+    """Its throughput over the leader's (None for the leader itself)."""
+    vs_single: Comparison | None = None
+    """Its throughput over ``single``'s at the recipe (None for single, or where none ran)."""
+    busy: bool = False
+    """Other processes took more than the contention limit of the machine during its trials."""
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One question's answer, computed once; every view renders it."""
+
+    question: Question
+    run: str
+    outcome: Outcome
+    leader: str | None
+    """The configuration with the highest paired throughput (None when nothing was measured)."""
+    standings: tuple[Standing, ...] = ()
+    """The leader first, then the others by their ratio to it."""
+    level_with: tuple[str, ...] = ()
+    """Configurations level with the leader."""
+    reasons: tuple[str, ...] = ()
+    """Why the answer is unsettled beyond open comparisons (a busy machine, a departing fingerprint)."""
+    excluded: tuple[tuple[str, str], ...] = ()
+    """(configuration, why) left out of the ranking: no kept trials, or it computes something else."""
+    single: str | None = None
+    """The question's ``single`` configuration, where one ran."""
+    level: float = CLAIM_LEVEL
+    margin: float = LEVEL_MARGIN
+
+    @property
+    def unsettled(self) -> tuple[Standing, ...]:
+        return tuple(s for s in self.standings if s.vs_leader is not None and s.vs_leader.claim is Claim.UNSETTLED)
+
+    @property
+    def settle_trials(self) -> int | None:
+        """About how many trials would settle every open comparison (None: unknown or many)."""
+        needs = [s.vs_leader.settle_trials for s in self.unsettled if s.vs_leader is not None]
+        return max(needs) if needs and all(n is not None for n in needs) else None  # type: ignore[type-var]
+
+    def standing(self, name: str) -> Standing:
+        return next(s for s in self.standings if s.name == name)
+
+    def open_configurations(self) -> tuple[str, ...]:
+        """What more trials could still change: the leader, the unsettled and the busy ones
+        (empty once the answer is settled)."""
+        if self.outcome is not Outcome.UNSETTLED:
+            return ()
+        names = [self.leader] if self.leader else []
+        names += [s.name for s in self.standings if s.name != self.leader and (s.busy or s in self.unsettled)]
+        return tuple(dict.fromkeys(names))
+
+    def to_dict(self) -> dict[str, Any]:
+        q = self.question
+        return {
+            "workload": q.workload,
+            "recipe": {"optimizer": q.optimizer, "precision": q.precision, "global_batch": _num(q.global_batch)},
+            "run": self.run,
+            "outcome": self.outcome.value,
+            "leader": self.leader,
+            "level_with": list(self.level_with),
+            "reasons": list(self.reasons),
+            "excluded": [{"configuration": n, "why": w} for n, w in self.excluded],
+            "single": self.single,
+            "settle_trials": self.settle_trials,
+            "configurations": [
+                {
+                    "configuration": s.name,
+                    "strategy": s.entry.strategy,
+                    "world_size": s.entry.world_size,
+                    "samples_per_s": _num(s.samples_per_s),
+                    "trials": s.trials,
+                    "busy": s.busy,
+                    "vs_leader": s.vs_leader.to_dict() if s.vs_leader else None,
+                    "vs_single": s.vs_single.to_dict() if s.vs_single else None,
+                }
+                for s in self.standings
+            ],
+        }
+
+
+def _num(value: float) -> float | None:
+    return None if not isinstance(value, (int, float)) or not math.isfinite(value) else float(value)
+
+
+def _compare(numerator: Entry, denominator: Entry, *, level: float, margin: float) -> Comparison:
+    ratio = paired_ratio(numerator.throughputs, denominator.throughputs, level)
+    claim = claim_of(ratio, margin=margin, level=level)
+    settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
+    return Comparison(ratio=ratio, claim=claim, settle_trials=settle)
+
+
+def _kept(entry: Entry) -> list[float]:
+    return [v for v in entry.throughputs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+
+
+def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin: float) -> Entry:
+    """The highest paired ratio over the reference; then, while a claim finds another configuration
+    faster than the leader, that one (pairwise ratios need not be transitive: the view must never
+    crown one that a claim beats)."""
+
+    def score(e: Entry) -> float:
+        if e is reference:
+            return 1.0
+        r = paired_ratio(e.throughputs, reference.throughputs, level)
+        if r.pairs:
+            return r.ratio
+        mine, theirs = median(_kept(e)), median(_kept(reference))  # no pairs: the medians, said as such
+        return mine / theirs if theirs > 0 else math.nan
+
+    leader = max(entries, key=lambda e: score(e) if score(e) == score(e) else -math.inf)
+    for _ in range(len(entries)):
+        beaters = [
+            e
+            for e in entries
+            if e is not leader and _compare(e, leader, level=level, margin=margin).claim is Claim.FASTER
+        ]
+        if not beaters:
+            break
+        leader = max(beaters, key=lambda e: paired_ratio(e.throughputs, leader.throughputs, level).ratio)
+    return leader
+
+
+def answer_question(
+    question: Question,
+    entries: Sequence[Entry],
+    *,
+    run: str = "",
+    busy_limit: float,
+    level: float = CLAIM_LEVEL,
+    margin: float = LEVEL_MARGIN,
+) -> Answer:
+    """The answer of one question from its configurations' trials. ``busy_limit``: the share of
+    all cores other processes may take during a configuration's trials before its numbers are
+    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`)."""
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"configurations of {question.title}: expected unique names, found {names}")
+    excluded = [(e.name, "no trial kept") for e in entries if not _kept(e)]
+    excluded += [
+        (e.name, f"computes something else than single: {e.departs}") for e in entries if e.departs and _kept(e)
+    ]
+    ranked = [e for e in entries if _kept(e) and not e.departs]
+    single = next((e for e in ranked if e.strategy == "single"), None)
+    common = dict(
+        question=question,
+        run=run,
+        excluded=tuple(excluded),
+        single=single.name if single else None,
+        level=level,
+        margin=margin,
+    )
+    if not ranked:
+        return Answer(outcome=Outcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common)
+    reference = single or max(ranked, key=lambda e: len(_kept(e)))
+    leader = _leader(ranked, reference, level=level, margin=margin)
+
+    def standing(e: Entry) -> Standing:
+        return Standing(
+            entry=e,
+            samples_per_s=median(_kept(e)),
+            trials=len(_kept(e)),
+            vs_leader=None if e is leader else _compare(e, leader, level=level, margin=margin),
+            vs_single=None if single is None or e is single else _compare(e, single, level=level, margin=margin),
+            busy=e.busy_share == e.busy_share and e.busy_share > busy_limit,
+        )
+
+    others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
+    standings = (standing(leader), *others)
+    if not others:
+        return Answer(outcome=Outcome.ALONE, leader=leader.name, standings=standings, **common)
+    claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
+    reasons = [
+        f"other processes used {s.entry.busy_share:.0%} of the CPUs during {s.name}'s trials"
+        for s in standings[:2]  # the leader and its runner-up: the claims that crown rest on them
+        if s.busy
+    ]
+    if reasons or Claim.UNSETTLED in claims:
+        outcome = Outcome.UNSETTLED
+    elif Claim.LEVEL in claims:
+        outcome = Outcome.LEVEL
+    else:
+        outcome = Outcome.FASTEST
+    level_with = tuple(s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.LEVEL)
+    return Answer(
+        outcome=outcome,
+        leader=leader.name,
+        standings=standings,
+        level_with=level_with,
+        reasons=tuple(reasons),
+        **common,
+    )
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """Every question of a run (or of the newest run that has each workload)."""
+
+    answers: tuple[Answer, ...] = ()
+    level: float = CLAIM_LEVEL
+    margin: float = LEVEL_MARGIN
+    notes: tuple[str, ...] = field(default=())
+    """What the decision leaves out, once (e.g. questions without single)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "margin": self.margin,
+            "questions": [a.to_dict() for a in self.answers],
+            "notes": list(self.notes),
+        }

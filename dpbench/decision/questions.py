@@ -1,0 +1,119 @@
+"""Saved runs → questions → the :class:`~dpbench.decision.model.Decision`, computed once.
+
+The configurations frame (:func:`dpbench.decision.configs.configurations`) holds one row per
+measured case per run. Its training cases are grouped into questions by workload and recipe
+(optimizer, precision, global batch): the sharding suite's AdamW cases are their own question with
+their own ``single`` where one ran, and the weak-scaling suite's per-replica batch is its own
+question. Knob sweeps (bucket sizes, comm hooks, reshard modes) share their strategy's recipe and
+rank inside its question. Each workload is answered from the newest run that has it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN
+from dpbench.decision.configs import throughputs
+from dpbench.decision.contention import CONTENDED
+from dpbench.decision.model import Answer, Decision, Entry, Question, answer_question
+
+__all__ = ["decide", "question_of", "training_rows"]
+
+_RECIPE_OPTIONS = re.compile(r"(?:optimizer|precision)=[^,()]*(?:, )?")
+
+
+def training_rows(configs: pd.DataFrame) -> pd.DataFrame:
+    """The configurations that trained a workload and measured a throughput."""
+    if configs.empty or "workload" not in configs:
+        return configs.iloc[0:0]
+    kind = configs["kind"].fillna("training") if "kind" in configs else pd.Series("training", index=configs.index)
+    rows = configs[(kind != "collective") & configs["workload"].notna()]
+    return rows[pd.to_numeric(rows["samples_per_s"], errors="coerce") > 0]
+
+
+def _text(row: pd.Series, column: str) -> str:
+    value = row.get(column)
+    return value if isinstance(value, str) else ""
+
+
+def question_of(row: pd.Series) -> Question:
+    """The question a configuration answers: its workload at its recipe."""
+    batch = row.get("batch")
+    return Question(
+        workload=str(row["workload"]),
+        optimizer=_text(row, "optimizer"),
+        precision=_text(row, "precision"),
+        global_batch=float(batch) if isinstance(batch, (int, float)) and batch == batch else math.nan,
+    )
+
+
+def _name(row: pd.Series) -> str:
+    """The configuration's name inside its question: what the question states (the batch, the
+    optimizer and precision) is not repeated: ``ddp(optimizer=adamw) w2 · batch 64`` → ``ddp w2``."""
+    name = str(row["case"]).split(" · batch ")[0]
+    return _RECIPE_OPTIONS.sub("", name).replace(", )", ")").replace("()", "")
+
+
+def _memory(row: pd.Series) -> float:
+    peaks = [v for k, v in row.items() if str(k).startswith("peak_memory_bytes.") and isinstance(v, (int, float))]
+    peaks = [v for v in peaks if v == v and v > 0]
+    return max(peaks) if peaks else math.nan
+
+
+def _entry(row: pd.Series, name: str, departs: str) -> Entry:
+    ws = row.get("world_size")
+    busy = row.get("foreign_cpu")
+    return Entry(
+        name=name,
+        strategy=str(row["strategy"]),
+        world_size=int(ws) if isinstance(ws, (int, float)) and ws == ws else None,
+        throughputs=tuple(throughputs(row)),
+        busy_share=float(busy) if isinstance(busy, (int, float)) else math.nan,
+        departs=departs,
+        memory_bytes=_memory(row),
+    )
+
+
+def decide(
+    configs: pd.DataFrame,
+    runs: Sequence[str],
+    *,
+    departures: dict[tuple[str, str], str] | None = None,
+    level: float = CLAIM_LEVEL,
+    margin: float = LEVEL_MARGIN,
+    busy_limit: float = CONTENDED,
+) -> Decision:
+    """Every question of ``configs`` (the configurations frame), each on the newest of ``runs``
+    that measured its workload. ``departures``: (run, case) → why its fingerprint departs from
+    single's (:mod:`dpbench.results`' fingerprint check), left out of the ranking and said."""
+    rows = training_rows(configs)
+    departures = departures or {}
+    answers: list[Answer] = []
+    notes: list[str] = []
+    for workload in dict.fromkeys(rows["workload"].astype(str)):
+        present = rows[rows["workload"].astype(str) == workload]
+        run = [r for r in runs if (present["run"] == r).any()][-1]  # the newest run that has it
+        group = present[present["run"] == run]
+        questions: dict[Question, list[Entry]] = {}
+        for _, row in group.iterrows():
+            q = question_of(row)
+            names = {e.name for e in questions.get(q, [])}
+            name = _name(row)
+            name = name if name not in names else str(row["case"])  # two suites' variants that read alike
+            questions.setdefault(q, []).append(_entry(row, name, departures.get((run, str(row["case"])), "")))
+        # The question with the most configurations first (the workload's main one), then by batch.
+        ordered = sorted(questions.items(), key=lambda kv: (-len(kv[1]), -_finite(kv[0].global_batch)))
+        for q, entries in ordered:
+            answer = answer_question(q, entries, run=run, busy_limit=busy_limit, level=level, margin=margin)
+            if answer.single is None and len(entries) > 1:
+                notes.append(f"{q.title}: no single configuration at this recipe; ranked among themselves")
+            answers.append(answer)
+    return Decision(answers=tuple(answers), level=level, margin=margin, notes=tuple(notes))
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf

@@ -1,0 +1,155 @@
+"""The decision in words, generated from its claims (never written beside them): one headline per
+question and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench run`` print
+these sentences; the level of every claim is stated once, in :func:`level_line`.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from dpbench.decision.claims import Claim
+from dpbench.decision.model import Answer, Comparison, Decision, Outcome, Standing
+
+__all__ = ["WIDTH", "claim_text", "headline", "interval_text", "level_line", "summary_lines", "vs_single_text"]
+
+WIDTH = 100  # the terminal lines' width
+_NAMED = 4  # a sentence names this many configurations, then counts the rest
+_ROWS = 6  # configurations listed under a headline; the rest are counted
+
+
+def _names(names: list[str]) -> str:
+    if len(names) <= _NAMED:
+        return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1] if names else ""
+    return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
+
+
+def _rate(value: float) -> str:
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:,.0f} samples/s" if value >= 100 else f"{value:.3g} samples/s"
+
+
+def level_line(decision: Decision) -> str:
+    """The one statement of the claim level every sentence below it uses."""
+    return (
+        f"claims at {decision.level:.0%} intervals of paired trials; level = within ±{decision.margin:.0%}; "
+        "unsettled = more trials needed"
+    )
+
+
+def interval_text(c: Comparison) -> str:
+    r = c.ratio
+    if r.pairs < 2 or not math.isfinite(r.lo):
+        return f"{r.pairs} pair{'s' if r.pairs != 1 else ''}: no interval"
+    return f"CI {r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs"
+
+
+def _settle(c: Comparison) -> str:
+    return f"settles at ~{c.settle_trials} trials" if c.settle_trials else "many more trials needed"
+
+
+def claim_text(c: Comparison, other: str) -> str:
+    """``0.83× ddp w2 (CI 0.80–0.86, 5 pairs): slower``: a ratio with its claim against ``other``."""
+    said = {
+        Claim.FASTER: "faster",
+        Claim.SLOWER: "slower",
+        Claim.LEVEL: "level",
+        Claim.UNSETTLED: f"unsettled, {_settle(c)}",
+    }[c.claim]
+    return f"{c.ratio.ratio:.2f}× {other} ({interval_text(c)}): {said}"
+
+
+def vs_single_text(s: Standing) -> str:
+    """The configuration against single, by its claim: a speed-up is quoted only where it is one."""
+    c = s.vs_single
+    if c is None:
+        return ""
+    return claim_text(c, "single")
+
+
+def headline(answer: Answer) -> str:
+    """The question's answer in one sentence."""
+    where = answer.question.title
+    if answer.leader is None:
+        return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
+    lead = answer.standing(answer.leader)
+    single = f" [{vs_single_text(lead)}]" if lead.vs_single else ""
+    rate = _rate(lead.samples_per_s)
+    others = [s for s in answer.standings if s.name != answer.leader]
+    slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
+    if answer.outcome is Outcome.ALONE:
+        return f"{where}: only {lead.name} ran, at {rate}{single}."
+    if answer.outcome is Outcome.FASTEST:
+        return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
+    if answer.outcome is Outcome.LEVEL:
+        tail = f"; slower: the other {len(slower)}" if slower else ""
+        return (
+            f"{where}: no single fastest: {lead.name} ({rate}{single}) is level with "
+            f"{_names(list(answer.level_with))}{tail}."
+        )
+    open_ = [s.name for s in answer.unsettled]
+    why = list(answer.reasons)
+    if open_:
+        more = f"; it settles at ~{answer.settle_trials} trials" if answer.settle_trials else ""
+        why.append(f"unsettled against it: {_names(open_)}{more}")
+    return f"{where}: not settled: {lead.name} leads at {rate}{single}, but " + "; ".join(why) + "."
+
+
+def _header(width: int) -> str:
+    return f"  {'configuration'.ljust(width)}  × the leader (CI, pairs)  claim"
+
+
+def _row(s: Standing, answer: Answer) -> str:
+    """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
+    busy = " · busy machine" if s.busy else ""
+    if s.name == answer.leader:
+        lead = {Outcome.FASTEST: "the fastest", Outcome.LEVEL: "leads a level set"}.get(answer.outcome, "leads")
+        return lead + busy
+    c = s.vs_leader
+    assert c is not None
+    r = c.ratio
+    ci = f"{r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs" if r.pairs >= 2 and math.isfinite(r.lo) else f"{r.pairs} pairs"
+    said = f"unsettled, {_settle(c)}" if c.claim is Claim.UNSETTLED else c.claim.value
+    return f"{r.ratio:.2f}× ({ci})  {said}{busy}"
+
+
+def _memory(s: Standing) -> str:
+    peak = s.entry.memory_bytes
+    return f"peak {peak / 2**20:,.0f} MiB/rank" if peak == peak else ""
+
+
+def _wrap(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent or "    ", break_on_hyphens=False)
+
+
+def summary_lines(decision: Decision) -> list[str]:
+    """The terminal's decision: the level once, then per question its headline and each
+    configuration against the leader (throughput ratio, its interval and its claim), at most
+    ``WIDTH`` columns."""
+    if not decision.answers:
+        return []
+    lines = _wrap(level_line(decision))
+    for answer in decision.answers:
+        lines += _wrap(headline(answer))
+        shown = list(answer.standings[:_ROWS])
+        rest = answer.standings[_ROWS:]
+        if len(answer.standings) > 1:
+            width = min(max(len(s.name) for s in shown), 40)
+            lines.append(_header(width))
+            for s in shown:
+                row = f"  {s.name[:width].ljust(width)}  {_row(s, answer)}"
+                mem = _memory(s)
+                lines.append(row if not mem or len(row) + len(mem) + 2 > WIDTH else f"{row}  {mem}")
+        if rest:
+            counts: dict[str, int] = {}
+            for s in rest:
+                claim = s.vs_leader.claim.value if s.vs_leader else "–"
+                counts[claim] = counts.get(claim, 0) + 1
+            how = ", ".join(f"{n} {claim}" for claim, n in counts.items())
+            lines.append(f"  … {len(rest)} more: {how} (the report lists them)")
+        for name, why in answer.excluded:
+            lines += _wrap(f"  left out: {name}: {why}")
+    for note in decision.notes:
+        lines += _wrap(f"note: {note}")
+    return lines
