@@ -33,17 +33,27 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
         help="the HTML file to write (default: report.html; not a directory)",
     )
     p.add_argument("--title", default="dpbench report", help="the report's heading")
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the decision (every question's answer and claims) as JSON to FILE, or - for stdout",
+    )
     add_results_dir(p)
     p.set_defaults(handler=_run_report)
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from dpbench.report.html import write_report
+    from dpbench.report.html import write_report_and_decision
     from dpbench.report.session_summary import decision_text
-    from dpbench.results.load import resolve_runs
+    from dpbench.results.console import write_json
 
-    path = write_report(args.runs, args.output, results_dir=args.results, title=args.title)
-    # The decision in words first (the same sentences as the page's decision view), the page's path last.
-    sys.stdout.write(decision_text(resolve_runs(list(args.runs), results_dir=args.results)))
+    path, decision = write_report_and_decision(args.runs, args.output, results_dir=args.results, title=args.title)
+    if args.json == "-":  # stdout holds the JSON alone, for a pipe
+        write_json("-", decision.to_dict())
+        return 0
+    if args.json:
+        write_json(args.json, decision.to_dict())
+    # The decision in words first (the same object as the page's decision view), the page's path last.
+    sys.stdout.write(decision_text(decision=decision))
     print(path.resolve())
     return 0

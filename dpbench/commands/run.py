@@ -65,6 +65,14 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--results", metavar="DIR", help="the results directory (default: results)")
     p.add_argument("--report", metavar="FILE", help="the HTML report to write (default: report.html)")
     p.add_argument("--config", metavar="FILE", help="a config file instead of ./dpbench.toml or ./pyproject.toml")
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the decision (every question's answer and claims) as JSON to FILE"
+    )
+    p.add_argument(
+        "--tables",
+        action="store_true",
+        help="also print pytest-benchmark's per-benchmark tables (wide; the report has every number)",
+    )
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(handler=run)
 
@@ -179,12 +187,18 @@ def _strategy_options(config: RunConfig) -> dict[str, dict]:
     return options
 
 
-def pytest_command(config: RunConfig, pytest_args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The pytest command line and environment that measure ``config``."""
+def pytest_command(
+    config: RunConfig, pytest_args: list[str], *, tables: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The pytest command line and environment that measure ``config``. ``dpbench run`` prints the
+    decision itself, once, after the run is saved: the session's own copy of it is off, and so are
+    pytest-benchmark's wide tables unless ``tables``."""
     suites = config.suites or (WORKLOAD_SUITES if config.workloads else SUITES)
     cmd = [sys.executable, "-m", "pytest", "--pyargs", *[f"dpbench.suites.test_{s}" for s in suites]]
     cmd += [f"--benchmark-storage=file://{Path(config.results).resolve()}", f"--benchmark-save={config.save}"]
-    cmd += ["--benchmark-save-data", "-p", "no:cacheprovider"]
+    cmd += ["--benchmark-save-data", "-p", "no:cacheprovider", "-p", "no:dpbench-decision"]
+    if not tables:
+        cmd.append("--benchmark-quiet")
     for spec in config.workloads:
         cmd += ["--dpbench-workload", spec]
     if config.strategies:
@@ -219,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, SpecError, ValueError) as exc:
         print(f"dpbench run: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    cmd, env = pytest_command(config, list(args.pytest_args or []))
+    cmd, env = pytest_command(config, list(args.pytest_args or []), tables=getattr(args, "tables", False))
     results = Path(config.results)
     # pytest-benchmark makes the results directory as it starts: a run that saves nothing
     # (interrupted, failed) leaves none behind.
@@ -230,11 +244,16 @@ def run(args: argparse.Namespace) -> int:
     if not new:
         print(f"dpbench run: no run named {config.save} was saved (pytest exit {status}); no report", file=sys.stderr)
         return status or 1
-    from dpbench.report.html import write_report
+    from dpbench.report.html import write_report_and_decision
     from dpbench.runner.summary import print_decision
 
-    report = write_report([str(new[-1])], config.report, results_dir=results)
+    report, decision = write_report_and_decision([str(new[-1])], config.report, results_dir=results)
     print(f"run saved: {new[-1]}")
+    print_decision(decision=decision)
+    if getattr(args, "json", None):
+        from dpbench.results.console import write_json
+
+        write_json(args.json, decision.to_dict())
+        print(f"decision as JSON: {Path(args.json).resolve()}")
     print(f"report: {report.resolve()}")
-    print_decision(new[-1])
     return status

@@ -61,28 +61,37 @@ def claim_of(ratio: PairedRatio, *, margin: float = LEVEL_MARGIN, level: float =
     return Claim.UNSETTLED
 
 
+def _order_index(n: int, level: float) -> int:
+    """The k of :func:`dpbench.stats.median_interval`'s interval [x(k+1), x(n-k)] at ``n`` pairs."""
+    from scipy.special import bdtr  # the binomial CDF, without scipy.stats' import time
+
+    k = 0
+    while k + 1 <= (n - 1) // 2 and 1 - 2 * float(bdtr(k + 1, n, 0.5)) >= level:
+        k += 1
+    return k
+
+
 def trials_to_settle(ratio: PairedRatio, *, margin: float = LEVEL_MARGIN, level: float = CLAIM_LEVEL) -> int | None:
-    """About how many pairs would settle an unsettled comparison at the spread its pairs show: the
-    interval of a median narrows as 1.25 σ z / √n; it settles once it clears 1 (a difference) or
-    fits inside the margin (level), whichever comes first. None where it cannot be told (fewer
-    than two pairs, no spread) or would take more than :data:`MAX_TRIALS_SAID`."""
+    """About how many pairs would settle an unsettled comparison, at the centre and spread its pairs
+    show: the interval's ends are order statistics [x(k+1), x(n-k)], which for log ratios spread
+    normally sit near the centre ± σ Φ⁻¹(1 − (k+1)/(n+1)); the first n where that interval clears 1
+    (a difference) or fits inside the margin (level). None where it cannot be told (fewer than two
+    pairs) or would take more than :data:`MAX_TRIALS_SAID`."""
+    from scipy.special import ndtri  # the normal quantile, without scipy.stats' import time
+
     logs = [math.log(r) for r in ratio.ratios]
-    floor = min_pairs(level)
     if len(logs) < 2:
         return None
     centre = statistics.median(logs)
     # The robust sd of the pairs' log ratios (1.4826 × MAD): a disturbed pair does not inflate it.
     sd = 1.4826 * statistics.median(abs(x - centre) for x in logs)
-    if sd <= 0:
-        return max(floor, len(logs) + 1)
-    from scipy.special import ndtri  # the normal quantile, without scipy.stats' import time
-
-    z = float(ndtri(0.5 + level / 2)) * 1.2533 * sd  # √(π/2): the median's efficiency against the mean
-    d, edge = abs(centre), math.log1p(margin)
-    needs = [(z / d) ** 2] if d > 0 else []
-    if d < edge:
-        needs.append((z / (edge - d)) ** 2)
-    if not needs:
-        return None
-    n = max(floor, len(logs) + 1, math.ceil(min(needs)))
-    return n if n <= MAX_TRIALS_SAID else None
+    edge = math.log1p(margin)
+    for n in range(max(min_pairs(level), len(logs) + 1), MAX_TRIALS_SAID + 1):
+        k = _order_index(n, level)
+        if 1 - 2 * 0.5**n < level:
+            continue
+        half = sd * float(ndtri(1 - (k + 1) / (n + 1)))
+        lo, hi = centre - half, centre + half
+        if lo > 0 or hi < 0 or (lo >= -edge and hi <= edge):
+            return n
+    return None

@@ -173,6 +173,8 @@ class Answer:
         if self.outcome is not Outcome.UNSETTLED:
             return ()
         names = [self.leader] if self.leader else []
+        if self.reasons:  # a busy leader or runner-up: new pairs of both are what can settle it
+            names += [s.name for s in self.standings[:2]]
         names += [s.name for s in self.standings if s.name != self.leader and (s.busy or s in self.unsettled)]
         return tuple(dict.fromkeys(names))
 

@@ -102,7 +102,7 @@ def _header(width: int) -> str:
 
 def _row(s: Standing, answer: Answer) -> str:
     """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
-    busy = " · busy machine" if s.busy else ""
+    busy = " · busy" if s.busy else ""
     if s.name == answer.leader:
         lead = {Outcome.FASTEST: "the fastest", Outcome.LEVEL: "leads a level set"}.get(answer.outcome, "leads")
         return lead + busy
@@ -110,7 +110,10 @@ def _row(s: Standing, answer: Answer) -> str:
     assert c is not None
     r = c.ratio
     ci = f"{r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs" if r.pairs >= 2 and math.isfinite(r.lo) else f"{r.pairs} pairs"
-    said = f"unsettled, {_settle(c)}" if c.claim is Claim.UNSETTLED else c.claim.value
+    if c.claim is Claim.UNSETTLED:
+        said = f"unsettled (~{c.settle_trials} trials)" if c.settle_trials else "unsettled (many trials)"
+    else:
+        said = c.claim.value
     return f"{r.ratio:.2f}× ({ci})  {said}{busy}"
 
 
@@ -135,7 +138,7 @@ def summary_lines(decision: Decision) -> list[str]:
         shown = list(answer.standings[:_ROWS])
         rest = answer.standings[_ROWS:]
         if len(answer.standings) > 1:
-            width = min(max(len(s.name) for s in shown), 40)
+            width = min(max(len(s.name) for s in shown), 36)
             lines.append(_header(width))
             for s in shown:
                 row = f"  {s.name[:width].ljust(width)}  {_row(s, answer)}"

@@ -21,7 +21,6 @@ from dpbench.stats import median
 __all__ = ["contention_note", "kept", "notes"]
 
 
-
 def _share(frame: pd.DataFrame) -> float:
     if "foreign_cpu" not in frame:
         return math.nan

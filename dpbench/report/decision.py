@@ -1,19 +1,19 @@
-"""The decision view: per workload, which configuration is fastest and what changed between runs.
+"""The decision view: per question (a workload at one recipe), the answer of the decision model
+(:mod:`dpbench.decision`) and what changed between runs.
 
-Per workload, on the newest run that has it:
+Per question, on the newest run that has its workload:
 
-- a heatmap (strategies × world sizes) of **× single at the same global batch**: each
-  configuration's throughput over single's, trial i against trial i (:func:`configs.vs_single`,
-  the one ratio of the page); framed and bold where its 95% interval excludes 1;
-- for the weak-scaling suite a heatmap of the saved **scaling efficiency** (a different
-  quantity, named as such: N replicas on N times the samples against N × single);
-- one headline per workload (:func:`dpbench.report.decision_text.headline`, at the batch with the
-  most configurations): the fastest configuration only where its trials beat every other one's
-  significantly, else the configurations level with the best;
-- with two or more runs, the change of every configuration between the first run and each later
-  one, coloured by the gate's own verdict (:func:`dpbench.gate.compare.compare_frames`).
+- its headline (:func:`dpbench.decision.words.headline`), generated from the answer's claims;
+- a heatmap (strategies × world sizes) of **× single** at the recipe: each configuration's claim
+  against single (the model's paired ratio), framed and bold where it is a claim (faster or
+  slower at the stated level);
+- every configuration's claim against the leader and single, folded under it;
+- on the workload's first question: the weak-scaling suite's saved **scaling efficiency** (a
+  different quantity, named as such), and with two or more runs the change of every configuration
+  between the first run and each later one, coloured by the gate's own verdict
+  (:func:`dpbench.gate.compare.compare_frames`).
 
-It renders saved numbers and the gate's verdicts; it judges nothing itself.
+It renders the model's answers and the gate's verdicts; it ranks and tests nothing itself.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ import matplotlib
 import matplotlib.colors
 import pandas as pd
 
+from dpbench.decision.claims import Claim
+from dpbench.decision.model import Answer, Decision, Standing
+from dpbench.decision.questions import decide, training_rows
+from dpbench.decision.words import claim_text, headline
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
-from dpbench.decision.configs import SINGLE, single_for, vs_single
-from dpbench.report.decision_text import headline
 from dpbench.report.figures import strategy_color
-from dpbench.report.summary import ci_name, fastest_line, sentence
+from dpbench.report.summary import ci_name
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import MIN_CLAIM_CONFIDENCE
 
@@ -83,8 +85,11 @@ class RunComparison:
 
 @dataclass(kw_only=True)
 class WorkloadDecision:
+    """One question's view: its title (the workload at its recipe), headline, heatmaps and claims."""
+
     workload: str
     run: str
+    outcome: str = ""
     sentences: list[str] = field(default_factory=list)
     grids: list[Grid] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)  # the bullet list, folded under the view
@@ -146,48 +151,68 @@ def _grid(title: str, caption: str, items: list[tuple[str, str, str, Cell]], cor
 
 
 # ---------------------------------------------------------------- × single
-def _ratio_grids(group: pd.DataFrame, single: pd.Series, batch: float) -> tuple[list[Grid], list[str]]:
-    """The heatmaps and the bullet claims of one workload's configurations at one global batch."""
-    others = group[group["strategy"] != SINGLE]
-    if others.empty:
-        return [], []
-    ratios = {i: vs_single(r, single) for i, r in others.iterrows()}
+def _row_of(s: Standing) -> str:
+    """The configuration without its world size (that is the column)."""
+    ws = s.entry.world_size
+    suffix = f" w{ws}" if ws is not None else ""
+    return s.name[: -len(suffix)] if suffix and s.name.endswith(suffix) else s.name
+
+
+def _column_of(s: Standing) -> str:
+    return f"w{s.entry.world_size}" if s.entry.world_size is not None else "–"
+
+
+def _ratio_grids(answer: Answer) -> list[Grid]:
+    """The heatmaps of one question: each configuration's claim against single, as the model made it."""
+    others = [s for s in answer.standings if s.vs_single is not None]
+    if not others:
+        return []
     best_in_row: dict[str, float] = {}
-    for i, r in others.iterrows():
-        label = _row_label(r)
-        best_in_row[label] = max(best_in_row.get(label, -math.inf), ratios[i].ratio)
+    for s in others:
+        r = s.vs_single.ratio.ratio  # type: ignore[union-attr]
+        best_in_row[_row_of(s)] = max(best_in_row.get(_row_of(s), -math.inf), r if r == r else -math.inf)
     items = []
-    for i, r in sorted(others.iterrows(), key=lambda ir: -best_in_row[_row_label(ir[1])]):
-        ratio = ratios[i]
-        text = f"{ratio.ratio:.2f}×" if ratio.ratio == ratio.ratio else "–"
-        items.append(
-            (
-                _row_label(r),
-                r["strategy"],
-                _ws(r),
-                _ratio_cell(ratio.ratio, ratio.significant, text, sentence(r, single, ratio)),
-            )
-        )
+    for s in sorted(others, key=lambda s: -best_in_row[_row_of(s)]):
+        c = s.vs_single
+        assert c is not None
+        text = f"{c.ratio.ratio:.2f}×" if c.ratio.ratio == c.ratio.ratio else "–"
+        claimed = c.claim in (Claim.FASTER, Claim.SLOWER)
+        title = f"{s.name}: {claim_text(c, 'single')}"
+        items.append((_row_of(s), s.entry.strategy, _column_of(s), _ratio_cell(c.ratio.ratio, claimed, text, title)))
     plain = [it for it in items if it[0] == it[1]]  # the strategies as they come
     tuned = [it for it in items if it[0] != it[1]]  # strategies with options set (knobs, modes)
     caption = (
-        "Each configuration's throughput over single's, trial i against trial i (interleaved trials ran "
-        "close in time); blue: faster than single, red: slower; framed and bold: the 95% interval "
-        "excludes 1; pale: no significant difference. Hover a cell for its interval."
+        "Each configuration's throughput over single's at this recipe, trial i against trial i "
+        "(interleaved trials ran close in time); blue: faster than single, red: slower; framed and bold: "
+        "a claim (faster or slower at the stated level); pale: level or unsettled. Hover a cell for its claim."
     )
-    grids = [_grid(f"× single at the same global batch ({batch:.0f} samples)", caption, plain)] if plain else []
+    grids = [_grid("× single", caption, plain)] if plain else []
     if tuned:
         grids.append(
             _grid(
-                f"× single at the same global batch ({batch:.0f}): with options",
+                "× single: with options",
                 "The same ratio for the strategies' options (buckets, hooks, modes).",
                 tuned,
                 corner="strategy (options)",
             )
         )
-    ordered = sorted(ratios.items(), key=lambda kv: -kv[1].ratio if kv[1].ratio == kv[1].ratio else math.inf)
-    claims = [fastest_line(group)] + [sentence(others.loc[i], single, ratio) for i, ratio in ordered]
-    return grids, claims
+    return grids
+
+
+def _claims(answer: Answer) -> list[str]:
+    """Every configuration of the question against the leader (and single), as the model claims."""
+    out = []
+    for s in answer.standings:
+        against = "the leader" if s.vs_leader is None else claim_text(s.vs_leader, answer.leader or "the leader")
+        single = f"; {claim_text(s.vs_single, 'single')}" if s.vs_single is not None else ""
+        busy = f"; other processes used {s.entry.busy_share:.0%} of the CPUs during its trials" if s.busy else ""
+        out.append(f"{s.name} ({_rate(s.samples_per_s)}, {s.trials} trials): {against}{single}{busy}")
+    out += [f"{name}: left out of the ranking: {why}" for name, why in answer.excluded]
+    return out
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f} samples/s" if value == value else "–"
 
 
 # ---------------------------------------------------------------- scaling efficiency
@@ -296,75 +321,40 @@ def _change_grid(workload: str, configs: pd.DataFrame, comparisons: Sequence[Run
     return grid
 
 
-# ---------------------------------------------------------------- per workload
-def _training(configs: pd.DataFrame) -> pd.DataFrame:
-    rows = configs[(configs["kind"].fillna("training") != "collective") & configs["workload"].notna()]
-    return rows[pd.to_numeric(rows["samples_per_s"], errors="coerce") > 0]
-
-
+# ---------------------------------------------------------------- per question
 def decisions(
-    configs: pd.DataFrame, runs: Sequence[str], comparisons: Sequence[RunComparison] = ()
+    configs: pd.DataFrame,
+    runs: Sequence[str],
+    comparisons: Sequence[RunComparison] = (),
+    decision: Decision | None = None,
 ) -> list[WorkloadDecision]:
-    """Per workload (in order of appearance): its heatmaps, its sentences and its claims."""
-    # The columns read here only: boolean selections of the full frame (a hundred-odd columns)
-    # copied every column each time.
-    wanted = [
-        "run",
-        "workload",
-        "kind",
-        "strategy",
-        "strategy_label",
-        "case",
-        "batch",
-        "world_size",
-        "samples_per_s",
-        "samples_per_s_ci95_lo",
-        "samples_per_s_ci95_hi",
-        "trial_times",
-        "fullnames",
-        "scaling_efficiency",
-        "scaling_efficiency_ci95_lo",
-        "scaling_efficiency_ci95_hi",
-        "scaling_efficiency_confidence",
-        "parameter_count",
-        "workload_spec",
-    ]
-    configs = configs[[c for c in wanted if c in configs.columns]]
-    training = _training(configs)
-    singles = single_for(training)
+    """Per question of the decision (:func:`dpbench.decision.decide`, computed once by the caller):
+    its headline, heatmaps and claims; the workload's first question also carries the weak-scaling
+    efficiency and the change between runs."""
+    if decision is None:
+        decision = decide(configs, runs)
+    training = training_rows(configs)
     out = []
-    for workload in dict.fromkeys(training["workload"].astype(str)):
-        present = training[training["workload"].astype(str) == workload]
-        run = [r for r in runs if (present["run"] == r).any()][-1]  # the newest run that has it
-        group = present[present["run"] == run]
-        decision = WorkloadDecision(workload=workload, run=run, about=workload_about(group))
-        batches = group["batch"].dropna().value_counts(sort=True)  # the batch with the most configurations first
-        for batch in batches.index:
-            at_batch = group[group["batch"] == batch]
-            single = singles.get((run, workload, float(batch)))
-            # One headline per workload, at the batch with the most configurations; the others' are claims.
-            said = headline(workload, at_batch, single, batch=f"{batch:.0f}" if len(batches) > 1 else "")
-            where = decision.sentences if batch == batches.index[0] else decision.claims
-            if single is None:
-                if len(at_batch) > 1 and batch == batches.index[0]:
-                    decision.claims.append(
-                        f"no single configuration of {workload} at global batch {batch:.0f} in "
-                        f"{run}: nothing to compare against"
-                    )
-                    decision.sentences.append(said)
-                continue
-            grids, claims = _ratio_grids(at_batch, single, batch)
-            if not grids:
-                continue
-            decision.grids += grids
-            decision.claims += claims
-            where.append(said)
-        efficiency = _efficiency_grid(group)
-        if efficiency is not None:
-            decision.grids.append(efficiency)
-        change = _change_grid(workload, configs, comparisons)
-        if change is not None:  # beside the first heatmap: "which is fastest" and "what changed" together
-            decision.grids.insert(1, change)
-        if decision.grids or decision.claims:
-            out.append(decision)
+    seen: set[str] = set()
+    for answer in decision.answers:
+        workload = answer.question.workload
+        group = training[(training["workload"].astype(str) == workload) & (training["run"] == answer.run)]
+        view = WorkloadDecision(
+            workload=answer.question.title,
+            run=answer.run,
+            about=workload_about(group) if len(group) else "",
+            outcome=answer.outcome.value,
+            sentences=[headline(answer)],
+            grids=_ratio_grids(answer),
+            claims=_claims(answer),
+        )
+        if workload not in seen:
+            seen.add(workload)
+            efficiency = _efficiency_grid(group) if len(group) else None
+            if efficiency is not None:
+                view.grids.append(efficiency)
+            change = _change_grid(workload, configs, comparisons)
+            if change is not None:  # beside the first heatmap: "which is fastest" and "what changed" together
+                view.grids.insert(1, change)
+        out.append(view)
     return out

@@ -17,6 +17,7 @@ import jinja2
 import markupsafe
 
 from dpbench._atomic import atomic_write_text
+from dpbench.decision.model import Decision
 from dpbench.errors import UsageError
 from dpbench.gate.compare import DEFAULT_THRESHOLD
 from dpbench.report.machines import environment_lines
@@ -25,7 +26,7 @@ from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
 from dpbench.schema import __version__
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report", "render_report_and_decision", "write_report", "write_report_and_decision"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
 
@@ -115,13 +116,19 @@ def _script() -> tuple[str, str]:
 
 def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
     """The HTML text of a report over ``runs`` (as returned by :func:`read_run`)."""
+    return render_report_and_decision(runs, title=title)[0]
+
+
+def render_report_and_decision(runs: Sequence[Run], *, title: str = "dpbench report") -> tuple[str, Decision]:
+    """The HTML text of a report over ``runs`` and the decision model it renders (computed once:
+    the terminal and ``--json`` render the same object)."""
     if not runs:
         raise ResultsError("no runs to report on")
     data = report_data(runs_frame(runs))
     run_names = data.runs
     script, script_hash = _script()
     template = _environment().get_template("report.html.j2")
-    return template.render(
+    html = template.render(
         title=title,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         version=__version__,
@@ -129,6 +136,7 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         n_benchmarks=len(data.frame),
         n_configurations=len(data.configs),
         warnings=data.warnings,
+        trial_notes=data.trial_notes,
         environments=environment_lines(runs, run_names),
         sections=build_sections(data),
         threshold=DEFAULT_THRESHOLD,
@@ -136,6 +144,7 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
         script=markupsafe.Markup(script),
         script_hash=markupsafe.Markup(script_hash),  # base64 and quotes, built here: nothing from a file
     )
+    return html, data.decided()
 
 
 def write_report(
@@ -146,8 +155,19 @@ def write_report(
     title: str = "dpbench report",
 ) -> Path:
     """Resolve ``runs`` (see :func:`resolve_runs`), render them and write ``output`` atomically."""
+    return write_report_and_decision(runs, output, results_dir=results_dir, title=title)[0]
+
+
+def write_report_and_decision(
+    runs: Sequence[str | os.PathLike] = (),
+    output: str | os.PathLike = "report.html",
+    *,
+    results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
+    title: str = "dpbench report",
+) -> tuple[Path, Decision]:
+    """:func:`write_report`, and the decision model the page renders."""
     if Path(output).is_dir():
         raise UsageError(f"-o/--output: expected the path of the HTML file to write, found a directory: {output}")
     files = resolve_runs(list(runs), results_dir=results_dir)
-    html = render_report([read_run(p) for p in files], title=title)
-    return atomic_write_text(output, html)
+    html, decision = render_report_and_decision([read_run(p) for p in files], title=title)
+    return atomic_write_text(output, html), decision

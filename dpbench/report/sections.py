@@ -24,14 +24,17 @@ from typing import Any
 import matplotlib
 import pandas as pd
 
+from dpbench.decision.configs import configurations
+from dpbench.decision.model import Decision
+from dpbench.decision.questions import decide
+from dpbench.decision.words import level_line
 from dpbench.gate.compare import compare_frames
 from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
-from dpbench.decision.configs import configurations
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
 from dpbench.report.machines import hardware_difference, machines_view
-from dpbench.report.summary import run_warnings
+from dpbench.report.summary import run_warnings, trial_notes
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
 
@@ -57,8 +60,18 @@ class ReportData:
     # Each later run against the first; None until asked for (judged while the figures are drawn).
     comparisons: list[RunComparison] | None = None
     warnings: list[str] = field(default_factory=list)
+    # Per run with disturbed trials: one counting line and the per-trial lines behind it (folded).
+    trial_notes: list[tuple[str, list[str]]] = field(default_factory=list)
     # Figure parts being drawn ahead in worker processes (see build_sections), by builder.
     ahead: dict[Callable, Future] = field(default_factory=dict)
+    # The answer of every question (dpbench.decision), computed once when first asked for.
+    decision: Decision | None = None
+
+    def decided(self) -> Decision:
+        """The decision model of these runs: every view renders this one object."""
+        if self.decision is None:
+            self.decision = decide(self.configs, self.runs)
+        return self.decision
 
     def judged(self) -> list[RunComparison]:
         """Each later run against the first, by the gate (computed once, when first asked for)."""
@@ -104,11 +117,17 @@ def figure_section(
 
 
 def decision_section(data: ReportData) -> Section:
+    level = level_line(data.decided())
     return Section(
         key="decision",
         title="Decision view",
         template="decision.html.j2",
-        data=decisions(data.configs, data.runs, data.judged()),
+        description=(
+            f"{level[0].upper()}{level[1:]}. Per question — a workload at one "
+            "recipe (optimizer, precision, global batch), on its newest run — the answer, then each configuration "
+            "against single (blue faster, red slower; framed: a claim); every claim is listed under it."
+        ),
+        data=decisions(data.configs, data.runs, data.judged(), data.decided()),
     )
 
 
@@ -210,7 +229,11 @@ def report_data(frame: pd.DataFrame) -> ReportData:
     runs = [str(r) for r in dict.fromkeys(frame["run"])]
     configs = configurations(frame)
     return ReportData(
-        frame=frame, configs=configs.assign(case=configs["config"]), runs=runs, warnings=run_warnings(frame)
+        frame=frame,
+        configs=configs.assign(case=configs["config"]),
+        runs=runs,
+        warnings=run_warnings(frame),
+        trial_notes=trial_notes(frame),
     )
 
 

@@ -1,5 +1,5 @@
 """The decision at the end of a suite session, and for ``dpbench report``: per workload, the
-headline and each configuration against the fastest (:mod:`dpbench.report.decision_text`).
+headline of each question and each configuration against its leader (:mod:`dpbench.decision.words`).
 
 A pytest plugin of its own (the ``pytest11`` entry point ``dpbench-decision``): the measuring
 plugin lives below the report and never imports it, so the report hooks into the session itself,
@@ -10,25 +10,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-__all__ = ["decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
+if TYPE_CHECKING:
+    from dpbench.decision.model import Decision
+
+__all__ = ["decision_of", "decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
 
 # This plugin's own state on the config: the run files that existed when a measuring session started.
 _RUNS_BEFORE = pytest.StashKey[set[Path]]()
 
 
-def decision_text(files: Sequence[str | Path]) -> str:
-    """The terminal's decision over saved run files ('' when none of them trains a workload)."""
-    from dpbench.report.decision_text import summary_lines
+def decision_of(files: Sequence[str | Path]) -> Decision:
+    """The decision model of saved run files (:mod:`dpbench.decision`): what every view renders."""
     from dpbench.report.sections import report_data
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
 
-    data = report_data(runs_frame([read_run(p) for p in files]))
-    lines = summary_lines(data.configs, data.runs)
+    return report_data(runs_frame([read_run(p) for p in files])).decided()
+
+
+def decision_text(files: Sequence[str | Path] = (), *, decision: Decision | None = None) -> str:
+    """The terminal's decision over saved run files ('' when none of them trains a workload)."""
+    from dpbench.decision.words import summary_lines
+
+    lines = summary_lines(decision if decision is not None else decision_of(files))
     return "\n".join(lines) + "\n" if lines else ""
 
 

@@ -1,12 +1,7 @@
-"""The report's claims in words, and its warnings — claiming only what the trials support.
-
-Each configuration is compared with ``single`` of the same run and workload at the same global
-batch through its throughput, trial i against trial i (:func:`dpbench.decision.configs.vs_single`):
-trials are interleaved across the session, so trial i of both cases ran close in time and the
-pairing cancels what the machine did between passes. The ratio is the median of the paired
-ratios with a distribution-free interval on it (:func:`dpbench.stats.paired_ratio`); an interval
-that contains 1, or covers less than :data:`dpbench.stats.MIN_CLAIM_CONFIDENCE`, is "no
-significant difference".
+"""The report's warnings about the runs themselves: a busy machine, drifting controls, clock
+warnings, benchmarks that cannot be compared — and the trial-level notes (disturbed trials, what
+became of them), which the report folds into one line per run. The claims are the decision
+model's (:mod:`dpbench.decision`), in its words.
 """
 
 from __future__ import annotations
@@ -15,9 +10,7 @@ import math
 
 import pandas as pd
 
-from dpbench.decision.configs import vs_single
-from dpbench.results.units import fmt_num
-from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, PairedRatio, median, positive
+from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, median, positive
 
 __all__ = [
     "BUSY_SHARE",
@@ -26,9 +19,8 @@ __all__ = [
     "ci_name",
     "disturbed_lines",
     "control_drift",
-    "fastest_line",
     "run_warnings",
-    "sentence",
+    "trial_notes",
 ]
 
 DRIFT_THRESHOLD = 0.10  # controls that move more than this across a run's trial passes are reported
@@ -41,30 +33,6 @@ def ci_name(confidence: float) -> str:
     """``CI`` for an interval of at least 95%; below that its own coverage (``88% CI``): with fewer than
     six pairs a distribution-free interval cannot reach 95% (:func:`dpbench.stats.median_interval`)."""
     return "CI" if not confidence < 0.95 else f"{confidence:.0%} CI"
-
-
-def sentence(case: pd.Series, single: pd.Series, ratio: PairedRatio | None = None) -> str:
-    """``"ddp w2 is 1.31× single (CI 1.22–1.40, 4 paired trials)"``, or why no such claim can be
-    made. ``case`` and ``single`` are rows of :func:`dpbench.decision.configs.configurations`;
-    ``ratio``: their :func:`~dpbench.decision.configs.vs_single`, where already computed."""
-    name = str(case["case"])
-    ratio = vs_single(case, single) if ratio is None else ratio
-    if ratio.pairs < 2:
-        return (
-            f"{name} is {ratio.ratio:.2f}× single (fewer than 2 trials each: the spread across processes is "
-            "unknown, so this is not a claim)"
-        )
-    interval = f"{ci_name(ratio.confidence)} {ratio.lo:.2f}–{ratio.hi:.2f}, {ratio.pairs} paired trials"
-    if not ratio.significant:
-        return f"no significant difference between {name} and single ({ratio.ratio:.2f}×, {interval})"
-    return f"{name} is {ratio.ratio:.2f}× single ({interval})"
-
-
-def fastest_line(rows: pd.DataFrame) -> str:
-    best = rows.loc[pd.to_numeric(rows["samples_per_s"], errors="coerce").idxmax()]
-    lo, hi = best["samples_per_s_ci95_lo"], best["samples_per_s_ci95_hi"]
-    ci = "" if math.isnan(lo) else f" (CI {fmt_num(lo)}–{fmt_num(hi)})"
-    return f"fastest: {best['case']} at {fmt_num(best['samples_per_s'])} samples/s{ci}"
 
 
 # ---------------------------------------------------------------- warnings
@@ -142,15 +110,30 @@ def disturbed_lines(run: str, rows: pd.DataFrame) -> list[str]:
     return out
 
 
+def trial_notes(frame: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """Per run with disturbed trials: one line that counts them (``0002_run: 12 of 280 trials were
+    disturbed: 9 measured again, 3 left out``) and the per-trial lines behind it. They change no
+    claim by themselves (the estimates already hold what remains), so the report folds them."""
+    out = []
+    for run, rows in frame.groupby("run", sort=False):
+        details = disturbed_lines(str(run), rows)
+        if not details:
+            continue
+        disturbed, total, unreplaced = busy_share(rows)
+        fates = [f"{disturbed - unreplaced} measured again"] if disturbed - unreplaced else []
+        fates += [f"{unreplaced} not measured again"] if unreplaced else []
+        out.append((f"{run}: {disturbed} of {total} trials were disturbed: {', '.join(fates)}", details))
+    return out
+
+
 def run_warnings(frame: pd.DataFrame) -> list[str]:
-    """Per run: a busy machine first, then disturbed trials, drifting controls, the sampler's clock
-    warnings, benchmarks without a per-step time."""
+    """Per run: a busy machine first, then drifting controls, the sampler's clock warnings,
+    benchmarks without a per-step time (the per-trial notes are :func:`trial_notes`)."""
     out = []
     for run, rows in frame.groupby("run", sort=False):
         busy = busy_line(str(run), rows)
         if busy:
             out.append(busy)
-        out += disturbed_lines(str(run), rows)
         drift, medians = control_drift(rows)
         if drift > DRIFT_THRESHOLD:
             listed = ", ".join(f"{m:.2f}" for m in medians)

@@ -1,21 +1,26 @@
-"""The decision in the terminal after ``dpbench run``: the same text the suite session prints under
-pytest-benchmark's table (:func:`dpbench.report.session_summary.decision_text`), read from the saved
-run, so the terminal, the report and ``dpbench run`` name the same best configuration by the same
-estimator."""
+"""The decision in the terminal after ``dpbench run``: the words of the decision model the report
+rendered (:func:`dpbench.report.session_summary.decision_text`), so the terminal, the report and
+``--json`` render one object."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from dpbench.decision.model import Decision
 
 __all__ = ["print_decision"]
 
 
-def print_decision(run_file: str | Path, *, out: TextIO | None = None) -> None:
-    """Print the decision of the run saved in ``run_file``."""
+def print_decision(
+    run_file: str | Path | None = None, *, decision: Decision | None = None, out: TextIO | None = None
+) -> None:
+    """Print the decision of the run saved in ``run_file`` (or the ``decision`` already computed)."""
     from dpbench.report.session_summary import decision_text
 
     out = out or sys.stdout
-    print("decision (per workload; the report has every number):", file=out)
-    print(decision_text([run_file]).rstrip("\n") or "no training benchmarks in this run", file=out)
+    text = decision_text([run_file] if run_file is not None else [], decision=decision)
+    print("decision (per question: a workload at one recipe; the report has every number):", file=out)
+    print(text.rstrip("\n") or "no training benchmarks in this run", file=out)

@@ -48,18 +48,18 @@ def test_the_readme_and_getting_started_give_the_same_quick_start_in_the_same_or
 
 
 def test_what_scripts_bench_ends_with_is_what_dpbench_run_prints_last():
-    """scripts/bench is `dpbench run`, which prints the saved run's and the report's paths, then
-    the decision: the pages say so, not that it ends with the report's path."""
+    """scripts/bench is `dpbench run`, which prints the saved run's path, the decision, then the
+    report's path last: the pages say so."""
     script = (ROOT / "scripts" / "bench").read_text().strip().splitlines()
     assert script[-1].startswith("exec .venv/bin/dpbench run ")
     run = (ROOT / "dpbench" / "commands" / "run.py").read_text()
-    prints = [run.index('print(f"run saved:'), run.index('print(f"report:'), run.index("print_decision(")]
+    prints = [run.index('print(f"run saved:'), run.index("print_decision("), run.index('print(f"report:')]
     assert prints == sorted(prints)
     for text in (TEXT, page("getting-started.md")):
         said = flat(text)
         assert "`scripts/bench` runs the `quick` profile" in said
         ending = said[said.index("`scripts/bench` runs the `quick` profile") :][:300]
-        assert "the saved run and of `report.html`, then the decision per workload" in ending, ending
+        assert "the saved run, the decision per question, then the path of `report.html`" in ending, ending
 
 
 def test_the_readme_is_short_and_holds_no_dated_measurement():

@@ -19,8 +19,8 @@ import pytest
 from _compare_helpers import frames
 from test_broad_change import _scaled
 
-from dpbench.gate.compare import compare_frames
 from dpbench.decision.contention import foreign_cpu
+from dpbench.gate.compare import compare_frames
 
 DATA = Path(__file__).parent / "data"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpbench.report import write_report
 from dpbench.decision.configs import configurations, single_for, vs_single
+from dpbench.report import write_report
 from dpbench.results.frame import load_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"

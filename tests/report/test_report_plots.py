@@ -13,8 +13,8 @@ import pytest
 import report_synth
 from report_synth import write_json
 
-from dpbench.report import load_runs, plots, plots_resources
 from dpbench.decision.configs import configurations
+from dpbench.report import load_runs, plots, plots_resources
 from dpbench.report.sections import PARTS, build_sections, report_data
 from dpbench.results.units import fmt_bytes
 

@@ -1,6 +1,6 @@
-"""The terminal decision of ``dpbench run`` is the suite session's decision (one estimator), read
-from the saved run: on a real quick run, a configuration whose 4 paired trials are each slower is
-not called level, and none is crowned "fastest" while others are level with it."""
+"""The terminal decision of ``dpbench run`` is the suite session's decision (one model), read from
+the saved run: on a real quick run, a configuration whose 4 paired trials are each slower is not
+called level (4 pairs cover 87.5% < 90%: unsettled), and nothing is crowned while one is open."""
 
 from __future__ import annotations
 
@@ -21,13 +21,19 @@ def test_the_run_decision_is_the_sessions_decision(tmp_path):
     out = io.StringIO()
     print_decision(path, out=out)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "decision (per workload; the report has every number):"
+    assert lines[0] == "decision (per question: a workload at one recipe; the report has every number):"
     assert lines[1:] == decision_text([path]).splitlines()
-    assert lines[1] == (
-        "mlp: single w1 has the highest median at 4,760 samples/s; it is significantly faster than 3 of "
-        "the 6 others; too few paired trials to rank manual w2, allreduce w2, fsdp w2 (90% intervals need 5 pairs)."
+    assert lines[1] == "claims at 90% intervals of paired trials; level = within ±5%; unsettled = more trials needed"
+    assert " ".join(" ".join(lines[2:4]).split()) == (
+        "mlp (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s, but unsettled "
+        "against it: manual w2, allreduce w2 and fsdp w2; it settles at ~5 trials."
     )
-    assert not [line for line in lines if line.startswith("  fastest:")]  # the old summary's crown
+    assert lines[6].split() == ["manual", "w2", "0.61×", "(0.50–0.85,", "4", "pairs)", "unsettled", "(~5", "trials)"] + [
+        "peak",
+        "369",
+        "MiB/rank",
+    ]
+    assert not [line for line in lines if "the fastest" in line]  # nothing crowned while a comparison is open
 
 
 def test_a_run_without_training_benchmarks_says_so(tmp_path):

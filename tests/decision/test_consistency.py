@@ -1,0 +1,117 @@
+"""No view contradicts the decision model: over many seeded synthetic runs shaped like real ones
+(5–8 configurations a question, 2–12 trials, a 10–15% spread between fresh processes, disturbed
+trials left out as NaN, some cases on a busy machine), every claim the JSON holds is the one its
+interval supports, the terminal and the HTML view name the JSON's leader, every ratio they quote
+is in the JSON, and nothing is crowned from an unsettled comparison."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import pandas as pd
+import pytest
+
+from dpbench.decision.claims import LEVEL_MARGIN
+from dpbench.decision.questions import decide
+from dpbench.decision.words import headline, summary_lines
+from dpbench.report.decision import decisions
+
+STRATEGIES = ["ddp", "dp", "fsdp", "zero", "allreduce", "manual", "ddp(bucket_cap_mb=1.0)"]
+
+
+def _run(seed: int) -> pd.DataFrame:
+    rng = random.Random(seed)
+    trials = rng.randint(2, 12)
+    rows = []
+    for workload, optimizer in (("mlp", "sgd"), ("mlp", "adamw"), ("tiny", "sgd")):
+        names = ["single"] + rng.sample(STRATEGIES, rng.randint(1, 6))
+        if optimizer == "adamw" and rng.random() < 0.5:
+            names.remove("single")  # a recipe without single: ranked among themselves
+        slot = [math.exp(rng.gauss(0, 0.1)) for _ in range(trials)]  # what the machine did in each pass
+        for name in names:
+            speed = 1.0 if name == "single" else rng.choice([0.5, 0.8, 0.97, 1.0, 1.02, 1.2, 2.0])
+            times = [0.01 / speed * s * math.exp(rng.gauss(0, 0.03)) for s in slot]
+            if trials >= 3 and rng.random() < 0.3:
+                times[rng.randrange(trials)] = math.nan  # a disturbed trial, left out
+            kept = sorted(t for t in times if t == t)
+            ws = 1 if name == "single" else 2
+            rows.append(
+                {
+                    "run": "0001_x",
+                    "workload": workload,
+                    "kind": "training",
+                    "strategy": name.split("(")[0],
+                    "case": f"{name} w{ws}",
+                    "batch": 64.0,
+                    "world_size": ws,
+                    "trial_times": times,
+                    "samples_per_s": 64.0 / kept[len(kept) // 2],
+                    "optimizer": optimizer,
+                    "precision": "fp32",
+                    "foreign_cpu": rng.choice([0.0, 0.01, 0.05, 0.6]),
+                    "fullnames": (f"test[{name}-{workload}-{optimizer}]",),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+RATIO = re.compile(r"(\d+\.\d\d)×")
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_no_view_contradicts_the_model(seed):
+    frame = _run(seed)
+    decision = decide(frame, ["0001_x"])
+    doc = decision.to_dict()
+    level = doc["level"]
+    terminal = summary_lines(decision)
+    views = decisions(frame, ["0001_x"], decision=decision)
+    assert len(views) == len(decision.answers) == len(doc["questions"])
+    for answer, q, view in zip(decision.answers, doc["questions"], views):
+        quoted = set()
+        for c in q["configurations"]:
+            for side in ("vs_leader", "vs_single"):
+                claim = c[side]
+                if claim is None:
+                    continue
+                quoted.add(f"{claim['ratio']:.2f}")
+                lo, hi, cover = claim["lo"], claim["hi"], claim["coverage"]
+                claimed = cover is not None and cover >= level and claim["pairs"] >= 2
+                expected = (
+                    "faster"
+                    if claimed and lo > 1
+                    else "slower"
+                    if claimed and hi < 1
+                    else "level"
+                    if claimed and lo >= 1 / (1 + LEVEL_MARGIN) and hi <= 1 + LEVEL_MARGIN
+                    else "unsettled"
+                )
+                assert claim["claim"] == expected, (c["configuration"], side, claim)
+            # the leader is never one that a claim beats
+            assert c["vs_leader"] is None or c["vs_leader"]["claim"] != "faster"
+        said = headline(answer)
+        assert view.sentences == [said]  # the HTML view prints the model's own sentence
+        assert said in " ".join(terminal).replace("\n    ", " ") or any(line.startswith(said[:60]) for line in terminal)
+        if q["leader"] is not None:
+            assert f" {q['leader']} " in f" {said} "
+        if q["outcome"] == "unsettled":
+            assert "the fastest" not in said
+        assert "no difference" not in said and "no significant difference" not in said
+        if q["outcome"] == "fastest":
+            assert all(c["vs_leader"]["claim"] == "slower" for c in q["configurations"][1:])
+        # every ratio the words quote is one the JSON holds
+        assert set(RATIO.findall(said)) <= quoted, (said, quoted)
+        for claim_line in view.claims:
+            assert set(RATIO.findall(claim_line)) <= quoted
+    block = "\n".join(terminal)
+    every = {
+        f"{c[s]['ratio']:.2f}"
+        for q in doc["questions"]
+        for c in q["configurations"]
+        for s in ("vs_leader", "vs_single")
+        if c[s]
+    }
+    assert set(RATIO.findall(block)) <= every
+    assert all(len(line) <= 100 for line in terminal), [line for line in terminal if len(line) > 100]

@@ -1,0 +1,109 @@
+"""The decision model on hand-built questions: the leader by the paired estimator, and each claim
+exactly where its interval puts it — faster/slower only when the interval at the claim level
+excludes 1, level only inside the margin, unsettled otherwise (with the trials that would settle it)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpbench.decision.claims import Claim, claim_of, min_pairs, trials_to_settle
+from dpbench.decision.model import Entry, Outcome, Question, answer_question
+from dpbench.decision.words import headline
+from dpbench.stats import paired_ratio
+
+Q = Question(workload="mlp", optimizer="sgd", precision="fp32", global_batch=64)
+STEADY = (100.0, 101.0, 99.0, 100.0, 102.0)  # samples/s per trial
+
+
+def _entry(name: str, strategy: str, factor: float | tuple[float, ...], **kw) -> Entry:
+    factors = factor if isinstance(factor, tuple) else (factor,) * len(STEADY)
+    return Entry(name=name, strategy=strategy, throughputs=tuple(s * f for s, f in zip(STEADY, factors)), **kw)
+
+
+def _answer(*entries: Entry):
+    return answer_question(Q, entries, run="0001_x", busy_limit=0.2)
+
+
+def test_the_fastest_is_crowned_when_every_other_is_slower():
+    a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 2.0), _entry("dp w2", "dp", 1.25))
+    assert (a.outcome, a.leader) == (Outcome.FASTEST, "ddp w2")
+    assert [s.name for s in a.standings] == ["ddp w2", "dp w2", "single w1"]
+    assert [s.vs_leader.claim for s in a.standings[1:]] == [Claim.SLOWER, Claim.SLOWER]
+    assert headline(a) == (
+        "mlp (sgd · fp32 · global batch 64): the fastest is ddp w2 at 200 samples/s "
+        "[2.00× single (CI 2.00–2.00, 5 pairs): faster]; slower: all 2 others."
+    )
+
+
+def test_an_interval_that_holds_one_but_is_wider_than_the_margin_is_unsettled_never_no_difference():
+    swings = (0.5, 2.0, 0.6, 1.8, 1.02)
+    a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w1", "ddp", swings))
+    ddp = a.standing("ddp w1")
+    assert a.outcome is Outcome.UNSETTLED
+    assert (ddp.vs_single or a.standing("single w1").vs_leader).claim is Claim.UNSETTLED
+    assert "the fastest" not in headline(a) and "no difference" not in headline(a)
+    assert headline(a).startswith("mlp (sgd · fp32 · global batch 64): not settled: ")
+
+
+def test_level_only_inside_the_margin():
+    a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", (1.01, 0.99, 1.02, 1.0, 0.995)))
+    assert a.outcome is Outcome.LEVEL
+    assert a.level_with in (("single w1",), ("ddp w2",))
+    assert "level with" in headline(a)
+
+
+def test_four_pairs_that_all_agree_are_too_few_to_claim_and_say_how_many_would():
+    # one of ddp's five trials was disturbed and left out (NaN): 4 pairs, [min, max] covers 87.5% < 90%.
+    a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", (2.0, 2.0, math.nan, 2.1, 1.9)))
+    s = next(s for s in a.standings if s.vs_leader is not None)
+    assert s.vs_leader.ratio.pairs == 4 and s.vs_leader.claim is Claim.UNSETTLED
+    assert s.vs_leader.settle_trials == min_pairs() == 5
+    assert "it settles at ~5 trials" in headline(a)
+
+
+def test_a_busy_leader_leaves_the_question_unsettled_at_any_trial_count():
+    a = _answer(_entry("single w1", "single", 1.0, busy_share=0.8), _entry("ddp w2", "ddp", 0.5))
+    assert a.leader == "single w1" and a.outcome is Outcome.UNSETTLED
+    assert a.reasons == ("other processes used 80% of the CPUs during single w1's trials",)
+    assert set(a.open_configurations()) == {"single w1", "ddp w2"}
+
+
+def test_a_departing_configuration_is_never_ranked_and_says_why():
+    a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 3.0, departs="loss 2.31 vs 2.30"))
+    assert a.leader == "single w1" and a.outcome is Outcome.ALONE
+    assert a.excluded == (("ddp w2", "computes something else than single: loss 2.31 vs 2.30"),)
+
+
+def test_the_leader_is_never_one_a_claim_beats():
+    # b is ahead of single by its median; a beats b in every pair.
+    a = _answer(
+        _entry("single w1", "single", 1.0),
+        _entry("a w2", "a", (1.5, 1.5, 1.5, 1.5, 1.5)),
+        _entry("b w2", "b", (1.4, 1.4, 1.4, 1.4, 1.4)),
+    )
+    assert a.leader == "a w2" and a.standing("b w2").vs_leader.claim is Claim.SLOWER
+
+
+@pytest.mark.parametrize(
+    "ratios, expected",
+    [
+        ((1.2, 1.3, 1.1, 1.25, 1.22), Claim.FASTER),
+        ((0.8, 0.7, 0.9, 0.85, 0.82), Claim.SLOWER),
+        ((1.01, 0.99, 1.02, 1.0, 0.98), Claim.LEVEL),
+        ((1.01, 0.99, 1.06, 1.0, 0.98), Claim.UNSETTLED),  # the max is outside the +5% margin
+        ((1.2, 1.3, 1.1, 1.25), Claim.UNSETTLED),  # 4 pairs: 87.5% < 90%
+    ],
+)
+def test_claim_of_reads_the_interval(ratios, expected):
+    assert claim_of(paired_ratio(list(ratios), [1.0] * len(ratios))) is expected
+
+
+def test_trials_to_settle_grows_as_the_gap_nears_the_margin():
+    clear = paired_ratio([1.3, 1.32, 1.28, 1.31], [1.0] * 4)  # 4 pairs: one more settles it
+    near = paired_ratio([1.03, 0.95, 1.08, 1.0, 0.97], [1.0] * 5)  # the spread of the margin itself
+    nearer = paired_ratio([1.04, 0.93, 1.1, 1.0, 0.96], [1.0] * 5)
+    assert {claim_of(r) for r in (clear, near, nearer)} == {Claim.UNSETTLED}
+    assert trials_to_settle(clear) == 5
+    assert 5 < trials_to_settle(near) < trials_to_settle(nearer)
