@@ -71,10 +71,12 @@ def vs_single_text(s: Standing) -> str:
 def headline(answer: Answer) -> str:
     """The question's answer in one sentence."""
     where = answer.question.title
+    if answer.single is None and len(answer.standings) > 1:
+        where += " [no single at this recipe]"
     if answer.leader is None:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
-    single = f" [{vs_single_text(lead)}]" if lead.vs_single else ""
+    single = f" [{lead.vs_single.ratio.ratio:.2f}× single: {lead.vs_single.claim.value}]" if lead.vs_single else ""
     rate = _rate(lead.samples_per_s)
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
@@ -126,15 +128,26 @@ def _wrap(text: str, indent: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent=indent or "    ", break_on_hyphens=False)
 
 
-def summary_lines(decision: Decision) -> list[str]:
+def summary_lines(decision: Decision, *, max_lines: int | None = None) -> list[str]:
     """The terminal's decision: the level once, then per question its headline and each
     configuration against the leader (throughput ratio, its interval and its claim), at most
-    ``WIDTH`` columns."""
+    ``WIDTH`` columns. Where that takes more than ``max_lines``, the headlines alone (the report
+    and ``dpbench report`` list every configuration)."""
     if not decision.answers:
         return []
+    full = _lines(decision, rows=True)
+    if max_lines is None or len(full) <= max_lines:
+        return full
+    return _lines(decision, rows=False) + ["(each configuration against its leader: dpbench report, or the report)"]
+
+
+def _lines(decision: Decision, *, rows: bool) -> list[str]:
     lines = _wrap(level_line(decision))
     for answer in decision.answers:
         lines += _wrap(headline(answer))
+        if not rows:
+            lines += [line for name, why in answer.excluded for line in _wrap(f"  left out: {name}: {why}")]
+            continue
         shown = list(answer.standings[:_ROWS])
         rest = answer.standings[_ROWS:]
         if len(answer.standings) > 1:
@@ -153,6 +166,4 @@ def summary_lines(decision: Decision) -> list[str]:
             lines.append(f"  … {len(rest)} more: {how} (the report lists them)")
         for name, why in answer.excluded:
             lines += _wrap(f"  left out: {name}: {why}")
-    for note in decision.notes:
-        lines += _wrap(f"note: {note}")
     return lines

@@ -17,7 +17,9 @@ import pytest
 if TYPE_CHECKING:
     from dpbench.decision.model import Decision
 
-__all__ = ["decision_of", "decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
+__all__ = ["TERMINAL_LINES", "decision_of", "decision_text", "pytest_sessionstart", "pytest_terminal_summary"]
+
+TERMINAL_LINES = 22  # the decision's lines at most, so that it fits the last screen with the paths around it
 
 # This plugin's own state on the config: the run files that existed when a measuring session started.
 _RUNS_BEFORE = pytest.StashKey[set[Path]]()
@@ -32,11 +34,14 @@ def decision_of(files: Sequence[str | Path]) -> Decision:
     return report_data(runs_frame([read_run(p) for p in files])).decided()
 
 
-def decision_text(files: Sequence[str | Path] = (), *, decision: Decision | None = None) -> str:
-    """The terminal's decision over saved run files ('' when none of them trains a workload)."""
+def decision_text(
+    files: Sequence[str | Path] = (), *, decision: Decision | None = None, max_lines: int | None = None
+) -> str:
+    """The terminal's decision over saved run files ('' when none of them trains a workload); the
+    headlines alone where every row would take more than ``max_lines``."""
     from dpbench.decision.words import summary_lines
 
-    lines = summary_lines(decision if decision is not None else decision_of(files))
+    lines = summary_lines(decision if decision is not None else decision_of(files), max_lines=max_lines)
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -66,7 +71,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
     if not new:
         return  # nothing saved (--benchmark-disable, no --benchmark-save, interrupted)
     try:
-        text = decision_text(new[-1:])
+        text = decision_text(new[-1:], max_lines=TERMINAL_LINES)
     except Exception as exc:  # the summary is a courtesy: the run is saved whatever happens here
         terminalreporter.write_line(f"dpbench: no decision summary ({type(exc).__name__}: {exc})")
         return

@@ -18,9 +18,10 @@ def print_decision(
     run_file: str | Path | None = None, *, decision: Decision | None = None, out: TextIO | None = None
 ) -> None:
     """Print the decision of the run saved in ``run_file`` (or the ``decision`` already computed)."""
-    from dpbench.report.session_summary import decision_text
+    from dpbench.report.session_summary import TERMINAL_LINES, decision_text
 
     out = out or sys.stdout
-    text = decision_text([run_file] if run_file is not None else [], decision=decision)
+    files = [run_file] if run_file is not None else []
+    text = decision_text(files, decision=decision, max_lines=TERMINAL_LINES)
     print("decision (per question: a workload at one recipe; the report has every number):", file=out)
     print(text.rstrip("\n") or "no training benchmarks in this run", file=out)

@@ -28,7 +28,17 @@ def test_the_run_decision_is_the_sessions_decision(tmp_path):
         "mlp (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s, but unsettled "
         "against it: manual w2, allreduce w2 and fsdp w2; it settles at ~5 trials."
     )
-    assert lines[6].split() == ["manual", "w2", "0.61×", "(0.50–0.85,", "4", "pairs)", "unsettled", "(~5", "trials)"] + [
+    assert lines[6].split() == [
+        "manual",
+        "w2",
+        "0.61×",
+        "(0.50–0.85,",
+        "4",
+        "pairs)",
+        "unsettled",
+        "(~5",
+        "trials)",
+    ] + [
         "peak",
         "369",
         "MiB/rank",
