@@ -234,6 +234,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"dpbench run: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     cmd, env = pytest_command(config, list(args.pytest_args or []), tables=getattr(args, "tables", False))
+    if config.workloads and not config.suites:
+        skipped = ", ".join(s for s in SUITES if s not in WORKLOAD_SUITES)
+        print(
+            "measuring the decision set: every strategy at its defaults at each world size (the throughput suite); "
+            f"not run: {skipped} (--suites adds them)"
+        )
     results = Path(config.results)
     # pytest-benchmark makes the results directory as it starts: a run that saves nothing
     # (interrupted, failed) leaves none behind.

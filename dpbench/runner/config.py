@@ -31,8 +31,10 @@ from typing import Any
 __all__ = ["ConfigError", "RunConfig", "SUITES", "WORKLOAD_SUITES", "find_config", "load_config", "read_config"]
 
 SUITES = ("throughput", "scaling", "sharding", "ddp_knobs", "allreduce", "dp_phases", "comm", "convergence")
-# The suites that measure the named workloads (the others: collectives, convergence recipes).
-WORKLOAD_SUITES = ("throughput", "scaling", "sharding")
+# A workload named on the command line gets the decision set: every strategy at its default options
+# at each world size, at the workload's recipe (the throughput suite). Weak scaling, knob sweeps,
+# collectives, DP phases and the sharding comparison (AdamW) answer other questions: --suites.
+WORKLOAD_SUITES = ("throughput",)
 
 
 class ConfigError(ValueError):

@@ -242,3 +242,42 @@ def test_the_check_passes_a_clean_page(browser, tmp_path: Path):
     page.write_text(f"<!doctype html><html><head>{CSP}<title>good</title></head><body>{GOOD_IMAGE}</body></html>")
     result = inspect_page(browser, page.as_uri(), tmp_path / "good.png")
     assert problems(result, expected_images=1) == [] and result["title"] == "good"
+
+
+# Where the first question's answer sits at 1400×900, and whether any warning box comes before it.
+FIRST_SCREEN = """() => {
+  const line = document.querySelector('p.verdict-line'), grid = document.querySelector('figure.grid');
+  const warn = document.querySelector('p.warn'), box = e => e ? e.getBoundingClientRect() : null;
+  return {line: box(line) && box(line).bottom, grid: grid && box(grid).top,
+          warnBefore: !!(warn && line && (line.compareDocumentPosition(warn) & Node.DOCUMENT_POSITION_PRECEDING)),
+          folded: document.querySelectorAll('details.trial-notes').length,
+          text: line && line.textContent};
+}"""
+QUICK_RUN = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"
+
+
+def test_the_first_screen_is_the_answer(browser, tmp_path: Path):
+    """A real quick run with disturbed trials, at 1400×900: the first question's answer and its
+    heatmap are on the first screen, no warning box comes before them, and the trial-level notes
+    are folded into one line per run."""
+    import gzip
+
+    from dpbench.report import write_report
+
+    run = tmp_path / "results" / "m" / "0001_quick.json"
+    run.parent.mkdir(parents=True)
+    run.write_bytes(gzip.decompress(QUICK_RUN.read_bytes()))
+    path = write_report([str(run)], tmp_path / "report.html")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        found = page.evaluate(FIRST_SCREEN)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-first-screen.png"))
+    finally:
+        context.close()
+    assert found["line"] is not None and found["line"] <= 900, found
+    assert found["grid"] is not None and found["grid"] < 900, found
+    assert not found["warnBefore"] and found["folded"] == 1, found
+    assert found["text"].startswith("mlp (sgd · fp32 · global batch 64): "), found
