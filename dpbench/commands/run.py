@@ -220,6 +220,29 @@ def pytest_command(
     return cmd + [a for a in pytest_args if a != "--"], env
 
 
+def _say_slow_steps(config: RunConfig) -> None:
+    """Before the trials: a line for each workload whose single step on this CPU is estimated to
+    take long (what dominates it, how to shrink it). On a GPU the CPU's estimate says nothing."""
+    if not config.workloads or config.device == "cuda" or os.environ.get("DPBENCH_DEVICE") == "cuda":
+        return
+    import torch
+
+    if config.device is None and torch.cuda.is_available() and torch.cuda.device_count():
+        return
+    from dpbench.measure.profiles import resolve_profile
+    from dpbench.strategies.step_cost import machine_matmul_rate, slow_step_line, step_cost
+    from dpbench.workloads import resolve_workload
+
+    profile = resolve_profile(config.profile, cuda_count=0)
+    rate = machine_matmul_rate()
+    for spec in config.workloads:
+        batch = profile.global_batch_for(spec)
+        cost = step_cost(resolve_workload(spec), batch, rate=rate)
+        line = cost and slow_step_line(spec, cost, batch)
+        if line:
+            print(f"dpbench run: {line}")
+
+
 def _saved(results: Path, name: str) -> set[Path]:
     return set(results.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json"))
 
@@ -234,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"dpbench run: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     cmd, env = pytest_command(config, list(args.pytest_args or []), tables=getattr(args, "tables", False))
+    _say_slow_steps(config)
     if config.workloads and not config.suites:
         skipped = ", ".join(s for s in SUITES if s not in WORKLOAD_SUITES)
         print(

@@ -199,6 +199,7 @@ class Answer:
                     "samples_per_s": _num(s.samples_per_s),
                     "trials": s.trials,
                     "busy": s.busy,
+                    "busy_share": _num(s.entry.busy_share),
                     "vs_leader": s.vs_leader.to_dict() if s.vs_leader else None,
                     "vs_single": s.vs_single.to_dict() if s.vs_single else None,
                 }
