@@ -47,3 +47,21 @@ def test_a_run_without_training_benchmarks_says_so(tmp_path):
     out = io.StringIO()
     print_decision(path, out=out)
     assert out.getvalue().splitlines()[1:] == ["no training benchmarks in this run"]
+
+
+def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
+    from dpbench.cli import main
+    from dpbench.decision.words import summary_lines
+    from dpbench.report.session_summary import decision_of
+
+    path = tmp_path / "0001_quick.json"
+    path.write_bytes(gzip.decompress(QUICK.read_bytes()))
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html"), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # stdout holds the JSON alone
+    decision = decision_of([path])
+    assert doc == json.loads(json.dumps(decision.to_dict()))
+    assert [q["leader"] for q in doc["questions"]] == [a.leader for a in decision.answers]
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html"), "--json", str(tmp_path / "d.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:-1] == summary_lines(decision) and out[-1] == str((tmp_path / "r.html").resolve())
+    assert json.loads((tmp_path / "d.json").read_text()) == doc
