@@ -26,7 +26,7 @@ def _settle_plan(args: argparse.Namespace, trials: int) -> SettlePlan | None:
     from dpbench.gate.judge import MIN_PAIRS
 
     budget = parse_budget(args.budget)
-    off = "--no-compare" if args.no_compare else "--no-until-settled" if not args.until_settled else None
+    off = "--no-compare" if args.no_compare else "--no-until-settled" if args.until_settled is False else None
     for option, value in (("--max-trials", args.max_trials), ("--budget", args.budget)):
         if off and value is not None:
             raise ABError(f"{option}: expected with --until-settled (the default), found {off}")
@@ -222,7 +222,7 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--until-settled",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,  # None (not given) is on: only --no-until-settled turns it off
         help="after the first --trials rounds, measure only the cases still inconclusive, in more rounds, "
         "until none is, --max-trials or --budget; every look judges at --alpha shared across the planned "
         "looks (default on; --no-until-settled: the --trials rounds only, judged at the whole --alpha)",
