@@ -166,10 +166,15 @@ def fmt_duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
+def _shown(case: OpenCase) -> str:
+    """A case as the lines name it: its test and parameters, without the file (``test_throughput[…]``)."""
+    return case.name.rsplit("::", 1)[-1]
+
+
 def _plan_line(
     found: LookResult, *, pairs: int, target: int, look: int, looks: int, round_s: float, say: Callable
 ) -> None:
-    named = ", ".join(f"{c.name} ({f'{c.pairs} pairs' if c.pairs else 'no estimate'})" for c in found.open)
+    named = ", ".join(f"{_shown(c)} ({f'{c.pairs} pairs' if c.pairs else 'no estimate'})" for c in found.open)
     share = len(found.open) / max(found.cases, 1)
     say(
         f"{len(found.open)} of {found.cases} cases inconclusive after {pairs} pairs: {named}; measuring only "
@@ -224,7 +229,7 @@ def until_settled(
 
 def end_line(outcome: Outcome, plan: SettlePlan, *, budget: str | None, trials: int, seconds: float) -> str:
     """The job's last line: what stopped the rounds, what is still open, the trials and the time."""
-    still = ", ".join(c.name for c in outcome.open)
+    still = ", ".join(_shown(c) for c in outcome.open)
     why = {
         "settled": "every case settled",
         "max": f"stopped at --max-trials {plan.max_trials} with {len(outcome.open)} still inconclusive: {still}",
