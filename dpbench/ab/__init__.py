@@ -5,7 +5,9 @@ each side's provenance is probed in its own interpreter (:mod:`~dpbench.ab.prove
 :mod:`~dpbench.ab.side_probe`); an ordered list of environments is bisected by
 :mod:`~dpbench.ab.bisect`. :mod:`~dpbench.ab.job` runs one job: prepare the sides, the ABBA
 schedule of fresh pytest sessions, then the verdict through the judge the command line hands it
-(``dpbench compare --paired`` on the saved pairs): ab never computes a statistic of its own.
+(``dpbench compare --paired`` on the saved pairs); :mod:`~dpbench.ab.settle` measures the cases still
+inconclusive in more rounds until settled, judged by the look the command line hands it (the gate's
+comparison, in process): ab never computes a statistic of its own.
 
 May import: ``dpbench.results`` (console helpers), ``dpbench.schema``, and ``dpbench.workers.machine``
 and ``dpbench.sampler.cpu`` for their files only (the probe loads them by path in a side's

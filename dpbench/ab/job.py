@@ -50,6 +50,7 @@ from dpbench.ab.revisions import (
     run_logged,
     say,
 )
+from dpbench.ab.settle import Look, SettlePlan, end_line, until_settled
 
 __all__ = [
     "DEFAULT_TRIALS",
@@ -108,20 +109,23 @@ def invocation_env(rev: Revision, base_env: dict[str, str] | None = None) -> dic
     return env
 
 
-def _run_trial(rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[str], logs: Path) -> Path:
+def _run_trial(
+    rev: Revision, trial: int, *, trials: int, pytest_args: Sequence[str], logs: Path, select: Sequence[str] = ()
+) -> Path:
+    """One invocation: the suites (or only the pytest node ids ``select`` names), one trial, saved."""
     name = f"ab-{rev.side}-t{trial:02d}"
     log = logs / f"{name}.log"
     cmd = [
         str(rev.python),
         "-m",
         "pytest",
-        "suites/",
+        *(select or ["suites/"]),
         f"--benchmark-save={name}",
         f"--benchmark-storage=file://{rev.storage}",
         "--benchmark-save-data",
         *pytest_args,
     ]
-    what = f"{rev.label} trial {trial} of {trials}"
+    what = f"{rev.label} trial {trial} of {trials}" + (f" ({len(select)} cases)" if select else "")
     started = time.monotonic()
     code = run_logged(cmd, cwd=rev.worktree, env=invocation_env(rev), log=log)
     if code != 0:
@@ -166,7 +170,7 @@ def _runs(count: int) -> str:
     return f"{count} run" if count == 1 else f"{count} runs"
 
 
-def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict) -> int:
+def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict, alpha: float | None = None) -> int:
     # The verdict opens with what differs between the sides (and what should not have).
     for line in provenance["lines"]:
         print(line)
@@ -181,6 +185,8 @@ def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict) -> 
     # difference of hardware is warned about above and by compare.
     argv = ["--baseline", *map(str, base.runs), "--candidate", *map(str, head.runs), "--paired"]
     argv += ["--differ-in", "torch,cuda,driver"]
+    if alpha is not None:  # measured until settled: every look, the verdict too, judges at its share
+        argv.append(f"--alpha={alpha!r}")
     code = judge(argv)
     sys.stdout.flush()
     return code
@@ -273,12 +279,19 @@ def run_ab(
     python: Path | None = None,
     keep: bool = False,
     judge: Judge | None = None,
+    settle: SettlePlan | None = None,
+    look: Look | None = None,
+    budget: str | None = None,
 ) -> int:
     """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143).
 
     ``base``/``head``: revisions (a name, or a :class:`SideSpec` with ``rev``), or two environment
     sides (:class:`SideSpec` with ``python`` or ``requirements``) running ``rev`` (None: the checkout).
-    ``judge``: how the pairs are judged once measured (None: they are only saved, ``--no-compare``)."""
+    ``judge``: how the pairs are judged once measured (None: they are only saved, ``--no-compare``).
+    ``settle`` and ``look``: measure the cases still inconclusive after the first rounds until settled
+    (:mod:`dpbench.ab.settle`; ``budget``: ``--budget`` as typed, for the last line); None: the
+    ``trials`` rounds only, judged at the whole alpha."""
+    job_started = time.monotonic()
     sides = (_spec(BASE, base), _spec(HEAD, head))
     environments = sides[0].environment is not None
     repo = find_checkout((cwd or Path.cwd()).resolve())
@@ -300,11 +313,32 @@ def run_ab(
     made = [missing_root(workdir), missing_root(envs)]
     run_dir = _new_run_dir(workdir, *tags)
     made.append(run_dir)
-    say(f"{shown}, {trials} trial{'s' if trials > 1 else ''} each; runs go to {run_dir}")
+    more = (
+        f", then only the cases still inconclusive, up to {settle.max_trials}"
+        if settle is not None and look is not None and judge is not None and settle.max_trials > trials
+        else ""
+    )
+    say(f"{shown}, {trials} trial{'s' if trials > 1 else ''} each{more}; runs go to {run_dir}")
     revisions: list[Revision] = []
     done: list[dict] = []
     provenance: dict | None = None
     current = "preparing the sides"
+
+    def invoke(side: str, trial: int, of: int, select: Sequence[str] = ()) -> None:
+        nonlocal current
+        current = f"{by_side[side].label} trial {trial} of {of}"
+        started = time.time()
+        path = _run_trial(
+            by_side[side], trial, trials=of, pytest_args=pytest_args, logs=run_dir / "logs", select=select
+        )
+        done.append({"side": side, "trial": trial, "started_at": started, "ended_at": time.time(), "run": str(path)})
+        _write_schedule(run_dir, revisions, done, provenance)
+
+    def extra_round(trial: int, select: Sequence[str]) -> None:
+        for side in (BASE, HEAD) if trial % 2 else (HEAD, BASE):  # the ABBA order goes on
+            invoke(side, trial, settle.max_trials if settle else trial, [*select])
+
+    by_side: dict[str, Revision] = {}
     try:
         with _sigterm_interrupts():
             if environments:
@@ -327,17 +361,30 @@ def run_ab(
                 )
             current = "probing the sides' environments"
             provenance = _collect_provenance(revisions, aa=aa, run_dir=run_dir)
-            by_side = {r.side: r for r in revisions}
+            by_side.update({r.side: r for r in revisions})
+            first_started = time.monotonic()
             for side, trial in abba_schedule(trials):
-                current = f"{by_side[side].label} trial {trial} of {trials}"
-                started = time.time()
-                path = _run_trial(by_side[side], trial, trials=trials, pytest_args=pytest_args, logs=run_dir / "logs")
-                done.append(
-                    {"side": side, "trial": trial, "started_at": started, "ended_at": time.time(), "run": str(path)}
-                )
-                _write_schedule(run_dir, revisions, done, provenance)
+                invoke(side, trial, trials)
+            if judge is None:
+                return 0
+            if settle is None or look is None:
+                current = "comparing"
+                return _compare(by_side[BASE], by_side[HEAD], judge, provenance)
+            current = "judging the first rounds"
+            outcome = until_settled(
+                settle,
+                look=look,
+                run_round=extra_round,
+                runs=lambda: ([str(p) for p in by_side[BASE].runs], [str(p) for p in by_side[HEAD].runs]),
+                started=job_started,
+                first_rounds_s=time.monotonic() - first_started,
+                say=say,
+            )
             current = "comparing"
-            return _compare(by_side[BASE], by_side[HEAD], judge, provenance) if judge is not None else 0
+            code = _compare(by_side[BASE], by_side[HEAD], judge, provenance, alpha=settle.look_alpha)
+            seconds = time.monotonic() - job_started
+            print(end_line(outcome, settle, budget=budget, trials=len(done), seconds=seconds), flush=True)
+            return code
     except SuiteFailed as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED

@@ -12,22 +12,69 @@ from dpbench.ab.bisect import bisect_environments, check_bisect, report
 from dpbench.ab.environments import SideSpec, parse_sides
 from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, Judge, parse_trials, run_ab
 from dpbench.ab.revisions import ABError
+from dpbench.ab.settle import MAX_TRIALS_FACTOR, Look, LookResult, OpenCase, SettlePlan, parse_budget, parse_max_trials
 from dpbench.commands.options import ExamplesFormatter, examples
+from dpbench.errors import UsageError
 
 __all__ = ["register_ab"]
+
+
+def _settle_plan(args: argparse.Namespace, trials: int) -> SettlePlan | None:
+    """The plan of the rounds beyond ``--trials`` (None: ``--no-until-settled`` or ``--no-compare``);
+    every option checked before anything starts."""
+    from dpbench.gate.compare import DEFAULT_ALPHA, check_alpha, parse_threshold
+    from dpbench.gate.judge import MIN_PAIRS
+
+    budget = parse_budget(args.budget)
+    off = "--no-compare" if args.no_compare else "--no-until-settled" if args.until_settled is False else None
+    for option, value in (("--max-trials", args.max_trials), ("--budget", args.budget)):
+        if off and value is not None:
+            raise ABError(f"{option}: expected with --until-settled (the default), found {off}")
+    if args.threshold is not None:
+        parse_threshold(args.threshold)
+    try:
+        alpha = check_alpha(DEFAULT_ALPHA if args.alpha is None else float(args.alpha))
+    except (ValueError, UsageError):
+        raise UsageError(f"--alpha: expected a probability in (0, 0.5], found {args.alpha!r}") from None
+    max_trials = parse_max_trials(args.max_trials, trials=trials, min_pairs=MIN_PAIRS)
+    return None if off else SettlePlan(trials=trials, max_trials=max_trials, budget_s=budget, alpha=alpha)
+
+
+def _look(args: argparse.Namespace) -> Look:
+    """The gate's paired comparison of the saved pairs, in this process: which cases are inconclusive,
+    and how many pairs its next-step estimate says each needs."""
+    from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_runs, parse_threshold
+    from dpbench.gate.next_step import plan
+    from dpbench.gate.verdicts import Verdict
+
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else parse_threshold(args.threshold)
+
+    def look(base: Sequence[str], head: Sequence[str], alpha: float) -> LookResult:
+        cmp = compare_runs(base, head, threshold=threshold, alpha=alpha, paired=True)
+        size = cmp.family.size
+        steps = {b.name: plan(b, alpha=alpha, family_size=size, method="paired") for b in cmp.benchmarks}
+        open_cases = tuple(
+            OpenCase(name=b.name, pairs=steps[b.name].count if steps[b.name] else None)
+            for b in cmp.of(Verdict.INCONCLUSIVE)
+        )
+        return LookResult(cases=size, open=open_cases)
+
+    return look
 
 
 def _handle(args: argparse.Namespace) -> int:
     try:
         trials = parse_trials(args.trials)
-        # Only what the user set: compare's own defaults stay the gate's defaults.
+        settle = _settle_plan(args, trials)
+        # Only what the user set: compare's own defaults stay the gate's defaults. Measured until
+        # settled, the job passes each look's share of --alpha itself.
         compare_args = [
             f"--{name}={getattr(args, name)}"
             for name in ("threshold", "alpha", "markdown", "json")
-            if getattr(args, name) is not None
+            if getattr(args, name) is not None and not (name == "alpha" and settle is not None)
         ]
         if args.bisect_python:
-            return _bisect(args, trials=trials, compare_args=compare_args)
+            return _bisect(args, trials=trials, compare_args=compare_args, settle=settle)
         base, head = parse_sides(
             revs=args.revs,
             base_python=args.base_python,
@@ -37,14 +84,21 @@ def _handle(args: argparse.Namespace) -> int:
             rev=args.rev,
             python=args.python,
         )
-        return _run(args, base, head, trials=trials, judge=None if args.no_compare else _judge(compare_args))
+        judge = None if args.no_compare else _judge(compare_args)
+        return _run(args, base, head, trials=trials, judge=judge, settle=settle)
     except ABError as e:
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return 2
 
 
 def _run(
-    args: argparse.Namespace, base: str | SideSpec, head: str | SideSpec, *, trials: int, judge: Judge | None
+    args: argparse.Namespace,
+    base: str | SideSpec,
+    head: str | SideSpec,
+    *,
+    trials: int,
+    judge: Judge | None,
+    settle: SettlePlan | None,
 ) -> int:
     """One A/B job between ``base`` and ``head`` with the options the command line was given."""
     return run_ab(
@@ -58,6 +112,9 @@ def _run(
         python=Path(args.python).absolute() if args.python else None,
         keep=args.keep,
         judge=judge,
+        settle=settle,
+        look=_look(args) if settle is not None else None,
+        budget=args.budget,
     )
 
 
@@ -68,7 +125,7 @@ def _judge(compare_args: Sequence[str]) -> Judge:
     return lambda pairs: run_compare(compare_parser().parse_args([*pairs, *compare_args]))
 
 
-def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -> int:
+def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str], settle: SettlePlan | None) -> int:
     sides = [f"--{s}-{k}" for s in ("base", "head") for k in ("python", "requirements") if getattr(args, f"{s}_{k}")]
     named = (["BASE_REV HEAD_REV"] if args.revs else []) + sides + (["--python"] if args.python else [])
     pythons = check_bisect(args.bisect_python, named=named)
@@ -76,7 +133,7 @@ def _bisect(args: argparse.Namespace, *, trials: int, compare_args: list[str]) -
         raise ABError("--no-compare: expected without --bisect-python (each step is judged)")
     code, first = bisect_environments(
         pythons,
-        lambda base, head: _run(args, base, head, trials=trials, judge=_judge(compare_args)),
+        lambda base, head: _run(args, base, head, trials=trials, judge=_judge(compare_args), settle=settle),
     )
     return report(pythons, code, first)
 
@@ -160,7 +217,27 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
         "--trials",
         default=str(DEFAULT_TRIALS),
         metavar="N",
-        help=f"invocations (one trial each) per revision (default {DEFAULT_TRIALS})",
+        help=f"the first ABBA rounds: invocations (one trial each) per revision (default {DEFAULT_TRIALS})",
+    )
+    p.add_argument(
+        "--until-settled",
+        action=argparse.BooleanOptionalAction,
+        default=None,  # None (not given) is on: only --no-until-settled turns it off
+        help="after the first --trials rounds, measure only the cases still inconclusive, in more rounds, "
+        "until none is, --max-trials or --budget; every look judges at --alpha shared across the planned "
+        "looks (default on; --no-until-settled: the --trials rounds only, judged at the whole --alpha)",
+    )
+    p.add_argument(
+        "--max-trials",
+        metavar="N",
+        help=f"with --until-settled: the most pairs a case gets in all, at least --trials (default "
+        f"{MAX_TRIALS_FACTOR} × --trials)",
+    )
+    p.add_argument(
+        "--budget",
+        metavar="DURATION",
+        help="with --until-settled: no round starts that would end after this much wall-clock time from "
+        "the job's start, e.g. 90s, 10m, 1h (default: none)",
     )
     p.add_argument(
         "--workdir",

@@ -60,6 +60,9 @@ class NextStep:
     """the table's cell: ``9 trials a side``, ``--aa or ab (±13%)``, ``ab: the machine moved``"""
     text: str
     """the whole sentence, with this case's numbers"""
+    count: int | None = None
+    """``trials`` and ``pairs``: the trials a side or pairs in all the plan asks for (None for the other
+    kinds); ``dpbench ab`` measures its open cases to it"""
 
 
 def _machine_moved(b: BenchmarkComparison) -> bool:
@@ -122,6 +125,7 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
         return NextStep(
             kind="pairs",
             short=f"{needed} pairs",
+            count=needed,
             text=f"{needed} pairs would be needed to settle {seen}: too small a change for these cases' spread",
         )
     if needed > MAX_TRIALS:
@@ -135,11 +139,13 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
         return NextStep(
             kind="pairs",
             short=f"{needed} pairs",
+            count=needed,
             text=f"{needed} pairs ({needed - have} more; dpbench ab --trials {needed}) {power}",
         )
     return NextStep(
         kind="trials",
         short=f"{needed} trials a side",
+        count=needed,
         text=f"{needed} trials a side ({needed - have} more; pytest --dpbench-trials {needed}) {power}",
     )
 

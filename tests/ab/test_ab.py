@@ -242,12 +242,14 @@ def ab_run(repo: Path, envs: Path, tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp("abwork")
     # Without the multi-run compare, ab's own part (order, saving, clean-up) is still checked.
     compare = ["--json", str(workdir / "compare.json")]
+    # The fixed design: measuring until settled is tested with a fake suite runner (test_ab_settle.py).
     proc = _run_ab(
         repo,
         "ab-base",
         "ab-head",
         "--trials",
         "2",
+        "--no-until-settled",
         "--workdir",
         str(workdir),
         "--envs",

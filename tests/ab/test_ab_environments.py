@@ -285,6 +285,7 @@ def test_an_injected_slowdown_on_one_side_runs_end_to_end_and_slows_that_side(tm
         str(slow),
         "--trials",
         "1",
+        "--no-until-settled",  # one trial a side: measuring until settled is test_ab_settle.py's
         "--workdir",
         str(work),
         "--json",
@@ -334,6 +335,7 @@ def test_the_same_environment_on_both_sides_is_an_aa_at_the_named_revision(tmp_p
         "HEAD",
         "--trials",
         "1",
+        "--no-until-settled",
         "--workdir",
         str(work),
         "--",
