@@ -3,7 +3,8 @@
 (:mod:`~dpbench.decision.contention`), the claim one comparison supports (``faster``, ``slower``,
 ``level``, ``unsettled``: :mod:`~dpbench.decision.claims`), the typed answer of each question — a
 workload at one recipe — (:mod:`~dpbench.decision.model`), how saved runs become questions
-(:mod:`~dpbench.decision.questions`) and the sentences every view prints
+(:mod:`~dpbench.decision.questions`), when trials may stop without inflating false claims
+(:mod:`~dpbench.decision.sequential`) and the sentences every view prints
 (:mod:`~dpbench.decision.words`). The terminal, the HTML report, ``--json`` and ``dpbench run``
 render a :class:`Decision`; none ranks or tests on its own.
 
