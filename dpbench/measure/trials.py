@@ -205,7 +205,7 @@ class TrialSession:
         self._cases: dict[str, Measurable] = {}
         self.results: dict[str, CaseResult] = {}
         self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
-        self._settling = until_settled
+        self.until_settled = until_settled
         self.passes = 0  # trial passes run
         self.claim_level: float | None = None  # the design's level at its last look (until settled)
         self.stopped: str | None = None  # what ended the trials until settled: settled, maximum, budget
@@ -229,7 +229,7 @@ class TrialSession:
         active = keys
         started = time.monotonic()
         for trial in range(self.trials):
-            if trial and self._settling is not None:
+            if trial and self.until_settled is not None:
                 active = self._still_open(active, trial)
                 if not active:
                     break
@@ -245,7 +245,7 @@ class TrialSession:
                     continue  # a case that cannot run, or failed, is not tried again
                 # The ETA counts only the slots still to run: a skipped or failed case takes no time.
                 left = self._runnable(active[index:]) + (self.trials - trial - 1) * self._runnable(active)
-                total = len(active) * self.trials if self._settling is None else measured + left
+                total = len(active) * self.trials if self.until_settled is None else measured + left
                 self._progress(
                     f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}",
                     done=measured,
@@ -256,9 +256,9 @@ class TrialSession:
                 self.trial_seconds.append(time.monotonic() - began)
                 measured += 1
             self.passes = trial + 1
-            if trial == 0 and self._settling is not None and self.trial_seconds:
-                self._progress(self._settling.plan_line(cases=len(keys), trial_s=self._trial_s()))
-        if self._settling is not None:
+            if trial == 0 and self.until_settled is not None and self.trial_seconds:
+                self._progress(self.until_settled.plan_line(cases=len(keys), trial_s=self._trial_s()))
+        if self.until_settled is not None:
             self._finish_settling()
 
     def _still_open(self, active: list[str], trials: int) -> list[str]:
@@ -266,20 +266,20 @@ class TrialSession:
         references they are judged against. A case once settled stays out, so trial i of every case
         still ran in pass i."""
         # Every case answers its question, the settled ones included: the look judges the whole question.
-        look = self._settling.look(self._cases, self.results, trials)
+        look = self.until_settled.look(self._cases, self.results, trials)
         self.last_look = look
-        if trials >= self._settling.plan.min_trials:
-            self.claim_level = self._settling.plan.look_level
+        if trials >= self.until_settled.plan.min_trials:
+            self.claim_level = self.until_settled.plan.look_level
         references = {
             ref.key for k in look.open_keys if (ref := getattr(self._cases[k], "reference", None)) is not None
         }
         still = [k for k in active if k in look.open_keys or k in references]
         if not still and self.stopped is None:
-            self.stopped = "settled" if trials < self._settling.plan.max_trials else "maximum"
+            self.stopped = "settled" if trials < self.until_settled.plan.max_trials else "maximum"
         return still
 
     def _fits(self, cases: int, elapsed: float) -> bool:
-        budget = self._settling.budget_s
+        budget = self.until_settled.budget_s
         return budget is None or elapsed + cases * self._trial_s() <= budget
 
     def _trial_s(self) -> float:
@@ -292,7 +292,18 @@ class TrialSession:
             self.stopped = self.stopped or "maximum"
         look = self.last_look
         self.stopped = "settled" if look is not None and not look.unsettled else self.stopped
-        self._progress(self._settling.end_line(look, why=self.stopped, passes=self.passes, trial_s=self._trial_s()))
+        self._progress(self.until_settled.end_line(look, why=self.stopped, passes=self.passes, trial_s=self._trial_s()))
+
+    def settled_info(self) -> dict[str, Any]:
+        """The design and what ended it, as the run saves it (``machine_info["dpbench"]["until_settled"]``)."""
+        settling = self.until_settled
+        return {
+            **settling.plan.to_dict(),
+            "budget_s": settling.budget_s,
+            "passes": self.passes,
+            "stopped": self.stopped,
+            "claim_level": self.claim_level,
+        }
 
     def _runnable(self, keys: list[str]) -> int:
         return sum(self.results[k].skip_reason is None and self.results[k].error is None for k in keys)

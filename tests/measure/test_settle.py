@@ -198,3 +198,35 @@ def test_a_maximum_below_the_minimum_says_the_minimum():
     assert parse_max_trials("--max-trials", "5") == 5
     with pytest.raises(ValueError, match=r"^--max-trials: expected an int >= 5 \(the fewest trials .*found '3'$"):
         parse_max_trials("--max-trials", "3")
+
+
+class _Options:
+    def __init__(self, **values):
+        self.values = values
+
+    def getoption(self, name, default=None):
+        return self.values.get(name, default)
+
+
+def test_the_suites_options_until_settled():
+    from dpbench.measure.plugin.session import _settling
+
+    assert _settling(_Options()) is None  # a fixed design unless asked
+    plan = _settling(_Options(dpbench_until_settled=True, dpbench_max_trials="8", dpbench_budget="10m"))
+    assert (plan.plan.min_trials, plan.plan.max_trials, plan.budget_s) == (5, 8, 600.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dpbench_until_settled": True, "dpbench_trials": "3"}, "--dpbench-trials: a fixed number of trials, found"),
+        ({"dpbench_until_settled": True, "dpbench_max_trials": "4"}, "--dpbench-max-trials: expected an int >= 5"),
+        ({"dpbench_until_settled": True, "dpbench_budget": "ten"}, "--dpbench-budget: expected a duration such as"),
+        ({"dpbench_budget": "10m"}, "--dpbench-budget: expected it with --dpbench-until-settled, found it alone"),
+    ],
+)
+def test_the_suites_options_refuse_what_contradicts_or_does_not_parse(options, message):
+    from dpbench.measure.plugin.session import _settling
+
+    with pytest.raises(ValueError, match="^" + message):
+        _settling(_Options(**options))
