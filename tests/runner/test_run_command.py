@@ -53,6 +53,15 @@ def user_dir(tmp_path, monkeypatch):
          "found 'ddpp' (did you mean 'ddp'?)"),
         (["--precision", "fp8"], "--precision: expected one of fp32, bf16, fp16, found 'fp8'\n"),
         (["--precision", "fp61"], "--precision: expected one of fp32, bf16, fp16, found 'fp61' (did you mean 'fp16'?)"),
+        (["--budget", "ten"], "--budget: expected a duration such as 90s, 10m, 1h, found 'ten'\n"),
+        (["--budget", "10"], "--budget: expected a duration such as 90s, 10m, 1h, found '10'\n"),
+        (["--max-trials", "3"],
+         "--max-trials: expected an int >= 5 (the fewest trials whose interval reaches the 90% claim level), "
+         "found '3'\n"),
+        (["--until-settled", "--trials", "3"],
+         "--until-settled: trials until the answer is settled, found with --trials 3 (a fixed number of trials "
+         "per case): choose one\n"),
+        (["--trials", "3", "--budget", "10m"], "--budget: trials until the answer is settled, found with --trials 3"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_saved(user_dir, capsys, monkeypatch, argv, message):
