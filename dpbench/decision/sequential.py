@@ -39,6 +39,7 @@ from dpbench.decision.model import Entry, Question, answer_question
 
 __all__ = [
     "DEFAULT_MAX_TRIALS",
+    "FIXED_ERROR",
     "LookPlan",
     "asked_level",
     "coverage",
@@ -49,8 +50,21 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TRIALS = 12
-"""The default maximum: the third step of the default design (k = 0 from 5 pairs, 1 from 9, 2 at
-12), where a 5% gap on a machine with a few % paired spread has settled."""
+"""The default maximum: the third step of the default design (k = 0 from 6 pairs, 1 from 10, 2 at
+12): two chances after the first look for a comparison the first could not settle."""
+
+
+def _fixed_error() -> float:
+    n = min_pairs()
+    return 2.0 / 2.0**n  # [min, max] of n pairs: all n on one side of the median, either side
+
+
+FIXED_ERROR = _fixed_error()
+"""The error the sequential design may spend: the fixed design's exact error at the fewest trials a
+claim needs (5 pairs, [min, max]: 2/32 = 6.25%, what the quick profile's 5 trials claim at). It is at
+most the 8-trial fixed design's (k = 1: 7.03%), so the design claims falsely no more often than
+either; the stated level's 10% would allow a first look at 5 pairs but more false claims than both
+(docs/validation/sequential.md has both designs simulated)."""
 
 
 def asked_level(level: float) -> float:
@@ -113,8 +127,8 @@ class LookPlan:
     error: float
     """The exact probability, under no difference, that any look from ``min_trials`` to
     ``max_trials`` misses the true median: at most ``budget``."""
-    budget: float = round(1 - CLAIM_LEVEL, 12)
-    """The error the design may spend: the fixed design's stated error (1 − the claim level)."""
+    budget: float = FIXED_ERROR
+    """The error the design may spend: the fixed design's exact error (:data:`FIXED_ERROR`)."""
 
     def level_at(self, look: int) -> float:
         """The level a look after ``look`` trials asks of every claim: the look level (as the model is
@@ -136,6 +150,10 @@ class LookPlan:
                 last = k
         return tuple(out)
 
+    def steps_after(self, look: int) -> tuple[int, ...]:
+        """The steps still ahead after ``look`` trials (none: more trials cannot settle anything more)."""
+        return tuple(n for n in self.steps if n > look)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "min_trials": self.min_trials,
@@ -146,11 +164,10 @@ class LookPlan:
         }
 
 
-def plan_looks(
-    max_trials: int, *, budget: float = round(1 - CLAIM_LEVEL, 12), floor_level: float = CLAIM_LEVEL
-) -> LookPlan:
+def plan_looks(max_trials: int, *, budget: float | None = None, floor_level: float = CLAIM_LEVEL) -> LookPlan:
     """The most permissive look level (never below ``floor_level``, the claim level) whose looks from
-    the first count that reaches it to ``max_trials`` miss with probability at most ``budget``.
+    the first count that reaches it to ``max_trials`` miss with probability at most ``budget``
+    (default :data:`FIXED_ERROR`).
 
     A larger maximum means more looks, so a stricter level and possibly a later first look."""
     if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < min_pairs(floor_level):
@@ -158,6 +175,7 @@ def plan_looks(
             f"max_trials: expected an int >= {min_pairs(floor_level)} (the fewest pairs whose interval reaches "
             f"the {floor_level:.0%} claim level), found {max_trials!r}"
         )
+    budget = FIXED_ERROR if budget is None else budget
     levels = sorted(
         {floor_level}
         | {c for n in range(2, max_trials + 1) for k in range((n - 1) // 2 + 1) if (c := coverage(k, n)) >= floor_level}
@@ -181,13 +199,14 @@ def open_cases(
     margin: float = LEVEL_MARGIN,
 ) -> set[str]:
     """The configurations more trials could still change after ``look`` trials: every one before the
-    minimum, none at the maximum; between, those :meth:`Answer.open_configurations` names at the
-    design's level, and every configuration whose trials ran on a busy machine."""
+    minimum; none once no step is left up to the maximum (a look where k does not grow only widens
+    an interval); between, those :meth:`Answer.open_configurations` names at the design's level, and
+    every configuration whose trials ran on a busy machine."""
     names = {e.name for entries in questions.values() for e in entries}
     if look < plan.min_trials:
         return names
-    if look >= plan.max_trials:
-        return set()
+    if not plan.steps_after(look):
+        return set()  # no later look up to the maximum could claim what this one did not
     still: set[str] = set()
     for question, entries in questions.items():
         answer = answer_question(question, entries, busy_limit=busy_limit, level=plan.level_at(look), margin=margin)

@@ -176,15 +176,20 @@ class Settling:
         )
 
     def end_line(self, look: Look | None, *, why: str, passes: int, trial_s: float) -> str:
-        """What stopped the trials: ``settled``, ``the maximum``, ``the budget``; what is still unsettled
-        and about what more trials would cost."""
+        """What stopped the trials — ``settled``, ``maximum``, ``budget``, or ``design`` (no look left
+        before the maximum may claim more) — what is still unsettled and about what more trials
+        would cost."""
         if why == "settled" or look is None or not look.unsettled:
             return f"trials settled after {passes} passes: every question has its answer"
-        stopped = (
-            f"the budget ({duration_text(self.budget_s)}) stopped the trials after {passes} passes"
-            if why == "budget" and self.budget_s
-            else f"the trials stopped at their maximum ({self.plan.max_trials})"
-        )
+        if why == "budget" and self.budget_s:
+            stopped = f"the budget ({duration_text(self.budget_s)}) stopped the trials after {passes} passes"
+        elif why == "design":
+            stopped = (
+                f"the trials stopped after {passes} passes: no later look up to the maximum "
+                f"({self.plan.max_trials}) may claim more"
+            )
+        else:
+            stopped = f"the trials stopped at their maximum ({self.plan.max_trials})"
         open_answers = [a for a in look.answers if a.open_configurations()]
         titles = "; ".join(f"{a.question.title}: {', '.join(a.open_configurations())}" for a in open_answers)
         needs = [a.settle_trials for a in open_answers]

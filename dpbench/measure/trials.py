@@ -275,7 +275,8 @@ class TrialSession:
         }
         still = [k for k in active if k in look.open_keys or k in references]
         if not still and self.stopped is None:
-            self.stopped = "settled" if trials < self.until_settled.plan.max_trials else "maximum"
+            plan = self.until_settled.plan
+            self.stopped = "settled" if not look.unsettled else "maximum" if trials >= plan.max_trials else "design"
         return still
 
     def _fits(self, cases: int, elapsed: float) -> bool:

@@ -12,6 +12,7 @@ from dpbench.decision.claims import CLAIM_LEVEL, Claim, claim_of, min_pairs
 from dpbench.decision.model import Entry, Question
 from dpbench.decision.sequential import (
     DEFAULT_MAX_TRIALS,
+    FIXED_ERROR,
     LookPlan,
     coverage,
     look_cuts,
@@ -79,10 +80,21 @@ def test_looking_at_every_pass_at_the_fixed_level_inflates_the_error_and_the_des
 
 def test_the_default_design():
     plan = plan_looks(DEFAULT_MAX_TRIALS)
-    assert (plan.min_trials, plan.max_trials, plan.look_level) == (5, 12, 0.9375)
-    assert plan.steps == (5, 9, 12)  # k = 0 from 5 pairs, 1 from 9, 2 at 12
-    assert plan.error == 99 / 1024  # 64/1024 at 5 pairs, 20/1024 more at 9, 15/1024 at 12
-    assert plan.level_at(4) == plan.level_at(5) == pytest.approx(0.9375)
+    assert (plan.min_trials, plan.max_trials, plan.look_level) == (6, 12, 1 - 2 * 79 / 4096)
+    assert plan.steps == (6, 10, 12)  # k = 0 from 6 pairs, 1 from 10, 2 at 12
+    assert plan.error == 127 / 2048 <= FIXED_ERROR == 1 / 16  # within the fixed 5-trial design's error
+    assert plan.level_at(5) == plan.level_at(6) == pytest.approx(plan.look_level)
+    assert plan.steps_after(10) == (12,) and plan.steps_after(12) == ()
+
+
+def test_the_stated_levels_error_would_allow_a_first_look_at_five():
+    plan = plan_looks(12, budget=0.10)
+    assert (plan.min_trials, plan.look_level, plan.steps, plan.error) == (5, 0.9375, (5, 9, 12), 99 / 1024)
+
+
+def test_a_maximum_without_a_second_step_is_the_fixed_design_that_stops():
+    plan = plan_looks(8)
+    assert (plan.min_trials, plan.steps, plan.error) == (5, (5,), 1 / 16)
 
 
 def test_a_maximum_below_the_minimum_is_refused_with_the_minimum():
@@ -143,26 +155,26 @@ def test_open_cases_every_configuration_before_the_minimum_none_at_the_maximum()
 
 def test_open_cases_a_clear_gap_closes_at_the_minimum_a_tie_with_a_wild_pair_stays_open():
     plan = plan_looks(12)
-    clear = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.2}, 5)
-    assert open_cases({Q: clear}, plan, 5) == set()
-    # ddp and fsdp 1% apart with 3% noise: neither a difference nor inside the ±5% margin at 5 pairs.
-    tie = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.51}, 5, sd=0.04, seed=3)
-    opened = open_cases({Q: tie}, plan, 5)
+    clear = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.2}, 6)
+    assert open_cases({Q: clear}, plan, 5) == {"single w1", "ddp w2", "fsdp w2"}  # before the minimum
+    assert open_cases({Q: clear}, plan, 6) == set()
+    # ddp and fsdp 1% apart with 4% noise: neither a difference nor inside the ±5% margin at 6 pairs.
+    tie = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.51}, 6, sd=0.04, seed=0)
+    opened = open_cases({Q: tie}, plan, 6)
     assert "ddp w2" in opened and "fsdp w2" in opened and "single w1" not in opened
 
 
 def test_open_cases_a_busy_configuration_stays_open():
     plan = plan_looks(12)
-    entries = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.2}, 5)
+    entries = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.2}, 6)
     # single is neither the leader nor its runner-up: the answer stands, but its trials are not trusted.
     busy = [Entry(**{**e.__dict__, "busy_share": 0.6}) if e.name == "single w1" else e for e in entries]
-    assert open_cases({Q: entries}, plan, 5) == set()
-    assert open_cases({Q: busy}, plan, 5) == {"single w1"}
+    assert open_cases({Q: entries}, plan, 6) == set()
+    assert open_cases({Q: busy}, plan, 6) == {"single w1"}
 
 
 def test_open_cases_reads_the_design_level_not_the_fixed_one():
-    # 9 pairs with one on the other side: the fixed 90% design (k = 1 at 9) claims; at the design's
-    # level k is 1 too, but at 8 pairs the fixed design's k = 1 claims where the design's k = 0 does not.
+    # 8 pairs with one on the other side: the fixed 90% design's k = 1 claims, the design's k = 0 does not.
     plan = plan_looks(12)
     single = [100.0] * 8
     ddp = [110.0] * 7 + [99.0]

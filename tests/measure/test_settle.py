@@ -87,10 +87,10 @@ def _run(cases, *, max_trials=8, budget_s=None):
 def test_a_clear_gap_stops_at_the_minimum():
     single, ddp, fsdp = FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005), FakeTraining("fsdp", 2, 0.007)
     session, lines = _run([single, ddp, fsdp], max_trials=12)
-    assert [len(c.calls) for c in (single, ddp, fsdp)] == [5, 5, 5]
-    assert session.passes == 5 and session.stopped == "settled"
-    assert session.claim_level == pytest.approx(0.9375)
-    assert lines[-1] == "trials settled after 5 passes: every question has its answer"
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [6, 6, 6]
+    assert session.passes == 6 and session.stopped == "settled"
+    assert session.claim_level == plan_looks(12).look_level
+    assert lines[-1] == "trials settled after 6 passes: every question has its answer"
 
 
 def test_a_tie_runs_to_the_maximum_and_only_the_open_cases_get_more_trials():
@@ -98,12 +98,12 @@ def test_a_tie_runs_to_the_maximum_and_only_the_open_cases_get_more_trials():
     single = FakeTraining("single", 1, 0.020)
     ddp = FakeTraining("ddp", 2, 0.010)
     fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
-    session, lines = _run([single, ddp, fsdp], max_trials=8)
-    assert [len(c.calls) for c in (single, ddp, fsdp)] == [5, 8, 8]
-    assert ddp.calls == list(range(8))  # trial i in pass i: slot i pairs with every case's slot i
+    session, lines = _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [6, 12, 12]
+    assert ddp.calls == list(range(12))  # trial i in pass i: slot i pairs with every case's slot i
     assert session.stopped == "maximum"
     assert lines[-1].startswith(
-        "the trials stopped at their maximum (8); still unsettled: mlp (sgd · fp32 · global batch 64): "
+        "the trials stopped at their maximum (12); still unsettled: mlp (sgd · fp32 · global batch 64): "
     )
     assert "ddp w2" in lines[-1] and "fsdp w2" in lines[-1] and "single" not in lines[-1]
 
@@ -112,8 +112,19 @@ def test_the_reference_of_an_open_case_is_measured_with_it():
     single = FakeTraining("single", 1, 0.020)
     ddp = FakeTraining("ddp", 2, 0.010, reference=single)
     fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9), reference=single)
-    _run([single, ddp, fsdp], max_trials=7)
-    assert [len(c.calls) for c in (single, ddp, fsdp)] == [7, 7, 7]
+    _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 12, 12]
+
+
+def test_a_maximum_the_design_cannot_use_stops_at_the_last_step():
+    # At most 8 trials the design's only look that can claim is the 5th: a tie stops there, and says why.
+    single, ddp = FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
+    session, lines = _run([single, ddp, fsdp], max_trials=8)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [5, 5, 5] and session.stopped == "design"
+    assert lines[-1].startswith(
+        "the trials stopped after 5 passes: no later look up to the maximum (8) may claim more; still unsettled: "
+    )
 
 
 def test_the_budget_stops_the_trials_and_says_what_is_unsettled():
@@ -129,7 +140,7 @@ def test_the_plan_line_comes_after_the_first_pass():
     _, lines = _run(cases, max_trials=12, budget_s=1800)
     plan = [line for line in lines if "trials each" in line]
     assert len(plan) == 1
-    assert plan[0].startswith("2 cases; ~0 s a trial from the first pass; 5–12 trials each, until settled at 93.8%")
+    assert plan[0].startswith("2 cases; ~0 s a trial from the first pass; 6–12 trials each, until settled at 96.1%")
     assert plan[0].endswith("; budget 30 min")
 
 
@@ -137,8 +148,8 @@ def test_a_collective_case_runs_the_minimum():
     single, ddp = FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)
     fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
     comm = FakeCollective()
-    _run([single, ddp, fsdp, comm], max_trials=8)
-    assert len(comm.calls) == 5 and len(ddp.calls) == 8
+    _run([single, ddp, fsdp, comm], max_trials=12)
+    assert len(comm.calls) == 6 and len(ddp.calls) == 12
 
 
 def test_a_case_on_a_busy_machine_stays_open():
@@ -153,8 +164,8 @@ def test_a_case_on_a_busy_machine_stays_open():
 
     # single is neither the leader nor its runner-up: the answer stands, its trials are measured on.
     single, ddp, fsdp = Busy("single", 1, 0.010), FakeTraining("ddp", 2, 0.005), FakeTraining("fsdp", 2, 0.008)
-    _run([single, ddp, fsdp], max_trials=7)
-    assert [len(c.calls) for c in (single, ddp, fsdp)] == [7, 5, 5]
+    _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 6, 6]
 
 
 def test_the_questions_follow_the_recipe():
@@ -164,18 +175,18 @@ def test_the_questions_follow_the_recipe():
         FakeTraining("ddp", 2, 0.012, options={"optimizer": "adamw"}),
         FakeTraining("fsdp", 2, 0.012, factors=(1.1, 0.9), options={"optimizer": "adamw"}),
     ]
-    _run([*sgd, *adamw], max_trials=6)
-    assert [len(c.calls) for c in sgd + adamw] == [5, 5, 6, 6]
+    _run([*sgd, *adamw], max_trials=12)
+    assert [len(c.calls) for c in sgd + adamw] == [6, 6, 12, 12]
 
 
 def test_remeasuring_works_with_cases_of_unequal_trial_counts():
     single = FakeTraining("single", 1, 0.020)
     ddp = FakeTraining("ddp", 2, 0.010)
-    # fsdp's trial 6 is far out: disturbed; measured again (call 9) it is clean.
-    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9, 1.1, 0.9, 1.1, 0.9, 5.0, 0.9, 1.1))
-    session, _ = _run([single, ddp, fsdp], max_trials=8)
+    # fsdp's trial 6 is far out: disturbed; measured again (its 13th call) it is clean.
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9) * 3 + (5.0,) + (0.9, 1.1) * 3)
+    session, _ = _run([single, ddp, fsdp], max_trials=12)
     done = remeasure(session)
-    assert [len(session.results[c.key].trials) for c in (single, ddp, fsdp)] == [5, 8, 8]
+    assert [len(session.results[c.key].trials) for c in (single, ddp, fsdp)] == [6, 12, 12]
     flags = session.results[fsdp.key].disturbed
     assert flags[6] is not None and flags[6]["replaced"] and done.replaced == 1
     assert session.results[fsdp.key].trials[6].value == pytest.approx(0.010 * 1.1)
