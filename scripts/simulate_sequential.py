@@ -4,6 +4,7 @@ per job and trials used, drawn from the gate's noise models (dpbench.gate.simula
 trials from a real run. Seeded: the same arguments print the same numbers.
 
     scripts/simulate_sequential.py [--model midday|afternoon|clean] [--jobs 1000] [--max-trials 12]
+                                   [--error-budget 0.0625]
 
 One job is one question: C configurations (2, 4, 8) whose trials are drawn from the model (each its
 own trial spread, the run's offset shared), one of them ``gap`` faster than the others, which tie
@@ -176,13 +177,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--max-trials", type=int, default=12)
     p.add_argument("--rate", type=float, default=0.02, help="the share of trials disturbed")
+    p.add_argument(
+        "--error-budget",
+        type=float,
+        default=None,
+        help="the error the design may spend (default: the fixed 5-trial design's, 0.0625; 0.10: the stated level's)",
+    )
     p.add_argument("--gaps", default=",".join(f"{g:g}" for g in GAPS))
     p.add_argument("--configs", default=",".join(map(str, CONFIGS)))
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     model = MODELS[args.model]
     found: list[Disturbance] = measured_disturbances(_frame(args.run)) if args.rate > 0 else []
-    plan = plan_looks(args.max_trials)
+    plan = plan_looks(args.max_trials, budget=args.error_budget)
     print(
         f"model {args.model} ({model.source}); {args.jobs} jobs a cell; disturbed: {args.rate:.0%} of trials, "
         f"{len(found)} measured disturbances; design: {plan.min_trials}–{plan.max_trials} trials, look level "
