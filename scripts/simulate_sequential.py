@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim  # noqa: E402
 from dpbench.decision.contention import CONTENDED  # noqa: E402
-from dpbench.decision.model import Entry, Question, answer_question  # noqa: E402
+from dpbench.decision.model import Entry, Outcome, Question, answer_question  # noqa: E402
 from dpbench.decision.sequential import plan_looks  # noqa: E402
 from dpbench.gate.simulation import (  # noqa: E402
     AFTERNOON,
@@ -153,6 +153,7 @@ def run_cell(model, found, *, configs: int, gap: float, jobs: int, seed: int, pl
     rng = random.Random(seed)
     settling = Settling(plan=plan, cpu_count=1)
     out = {"seq": 0, "fixed5": 0, "fixed8": 0, "trials": 0, "settled": 0, "jobs_seq": 0, "jobs5": 0, "jobs8": 0}
+    out.update(settled5=0, settled8=0)
     names = [f"c{i}" for i in range(configs)]
     for _ in range(jobs):
         truth, times = draw_job(model, found, rng, configs=configs, gap=gap, trials=plan.max_trials, rate=rate)
@@ -164,9 +165,11 @@ def run_cell(model, found, *, configs: int, gap: float, jobs: int, seed: int, pl
         out["trials"] += used
         out["settled"] += settled
         for n in (5, 8):
-            wrong = false_claims(fixed(names, times, n), true)
+            answer = fixed(names, times, n)
+            wrong = false_claims(answer, true)
             out[f"fixed{n}"] += wrong
             out[f"jobs{n}"] += wrong > 0
+            out[f"settled{n}"] += answer.outcome is not Outcome.UNSETTLED
     return out
 
 
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| true gap | configurations | false claims per job: sequential | fixed 5 | fixed 8 "
-        "| jobs with a false claim: seq / 5 / 8 | mean trials: sequential | ÷ fixed 8 | settled |"
+        "| jobs with a false claim: seq / 5 / 8 | mean trials: sequential | ÷ fixed 8 | settled: seq / 5 / 8 |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     started = time.monotonic()
@@ -211,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {'A/A' if gap == 0 else f'{gap:.0%}'} | {configs} | {r['seq'] / jobs:.3f} | "
                 f"{r['fixed5'] / jobs:.3f} | {r['fixed8'] / jobs:.3f} | "
                 f"{r['jobs_seq'] / jobs:.1%} / {r['jobs5'] / jobs:.1%} / {r['jobs8'] / jobs:.1%} | "
-                f"{mean:.2f} | {mean / 8:.0%} | {r['settled'] / jobs:.0%} |",
+                f"{mean:.2f} | {mean / 8:.0%} | "
+                f"{r['settled'] / jobs:.0%} / {r['settled5'] / jobs:.0%} / {r['settled8'] / jobs:.0%} |",
                 flush=True,
             )
     print(f"({time.monotonic() - started:.0f} s)")
