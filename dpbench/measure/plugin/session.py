@@ -391,7 +391,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     # session was interrupted while it measured.
     ran = terminalreporter.stats.get("passed")
     if state.profile is not None and state.trials is not None and len(state.trials) and ran:
-        terminalreporter.write_line(table_note(state.profile))
+        plan = state.trials.until_settled and state.trials.until_settled.plan
+        many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else None
+        terminalreporter.write_line(table_note(state.profile, trials=many))
 
 
 @pytest.hookimpl(trylast=True)
