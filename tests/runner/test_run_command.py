@@ -146,7 +146,8 @@ def test_ctrl_c_leaves_no_results_directory(tmp_path):
     cmd += ["--report", str(tmp_path / "report.html")]
     try:
         # Ctrl-C in a terminal reaches the whole foreground group: dpbench run and its pytest.
-        code, out = _sigint_when(cmd, _env(marker, TMPDIR=str(tmpdir)), r"trial 1/2 · ", delay=0.3, group=True)
+        # Until settled by default: the first pass of at most the design's maximum.
+        code, out = _sigint_when(cmd, _env(marker, TMPDIR=str(tmpdir)), r"trial 1/\d+ · ", delay=0.3, group=True)
         assert code == 130 and out.endswith("dpbench run: interrupted\n"), out[-3000:]
         assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
         assert not _leftovers(marker, grace=10)
