@@ -25,6 +25,7 @@ __all__ = [
     "Comparison",
     "Decision",
     "Entry",
+    "LookPlan",
     "Outcome",
     "Question",
     "Standing",
@@ -32,6 +33,8 @@ __all__ = [
     "claim_of",
     "decide",
     "headline",
+    "open_cases",
+    "plan_looks",
     "summary_lines",
 ]
 
@@ -47,6 +50,9 @@ _LAZY = {
     "Standing": "dpbench.decision.model",
     "answer_question": "dpbench.decision.model",
     "decide": "dpbench.decision.questions",
+    "LookPlan": "dpbench.decision.sequential",
+    "open_cases": "dpbench.decision.sequential",
+    "plan_looks": "dpbench.decision.sequential",
     "headline": "dpbench.decision.words",
     "summary_lines": "dpbench.decision.words",
 }

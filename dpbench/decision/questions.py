@@ -95,7 +95,7 @@ def decide(
 
     A run measured until settled records, per case, the level its design allowed at its last look
     (``claim_level``, :mod:`dpbench.decision.sequential`): a question whose cases carry one is
-    answered at it (the strictest where they differ) instead of ``level``, and its answer states it."""
+    answered at it (the lowest where they differ) instead of ``level``, and its answer states it."""
     rows = training_rows(configs)
     departures = departures or {}
     answers: list[Answer] = []
@@ -111,8 +111,9 @@ def decide(
             design = row.get("claim_level")
             if isinstance(design, (int, float)) and math.isfinite(design):
                 # Trials until settled: the design's level at its last look, stricter than the fixed
-                # design's; the strictest over the question's cases, so no claim exceeds what the design allows.
-                recorded[q] = max(recorded.get(q, design), float(design))
+                # design's. A run's session records one level for every case; were they to differ,
+                # the lowest over the question's cases.
+                recorded[q] = min(recorded.get(q, design), float(design))
             names = {e.name for e in questions.get(q, [])}
             name = _name(row)
             name = name if name not in names else str(row["case"])  # two suites' variants that read alike
