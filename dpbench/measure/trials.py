@@ -207,7 +207,7 @@ class TrialSession:
         self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
         self.until_settled = until_settled
         self.passes = 0  # trial passes run
-        self.claim_level: float | None = None  # the design's level at its last look (until settled)
+        self.claim_level: float | None = None  # the design's look level (until settled; None: a fixed design)
         self.stopped: str | None = None  # what ended the trials until settled: settled, maximum, budget
         self.last_look: Any = None  # the last look's findings (dpbench.measure.settle.Look)
         self.trial_seconds: list[float] = []  # wall time of each trial (the plan's and the budget's estimate)
@@ -268,8 +268,9 @@ class TrialSession:
         # Every case answers its question, the settled ones included: the look judges the whole question.
         look = self.until_settled.look(self._cases, self.results, trials)
         self.last_look = look
-        if trials >= self.until_settled.plan.min_trials:
-            self.claim_level = self.until_settled.plan.look_level
+        # The design's level from its first pass on: a run the budget stopped before the first look
+        # claims nothing the design did not look at (no interval of fewer pairs reaches it).
+        self.claim_level = self.until_settled.plan.look_level
         references = {
             ref.key for k in look.open_keys if (ref := getattr(self._cases[k], "reference", None)) is not None
         }
