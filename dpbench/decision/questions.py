@@ -128,7 +128,10 @@ def decide(
             if answer.single is None and len(entries) > 1:
                 notes.append(f"{q.title}: no single configuration at this recipe; ranked among themselves")
             answers.append(answer)
-    return Decision(answers=tuple(answers), level=level, margin=margin, notes=tuple(notes))
+    # The level stated once above every view: the answers' own where a sequential design set it
+    # (the lowest where questions from different runs differ; each answer keeps its own).
+    stated = min((a.level for a in answers), default=level)
+    return Decision(answers=tuple(answers), level=stated, margin=margin, notes=tuple(notes))
 
 
 def _finite(value: float) -> float:

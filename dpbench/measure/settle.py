@@ -70,6 +70,11 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _span(low: float, high: float) -> str:
+    low_text, high_text = duration_text(low), duration_text(high)
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"
+
+
 def _question(case: Any) -> Question | None:
     """The question a training case answers; None for a case of no strategy (a collective)."""
     strategy = getattr(case, "strategy", None)
@@ -163,16 +168,19 @@ class Settling:
 
     def plan_line(self, *, cases: int, trial_s: float) -> str:
         """Upfront, once the first pass has timed a trial: ``24 cases; ~12 s a trial from the first
-        pass; 5–12 trials each; about 24 min–58 min; budget 30 min``."""
+        pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; budget 30 min``."""
         low = cases * self.plan.min_trials * trial_s
         high = cases * self.plan.max_trials * trial_s
         budget = f"budget {duration_text(self.budget_s)}" if self.budget_s else "no budget"
+        short = ""
         if self.budget_s:
             high = min(high, self.budget_s)
+            if low > self.budget_s:  # the first look would come after the budget: nothing could be claimed
+                short = f" (short of the first look at {self.plan.min_trials} trials: raise it for claims)"
         return (
             f"{cases} cases; ~{duration_text(trial_s)} a trial from the first pass; "
             f"{self.plan.min_trials}–{self.plan.max_trials} trials each, until settled at "
-            f"{self.plan.look_level:.1%}; about {duration_text(low)}–{duration_text(high)}; {budget}"
+            f"{self.plan.look_level:.1%}; about {_span(min(low, high), high)}; {budget}{short}"
         )
 
     def end_line(self, look: Look | None, *, why: str, passes: int, trial_s: float) -> str:

@@ -144,6 +144,19 @@ def test_the_plan_line_comes_after_the_first_pass():
     assert plan[0].endswith("; budget 30 min")
 
 
+def test_the_plan_line_says_when_the_budget_ends_before_the_first_look():
+    settling = Settling(plan=plan_looks(12), budget_s=600)
+    line = settling.plan_line(cases=24, trial_s=12.0)  # 24 × 6 × 12 s = 29 min before the first look
+    assert line == (
+        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 10 min; "
+        "budget 10 min (short of the first look at 6 trials: raise it for claims)"
+    )
+    assert Settling(plan=plan_looks(12), budget_s=1800).plan_line(cases=24, trial_s=12.0) == (
+        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; "
+        "budget 30 min"
+    )
+
+
 def test_a_collective_case_runs_the_minimum():
     single, ddp = FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)
     fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))

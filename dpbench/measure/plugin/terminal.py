@@ -104,7 +104,7 @@ class Progress:
 
 def table_note(profile: Any, *, trials: str | None = None) -> str:
     """What pytest-benchmark's table shows when the plugin measured it (``trials``: how many trials
-    each case had, in words, where not the profile's count: ``5–12 trials until settled``)."""
+    each case had, in words, where not the profile's count: ``6–12 trials until settled``)."""
     return (
         f"dpbench: pytest-benchmark's table shows seconds per step (per call for collectives), measured in "
         f"the workers: one round = one fresh-process trial's median ({trials or f'{profile.trials} trials'} × "
