@@ -9,6 +9,7 @@ strategy and its options exist, the config file is valid — and a problem is on
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -31,6 +32,11 @@ from dpbench.runner.config import (
 __all__ = ["register_run", "resolve_run_config", "pytest_command", "run"]
 
 EXIT_INPUT = 2
+DEFAULT_BUDGET = "30m"
+"""Until settled, the wall-clock budget when none is given."""
+DEFAULT_MAX_TRIALS = 12
+"""Until settled, the most trials a case gets when no maximum is given (the sequential design's
+default, :data:`dpbench.decision.sequential.DEFAULT_MAX_TRIALS`: a test pins that they agree)."""
 
 
 def register_run(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +50,8 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
         "-- go to pytest.",
         epilog=examples(
             "dpbench run --workload mlp --strategies single,ddp --world-sizes 1,2",
-            "dpbench run --workload my_models:tiny_net --workload hf:gpt2@n_layer=2,n_embd=64 --trials 3",
+            "dpbench run --workload my_models:tiny_net --workload hf:gpt2@n_layer=2,n_embd=64 --budget 10m",
+            "dpbench run --workload mlp --trials 8    # a fixed number of trials per case",
             "dpbench run --profile quick -- -k 'ddp and mlp'",
         ),
         formatter_class=ExamplesFormatter,
@@ -57,7 +64,30 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--world-sizes", metavar="LIST", help="comma-separated world sizes, e.g. 1,2")
     p.add_argument("--profile", choices=("quick", "full"), help="quick (CPU-sized) or full (default by device)")
-    p.add_argument("--trials", type=positive_int, metavar="N", help="fresh-process trials per case")
+    p.add_argument(
+        "--trials",
+        type=positive_int,
+        metavar="N",
+        help="a fixed number of fresh-process trials per case (default: trials until settled)",
+    )
+    p.add_argument(
+        "--until-settled",
+        action="store_true",
+        default=None,
+        help="trials until the answer is settled (the default): after the fewest a claim needs, only the "
+        "cases whose comparisons are still open get more, up to --max-trials, within --budget",
+    )
+    p.add_argument(
+        "--max-trials",
+        metavar="N",
+        help=f"until settled: the most trials a case gets (default {DEFAULT_MAX_TRIALS}; at least 5)",
+    )
+    p.add_argument(
+        "--budget",
+        metavar="TIME",
+        help=f"until settled: start no trial pass that would end past this wall-clock time, e.g. 90s, 10m, 1h "
+        f"(default {DEFAULT_BUDGET})",
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), help="where the workers train (default: cuda if visible)")
     p.add_argument("--precision", metavar="P", help="every strategy's precision option (fp32, bf16, fp16)")
     p.add_argument("--suites", metavar="LIST", help=f"comma-separated suites from {', '.join(SUITES)}")
@@ -110,17 +140,40 @@ def resolve_run_config(args: argparse.Namespace, cwd: Path) -> RunConfig:
         changes["world_sizes"] = tuple(int(s) for s in sizes)
     if args.suites:
         changes["suites"] = _list("--suites", args.suites)
-    for key in ("trials", "profile", "device", "precision", "save", "results", "report"):
+    changes.update(_design(args))
+    for key in ("profile", "device", "precision", "save", "results", "report"):
         if getattr(args, key) is not None:
             changes[key] = getattr(args, key)
-    import dataclasses
-
     config = dataclasses.replace(config, **changes)
     options = {"workloads": "--workload"}  # the others are their key's option
     _check(
         config, lambda key: options.get(key, f"--{key.replace('_', '-')}") if key in changes else _file_key(config, key)
     )
     return config
+
+
+def _design(args: argparse.Namespace) -> dict:
+    """The command line's trial design, over the config file's: ``--trials N`` a fixed design;
+    ``--until-settled`` (with ``--max-trials``, ``--budget``) trials until settled. Both: refused."""
+    settled = {"--until-settled": args.until_settled, "--max-trials": args.max_trials, "--budget": args.budget}
+    given = [option for option, value in settled.items() if value]
+    if args.trials is not None and given:
+        raise ConfigError(
+            f"{given[0]}: trials until the answer is settled, found with --trials {args.trials} "
+            "(a fixed number of trials per case): choose one"
+        )
+    if args.trials is not None:
+        return {"trials": args.trials, "until_settled": False, "max_trials": None, "budget": None}
+    if not given:
+        return {}
+    changes: dict = {"until_settled": True, "trials": None}
+    if args.max_trials is not None:
+        from dpbench.measure.settle import parse_max_trials
+
+        changes["max_trials"] = parse_max_trials("--max-trials", args.max_trials)
+    if args.budget is not None:
+        changes["budget"] = args.budget
+    return changes
 
 
 def _file_key(config: RunConfig, key: str) -> str:
@@ -152,6 +205,7 @@ def _check(config: RunConfig, named: Callable[[str], str]) -> None:
         check_names(named("suites"), ",".join(config.suites), SUITES)
     if config.precision:
         check_choice(named("precision"), config.precision, PRECISIONS)
+    _check_design(config, named)
     _check_device(config.device, named("device"))
     for name, options in _strategy_options(config).items():
         try:
@@ -159,6 +213,23 @@ def _check(config: RunConfig, named: Callable[[str], str]) -> None:
         except Exception as exc:  # unknown names, bad values; "unavailable here" is the trial's to say
             if type(exc).__name__ != "StrategyUnavailable":
                 raise ConfigError(f"strategy_options.{name}{where}: {exc}") from None
+
+
+def _check_design(config: RunConfig, named: Callable[[str], str]) -> None:
+    """A fixed design and trials until settled are not both asked for; a budget and a maximum parse."""
+    from dpbench.measure.settle import parse_budget, parse_max_trials
+
+    if config.trials is not None:
+        for key in ("until_settled", "max_trials", "budget"):
+            if getattr(config, key):
+                raise ConfigError(
+                    f"{named(key)}: trials until the answer is settled, found with {named('trials')} = "
+                    f"{config.trials} (a fixed number of trials per case): choose one"
+                )
+    if config.budget is not None:
+        parse_budget(named("budget"), config.budget)
+    if config.max_trials is not None:
+        parse_max_trials(named("max_trials"), config.max_trials)
 
 
 def _check_device(device: str | None, option: str) -> None:
@@ -205,6 +276,9 @@ def pytest_command(
         cmd += ["--dpbench-strategies", ",".join(config.strategies)]
     if config.trials:
         cmd += ["--dpbench-trials", str(config.trials)]
+    elif config.until_settled is not False:  # the default: trials until the answer is settled
+        cmd += ["--dpbench-until-settled", "--dpbench-max-trials", str(config.max_trials or DEFAULT_MAX_TRIALS)]
+        cmd += ["--dpbench-budget", config.budget or DEFAULT_BUDGET]
     env = dict(os.environ)
     # The working directory's modules (my_models:…) import in pytest and in every worker.
     env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [env.get("PYTHONPATH")])])

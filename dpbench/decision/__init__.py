@@ -3,7 +3,8 @@
 (:mod:`~dpbench.decision.contention`), the claim one comparison supports (``faster``, ``slower``,
 ``level``, ``unsettled``: :mod:`~dpbench.decision.claims`), the typed answer of each question — a
 workload at one recipe — (:mod:`~dpbench.decision.model`), how saved runs become questions
-(:mod:`~dpbench.decision.questions`) and the sentences every view prints
+(:mod:`~dpbench.decision.questions`), when trials may stop without inflating false claims
+(:mod:`~dpbench.decision.sequential`) and the sentences every view prints
 (:mod:`~dpbench.decision.words`). The terminal, the HTML report, ``--json`` and ``dpbench run``
 render a :class:`Decision`; none ranks or tests on its own.
 
@@ -24,6 +25,7 @@ __all__ = [
     "Comparison",
     "Decision",
     "Entry",
+    "LookPlan",
     "Outcome",
     "Question",
     "Standing",
@@ -31,6 +33,8 @@ __all__ = [
     "claim_of",
     "decide",
     "headline",
+    "open_cases",
+    "plan_looks",
     "summary_lines",
 ]
 
@@ -46,6 +50,9 @@ _LAZY = {
     "Standing": "dpbench.decision.model",
     "answer_question": "dpbench.decision.model",
     "decide": "dpbench.decision.questions",
+    "LookPlan": "dpbench.decision.sequential",
+    "open_cases": "dpbench.decision.sequential",
+    "plan_looks": "dpbench.decision.sequential",
     "headline": "dpbench.decision.words",
     "summary_lines": "dpbench.decision.words",
 }

@@ -10,6 +10,7 @@ rank inside its question. Each workload is answered from the newest run that has
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN
 from dpbench.decision.configs import throughputs
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Answer, Decision, Entry, Question, answer_question
+from dpbench.decision.sequential import asked_level
 
 __all__ = ["decide", "question_of", "training_rows"]
 
@@ -89,7 +91,11 @@ def decide(
 ) -> Decision:
     """Every question of ``configs`` (the configurations frame), each on the newest of ``runs``
     that measured its workload. ``departures``: (run, case) → why its fingerprint departs from
-    single's (:mod:`dpbench.results`' fingerprint check), left out of the ranking and said."""
+    single's (:mod:`dpbench.results`' fingerprint check), left out of the ranking and said.
+
+    A run measured until settled records, per case, the level its design allowed at its last look
+    (``claim_level``, :mod:`dpbench.decision.sequential`): a question whose cases carry one is
+    answered at it (the lowest where they differ) instead of ``level``, and its answer states it."""
     rows = training_rows(configs)
     departures = departures or {}
     answers: list[Answer] = []
@@ -99,8 +105,15 @@ def decide(
         run = [r for r in runs if (present["run"] == r).any()][-1]  # the newest run that has it
         group = present[present["run"] == run]
         questions: dict[Question, list[Entry]] = {}
+        recorded: dict[Question, float] = {}
         for _, row in group.iterrows():
             q = question_of(row)
+            design = row.get("claim_level")
+            if isinstance(design, (int, float)) and math.isfinite(design):
+                # Trials until settled: the design's level at its last look, stricter than the fixed
+                # design's. A run's session records one level for every case; were they to differ,
+                # the lowest over the question's cases.
+                recorded[q] = min(recorded.get(q, design), float(design))
             names = {e.name for e in questions.get(q, [])}
             name = _name(row)
             name = name if name not in names else str(row["case"])  # two suites' variants that read alike
@@ -108,11 +121,17 @@ def decide(
         # The question with the most configurations first (the workload's main one), then by batch.
         ordered = sorted(questions.items(), key=lambda kv: (-len(kv[1]), -_finite(kv[0].global_batch)))
         for q, entries in ordered:
-            answer = answer_question(q, entries, run=run, busy_limit=busy_limit, level=level, margin=margin)
+            stated = recorded.get(q, level)
+            asked = level if stated == level else asked_level(stated)
+            answer = answer_question(q, entries, run=run, busy_limit=busy_limit, level=asked, margin=margin)
+            answer = answer if asked == stated else dataclasses.replace(answer, level=stated)
             if answer.single is None and len(entries) > 1:
                 notes.append(f"{q.title}: no single configuration at this recipe; ranked among themselves")
             answers.append(answer)
-    return Decision(answers=tuple(answers), level=level, margin=margin, notes=tuple(notes))
+    # The level stated once above every view: the answers' own where a sequential design set it
+    # (the lowest where questions from different runs differ; each answer keeps its own).
+    stated = min((a.level for a in answers), default=level)
+    return Decision(answers=tuple(answers), level=stated, margin=margin, notes=tuple(notes))
 
 
 def _finite(value: float) -> float:

@@ -3,16 +3,19 @@ trials, the profiles that size a run, and the documented ``extra_info`` written 
 
 Owns: :mod:`~dpbench.measure.cases` (a training or collective case and how one trial of it runs),
 :mod:`~dpbench.measure.trials` (the interleaved session and the worker clock pytest-benchmark
-reads), :mod:`~dpbench.measure.remeasure` (disturbed trials found and measured again in one
-extra pass), :mod:`~dpbench.measure.profiles` (``quick``/``full`` and ``DPBENCH_*`` settings),
+reads), :mod:`~dpbench.measure.settle` (trials until the answer is settled, within a budget: what
+the session asks the decision model after each pass), :mod:`~dpbench.measure.remeasure`
+(disturbed trials found and measured again in one extra pass), :mod:`~dpbench.measure.profiles`
+(``quick``/``full`` and ``DPBENCH_*`` settings),
 :mod:`~dpbench.measure.extra_info` (schema 2 results), :mod:`~dpbench.measure.collectives` (the
 collective micro-benchmark's worker side), :mod:`~dpbench.measure.derive` (MFU, tokens/s and
 exposed communication from a step time) and :mod:`~dpbench.measure.plugin` (the pytest plugin
 that runs the suites: measuring, saving, signals).
 
 May import: the launcher, the cluster runner (its session's world), the workers, the sampler,
-strategies, workloads, traces, ``dpbench.schema`` and ``dpbench.stats``. Only the plugin imports
-pytest; never the gate or the report. Nothing outside the plugin's session imports torch at
+strategies, workloads, traces, the decision model (``dpbench.decision``: is a question settled?),
+``dpbench.schema`` and ``dpbench.stats``. Only the plugin imports pytest; never the gate or the
+report. Nothing outside the plugin's session imports torch at
 module level.
 """
 

@@ -296,6 +296,8 @@ def measure_training(
     """
     result = _available(session.result(case.key))
     info = training_extra_info(case=case, result=result, profile=profile, suite=suite)
+    if session.claim_level is not None:  # trials until settled: what the design's last look allows
+        info["claim_level"] = session.claim_level
     publish(benchmark, result)
     benchmark.extra_info.update(info)
     return info, result

@@ -172,6 +172,10 @@ class TrialSession:
     ``between_passes()``: called before each trial pass, with no workers running (the suites restart
     the forkserver helper there: :func:`dpbench.workers.forkserver.fresh_forkserver` says why);
     ``worker_start``: how workers start, in words, recorded on every case's result.
+    ``until_settled``: a :class:`dpbench.measure.settle.Settling`: ``trials`` is then the most
+    passes, and after each pass from the design's minimum only the cases still open (and the
+    references they are judged against) are measured again, until none is, or the next pass would
+    not fit in the budget. None: every case gets ``trials`` trials.
     """
 
     def __init__(
@@ -185,6 +189,7 @@ class TrialSession:
         progress: Callable[..., None] | None = None,
         between_passes: Callable[[], Any] | None = None,
         worker_start: str | None = None,
+        until_settled: Any = None,
     ):
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise ValueError(f"trials must be an int >= 1, got {trials!r}")
@@ -200,6 +205,12 @@ class TrialSession:
         self._cases: dict[str, Measurable] = {}
         self.results: dict[str, CaseResult] = {}
         self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
+        self.until_settled = until_settled
+        self.passes = 0  # trial passes run
+        self.claim_level: float | None = None  # the design's look level (until settled; None: a fixed design)
+        self.stopped: str | None = None  # what ended the trials until settled: settled, maximum, budget
+        self.last_look: Any = None  # the last look's findings (dpbench.measure.settle.Look)
+        self.trial_seconds: list[float] = []  # wall time of each trial (the plan's and the budget's estimate)
 
     def add(self, case: Measurable) -> str:
         """Schedule ``case`` (once, however many suites name it); returns its key."""
@@ -211,27 +222,90 @@ class TrialSession:
         return len(self._cases)
 
     def run(self) -> None:
-        """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates."""
+        """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates. Until
+        settled, each pass from the design's minimum on measures only the cases still open."""
         order = measured = 0
-        total = len(self._cases) * self.trials
         keys = list(self._cases)
+        active = keys
+        started = time.monotonic()
         for trial in range(self.trials):
+            if trial and self.until_settled is not None:
+                active = self._still_open(active, trial)
+                if not active:
+                    break
+                if not self._fits(len(active), time.monotonic() - started):
+                    self.stopped = "budget"
+                    break
             if self._between_passes is not None and self._cases:
                 self._between_passes()  # no workers run between passes: each case's trials just ended
-            for index, (key, case) in enumerate(self._cases.items()):
-                result = self.results[key]
+            for index, key in enumerate(active):
+                case, result = self._cases[key], self.results[key]
                 order += 1  # a slot in the schedule, whether or not the case still runs
                 if result.skip_reason is not None or result.error is not None:
                     continue  # a case that cannot run, or failed, is not tried again
                 # The ETA counts only the slots still to run: a skipped or failed case takes no time.
-                left = self._runnable(keys[index:]) + (self.trials - trial - 1) * self._runnable(keys)
+                left = self._runnable(active[index:]) + (self.trials - trial - 1) * self._runnable(active)
+                total = len(active) * self.trials if self.until_settled is None else measured + left
                 self._progress(
                     f"trial {trial + 1}/{self.trials} · {order}/{total} · {case.label}",
                     done=measured,
                     total=measured + left,
                 )
+                began = time.monotonic()
                 self._measure(case, result, trial, order - 1)
+                self.trial_seconds.append(time.monotonic() - began)
                 measured += 1
+            self.passes = trial + 1
+            if trial == 0 and self.until_settled is not None and self.trial_seconds:
+                self._progress(self.until_settled.plan_line(cases=len(keys), trial_s=self._trial_s()))
+        if self.until_settled is not None:
+            self._finish_settling()
+
+    def _still_open(self, active: list[str], trials: int) -> list[str]:
+        """The cases of ``active`` the next pass measures: those the look leaves open and the
+        references they are judged against. A case once settled stays out, so trial i of every case
+        still ran in pass i."""
+        # Every case answers its question, the settled ones included: the look judges the whole question.
+        look = self.until_settled.look(self._cases, self.results, trials)
+        self.last_look = look
+        # The design's level from its first pass on: a run the budget stopped before the first look
+        # claims nothing the design did not look at (no interval of fewer pairs reaches it).
+        self.claim_level = self.until_settled.plan.look_level
+        references = {
+            ref.key for k in look.open_keys if (ref := getattr(self._cases[k], "reference", None)) is not None
+        }
+        still = [k for k in active if k in look.open_keys or k in references]
+        if not still and self.stopped is None:
+            plan = self.until_settled.plan
+            self.stopped = "settled" if not look.unsettled else "maximum" if trials >= plan.max_trials else "design"
+        return still
+
+    def _fits(self, cases: int, elapsed: float) -> bool:
+        budget = self.until_settled.budget_s
+        return budget is None or elapsed + cases * self._trial_s() <= budget
+
+    def _trial_s(self) -> float:
+        return statistics.mean(self.trial_seconds) if self.trial_seconds else 0.0
+
+    def _finish_settling(self) -> None:
+        """The last look (after the last pass), the level it allows, and the end line."""
+        if self.stopped is None:  # the loop ran every pass: look once more at the maximum
+            self._still_open(list(self._cases), self.passes)
+            self.stopped = self.stopped or "maximum"
+        look = self.last_look
+        self.stopped = "settled" if look is not None and not look.unsettled else self.stopped
+        self._progress(self.until_settled.end_line(look, why=self.stopped, passes=self.passes, trial_s=self._trial_s()))
+
+    def settled_info(self) -> dict[str, Any]:
+        """The design and what ended it, as the run saves it (``machine_info["dpbench"]["until_settled"]``)."""
+        settling = self.until_settled
+        return {
+            **settling.plan.to_dict(),
+            "budget_s": settling.budget_s,
+            "passes": self.passes,
+            "stopped": self.stopped,
+            "claim_level": self.claim_level,
+        }
 
     def _runnable(self, keys: list[str]) -> int:
         return sum(self.results[k].skip_reason is None and self.results[k].error is None for k in keys)

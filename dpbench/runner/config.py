@@ -6,7 +6,10 @@ Keys (all optional)::
     workloads = ["my_models:tiny_net", {spec = "hf:gpt2@n_layer=2", global_batch = 8, seq_len = 32}]
     strategies = ["single", "ddp", "fsdp", "zero"]
     world_sizes = [1, 2]
-    trials = 3
+    trials = 3                   # a fixed number of trials per case; without it, until settled:
+    until_settled = true         # (the default) trials until the answer is settled,
+    max_trials = 12              #   at most this many per case,
+    budget = "30m"               #   no pass started past this wall-clock time (90s, 10m, 1h)
     profile = "quick"            # or "full"
     device = "cpu"               # or "cuda"
     precision = "fp32"           # or "bf16", "fp16": every strategy's precision option
@@ -52,7 +55,13 @@ class RunConfig:
     world_sizes: tuple[int, ...] | None = None
     """World sizes (None: the profile's)."""
     trials: int | None = None
-    """Fresh-process trials per case (None: the profile's)."""
+    """Fresh-process trials per case: a fixed design (None: trials until settled)."""
+    until_settled: bool | None = None
+    """Trials until the answer is settled (None: yes, unless ``trials`` is given)."""
+    max_trials: int | None = None
+    """Until settled: the most trials a case gets (None: the design's default, 12)."""
+    budget: str | None = None
+    """Until settled: the wall-clock budget, ``90s``/``10m``/``1h`` (None: 30 minutes)."""
     profile: str | None = None
     """``quick`` or ``full`` (None: full with CUDA, else quick)."""
     device: str | None = None
@@ -152,7 +161,20 @@ def load_config(path: Path, table: dict[str, Any]) -> RunConfig:
         if not _int(table["trials"]) or table["trials"] < 1:
             raise fail("trials", "an int >= 1", table["trials"])
         values["trials"] = table["trials"]
-    for key, choices in (("profile", ("quick", "full")), ("device", ("cpu", "cuda")), ("precision", None)):
+    if "max_trials" in table:
+        if not _int(table["max_trials"]) or table["max_trials"] < 1:
+            raise fail("max_trials", "an int >= 1", table["max_trials"])
+        values["max_trials"] = table["max_trials"]
+    if "until_settled" in table:
+        if not isinstance(table["until_settled"], bool):
+            raise fail("until_settled", "true or false", table["until_settled"])
+        values["until_settled"] = table["until_settled"]
+    for key, choices in (
+        ("budget", None),
+        ("profile", ("quick", "full")),
+        ("device", ("cpu", "cuda")),
+        ("precision", None),
+    ):
         if key in table:
             value = table[key]
             if not isinstance(value, str) or (choices and value not in choices):

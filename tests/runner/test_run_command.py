@@ -53,6 +53,15 @@ def user_dir(tmp_path, monkeypatch):
          "found 'ddpp' (did you mean 'ddp'?)"),
         (["--precision", "fp8"], "--precision: expected one of fp32, bf16, fp16, found 'fp8'\n"),
         (["--precision", "fp61"], "--precision: expected one of fp32, bf16, fp16, found 'fp61' (did you mean 'fp16'?)"),
+        (["--budget", "ten"], "--budget: expected a duration such as 90s, 10m, 1h, found 'ten'\n"),
+        (["--budget", "10"], "--budget: expected a duration such as 90s, 10m, 1h, found '10'\n"),
+        (["--max-trials", "3"],
+         "--max-trials: expected an int >= 5 (the fewest trials whose interval reaches the 90% claim level), "
+         "found '3'\n"),
+        (["--until-settled", "--trials", "3"],
+         "--until-settled: trials until the answer is settled, found with --trials 3 (a fixed number of trials "
+         "per case): choose one\n"),
+        (["--trials", "3", "--budget", "10m"], "--budget: trials until the answer is settled, found with --trials 3"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_saved(user_dir, capsys, monkeypatch, argv, message):
@@ -137,7 +146,8 @@ def test_ctrl_c_leaves_no_results_directory(tmp_path):
     cmd += ["--report", str(tmp_path / "report.html")]
     try:
         # Ctrl-C in a terminal reaches the whole foreground group: dpbench run and its pytest.
-        code, out = _sigint_when(cmd, _env(marker, TMPDIR=str(tmpdir)), r"trial 1/2 · ", delay=0.3, group=True)
+        # Until settled by default: the first pass of at most the design's maximum.
+        code, out = _sigint_when(cmd, _env(marker, TMPDIR=str(tmpdir)), r"trial 1/\d+ · ", delay=0.3, group=True)
         assert code == 130 and out.endswith("dpbench run: interrupted\n"), out[-3000:]
         assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
         assert not _leftovers(marker, grace=10)

@@ -60,7 +60,11 @@ def test_dpbench_toml_wins_over_pyproject_and_the_command_line_over_both(tmp_pat
     "text, message",
     [
         ("trials = 0", "tool.dpbench.trials: expected an int >= 1, found 0"),
-        ("trails = 3", r"tool.dpbench.trails: unknown key; did you mean trials, strategies\? known keys: device"),
+        (
+            "trails = 3",
+            r"tool.dpbench.trails: unknown key; did you mean trials, strategies, max_trials\? "
+            r"known keys: budget, device",
+        ),
         ('world_sizes = "1,2"', "tool.dpbench.world_sizes: expected a non-empty list of ints >= 1, found '1,2'"),
         ('profile = "fast"', "tool.dpbench.profile: expected 'quick' or 'full', found 'fast'"),
         ("workloads = [3]", r"tool.dpbench.workloads\[0\]: expected a spec string or a table"),
@@ -87,6 +91,47 @@ def test_unknown_strategies_and_options_are_refused_before_anything_runs(tmp_pat
     with pytest.raises(
         ConfigError, match=r"strategy_options.ddp \(from .*dpbench.toml\): Unknown option\(s\) 'bucket_cap'"
     ):
+        resolve_run_config(_args(), tmp_path)
+
+
+def test_until_settled_is_the_default_and_trials_a_fixed_design(tmp_path):
+    from dpbench.commands.run import DEFAULT_BUDGET, DEFAULT_MAX_TRIALS
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS as DESIGN_MAX
+
+    assert DEFAULT_MAX_TRIALS == DESIGN_MAX
+    cmd, _ = pytest_command(resolve_run_config(_args(), tmp_path), [])
+    assert "--dpbench-until-settled" in cmd and "--dpbench-trials" not in cmd
+    assert (
+        cmd[cmd.index("--dpbench-max-trials") + 1] == "12" and cmd[cmd.index("--dpbench-budget") + 1] == DEFAULT_BUDGET
+    )
+    cmd, _ = pytest_command(resolve_run_config(_args("--max-trials", "8", "--budget", "90s"), tmp_path), [])
+    assert cmd[cmd.index("--dpbench-max-trials") + 1] == "8" and cmd[cmd.index("--dpbench-budget") + 1] == "90s"
+    cmd, _ = pytest_command(resolve_run_config(_args("--trials", "3"), tmp_path), [])
+    assert "--dpbench-until-settled" not in cmd and cmd[cmd.index("--dpbench-trials") + 1] == "3"
+
+
+def test_the_command_line_design_wins_over_the_files(tmp_path):
+    (tmp_path / "dpbench.toml").write_text("trials = 4\n")
+    config = resolve_run_config(_args("--until-settled"), tmp_path)
+    assert config.trials is None and config.until_settled
+    (tmp_path / "dpbench.toml").write_text('max_trials = 8\nbudget = "5m"\n')
+    config = resolve_run_config(_args("--trials", "3"), tmp_path)
+    assert config.trials == 3 and config.max_trials is None and config.budget is None
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("trials = 3\nuntil_settled = true", "dpbench.toml: until_settled: trials until the answer is settled, found "
+         "with .*dpbench.toml: trials = 3 \\(a fixed number of trials per case\\): choose one"),
+        ('budget = "soon"', "dpbench.toml: budget: expected a duration such as 90s, 10m, 1h, found 'soon'"),
+        ("max_trials = 4", "dpbench.toml: max_trials: expected an int >= 5"),
+        ('until_settled = "yes"', "dpbench.toml: until_settled: expected true or false, found 'yes'"),
+    ],
+)  # fmt: skip
+def test_a_config_files_design_is_checked(tmp_path, text, message):
+    (tmp_path / "dpbench.toml").write_text(text + "\n")
+    with pytest.raises((ConfigError, ValueError), match=message):
         resolve_run_config(_args(), tmp_path)
 
 

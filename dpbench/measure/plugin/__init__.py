@@ -46,6 +46,27 @@ def pytest_addoption(parser: Any) -> None:
         help="fresh-process trials per case (default: the profile's; env DPBENCH_TRIALS)",
     )
     group.addoption(
+        "--dpbench-until-settled",
+        action="store_true",
+        default=False,
+        help="trials until the answer is settled: after the fewest trials a claim needs, only the cases "
+        "whose comparisons are still open get more, up to --dpbench-max-trials and within --dpbench-budget "
+        "(a sequential design that keeps false claims at the fixed design's level)",
+    )
+    group.addoption(
+        "--dpbench-max-trials",
+        metavar="N",
+        default=None,
+        help="with --dpbench-until-settled: the most trials a case gets (default 12; at least 5)",
+    )
+    group.addoption(
+        "--dpbench-budget",
+        metavar="TIME",
+        default=None,
+        help="with --dpbench-until-settled: no trial pass starts that would end past this wall-clock "
+        "time from the first trial, e.g. 90s, 10m, 1h (default: none)",
+    )
+    group.addoption(
         "--dpbench-workload",
         action="append",
         metavar="SPEC",

@@ -67,6 +67,7 @@ def pytest_configure(config):
 
             resolved = resolve_workload_specs("--dpbench-workload", tuple(specs))
             profile = profile.with_workloads(tuple(specs), resolved)
+        settling = _settling(config)
         state.convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
         _memory_check(config)
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
@@ -74,6 +75,9 @@ def pytest_configure(config):
     if config.getoption("benchmark_disable", False):
         # --benchmark-disable is a smoke run: every case once, one round, no statistics.
         profile = dataclasses.replace(profile, trials=1, rounds=1, warmup_rounds=0)
+        settling = None
+    elif settling is not None:  # the profile's trials are the design's maximum
+        profile = dataclasses.replace(profile, trials=settling.plan.max_trials)
     state.profile = profile
     state.timelines = storage.TimelineStore()
     state.traces = _trace_store(config, run_id=state.timelines.run_id)
@@ -96,7 +100,29 @@ def pytest_configure(config):
         progress=state.progress,
         between_passes=fresh_forkserver,
         worker_start=worker_start(not clustered),
+        until_settled=settling,
     )
+
+
+def _settling(config):
+    """The sequential design when ``--dpbench-until-settled`` asks for one (None: a fixed design);
+    a ValueError for options that contradict it or do not parse."""
+    from dpbench.measure.settle import DEFAULT_MAX_TRIALS, Settling, parse_budget, parse_max_trials
+
+    until = config.getoption("dpbench_until_settled", False)
+    maximum, budget = config.getoption("dpbench_max_trials", None), config.getoption("dpbench_budget", None)
+    if not until:
+        for option, value in (("--dpbench-max-trials", maximum), ("--dpbench-budget", budget)):
+            if value is not None:
+                raise ValueError(f"{option}: expected it with --dpbench-until-settled, found it alone")
+        return None
+    if config.getoption("dpbench_trials", None) is not None:
+        raise ValueError(
+            "--dpbench-trials: a fixed number of trials, found with --dpbench-until-settled (trials until "
+            "settled): choose one"
+        )
+    most = DEFAULT_MAX_TRIALS if maximum is None else parse_max_trials("--dpbench-max-trials", maximum)
+    return Settling.design(most, budget_s=None if budget is None else parse_budget("--dpbench-budget", budget))
 
 
 def _memory_check(config):
@@ -177,7 +203,9 @@ def pytest_runtestloop(session):
             if case.reference is not None:
                 trials.add(case.reference)
     if len(trials):
-        say(config, f"measuring {len(trials)} cases × {trials.trials} trials, interleaved", progress=state.progress)
+        plan = trials.until_settled and trials.until_settled.plan
+        many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else f"{trials.trials} trials"
+        say(config, f"measuring {len(trials)} cases × {many}, interleaved", progress=state.progress)
         try:
             with state.progress.warnings_on_own_lines():
                 trials.run()
@@ -240,6 +268,8 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["profile"] = state.profile.to_dict()
     facts["threads_per_worker"] = "max(1, cpu_count // processes) on CPU; see each benchmark's extra_info"
     facts["dpbench"]["worker_start"] = state.trials.worker_start  # also per case: harness_settings
+    if state.trials.until_settled is not None:  # trials until settled: the design and what stopped it
+        facts["dpbench"]["until_settled"] = state.trials.settled_info()
     done = state.remeasured
     if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
         facts["dpbench"]["remeasure"] = done.to_dict()
@@ -361,7 +391,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     # session was interrupted while it measured.
     ran = terminalreporter.stats.get("passed")
     if state.profile is not None and state.trials is not None and len(state.trials) and ran:
-        terminalreporter.write_line(table_note(state.profile))
+        plan = state.trials.until_settled and state.trials.until_settled.plan
+        many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else None
+        terminalreporter.write_line(table_note(state.profile, trials=many))
 
 
 @pytest.hookimpl(trylast=True)

@@ -102,11 +102,12 @@ class Progress:
                 reporter.write("\n")
 
 
-def table_note(profile: Any) -> str:
-    """What pytest-benchmark's table shows when the plugin measured it."""
+def table_note(profile: Any, *, trials: str | None = None) -> str:
+    """What pytest-benchmark's table shows when the plugin measured it (``trials``: how many trials
+    each case had, in words, where not the profile's count: ``6–12 trials until settled``)."""
     return (
         f"dpbench: pytest-benchmark's table shows seconds per step (per call for collectives), measured in "
-        f"the workers: one round = one fresh-process trial's median ({profile.trials} trials × "
+        f"the workers: one round = one fresh-process trial's median ({trials or f'{profile.trials} trials'} × "
         f"{profile.rounds} timed rounds per case), so its Median is the headline step_time_s that "
         f"`dpbench report` and `dpbench compare` use."
     )

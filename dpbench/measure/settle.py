@@ -1,0 +1,210 @@
+"""Trials until the answer is settled, within a budget: what the session asks after each pass.
+
+With a :class:`Settling` the :class:`~dpbench.measure.trials.TrialSession` runs its passes as
+before (trial 1 of every case, then trial 2, …) up to the design's minimum, and from there on
+looks after each pass: the training cases are grouped into questions — a workload at one recipe
+(optimizer, precision, global batch), as the saved run's decision groups them — and the decision
+model at the design's look level (:mod:`dpbench.decision.sequential`) says which configurations
+more trials could still change. Only those (and the references they are judged against) get the
+next pass; a case once settled is not measured again, so every case's trial i still ran in pass i
+and pairs with every other case's trial i. Collective cases answer no question: they run the
+minimum. The session stops when nothing is open, at the maximum, or when the next pass would not
+fit in the wall-clock budget.
+
+This module knows the cases only by duck type (``strategy``, ``workload``, ``world_size``,
+``global_batch``, ``options``: :class:`~dpbench.measure.cases.TrainingCase`), so the session's own
+tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
+from dpbench.decision.contention import CONTENDED, trial_shares
+from dpbench.decision.model import Answer, Entry, Question, answer_question
+from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
+from dpbench.measure.trials import CaseResult
+from dpbench.stats import median
+
+__all__ = ["DEFAULT_MAX_TRIALS", "Look", "Settling", "duration_text", "parse_budget", "parse_max_trials", "questions"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh])\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+BUDGET_FORMS = "90s, 10m, 1h"
+"""The accepted forms of a budget, as errors list them."""
+
+
+def parse_budget(option: str, raw: Any) -> float:
+    """A wall-clock budget in seconds from ``90s``, ``10m``, ``1.5h``; a ValueError naming ``option``."""
+    match = _DURATION.match(str(raw))
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
+    if not seconds > 0:
+        raise ValueError(f"{option}: expected a duration such as {BUDGET_FORMS}, found {raw!r}")
+    return seconds
+
+
+def parse_max_trials(option: str, raw: Any) -> int:
+    """A maximum trial count, at least the fewest trials a claim at the claim level needs."""
+    floor = min_pairs(CLAIM_LEVEL)
+    text = str(raw).strip()
+    if not text.isdigit() or int(text) < floor:
+        raise ValueError(
+            f"{option}: expected an int >= {floor} (the fewest trials whose interval reaches the "
+            f"{CLAIM_LEVEL:.0%} claim level), found {raw!r}"
+        )
+    return int(text)
+
+
+def duration_text(seconds: float) -> str:
+    """``42 s``, ``8 min``, ``1.5 h``: a plan's durations, said roughly."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _span(low: float, high: float) -> str:
+    low_text, high_text = duration_text(low), duration_text(high)
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"
+
+
+def _question(case: Any) -> Question | None:
+    """The question a training case answers; None for a case of no strategy (a collective)."""
+    strategy = getattr(case, "strategy", None)
+    if not strategy or getattr(case, "global_batch", None) is None:
+        return None
+    options = getattr(case, "options", None) or {}
+    return Question(
+        workload=str(getattr(case.workload, "name", case.workload)),
+        # The strategies' shared defaults (CommonOptions): a case that names none trains with them.
+        optimizer=str(options.get("optimizer", "sgd")),
+        precision=str(options.get("precision", "fp32")),
+        global_batch=float(case.global_batch),
+    )
+
+
+def questions(
+    cases: Mapping[str, Any], results: Mapping[str, CaseResult], *, cpu_count: int | None = None
+) -> tuple[dict[Question, list[Entry]], dict[str, str]]:
+    """The measured training cases as the decision model reads them: question → entries, and each
+    entry's name → the case's key. Cases that failed, cannot run here or have no trial are left out."""
+    grouped: dict[Question, list[Entry]] = {}
+    keys: dict[str, str] = {}
+    cores = cpu_count or os.cpu_count() or 1
+    for key, case in cases.items():
+        result = results[key]
+        question = _question(case)
+        if question is None or not result.trials or result.error is not None or result.skip_reason is not None:
+            continue
+        shares = [s for s in trial_shares([t.sampler for t in result.trials], cores) if s == s]
+        name = str(getattr(case, "label", key))
+        keys[name] = key
+        grouped.setdefault(question, []).append(
+            Entry(
+                name=name,
+                strategy=str(case.strategy),
+                world_size=getattr(case, "world_size", None),
+                throughputs=tuple(question.global_batch / v if v > 0 else math.nan for v in result.values),
+                busy_share=median(shares) if shares else math.nan,
+            )
+        )
+    return grouped, keys
+
+
+@dataclass(frozen=True, kw_only=True)
+class Look:
+    """What one look found."""
+
+    trials: int
+    """The trials each still-running case has (the look's pair count)."""
+    open_keys: frozenset[str]
+    """The cases the next pass measures: every one before the minimum, none at the maximum, else
+    those more trials could still change."""
+    unsettled: frozenset[str]
+    """The cases more trials could still change, whatever the design allows next."""
+    answers: tuple[Answer, ...]
+    """Each question's answer at the design's level."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settling:
+    """How a session decides when to stop: the sequential design and the wall-clock budget."""
+
+    plan: LookPlan
+    """The looks and their level (:func:`dpbench.decision.sequential.plan_looks`)."""
+    budget_s: float | None = None
+    """No pass starts that would end past this many seconds from the start (None: no budget)."""
+    busy_limit: float = CONTENDED
+    """Other processes' share of the cores beyond which a case's trials keep it open."""
+    cpu_count: int | None = None
+    """The cores other processes' share is of (None: this machine's)."""
+
+    @classmethod
+    def design(cls, max_trials: int = DEFAULT_MAX_TRIALS, *, budget_s: float | None = None) -> Settling:
+        return cls(plan=plan_looks(max_trials), budget_s=budget_s)
+
+    def look(self, cases: Mapping[str, Any], results: Mapping[str, CaseResult], trials: int) -> Look:
+        """After ``trials`` passes: which of ``cases`` stay open (every one before the minimum;
+        none at the maximum; collective cases none from the minimum on)."""
+        grouped, keys = questions(cases, results, cpu_count=self.cpu_count)
+        level = self.plan.level_at(trials)
+        answers = tuple(
+            answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
+        )
+        names = {n for a in answers for n in a.open_configurations()}
+        names |= {e.name for es in grouped.values() for e in es if e.busy_share > self.busy_limit}
+        unsettled = frozenset(keys[n] for n in names)
+        # Collective cases (no question) run until the minimum, as every case does.
+        opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)
+        still = frozenset(cases) if trials < self.plan.min_trials else frozenset(keys[n] for n in opened)
+        return Look(trials=trials, open_keys=still, unsettled=unsettled, answers=answers)
+
+    def plan_line(self, *, cases: int, trial_s: float) -> str:
+        """Upfront, once the first pass has timed a trial: ``24 cases; ~12 s a trial from the first
+        pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; budget 30 min``."""
+        low = cases * self.plan.min_trials * trial_s
+        high = cases * self.plan.max_trials * trial_s
+        budget = f"budget {duration_text(self.budget_s)}" if self.budget_s else "no budget"
+        short = ""
+        if self.budget_s:
+            high = min(high, self.budget_s)
+            if low > self.budget_s:  # the first look would come after the budget: nothing could be claimed
+                short = f" (short of the first look at {self.plan.min_trials} trials: raise it for claims)"
+        return (
+            f"{cases} cases; ~{duration_text(trial_s)} a trial from the first pass; "
+            f"{self.plan.min_trials}–{self.plan.max_trials} trials each, until settled at "
+            f"{self.plan.look_level:.1%}; about {_span(min(low, high), high)}; {budget}{short}"
+        )
+
+    def end_line(self, look: Look | None, *, why: str, passes: int, trial_s: float) -> str:
+        """What stopped the trials — ``settled``, ``maximum``, ``budget``, or ``design`` (no look left
+        before the maximum may claim more) — what is still unsettled and about what more trials
+        would cost."""
+        if why == "settled" or look is None or not look.unsettled:
+            return f"trials settled after {passes} passes: every question has its answer"
+        if why == "budget" and self.budget_s:
+            stopped = f"the budget ({duration_text(self.budget_s)}) stopped the trials after {passes} passes"
+        elif why == "design":
+            stopped = (
+                f"the trials stopped after {passes} passes: no later look up to the maximum "
+                f"({self.plan.max_trials}) may claim more"
+            )
+        else:
+            stopped = f"the trials stopped at their maximum ({self.plan.max_trials})"
+        open_answers = [a for a in look.answers if a.open_configurations()]
+        titles = "; ".join(f"{a.question.title}: {', '.join(a.open_configurations())}" for a in open_answers)
+        needs = [a.settle_trials for a in open_answers]
+        if needs and all(n is not None for n in needs):
+            more = max(max(n for n in needs if n is not None) - look.trials, 1)
+            cost = more * len(look.unsettled) * trial_s
+            tail = f"; about {more} more trials each would settle them (~{duration_text(cost)})"
+        else:
+            tail = "; more trials than can be said would settle them (the gaps sit on the margin)"
+        return f"{stopped}; still unsettled: {titles or 'busy cases'}{tail}"

@@ -1,0 +1,53 @@
+"""dpbench.decision.questions.decide: a run measured until settled is answered at its design's level."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
+from dpbench.decision.questions import decide
+
+
+def _configs(claim_level: float | None) -> pd.DataFrame:
+    # ddp beats single in 7 of 8 pairs: the fixed 90% design (k = 1 at 8 pairs) claims "faster";
+    # the sequential design's level (k = 0 until 9 pairs) does not.
+    single = [0.010] * 8
+    ddp = [0.009] * 7 + [0.0101]
+    rows = []
+    for strategy, ws, times in (("single", 1, single), ("ddp", 2, ddp)):
+        rows.append(
+            {
+                "run": "r1",
+                "kind": "training",
+                "workload": "mlp",
+                "case": f"{strategy} w{ws}",
+                "strategy": strategy,
+                "world_size": ws,
+                "batch": 64.0,
+                "samples_per_s": 64 / sorted(times)[4],
+                "trial_times": times,
+                "foreign_cpu": math.nan,
+                "claim_level": claim_level if claim_level is not None else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _claim(decision) -> Claim:
+    (answer,) = decision.answers
+    return answer.standing("single w1").vs_leader.claim
+
+
+def test_without_a_recorded_level_the_fixed_design_claims():
+    decision = decide(_configs(None), ["r1"])
+    assert _claim(decision) is Claim.SLOWER and decision.answers[0].level == decision.level == CLAIM_LEVEL
+
+
+def test_the_recorded_level_is_the_one_claims_are_made_at_and_the_one_stated():
+    decision = decide(_configs(0.9375), ["r1"])
+    assert _claim(decision) is Claim.UNSETTLED
+    assert decision.answers[0].level == decision.level == 0.9375  # the level every view states once
+    assert decision.answers[0].standing("single w1").vs_leader.ratio.confidence == pytest.approx(1 - 2 / 256)

@@ -1,0 +1,256 @@
+"""dpbench.measure.settle with dpbench.measure.trials: trials until the answer is settled, within a budget."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from dpbench.decision.sequential import plan_looks
+from dpbench.measure.remeasure import remeasure
+from dpbench.measure.settle import Settling, parse_budget, parse_max_trials
+from dpbench.measure.trials import TrialResult, TrialSession
+
+WOBBLE = (1.0, 1.01, 0.99, 1.005, 0.995)
+
+
+@dataclass
+class FakeTraining:
+    """A training case whose n-th trial (a re-measurement included) takes ``step_s × factors[n % len]``
+    seconds per step."""
+
+    strategy: str
+    world_size: int
+    step_s: float
+    factors: tuple[float, ...] = WOBBLE
+    workload: str = "mlp"
+    global_batch: int = 64
+    options: dict = field(default_factory=dict)
+    reference: Any = None
+    calls: list = field(default_factory=list)
+
+    @property
+    def key(self):
+        return f"{self.strategy}-{self.workload}-w{self.world_size}-{sorted(self.options.items())}"
+
+    @property
+    def label(self):
+        return f"{self.strategy} w{self.world_size}"
+
+    def measure_trial(self, profile, *, trial, steps_per_round, timeline, first):
+        value = self.step_s * self.factors[len(self.calls) % len(self.factors)]
+        self.calls.append(trial)
+        return TrialResult(
+            trial=trial,
+            order=-1,
+            started_at=math.nan,
+            steps_per_round=5,
+            round_times=[value],
+            unit_times=[value] * 3,
+            control_s=0.001,
+            placement="one-host",
+        )
+
+
+@dataclass
+class FakeCollective(FakeTraining):
+    strategy: str = ""
+    world_size: int = 2
+    step_s: float = 0.001
+
+    @property
+    def key(self):
+        return "allreduce-1MB"
+
+    @property
+    def label(self):
+        return "allreduce 1 MB w2"
+
+
+def _run(cases, *, max_trials=8, budget_s=None):
+    lines: list[str] = []
+    settling = Settling(plan=plan_looks(max_trials), budget_s=budget_s, cpu_count=2)
+    session = TrialSession(
+        profile=None,
+        trials=max_trials,
+        until_settled=settling,
+        progress=lambda text, **kw: lines.append(text) if not kw else None,
+    )
+    for case in cases:
+        session.add(case)
+    session.run()
+    return session, lines
+
+
+def test_a_clear_gap_stops_at_the_minimum():
+    single, ddp, fsdp = FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005), FakeTraining("fsdp", 2, 0.007)
+    session, lines = _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [6, 6, 6]
+    assert session.passes == 6 and session.stopped == "settled"
+    assert session.claim_level == plan_looks(12).look_level
+    assert lines[-1] == "trials settled after 6 passes: every question has its answer"
+
+
+def test_a_tie_runs_to_the_maximum_and_only_the_open_cases_get_more_trials():
+    # ddp and fsdp 10% either side of each other, pass by pass: never a difference, never level.
+    single = FakeTraining("single", 1, 0.020)
+    ddp = FakeTraining("ddp", 2, 0.010)
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
+    session, lines = _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [6, 12, 12]
+    assert ddp.calls == list(range(12))  # trial i in pass i: slot i pairs with every case's slot i
+    assert session.stopped == "maximum"
+    assert lines[-1].startswith(
+        "the trials stopped at their maximum (12); still unsettled: mlp (sgd · fp32 · global batch 64): "
+    )
+    assert "ddp w2" in lines[-1] and "fsdp w2" in lines[-1] and "single" not in lines[-1]
+
+
+def test_the_reference_of_an_open_case_is_measured_with_it():
+    single = FakeTraining("single", 1, 0.020)
+    ddp = FakeTraining("ddp", 2, 0.010, reference=single)
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9), reference=single)
+    _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 12, 12]
+
+
+def test_a_maximum_the_design_cannot_use_stops_at_the_last_step():
+    # At most 8 trials the design's only look that can claim is the 5th: a tie stops there, and says why.
+    single, ddp = FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
+    session, lines = _run([single, ddp, fsdp], max_trials=8)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [5, 5, 5] and session.stopped == "design"
+    assert lines[-1].startswith(
+        "the trials stopped after 5 passes: no later look up to the maximum (8) may claim more; still unsettled: "
+    )
+
+
+def test_the_budget_stops_the_trials_and_says_what_is_unsettled():
+    single, ddp = FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005)
+    session, lines = _run([single, ddp], budget_s=1e-9)  # spent by the first pass
+    assert [len(c.calls) for c in (single, ddp)] == [1, 1]
+    assert session.stopped == "budget" and session.claim_level == plan_looks(8).look_level
+    assert lines[-1].startswith("the budget (0 s) stopped the trials after 1 passes; still unsettled: ")
+
+
+def test_the_plan_line_comes_after_the_first_pass():
+    cases = [FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005)]
+    _, lines = _run(cases, max_trials=12, budget_s=1800)
+    plan = [line for line in lines if "trials each" in line]
+    assert len(plan) == 1
+    assert plan[0].startswith("2 cases; ~0 s a trial from the first pass; 6–12 trials each, until settled at 96.1%")
+    assert plan[0].endswith("; budget 30 min")
+
+
+def test_the_plan_line_says_when_the_budget_ends_before_the_first_look():
+    settling = Settling(plan=plan_looks(12), budget_s=600)
+    line = settling.plan_line(cases=24, trial_s=12.0)  # 24 × 6 × 12 s = 29 min before the first look
+    assert line == (
+        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 10 min; "
+        "budget 10 min (short of the first look at 6 trials: raise it for claims)"
+    )
+    assert Settling(plan=plan_looks(12), budget_s=1800).plan_line(cases=24, trial_s=12.0) == (
+        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; "
+        "budget 30 min"
+    )
+
+
+def test_a_collective_case_runs_the_minimum():
+    single, ddp = FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9))
+    comm = FakeCollective()
+    _run([single, ddp, fsdp, comm], max_trials=12)
+    assert len(comm.calls) == 6 and len(ddp.calls) == 12
+
+
+def test_a_case_on_a_busy_machine_stays_open():
+    busy = {"devices": {"cpu": {"cpu_pct_mean": 90.0}, "pid:1": {"cpu_pct_mean": 20.0}}}  # others: 80% of 2 cores
+
+    @dataclass
+    class Busy(FakeTraining):
+        def measure_trial(self, profile, **kw):
+            result = super().measure_trial(profile, **kw)
+            result.sampler = busy
+            return result
+
+    # single is neither the leader nor its runner-up: the answer stands, its trials are measured on.
+    single, ddp, fsdp = Busy("single", 1, 0.010), FakeTraining("ddp", 2, 0.005), FakeTraining("fsdp", 2, 0.008)
+    _run([single, ddp, fsdp], max_trials=12)
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 6, 6]
+
+
+def test_the_questions_follow_the_recipe():
+    # AdamW cases are their own question: their tie keeps them open; the SGD question settles.
+    sgd = [FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)]
+    adamw = [
+        FakeTraining("ddp", 2, 0.012, options={"optimizer": "adamw"}),
+        FakeTraining("fsdp", 2, 0.012, factors=(1.1, 0.9), options={"optimizer": "adamw"}),
+    ]
+    _run([*sgd, *adamw], max_trials=12)
+    assert [len(c.calls) for c in sgd + adamw] == [6, 6, 12, 12]
+
+
+def test_remeasuring_works_with_cases_of_unequal_trial_counts():
+    single = FakeTraining("single", 1, 0.020)
+    ddp = FakeTraining("ddp", 2, 0.010)
+    # fsdp's trial 6 is far out: disturbed; measured again (its 13th call) it is clean.
+    fsdp = FakeTraining("fsdp", 2, 0.010, factors=(1.1, 0.9) * 3 + (5.0,) + (0.9, 1.1) * 3)
+    session, _ = _run([single, ddp, fsdp], max_trials=12)
+    done = remeasure(session)
+    assert [len(session.results[c.key].trials) for c in (single, ddp, fsdp)] == [6, 12, 12]
+    flags = session.results[fsdp.key].disturbed
+    assert flags[6] is not None and flags[6]["replaced"] and done.replaced == 1
+    assert session.results[fsdp.key].trials[6].value == pytest.approx(0.010 * 1.1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("90s", 90.0), ("10m", 600.0), ("1h", 3600.0), ("1.5h", 5400.0), (" 2m ", 120.0)]
+)
+def test_budgets(raw, seconds):
+    assert parse_budget("--budget", raw) == seconds
+
+
+@pytest.mark.parametrize("raw", ["10", "10 minutes", "0s", "-1m", "1d", ""])
+def test_a_budget_that_does_not_parse_names_the_accepted_forms(raw):
+    with pytest.raises(ValueError, match=r"^--budget: expected a duration such as 90s, 10m, 1h, found "):
+        parse_budget("--budget", raw)
+
+
+def test_a_maximum_below_the_minimum_says_the_minimum():
+    assert parse_max_trials("--max-trials", "5") == 5
+    with pytest.raises(ValueError, match=r"^--max-trials: expected an int >= 5 \(the fewest trials .*found '3'$"):
+        parse_max_trials("--max-trials", "3")
+
+
+class _Options:
+    def __init__(self, **values):
+        self.values = values
+
+    def getoption(self, name, default=None):
+        return self.values.get(name, default)
+
+
+def test_the_suites_options_until_settled():
+    from dpbench.measure.plugin.session import _settling
+
+    assert _settling(_Options()) is None  # a fixed design unless asked
+    plan = _settling(_Options(dpbench_until_settled=True, dpbench_max_trials="8", dpbench_budget="10m"))
+    assert (plan.plan.min_trials, plan.plan.max_trials, plan.budget_s) == (5, 8, 600.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dpbench_until_settled": True, "dpbench_trials": "3"}, "--dpbench-trials: a fixed number of trials, found"),
+        ({"dpbench_until_settled": True, "dpbench_max_trials": "4"}, "--dpbench-max-trials: expected an int >= 5"),
+        ({"dpbench_until_settled": True, "dpbench_budget": "ten"}, "--dpbench-budget: expected a duration such as"),
+        ({"dpbench_budget": "10m"}, "--dpbench-budget: expected it with --dpbench-until-settled, found it alone"),
+    ],
+)
+def test_the_suites_options_refuse_what_contradicts_or_does_not_parse(options, message):
+    from dpbench.measure.plugin.session import _settling
+
+    with pytest.raises(ValueError, match="^" + message):
+        _settling(_Options(**options))
