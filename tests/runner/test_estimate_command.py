@@ -92,6 +92,29 @@ def test_parameter_count_is_what_transformers_reports(capsys):
     )  # fmt: skip
 
 
+TINY_T5 = "hf:t5@num_layers=2,num_decoder_layers=2,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=128,seq_len=8"
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_an_encoder_decoder_is_estimated_with_its_activations_on_the_meta_device(capsys):
+    import torch
+    import transformers
+
+    code, out, err = run(
+        capsys, "--workload", TINY_T5, "--strategies", "ddp,fsdp", "--world-sizes", "2", "--global-batch", "8",
+        "--json", "-",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    config = transformers.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=2, d_kv=16)
+    config.vocab_size = 128
+    with torch.device("meta"):
+        assert doc["parameter_count"] == transformers.T5ForConditionalGeneration(config).num_parameters()
+    ranks = {c["strategy"]: c["ranks"][0] for c in doc["cases"]}
+    assert all(r["activation_bytes"] > 0 for r in ranks.values())
+    assert ranks["fsdp"]["params_bytes"] < ranks["ddp"]["params_bytes"]
+
+
 @pytest.mark.slow
 def test_a_billion_parameter_llama_is_estimated_for_every_strategy_and_world_size(capsys):
     config = dict(
