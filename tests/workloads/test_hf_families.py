@@ -175,3 +175,14 @@ def test_a_config_directory_of_an_unsupported_type_is_refused_with_close_names(t
     (tmp_path / "config.json").write_text('{"model_type": "lama"}')
     with pytest.raises(SpecError, match=r"model_type 'lama' is not supported; did you mean llama"):
         resolve_workload(f"hf:{tmp_path}")
+
+
+def test_the_hf_specs_the_docs_run_resolve():
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    specs = {s for page in docs.rglob("*.md") for s in re.findall(r"--workload (hf:\S+)", page.read_text())}
+    assert any(s.startswith("hf:t5@") for s in specs) and any("num_labels=" in s for s in specs)
+    for spec in sorted(specs):
+        resolve_workload(spec)
