@@ -115,6 +115,19 @@ def test_an_encoder_decoder_is_estimated_with_its_activations_on_the_meta_device
     assert ranks["fsdp"]["params_bytes"] < ranks["ddp"]["params_bytes"]
 
 
+@pytest.mark.slow  # importing transformers takes seconds
+def test_a_model_whose_init_reads_values_is_estimated_from_its_meta_build(capsys):
+    # ViT's __init__ reads values (its trunc_normal_ initialisation): no fake tensor can give them.
+    spec = (
+        "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"
+        "image_size=16,patch_size=8"
+    )
+    code, out, err = run(capsys, "--workload", spec, "--strategies", "ddp", "--world-sizes", "2", "--json", "-")
+    assert code == 0, err
+    (case,) = json.loads(out)["cases"]
+    assert "refused" not in case and case["ranks"][0]["activation_bytes"] > 0
+
+
 @pytest.mark.slow
 def test_a_billion_parameter_llama_is_estimated_for_every_strategy_and_world_size(capsys):
     config = dict(
