@@ -117,6 +117,9 @@ class HfRecipe:
     """Height and width of an image batch."""
     target_len: int = 0
     """Tokens per row of an encoder-decoder's target (its labels); 0 for the other tasks."""
+    vocab_size: int = 0
+    """The token ids a text batch draws from: the vocabulary of the config's text part (a multimodal
+    config nests it in ``text_config``); 0 for an image classifier."""
 
 
 def _refuse_hub_id(target: str, spec: str) -> None:
@@ -203,9 +206,16 @@ def _checked_overrides(
     return own
 
 
+def _text_config(config: Any) -> Any:
+    """The config of the model's text part: the config itself, or the ``text_config`` a multimodal one nests."""
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
 def _lengths(config: Any, task: str, own: dict[str, Any], *, spec: str) -> tuple[int, int, int]:
     """``(seq_len, target_len, image_size)``: dpbench's keys, else defaults the config allows."""
-    positions = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+    text = _text_config(config)
+    positions = getattr(text, "n_positions", None) or getattr(text, "max_position_embeddings", None)
     default = min(DEFAULT_SEQ_LEN, positions or DEFAULT_SEQ_LEN)
     seq_len = _positive(spec, "seq_len", own.get("seq_len", default))
     target_len = _positive(spec, "target_len", own.get("target_len", seq_len)) if task == SEQ2SEQ else 0
@@ -244,6 +254,9 @@ def hf_workload(target: str, overrides: dict[str, Any], *, spec: str) -> Workloa
             f"workload spec {spec!r}: the {model_type} config refused the overrides: {_first_line(exc)}"
         ) from None
     seq_len, target_len, image_size = _lengths(config, task, own, spec=spec)
+    vocab_size = getattr(_text_config(config), "vocab_size", None) if task != IMAGE else 0
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise _error(f"workload spec {spec!r}: the {model_type} config names no vocab_size for its token ids")
     recipe = HfRecipe(
         model_type=model_type,
         class_name=class_name,
@@ -253,6 +266,7 @@ def hf_workload(target: str, overrides: dict[str, Any], *, spec: str) -> Workloa
         seq_len=seq_len,
         image_size=image_size,
         target_len=target_len,
+        vocab_size=vocab_size,
     )
     try:
         with torch.device("meta"):
@@ -358,7 +372,7 @@ def hf_batch(
         pixels = torch.randn(global_batch, channels, size, size, generator=generator)
         labels = torch.randint(len(config.get("id2label") or {0: 0, 1: 1}), (global_batch,), generator=generator)
         return (pixels, labels), labels
-    vocab = config["vocab_size"]
+    vocab = recipe.vocab_size
     tokens = torch.randint(vocab, (global_batch, recipe.seq_len), generator=generator)
     if recipe.task == CAUSAL:
         return (tokens, tokens), tokens

@@ -186,3 +186,14 @@ def test_the_hf_specs_the_docs_run_resolve():
     assert any(s.startswith("hf:t5@") for s in specs) and any("num_labels=" in s for s in specs)
     for spec in sorted(specs):
         resolve_workload(spec)
+
+
+def test_a_multimodal_config_draws_token_ids_from_its_text_config():
+    from transformers import AutoConfig
+
+    text = AutoConfig.for_model("fuyu").get_text_config()
+    assert "vocab_size" not in AutoConfig.for_model("fuyu").to_dict()  # nested in text_config only
+    workload = resolve_workload("hf:fuyu@seq_len=8")
+    assert workload.params["task"] == "causal-lm" and workload.model.args[0].vocab_size == text.vocab_size
+    (tokens, labels), _ = workload.batch(0, 64, 0)
+    assert tokens.shape == (64, 8) and int(tokens.max()) > 30_000  # beyond any tiny default: the text vocabulary
