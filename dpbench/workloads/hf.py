@@ -209,7 +209,10 @@ def _checked_overrides(
 def _text_config(config: Any) -> Any:
     """The config of the model's text part: the config itself, or the ``text_config`` a multimodal one nests."""
     get = getattr(config, "get_text_config", None)
-    return get() if callable(get) else config
+    try:
+        return get() if callable(get) else config
+    except ValueError:  # several text configs (MusicGen's): none is the one its token ids index
+        return config
 
 
 def _lengths(config: Any, task: str, own: dict[str, Any], *, spec: str) -> tuple[int, int, int]:
@@ -234,7 +237,10 @@ def hf_workload(target: str, overrides: dict[str, Any], *, spec: str) -> Workloa
     transformers = _transformers(spec)
     model_type, fields = _base_config(target, spec)
     class_name, task = supported_types()[model_type]
-    default = transformers.AutoConfig.for_model(model_type, **fields)
+    try:
+        default = transformers.AutoConfig.for_model(model_type, **fields)
+    except Exception as exc:  # a default config its own validators refuse, a config.json's bad field
+        raise _error(f"workload spec {spec!r}: the {model_type} config cannot be built: {_first_line(exc)}") from None
     values = default.to_dict()
     own_keys = _OWN_KEYS + (_SEQ2SEQ_KEYS if task == SEQ2SEQ else ())
     own = _checked_overrides(overrides, values, _settable_properties(type(default)), own_keys, spec=spec)

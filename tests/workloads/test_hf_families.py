@@ -197,3 +197,10 @@ def test_a_multimodal_config_draws_token_ids_from_its_text_config():
     assert workload.params["task"] == "causal-lm" and workload.model.args[0].vocab_size == text.vocab_size
     (tokens, labels), _ = workload.batch(0, 64, 0)
     assert tokens.shape == (64, 8) and int(tokens.max()) > 30_000  # beyond any tiny default: the text vocabulary
+
+
+def test_a_config_json_its_class_refuses_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 4}')
+    with pytest.raises(SpecError, match=r"the llama config cannot be built: \w+") as info:
+        resolve_workload(f"hf:{tmp_path}")
+    assert "\n" not in str(info.value)
