@@ -116,9 +116,22 @@ class FakeStep:
         self.workload = workload
         self.seed = seed
         self.mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with self.mode:
-            torch.manual_seed(seed)
-            self.model = workload.model()
+        try:
+            with self.mode:
+                torch.manual_seed(seed)
+                self.model = workload.model()
+        except Exception as fake_error:
+            # An __init__ that reads a value it computed cannot run on fake tensors (transformers'
+            # ConvNeXt: drop-path rates from torch.linspace(...).tolist(); ViT: trunc_normal_ init),
+            # but it runs on the meta device, whose model then gets fake storage of the same shapes.
+            try:
+                torch.manual_seed(seed)
+                with torch.device("meta"):
+                    model = workload.model()
+            except Exception:
+                raise fake_error from None
+            with self.mode:
+                self.model = model.to_empty(device="cpu")
         if checkpoint:  # what a checkpointed run keeps: each block recomputed in backward
             from dpbench.strategies.checkpointing import checkpoint_blocks
 

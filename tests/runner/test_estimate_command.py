@@ -92,6 +92,42 @@ def test_parameter_count_is_what_transformers_reports(capsys):
     )  # fmt: skip
 
 
+TINY_T5 = "hf:t5@num_layers=2,num_decoder_layers=2,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=128,seq_len=8"
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_an_encoder_decoder_is_estimated_with_its_activations_on_the_meta_device(capsys):
+    import torch
+    import transformers
+
+    code, out, err = run(
+        capsys, "--workload", TINY_T5, "--strategies", "ddp,fsdp", "--world-sizes", "2", "--global-batch", "8",
+        "--json", "-",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    config = transformers.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=2, d_kv=16)
+    config.vocab_size = 128
+    with torch.device("meta"):
+        assert doc["parameter_count"] == transformers.T5ForConditionalGeneration(config).num_parameters()
+    ranks = {c["strategy"]: c["ranks"][0] for c in doc["cases"]}
+    assert all(r["activation_bytes"] > 0 for r in ranks.values())
+    assert ranks["fsdp"]["params_bytes"] < ranks["ddp"]["params_bytes"]
+
+
+@pytest.mark.slow  # importing transformers takes seconds
+def test_a_model_whose_init_reads_values_is_estimated_from_its_meta_build(capsys):
+    # ViT's __init__ reads values (its trunc_normal_ initialisation): no fake tensor can give them.
+    spec = (
+        "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"
+        "image_size=16,patch_size=8"
+    )
+    code, out, err = run(capsys, "--workload", spec, "--strategies", "ddp", "--world-sizes", "2", "--json", "-")
+    assert code == 0, err
+    (case,) = json.loads(out)["cases"]
+    assert "refused" not in case and case["ranks"][0]["activation_bytes"] > 0
+
+
 @pytest.mark.slow
 def test_a_billion_parameter_llama_is_estimated_for_every_strategy_and_world_size(capsys):
     config = dict(

@@ -16,7 +16,10 @@ from dpbench.strategies.activations import LiveBytes, fake_step_peak, real_step_
 from dpbench.workloads import resolve_workload
 
 HF_GPT2 = "hf:gpt2@n_layer=2,n_embd=64,n_head=2,vocab_size=1000,n_positions=64,seq_len=32"
-CASES = [("mlp", 64), ("lenet", 64), ("transformer", 8), ("resnet18", 32), (HF_GPT2, 8)]
+HF_T5 = "hf:t5@num_layers=2,num_decoder_layers=2,d_model=64,d_ff=128,num_heads=2,d_kv=32,vocab_size=1000,seq_len=32"
+# Its __init__ reads the drop-path rates it computes: built on the meta device, then given fake storage.
+HF_CONVNEXT = "hf:convnext@hidden_sizes=16x32,depths=2x2,num_stages=2,image_size=64"
+CASES = [("mlp", 64), ("lenet", 64), ("transformer", 8), ("resnet18", 32), (HF_GPT2, 8), (HF_T5, 8), (HF_CONVNEXT, 8)]
 
 
 def test_the_counter_counts_new_storages_not_views_or_the_parameters():
@@ -45,7 +48,9 @@ def real_peaks() -> dict[tuple[str, int, str], int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-@pytest.mark.parametrize("spec,batch", CASES, ids=["mlp", "lenet", "transformer", "resnet18", "hf-gpt2"])
+@pytest.mark.parametrize(
+    "spec,batch", CASES, ids=["mlp", "lenet", "transformer", "resnet18", "hf-gpt2", "hf-t5", "hf-convnext"]
+)
 def test_the_estimate_is_within_ten_percent_of_the_measured_step(real_peaks, spec, batch, precision):
     estimate = fake_step_peak(resolve_workload(spec), batch, precision=precision)
     measured = real_peaks[(spec, batch, precision)]

@@ -51,6 +51,27 @@ def test_a_hugging_face_model_shards_by_the_classes_it_declares_not_to_split():
     assert blocks == list(model.model.model.layers) and len(blocks) == 4
 
 
+TINY = "hidden_size=32,num_attention_heads=2,intermediate_size=64,vocab_size=128"
+
+
+@pytest.mark.parametrize(
+    "spec, classes",
+    [
+        ("hf:t5@num_layers=2,num_decoder_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=128",
+         ["T5Block"] * 3),
+        ("hf:bart@encoder_layers=2,decoder_layers=1,d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,"
+         "encoder_attention_heads=2,decoder_attention_heads=2,vocab_size=128",
+         ["BartEncoderLayer"] * 2 + ["BartDecoderLayer"]),
+        (f"hf:gemma2@num_hidden_layers=2,{TINY},num_key_value_heads=1,head_dim=16", ["Gemma2DecoderLayer"] * 2),
+    ],
+    ids=["t5", "bart", "gemma2"],
+)  # fmt: skip
+def test_encoder_decoders_and_new_decoders_shard_by_their_layers(spec, classes):
+    pytest.importorskip("transformers")
+    blocks, found_by = find_blocks(meta(spec))
+    assert found_by == "no_split_modules" and [type(b).__name__ for b in blocks] == classes
+
+
 def test_a_resnet_shards_by_its_residual_blocks_and_an_mlp_has_none():
     blocks, found_by = find_blocks(meta("resnet18"))
     assert found_by == "repeated" and [type(b).__name__ for b in blocks] == ["Residual"] * 8

@@ -1,6 +1,6 @@
 """Workloads named by spec train the same steps under every strategy as under ``single``: a user's
 module (two input tensors, its own loss, lambdas the workers find by importing it again) and
-Hugging Face models built from their configs — a tiny GPT-2, ViT and BERT — at world size 2,
+Hugging Face models built from their configs — a tiny GPT-2, ViT, BERT, LLaMA and T5 — at world size 2,
 fp32, with SGD and AdamW (the same habit as test_sharded_equivalence.py).
 
 The batch is even (8 over 2 ranks): a Hugging Face head averages its loss over the tokens or
@@ -39,6 +39,11 @@ LLAMA = (
     "hf:llama@num_hidden_layers=3,hidden_size=32,intermediate_size=64,num_attention_heads=2,num_key_value_heads=1,"
     "vocab_size=128,seq_len=16"
 )
+# An encoder-decoder: source and target batches, its own seq2seq loss; FSDP per T5Block.
+T5 = (
+    "hf:t5@num_layers=2,num_decoder_layers=2,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=128,"
+    "seq_len=16,target_len=8"
+)
 USER = "my_models:tiny_net@hidden=8,depth=2"
 # (spec, strategy, options, optimizer): the user's module under every multi-process strategy and
 # DataParallel with both optimizers; GPT-2 under DDP, FSDP and ZeRO with SGD and AdamW (the strategies
@@ -54,8 +59,10 @@ CASES = [
     # FSDP's units: per decoder layer (the default, from _no_split_modules), named, kept after forward (1).
     (LLAMA, "fsdp", {}, "sgd"),
     (LLAMA, "fsdp", {"units": "LlamaDecoderLayer", "reshard_after_forward": 1}, "adamw"),
+    (T5, "ddp", {}, "sgd"),
+    (T5, "fsdp", {}, "adamw"),
 ]  # fmt: skip
-NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert", LLAMA: "llama"}
+NAMES = {USER: "user", GPT2: "gpt2", VIT: "vit", BERT: "bert", LLAMA: "llama", T5: "t5"}
 
 
 @pytest.fixture(scope="module")
