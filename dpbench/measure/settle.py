@@ -201,7 +201,10 @@ class Settling:
         open_answers = [a for a in look.answers if a.open_configurations()]
         titles = "; ".join(f"{a.question.title}: {', '.join(a.open_configurations())}" for a in open_answers)
         needs = [a.settle_trials for a in open_answers]
-        if needs and all(n is not None for n in needs):
+        reasons = [r for a in open_answers for r in a.reasons]
+        if reasons and not any(a.unsettled for a in open_answers):  # only a busy machine keeps them open
+            tail = f"; {'; '.join(reasons)}: a quieter machine would settle them"
+        elif needs and all(n is not None for n in needs):
             more = max(max(n for n in needs if n is not None) - look.trials, 1)
             cost = more * len(look.unsettled) * trial_s
             tail = f"; about {more} more trials each would settle them (~{duration_text(cost)})"

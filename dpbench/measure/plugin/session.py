@@ -390,7 +390,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     # The note reads pytest-benchmark's table, which lists the tests that ran: none ran when the
     # session was interrupted while it measured.
     ran = terminalreporter.stats.get("passed")
-    if state.profile is not None and state.trials is not None and len(state.trials) and ran:
+    shown = not config.getoption("benchmark_quiet", False)  # --benchmark-quiet: no table to read
+    if shown and state.profile is not None and state.trials is not None and len(state.trials) and ran:
         plan = state.trials.until_settled and state.trials.until_settled.plan
         many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else None
         terminalreporter.write_line(table_note(state.profile, trials=many))
