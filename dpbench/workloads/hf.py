@@ -183,6 +183,9 @@ def _settable_properties(config_class: type) -> list[str]:
     )
 
 
+_SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id")
+
+
 def _checked_overrides(
     overrides: dict[str, Any], values: dict[str, Any], settable: list[str], own_keys: tuple[str, ...], *, spec: str
 ) -> dict[str, Any]:
@@ -250,6 +253,13 @@ def hf_workload(target: str, overrides: dict[str, Any], *, spec: str) -> Workloa
     if task == SEQ2SEQ and values.get("decoder_start_token_id") is None and "decoder_start_token_id" not in overrides:
         # The model shifts its labels right from this token; T5's released configs start from the pad token.
         derived["decoder_start_token_id"] = values.get("pad_token_id") or 0
+    vocab = overrides.get("vocab_size")
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0:
+        # A smaller vocabulary (sized for a CPU) leaves the special ids past its end, which transformers
+        # warns about on every build; they only mark tokens at generation, never in a training batch.
+        for key in _SPECIAL_IDS:
+            if key not in overrides and isinstance(values.get(key), int) and values[key] >= vocab:
+                derived[key] = vocab - 1
     try:
         # Built anew from the overrides, so the fields a config derives from others follow them.
         config = transformers.AutoConfig.for_model(

@@ -204,3 +204,16 @@ def test_a_config_json_its_class_refuses_is_one_line(tmp_path):
     with pytest.raises(SpecError, match=r"the llama config cannot be built: \w+") as info:
         resolve_workload(f"hf:{tmp_path}")
     assert "\n" not in str(info.value)
+
+
+def test_a_smaller_vocabulary_moves_the_special_ids_inside_it_without_a_warning(caplog):
+    import logging
+
+    from dpbench.workloads import resolve_workload
+
+    with caplog.at_level(logging.WARNING):
+        workload = resolve_workload("hf:gpt2@n_layer=1,n_embd=32,n_head=2,vocab_size=512")
+    model = workload.model()
+    config = getattr(model, "config", None) or next(m.config for m in model.modules() if hasattr(m, "config"))
+    assert config.bos_token_id == config.eos_token_id == 511 and config.vocab_size == 512
+    assert not [r for r in caplog.records if "token_id" in r.getMessage()]
