@@ -300,20 +300,20 @@ class FSDP(Strategy):
     def module(self) -> Any:
         return self.model
 
-    def parameters(self) -> dict[str, Any]:
+    def full_parameters(self) -> Any:
         from torch.distributed.tensor import DTensor
 
-        out = {}
         for name, p in self.model.named_parameters():
             # With cpu_offload the shard lives in host memory; the all-gather runs on the rank's
             # device (NCCL takes no host tensors). full_tensor() is a collective: every rank
-            # calls it, in the same order.
+            # calls it, in the same order. One parameter at a time: the caller drops each one.
             local = p.to_local().detach().to(self.device)
-            full = DTensor.from_local(
-                local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
-            ).full_tensor()
-            out[name] = full.cpu().clone()
-        return out
+            yield (
+                name,
+                DTensor.from_local(
+                    local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
+                ).full_tensor(),
+            )
 
     # -- case metrics ------------------------------------------------------------------------
     def compute_dtype(self) -> str:

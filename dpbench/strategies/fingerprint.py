@@ -1,0 +1,70 @@
+"""The model's fingerprint, worker side: float64 sums of the full parameters, the same under every strategy.
+
+Every strategy trains the same model from the same initial weights on the same global batches,
+so after the same steps its parameters must equal ``single``'s within float rounding. The
+fingerprint that proves it in every run has to be computed *the same way* under every strategy,
+whatever each one holds: :meth:`dpbench.strategies.Strategy.full_parameters` yields each full
+parameter (sharded strategies gather one at a time), and :func:`parameter_sums` reduces them in
+float64, chunk by chunk, so neither the whole model nor a float64 copy of a large parameter is
+ever held at once (a CPU worker's measured peak is its lifetime's).
+
+A stateful model is not expected to match: BatchNorm normalises each replica's slice with that
+slice's own statistics, and dropout draws a different mask per replica. :func:`stateful_reason`
+says which of them the model has, for the record that exempts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["CHUNK_ELEMENTS", "parameter_sums", "stateful_reason"]
+
+# Elements reduced at a time: a float64 copy of 64 Ki elements is 512 KiB, too little to move a
+# CPU worker's resident peak, and few enough chunks that a large model's sums take milliseconds.
+CHUNK_ELEMENTS = 1 << 16
+
+
+def parameter_sums(named: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """``param_sum`` (Σ p), ``param_abs_sum`` (Σ |p|, the scale a difference of sums is read against),
+    ``param_sq_sum`` (Σ p²) over every element of every tensor in ``named``, in float64, and
+    ``param_count`` (elements) — in the order given, so two strategies yielding the same tensors
+    in the same order produce the same bits."""
+    import torch
+
+    total = absolute = squares = 0.0
+    count = 0
+    for _, tensor in named:
+        flat = tensor.detach().reshape(-1)
+        count += flat.numel()
+        for chunk in flat.split(CHUNK_ELEMENTS):
+            wide = chunk.to(torch.float64)
+            total += float(wide.sum())
+            absolute += float(wide.abs().sum())
+            squares += float(wide.square().sum())
+    return {"param_sum": total, "param_abs_sum": absolute, "param_sq_sum": squares, "param_count": count}
+
+
+def stateful_reason(module: Any, *, stateful: bool) -> str | None:
+    """Why ``module`` (a workload marked ``stateful``) is not expected to match ``single``; None when
+    the workload is not marked stateful. Names the BatchNorm and active dropout layers it finds."""
+    if not stateful:
+        return None
+    from torch import nn
+
+    norms = {
+        type(m).__name__ for m in module.modules() if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d))
+    }
+    drops = {
+        type(m).__name__
+        for m in module.modules()
+        if isinstance(m, (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)) and m.p > 0
+    }
+    parts = []
+    if norms:
+        parts.append(f"BatchNorm ({', '.join(sorted(norms))}) normalises each replica's slice with its own statistics")
+    if drops:
+        parts.append(f"dropout ({', '.join(sorted(drops))}) draws a different mask on each replica")
+    if not parts:
+        parts.append("the workload is marked stateful: its forward is stochastic or keeps per-replica state")
+    return "; ".join(parts) + ", so its configurations are not expected to match single"
