@@ -2,7 +2,7 @@
 
 Every case records ``extra_info["fingerprint"]`` (written by :func:`dpbench.measure.cases.fingerprint_record`):
 the global-batch loss of each of its first steps and float64 sums of its full parameters after the
-probe's steps, computed the same way under every strategy. Every case of a run starts from the same
+probe's steps (a convergence case: after its last epoch), computed the same way under every strategy. Every case of a run starts from the same
 initial weights and global batches, so a configuration at the same *recipe* as a ``single`` of the
 same run — workload, global batch, optimizer, learning rate and seed — must reproduce single's
 fingerprint within float rounding. How much rounding follows the precision the steps computed in
@@ -62,7 +62,7 @@ class FingerprintStatus(str, Enum):
     DEPARTS = "departs"  # beyond it: the configuration computes something else
     EXEMPT = "exempt"  # a stateful workload: not expected to match (the reason says why)
     NO_SINGLE = "no-single"  # no single of the same run at the same recipe to compare with
-    NOT_RECORDED = "not-recorded"  # no fingerprint: a run saved before them, a collective, a convergence case
+    NOT_RECORDED = "not-recorded"  # no fingerprint: a run saved before them, a collective
 
 
 @dataclass(kw_only=True, frozen=True)
