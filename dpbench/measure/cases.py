@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINGERPRINT_LOSSES",
+    "PROBE_STEPS",
     "TrainingCase",
     "TrainingDetail",
     "CollectiveCase",

@@ -307,14 +307,22 @@ class Strategy(ABC):
         """This rank's view of the model, reduced the same way under every strategy
         (:mod:`dpbench.strategies.fingerprint`): the float64 parameter sums, the step count they
         follow, the precision the steps computed in, and why a stateful workload is exempt (or None)."""
-        from dpbench.strategies.fingerprint import parameter_sums, stateful_reason
+        from dpbench.strategies.fingerprint import stateful_reason
 
         return {
             "step": self._step,
-            **parameter_sums(self.full_parameters()),
+            **self.fingerprint_sums(),
             "precision": self.numerics(),
             "exempt": stateful_reason(self.module(), stateful=bool(getattr(self.workload, "stateful", False))),
         }
+
+    def fingerprint_sums(self) -> dict[str, Any]:
+        """float64 Σp, Σ|p|, Σp² and the element count over this rank's full parameters
+        (:func:`dpbench.strategies.fingerprint.parameter_sums`). A sharded strategy may add up its
+        ranks' shards instead of gathering them: the same sums, added in another order."""
+        from dpbench.strategies.fingerprint import parameter_sums
+
+        return parameter_sums(self.full_parameters())
 
     def numerics(self) -> str:
         """The coarsest precision anything in a step rounds to ("fp32", "bf16", "fp16"): which

@@ -18,31 +18,44 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CHUNK_ELEMENTS", "parameter_sums", "stateful_reason"]
+__all__ = ["CHUNK_ELEMENTS", "parameter_sums", "stateful_reason", "sums_record", "tensor_sums"]
 
 # Elements reduced at a time: a float64 copy of 64 Ki elements is 512 KiB, too little to move a
 # CPU worker's resident peak, and few enough chunks that a large model's sums take milliseconds.
 CHUNK_ELEMENTS = 1 << 16
 
 
+def tensor_sums(tensor: Any) -> Any:
+    """``[Σ t, Σ |t|, Σ t²]`` over every element of ``tensor``, a float64 tensor on its device, reduced
+    chunk by chunk (no float64 copy of the whole tensor; no host sync until the caller reads it)."""
+    import torch
+
+    out = torch.zeros(3, dtype=torch.float64, device=tensor.device)
+    for chunk in tensor.detach().reshape(-1).split(CHUNK_ELEMENTS):
+        wide = chunk.to(torch.float64)
+        out += torch.stack([wide.sum(), wide.abs().sum(), wide.square().sum()])
+    return out
+
+
+def sums_record(sums: Any, count: int) -> dict[str, Any]:
+    """The fingerprint's fields from ``[Σ p, Σ |p|, Σ p²]`` (:func:`tensor_sums` added up) and the
+    number of elements they cover."""
+    total, absolute, squares = (float(v) for v in sums.cpu().tolist())
+    return {"param_sum": total, "param_abs_sum": absolute, "param_sq_sum": squares, "param_count": int(count)}
+
+
 def parameter_sums(named: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """``param_sum`` (Σ p), ``param_abs_sum`` (Σ |p|, the scale a difference of sums is read against),
     ``param_sq_sum`` (Σ p²) over every element of every tensor in ``named``, in float64, and
-    ``param_count`` (elements) — in the order given, so two strategies yielding the same tensors
-    in the same order produce the same bits."""
+    ``param_count`` (elements), in the order given."""
     import torch
 
-    total = absolute = squares = 0.0
+    total = torch.zeros(3, dtype=torch.float64)
     count = 0
     for _, tensor in named:
-        flat = tensor.detach().reshape(-1)
-        count += flat.numel()
-        for chunk in flat.split(CHUNK_ELEMENTS):
-            wide = chunk.to(torch.float64)
-            total += float(wide.sum())
-            absolute += float(wide.abs().sum())
-            squares += float(wide.square().sum())
-    return {"param_sum": total, "param_abs_sum": absolute, "param_sq_sum": squares, "param_count": count}
+        total += tensor_sums(tensor).cpu()
+        count += tensor.numel()
+    return sums_record(total, count)
 
 
 def stateful_reason(module: Any, *, stateful: bool) -> str | None:

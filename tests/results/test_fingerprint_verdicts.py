@@ -44,7 +44,7 @@ def test_the_same_fingerprint_matches():
     verdict = compare_fingerprints(fp(), fp(), reference="single w1")
     assert verdict.status is FingerprintStatus.MATCHES and not verdict.flagged
     assert verdict.departure == 0.0 and verdict.compared_steps == 4 and verdict.reference == "single w1"
-    assert verdict.reason.startswith("matches single w1 within the fp32 tolerance 1e-04")
+    assert verdict.reason.startswith("matches single w1 within the fp32 tolerance 0.0001")
 
 
 def test_a_loss_beyond_the_tolerance_departs_and_says_which_step():
@@ -52,7 +52,7 @@ def test_a_loss_beyond_the_tolerance_departs_and_says_which_step():
     assert verdict.status is FingerprintStatus.DEPARTS and verdict.flagged
     assert verdict.where == "loss at step 3" and verdict.departure == pytest.approx(1e-3)
     assert verdict.reason == (
-        "computes something else: departs from single w1 by 1.0e-03 (loss at step 3), beyond the fp32 tolerance 1e-04"
+        "computes something else: departs from single w1 by 1.0e-03 (loss at step 3), beyond the fp32 tolerance 0.0001"
     )
 
 
@@ -79,7 +79,10 @@ def test_replicas_that_disagree_depart_however_close_rank_0_is():
 
 def test_another_model_departs():
     verdict = compare_fingerprints(fp(param_count=999), fp())
-    assert verdict.status is FingerprintStatus.DEPARTS and "a model of 999 parameters, single trains 1000" in verdict.reason
+    assert (
+        verdict.status is FingerprintStatus.DEPARTS
+        and "a model of 999 parameters, single trains 1000" in verdict.reason
+    )
 
 
 def test_the_tolerance_follows_the_coarser_precision():
@@ -143,7 +146,10 @@ def test_each_configuration_is_judged_against_the_single_of_its_own_recipe():
         FingerprintStatus.NOT_RECORDED,
     ]
     assert verdicts[12].reference == "single w1"
-    assert verdicts[13].reason == "no single at this recipe (mlp, batch 64, sgd, lr 0.1, seed 0) in its run to compare with"
+    assert (
+        verdicts[13].reason
+        == "no single at this recipe (mlp, batch 64, sgd, lr 0.1, seed 0) in its run to compare with"
+    )
 
 
 def test_a_single_of_the_same_precision_is_preferred():

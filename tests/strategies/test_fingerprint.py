@@ -77,6 +77,16 @@ def test_fsdp_per_block_on_the_transformer_matches_single():
 
 
 @pytest.mark.slow
+def test_hsdp_counts_each_replicated_shard_once(single_mlp):
+    # fsdp adds up its ranks' shards instead of gathering them; under HSDP every shard is held by
+    # both replicate groups, so counting it twice would double every sum.
+    hsdp = fingerprint("fsdp", MLP, 4, replicate=2)
+    verdict = compare_fingerprints(hsdp, single_mlp, reference="single w1")
+    assert verdict.status is FingerprintStatus.MATCHES, verdict.reason
+    assert hsdp["param_count"] == single_mlp["param_count"]
+
+
+@pytest.mark.slow
 def test_a_rank_with_another_learning_rate_departs(single_mlp):
     planted = fingerprint("ddp", RANK_ONE_LR, 2)
     verdicts = fingerprint_verdicts(pd.DataFrame([row("single", 1, single_mlp), row("ddp", 2, planted)]))
