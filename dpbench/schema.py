@@ -110,4 +110,6 @@ EXTRA_INFO_FIELDS = (
     "harness_settings",  # what dpbench set for the workers (threads, pinning; no runtime variables)
     "seed",
     "profile",
+    # the model the case trained, the same way under every strategy (first losses, parameter sums)
+    "fingerprint",
 )
