@@ -3,10 +3,11 @@
 Every strategy trains the same model from the same initial weights on the same global batches,
 so after the same steps its parameters must equal ``single``'s within float rounding. The
 fingerprint that proves it in every run has to be computed *the same way* under every strategy,
-whatever each one holds: :meth:`dpbench.strategies.Strategy.full_parameters` yields each full
-parameter (sharded strategies gather one at a time), and :func:`parameter_sums` reduces them in
-float64, chunk by chunk, so neither the whole model nor a float64 copy of a large parameter is
-ever held at once (a CPU worker's measured peak is its lifetime's).
+whatever each one holds: the same float64 Σp, Σ|p| and Σp² over every element of every full
+parameter. :meth:`dpbench.strategies.Strategy.fingerprint_sums` reduces the parameters a rank holds
+whole (:func:`parameter_sums`); fsdp adds up each rank's shards with one all-reduce instead of
+gathering them (the same sums, added in another order). :func:`tensor_sums` reduces chunk by chunk,
+so no float64 copy of a large parameter is ever held (a CPU worker's measured peak is its lifetime's).
 
 A stateful model is not expected to match: BatchNorm normalises each replica's slice with that
 slice's own statistics, and dropout draws a different mask per replica. :func:`stateful_reason`

@@ -179,3 +179,10 @@ def test_a_saved_run_keeps_the_fingerprint_whole(tmp_path):
     assert {v.status for v in verdicts[singles]} == {FingerprintStatus.REFERENCE}
     assert {v.status for v in verdicts[~singles]} <= {FingerprintStatus.MATCHES, FingerprintStatus.NO_SINGLE}
     assert FingerprintStatus.MATCHES in {v.status for v in verdicts[~singles]}
+    # The report's configurations (one row per measured case) carry it too, named as the report names them.
+    from dpbench.report.configs import configurations
+
+    configs = configurations(frame)
+    by_config = fingerprint_verdicts(configs)
+    matched = [v for v in by_config if v.status is FingerprintStatus.MATCHES]
+    assert matched and all(v.reference in set(configs["config"]) for v in matched)
