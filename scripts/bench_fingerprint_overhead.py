@@ -8,7 +8,8 @@ for the duration of the call (the trial then records none: it asks ``hasattr(run
 — the order alternating between pairs (ABBA) so neither always runs first. Printed per case:
 
 * the wall time of each trial (launch to close: probe, fingerprint, warm-up, timed rounds, control,
-  case metrics) and with ÷ without per pair, with the median and range over pairs;
+  case metrics) and with ÷ without per pair, with the median and range over pairs, their geometric
+  mean (over an even number of pairs it cancels the order effect) and the order effect itself;
 * the fingerprint call's own wall time and its share of the trial it ran in (the direct reading:
   on a shared machine the pair's ratio carries the machine's noise, the share does not);
 * each trial's step time (its median timed step): the fingerprint runs outside every timed step,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -107,11 +109,22 @@ def main() -> None:
                 f"load {load_before[0]:.2f} → {load_after[0]:.2f}"
             )
         walls = [p["wall_ratio"] for p in pairs]
+        # ABBA: half the pairs run the trial with the fingerprint first. The geometric mean over an even
+        # number of pairs cancels an order effect (the first trial of a pair slower or faster); the
+        # order effect itself is the square root of with-first ÷ without-first.
+        logs = [math.log(r) for r in walls]
+        first_with = [x for i, x in enumerate(logs) if i % 2 == 0]
+        first_without = [x for i, x in enumerate(logs) if i % 2 == 1]
+        order_effect = (
+            math.exp((statistics.fmean(first_with) - statistics.fmean(first_without)) / 2) if first_without else None
+        )
         shares = [p["fingerprint_share"] for p in pairs]
         steps = [p["step_ratio"] for p in pairs]
         summary = {
             "wall_ratio_median": statistics.median(walls),
             "wall_ratio_range": [min(walls), max(walls)],
+            "wall_ratio_geometric_mean": math.exp(statistics.fmean(logs)),
+            "order_effect": order_effect,
             "fingerprint_share_median": statistics.median(shares),
             "fingerprint_share_max": max(shares),
             "fingerprint_ms_median": statistics.median(p["with"]["fingerprint_s"] for p in pairs) * 1e3,
@@ -121,7 +134,9 @@ def main() -> None:
         out["cases"][case.id] = summary
         print(
             f"{case.id}: trial with ÷ without, median {summary['wall_ratio_median']:.3f} "
-            f"(range {min(walls):.3f}–{max(walls):.3f}); the fingerprint's share of its trial: median "
+            f"(range {min(walls):.3f}–{max(walls):.3f}), geometric mean {summary['wall_ratio_geometric_mean']:.3f} "
+            f"(order effect, first of a pair ÷ second: {order_effect or math.nan:.3f}); "
+            "the fingerprint's share of its trial: median "
             f"{summary['fingerprint_share_median']:.2%}, max {summary['fingerprint_share_max']:.2%}; "
             f"step time with ÷ without, median {summary['step_ratio_median']:.3f}"
         )
