@@ -46,10 +46,12 @@ __all__ = [
     "FingerprintVerdict",
     "Tolerance",
     "compare_fingerprints",
+    "departures",
     "fingerprint_verdicts",
 ]
 
 SINGLE = "single"
+DEPARTS_PREFIX = "computes something else: "
 # Relative tolerance by the precision the steps computed in (see the table above).
 TOLERANCES = {"fp32": 1e-4, "fp16": 2e-3, "bf16": 1.6e-2}
 _TINY = 1e-300  # a relative difference's floor for a scale of zero
@@ -157,7 +159,7 @@ def compare_fingerprints(
     if fingerprint.get("param_count") != single.get("param_count"):
         return FingerprintVerdict(
             status=FingerprintStatus.DEPARTS,
-            reason=f"computes something else: a model of {fingerprint.get('param_count')} parameters, "
+            reason=f"{DEPARTS_PREFIX}a model of {fingerprint.get('param_count')} parameters, "
             f"{reference} trains {single.get('param_count')}",
             where="parameter count",
             **common,
@@ -178,7 +180,7 @@ def compare_fingerprints(
     size = "nothing to compare" if not found else ("unreadable" if math.isnan(worst) else f"{worst:.1e}")
     return FingerprintVerdict(
         status=FingerprintStatus.DEPARTS,
-        reason=f"computes something else: departs from {reference} by {size} ({where or 'no values'}), "
+        reason=f"{DEPARTS_PREFIX}departs from {reference} by {size} ({where or 'no values'}), "
         f"beyond the {precision} tolerance {tolerance.relative:g}",
         departure=None if math.isnan(worst) else worst,
         where=where,
@@ -210,7 +212,7 @@ def _recipe(row: pd.Series) -> tuple[Any, ...]:
 
 
 def _name(row: pd.Series) -> str:
-    for column in ("config", "label", "strategy"):
+    for column in ("case", "config", "label", "strategy"):
         value = _cell(row, column)
         if isinstance(value, str) and value:
             return value
@@ -270,3 +272,15 @@ def fingerprint_verdicts(configs: pd.DataFrame) -> pd.Series:
         single = (same or finest)[0]
         verdicts.append(compare_fingerprints(fingerprint, _cell(single, "fingerprint"), reference=_name(single)))
     return pd.Series(verdicts, index=configs.index, dtype=object)
+
+
+def departures(configs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``(run, configuration name) → why`` for every configuration of ``configs`` whose fingerprint
+    departs from single's (:func:`fingerprint_verdicts`; the name as ``case``, ``config`` or ``label``
+    holds it): ``"departs from single w1 by 2.8e-03 (loss at step 4), beyond the fp32 tolerance
+    0.0001"`` — what :func:`dpbench.decision.decide` takes as ``departures``."""
+    out = {}
+    for (_, row), verdict in zip(configs.iterrows(), fingerprint_verdicts(configs)):
+        if verdict.flagged:
+            out[(str(_cell(row, "run")), _name(row))] = verdict.reason.removeprefix(DEPARTS_PREFIX)
+    return out

@@ -17,6 +17,7 @@ from dpbench.results.fingerprint import (
     TOLERANCES,
     FingerprintStatus,
     compare_fingerprints,
+    departures,
     fingerprint_verdicts,
 )
 
@@ -180,9 +181,34 @@ def test_a_saved_run_keeps_the_fingerprint_whole(tmp_path):
     assert {v.status for v in verdicts[~singles]} <= {FingerprintStatus.MATCHES, FingerprintStatus.NO_SINGLE}
     assert FingerprintStatus.MATCHES in {v.status for v in verdicts[~singles]}
     # The report's configurations (one row per measured case) carry it too, named as the report names them.
-    from dpbench.report.configs import configurations
+    from dpbench.decision.configs import configurations
 
     configs = configurations(frame)
     by_config = fingerprint_verdicts(configs)
     matched = [v for v in by_config if v.status is FingerprintStatus.MATCHES]
     assert matched and all(v.reference in set(configs["config"]) for v in matched)
+
+
+def test_departures_name_each_flagged_configuration_for_the_decision(tmp_path):
+    path = make_run(tmp_path, comm=False)
+    doc = json.loads(path.read_text())
+    for bench in doc["benchmarks"]:
+        info = bench["extra_info"]
+        planted = info["strategy"] == "ddp" and info["world_size"] == 2
+        bench["extra_info"]["fingerprint"] = fp(scale=1.01, loss_at=3) if planted else fp()
+    path.write_text(json.dumps(doc))
+    from dpbench.decision import decide
+    from dpbench.decision.configs import configurations
+
+    configs = configurations(load_runs([path])).pipe(lambda c: c.assign(case=c["config"]))
+    found = departures(configs)
+    flagged = configs[(configs["strategy"] == "ddp") & (configs["world_size"] == 2)]
+    assert found and set(found) == {(r["run"], r["case"]) for _, r in flagged.iterrows()}
+    assert all(why.startswith("departs from single") and "(loss at step 4)" in why for why in found.values())
+    # The decision leaves them out of the ranking and says why.
+    decision = decide(configs, list(dict.fromkeys(configs["run"])), departures=found)
+    excluded = [(name, why) for a in decision.answers for name, why in a.excluded]
+    assert excluded and all(why.startswith("computes something else than single: departs") for _, why in excluded)
+    assert {name for name, _ in excluded} <= {str(c).split(" · batch ")[0] for c in flagged["case"]}
+    ranked = {s.entry.name for a in decision.answers for s in a.standings}
+    assert not ranked & {name for name, _ in excluded}
