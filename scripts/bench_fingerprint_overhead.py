@@ -11,7 +11,9 @@ for the duration of the call (the trial then records none: it asks ``hasattr(run
   case metrics) and with ÷ without per pair, with the median and range over pairs, their geometric
   mean (over an even number of pairs it cancels the order effect) and the order effect itself;
 * the fingerprint call's own wall time and its share of the trial it ran in (the direct reading:
-  on a shared machine the pair's ratio carries the machine's noise, the share does not);
+  on a shared machine the pair's ratio carries the machine's noise, the share does not), and of the
+  case: that first trial plus the profile's other trials, each as long as one later trial measured
+  in the same pair (no case metrics, no fingerprint);
 * each trial's step time (its median timed step): the fingerprint runs outside every timed step,
   so with ÷ without should differ only by the machine's noise;
 * the load average before and after each pair, and the cores.
@@ -46,6 +48,13 @@ def _timed_fingerprint(self: Run) -> dict:
         return _FINGERPRINT(self)
     finally:
         _CALLS.append(time.perf_counter() - start)
+
+
+def _later_trial(case: TrainingCase, profile) -> float:
+    """Wall seconds of a later trial of ``case`` (no case metrics, no fingerprint)."""
+    start = time.perf_counter()
+    case.measure_trial(profile, trial=1, steps_per_round=None, timeline=None, first=False)
+    return time.perf_counter() - start
 
 
 def _trial(case: TrainingCase, profile, *, fingerprint: bool) -> dict:
@@ -91,21 +100,27 @@ def main() -> None:
             load_before = os.getloadavg()
             order = (True, False) if i % 2 == 0 else (False, True)
             got = {mode: _trial(case, profile, fingerprint=mode) for mode in order}
+            later = _later_trial(case, profile)
             load_after = os.getloadavg()
             with_fp, without = got[True], got[False]
+            # The case's time: its first trial (the one with the fingerprint) and the profile's other trials.
+            case_s = with_fp["wall_s"] + (profile.trials - 1) * later
             pair = {
                 "with": with_fp,
                 "without": without,
                 "wall_ratio": with_fp["wall_s"] / without["wall_s"],
                 "step_ratio": with_fp["step_s"] / without["step_s"],
                 "fingerprint_share": with_fp["fingerprint_s"] / with_fp["wall_s"],
+                "later_trial_s": later,
+                "case_share": with_fp["fingerprint_s"] / case_s,
                 "load_1min": [load_before[0], load_after[0]],
             }
             pairs.append(pair)
             print(
                 f"{case.id} pair {i + 1}: with {with_fp['wall_s']:.2f} s, without {without['wall_s']:.2f} s "
                 f"({pair['wall_ratio']:.3f}×); fingerprint {with_fp['fingerprint_s'] * 1e3:.1f} ms "
-                f"= {pair['fingerprint_share']:.2%} of its trial; step time with ÷ without {pair['step_ratio']:.3f}; "
+                f"= {pair['fingerprint_share']:.2%} of its trial, {pair['case_share']:.2%} of the case "
+                f"({profile.trials} trials); step time with ÷ without {pair['step_ratio']:.3f}; "
                 f"load {load_before[0]:.2f} → {load_after[0]:.2f}"
             )
         walls = [p["wall_ratio"] for p in pairs]
@@ -119,6 +134,7 @@ def main() -> None:
             math.exp((statistics.fmean(first_with) - statistics.fmean(first_without)) / 2) if first_without else None
         )
         shares = [p["fingerprint_share"] for p in pairs]
+        case_shares = [p["case_share"] for p in pairs]
         steps = [p["step_ratio"] for p in pairs]
         summary = {
             "wall_ratio_median": statistics.median(walls),
@@ -127,6 +143,8 @@ def main() -> None:
             "order_effect": order_effect,
             "fingerprint_share_median": statistics.median(shares),
             "fingerprint_share_max": max(shares),
+            "case_share_median": statistics.median(case_shares),
+            "case_share_max": max(case_shares),
             "fingerprint_ms_median": statistics.median(p["with"]["fingerprint_s"] for p in pairs) * 1e3,
             "step_ratio_median": statistics.median(steps),
             "pairs": pairs,
@@ -138,6 +156,7 @@ def main() -> None:
             f"(order effect, first of a pair ÷ second: {order_effect or math.nan:.3f}); "
             "the fingerprint's share of its trial: median "
             f"{summary['fingerprint_share_median']:.2%}, max {summary['fingerprint_share_max']:.2%}; "
+            f"of the case: median {summary['case_share_median']:.2%}, max {summary['case_share_max']:.2%}; "
             f"step time with ÷ without, median {summary['step_ratio_median']:.3f}"
         )
     if args.json:
