@@ -18,6 +18,8 @@ __all__ = [
     "Phase",
     "EXTRA_INFO_FIELDS",
     "Profile",
+    "PRECISIONS_FINEST_FIRST",
+    "coarsest_precision",
 ]
 
 # dpbench's own version, recorded in every run's machine_info (here, below everything that records it).
@@ -66,6 +68,17 @@ class Profile(str, Enum):
     FULL = "full"
 
 
+# The precisions a step computes in (options.precision, fingerprint.precision), finest first:
+# fp32 keeps 24 significant bits, fp16 11, bf16 8.
+PRECISIONS_FINEST_FIRST = ("fp32", "fp16", "bf16")
+
+
+def coarsest_precision(*names: str) -> str:
+    """The coarsest of ``names``; a name outside :data:`PRECISIONS_FINEST_FIRST` counts as fp32."""
+    order = PRECISIONS_FINEST_FIRST
+    return max(names, key=lambda name: order.index(name) if name in order else 0)
+
+
 # Keys every dpbench training benchmark writes into pytest-benchmark's ``extra_info`` (schema 2).
 EXTRA_INFO_FIELDS = (
     "schema",
@@ -97,4 +110,6 @@ EXTRA_INFO_FIELDS = (
     "harness_settings",  # what dpbench set for the workers (threads, pinning; no runtime variables)
     "seed",
     "profile",
+    # the model the case trained, the same way under every strategy (first losses, parameter sums)
+    "fingerprint",
 )

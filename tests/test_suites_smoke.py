@@ -53,6 +53,16 @@ def test_suites_save_the_documented_run(tmp_path):
         assert [len(r) for r in trials["round_times_s"]] == [trials["rounds_per_trial"]] * 2
         assert bench["options"]["timer"].endswith("worker_clock")
     assert {b["extra_info"]["strategy"] for b in by_kind["training"]} == {"single", "ddp"}
+    # Every case proves it trained single's model (dpbench.results.fingerprint).
+    from dpbench.results.fingerprint import FingerprintStatus, compare_fingerprints
+
+    infos = {b["extra_info"]["strategy"]: b["extra_info"] for b in by_kind["training"]}
+    fingerprints = {strategy: info["fingerprint"] for strategy, info in infos.items()}
+    # The probe's 2 steps, the quick profile's warm-up round and timed rounds: at most the first 8.
+    steps = 2 + (1 + infos["single"]["trials"]["rounds_per_trial"]) * infos["single"]["steps_per_round"]
+    assert fingerprints["single"]["step"] == 2 and len(fingerprints["single"]["losses"]) == min(8, steps)
+    verdict = compare_fingerprints(fingerprints["ddp"], fingerprints["single"])
+    assert verdict.status is FingerprintStatus.MATCHES, verdict.reason
     for bench in by_kind["training"]:
         info = bench["extra_info"]
         assert set(EXTRA_INFO_FIELDS) <= set(info), set(EXTRA_INFO_FIELDS) - set(info)

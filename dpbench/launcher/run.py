@@ -17,6 +17,9 @@ from dpbench.workers.provider import make_pool, placement_for
 
 __all__ = ["launch", "Run"]
 
+# A relative difference's floor for a scale of zero (a model whose parameters are all zero).
+_TINY = 1e-300
+
 
 def launch(
     strategy: str,
@@ -236,6 +239,25 @@ class Run:
         """
         return self._live_pool().run(_evaluate_worker, split)[0]
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The model as it stands, reduced the same way under every strategy (untimed; call between
+        :meth:`step` calls, never inside one): ``step`` (steps trained so far), rank 0's float64
+        ``param_sum``, ``param_abs_sum``, ``param_sq_sum`` and ``param_count`` over the full
+        parameters (fsdp adds up its ranks' shards with one all-reduce, a collective every rank joins),
+        ``precision`` (the coarsest a step rounds to), ``exempt`` (why a stateful workload is not
+        expected to match ``single``, or None) and ``rank_spread``: the largest relative difference
+        of any rank's sums from rank 0's (0.0 when the replicas agree bit for bit). Training state
+        is not changed (:mod:`dpbench.strategies.fingerprint`).
+        """
+        per_rank = self._live_pool().run(_fingerprint_worker)
+        first = dict(per_rank[0])
+        spread = 0.0
+        for other in per_rank[1:]:
+            for key, scale in (("param_sum", "param_abs_sum"), ("param_sq_sum", "param_sq_sum")):
+                spread = max(spread, abs(other[key] - first[key]) / max(abs(first[scale]), _TINY))
+        first["rank_spread"] = spread
+        return first
+
     def control(self) -> float:
         """Seconds of the fixed control computation (:mod:`dpbench.launcher.control`) in these workers.
 
@@ -329,6 +351,10 @@ def _parameters_worker(ctx: Any) -> dict[str, Any] | None:
     # ships its tensors, the others would send identical copies.
     params = ctx.state["trainer"].parameters()
     return params if ctx.rank == 0 else None
+
+
+def _fingerprint_worker(ctx: Any) -> dict[str, Any]:
+    return ctx.state["trainer"].fingerprint()
 
 
 def _buffers_worker(ctx: Any) -> dict[str, Any] | None:

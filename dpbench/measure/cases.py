@@ -22,11 +22,24 @@ if TYPE_CHECKING:
     from dpbench.launcher.run_info import RunInfo
     from dpbench.launcher.step_stats import StepStats
 
-__all__ = ["TrainingCase", "TrainingDetail", "CollectiveCase", "CollectiveDetail", "steps_for_round"]
+__all__ = [
+    "FINGERPRINT_LOSSES",
+    "PROBE_STEPS",
+    "TrainingCase",
+    "TrainingDetail",
+    "CollectiveCase",
+    "CollectiveDetail",
+    "fingerprint_record",
+    "steps_for_round",
+]
 
 TimelinePath = Callable[[str], tuple[Any, str]]
 # Every suite trains with this learning rate, so a case means the same thing in every suite.
 LR = 0.05
+# Untimed steps before the step count per round is chosen; the fingerprint's sums follow them.
+PROBE_STEPS = 2
+# Steps whose losses the fingerprint records (fewer when a trial runs fewer).
+FINGERPRINT_LOSSES = 8
 
 
 def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> int:
@@ -34,6 +47,16 @@ def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> 
     if step_time <= 0 or not math.isfinite(step_time):
         return 1
     return max(1, min(max_steps, math.ceil(target_round_s / step_time)))
+
+
+def fingerprint_record(sums: dict[str, Any], stats: list[StepStats]) -> dict[str, Any]:
+    """``extra_info["fingerprint"]``: the global-batch loss of each of the trial's first
+    :data:`FINGERPRINT_LOSSES` steps (the sums of every rank's weighted share: rank 0's reduced
+    values, ``StepStats.losses``), in order from the first step, beside ``sums`` (:meth:`Run.fingerprint`,
+    taken after ``sums["step"]`` steps). Every case starts from the same weights and batches, so
+    step i's loss is comparable with single's at the same recipe (dpbench.results.fingerprint)."""
+    losses = [float(x) for s in stats for x in s.losses][:FINGERPRINT_LOSSES]
+    return {"losses": losses, **sums}
 
 
 def placement(*, device_type: Any, world_size: Any, nodes: Any, threads: Any, rank_cores: Any) -> str:
@@ -187,17 +210,24 @@ class TrainingCase:
             **self.options,
         ) as run:
             # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.
-            probe = run.step(2)
+            probe = run.step(PROBE_STEPS)
+            # The fingerprint's parameter sums are taken here, after the probe: the one step count
+            # every case reaches at the same point (the steps per round that follow depend on each
+            # case's own step time, so the model after the timed rounds differs in steps from case
+            # to case). Between step calls and before the warm-up rounds, so no timed step includes
+            # its gather or its sums; once per case (its first trial), like the case metrics.
+            sums = run.fingerprint() if first and hasattr(run, "fingerprint") else None
             k = steps_per_round or steps_for_round(
                 min(probe.step_times), profile.target_round_s, profile.max_steps_per_round
             )
-            for _ in range(profile.warmup_rounds):
-                run.step(k)
+            warm = [run.step(k) for _ in range(profile.warmup_rounds)]
             devices = [str(d) for d in run.info.devices]  # per rank
             with _sampled(run.pids, devices, profile) as sampler:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
             control = run.control()
             metrics = run.case_metrics() if first and hasattr(run, "case_metrics") else None
+            if metrics is not None and sums is not None:
+                metrics["fingerprint"] = fingerprint_record(sums, [probe, *warm, *rounds])
             traced = None
             if trace is not None and first:  # last: nothing measured afterwards runs after traced steps
                 from dpbench.measure.tracing import trace_trial

@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dpbench.measure.cases import TrainingDetail
+from dpbench.measure.cases import TrainingDetail, fingerprint_record
 from dpbench.measure.trials import CaseResult, TrialResult
 from dpbench.stats import log_t_interval
 
@@ -204,6 +204,9 @@ class ConvergenceCase:
                             "eval_device": evaluation["device"],
                         }
                     )
+            # Untimed, after the last epoch, once per case: every strategy of a recipe at one global
+            # batch has trained the same steps here (dpbench.measure.cases.fingerprint_record).
+            sums = run.fingerprint() if first else None
             control = run.control()
             info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-t{trial + 1}")
@@ -218,6 +221,7 @@ class ConvergenceCase:
             control_s=control,
             sampler=summary,
             timeline=recorded,
+            case_metrics=None if sums is None else {"fingerprint": fingerprint_record(sums, stats)},
             detail=ConvergenceDetail(
                 run_info=info,
                 step_stats=merged,

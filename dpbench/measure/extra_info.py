@@ -190,11 +190,16 @@ def training_extra_info(
     # The spec the workload was named by, resolved (registered name, module:attr, hf:, overrides).
     info["workload_spec"] = run_info.workload_params.get("spec", run_info.workload)
     info["parameter_count"] = workload_parameter_count(case.workload, profile)
-    if result.case_metrics:
-        info.update(result.case_metrics)
+    metrics = dict(result.case_metrics or {})
+    # Recorded with the case metrics (first trial), by every training and convergence case; nothing derives from it.
+    fingerprint = metrics.pop("fingerprint", None)
+    if metrics:
+        info.update(metrics)
         from dpbench.measure.derive import derive
 
-        info.update(derive(result.case_metrics, step_time_s=step_time, world_size=info["world_size"]))
+        info.update(derive(metrics, step_time_s=step_time, world_size=info["world_size"]))
+    if fingerprint is not None:
+        info["fingerprint"] = fingerprint
     if detail.trace is not None:  # opt-in tracing (dpbench.measure.tracing)
         from dpbench.measure.tracing import trace_extra_info
 

@@ -184,7 +184,7 @@ def _flatten(row: dict[str, Any], extra: dict[str, Any]) -> None:
             row["sampler"] = value
             row["sampler.timeline"] = value.get("timeline")
         elif isinstance(value, dict):
-            if key in ("options", "trials"):
+            if key in ("options", "trials", "fingerprint"):  # read whole (fingerprint: results/fingerprint.py)
                 row[key] = value
             for sub, subvalue in value.items():
                 row[f"{key}.{sub}"] = subvalue

@@ -292,9 +292,43 @@ class Strategy(ABC):
     def close(self) -> None:  # noqa: B027 - optional: most strategies hold nothing to release
         """Release threads or other resources held by the strategy."""
 
+    def full_parameters(self) -> Any:
+        """``(name, full tensor)`` of every parameter of this rank's model, one at a time, in the
+        module's order. Called on every rank: sharded strategies override it to gather each
+        parameter (a collective every rank joins, in the same order) only as it is consumed."""
+        for name, p in self.module().named_parameters():
+            yield name, p.detach()
+
     def parameters(self) -> dict[str, Any]:
         """Called on every rank (sharded strategies gather here); the parent keeps rank 0's."""
-        return {name: p.detach().cpu().clone() for name, p in self.module().named_parameters()}
+        return {name: p.cpu().clone() for name, p in self.full_parameters()}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """This rank's view of the model, reduced the same way under every strategy
+        (:mod:`dpbench.strategies.fingerprint`): the float64 parameter sums, the step count they
+        follow, the precision the steps computed in, and why a stateful workload is exempt (or None)."""
+        from dpbench.strategies.fingerprint import stateful_reason
+
+        return {
+            "step": self._step,
+            **self.fingerprint_sums(),
+            "precision": self.numerics(),
+            "exempt": stateful_reason(self.module(), stateful=bool(getattr(self.workload, "stateful", False))),
+        }
+
+    def fingerprint_sums(self) -> dict[str, Any]:
+        """float64 Σp, Σ|p|, Σp² and the element count over this rank's full parameters
+        (:func:`dpbench.strategies.fingerprint.parameter_sums`). A sharded strategy may add up its
+        ranks' shards instead of gathering them: the same sums, added in another order."""
+        from dpbench.strategies.fingerprint import parameter_sums
+
+        return parameter_sums(self.full_parameters())
+
+    def numerics(self) -> str:
+        """The coarsest precision anything in a step rounds to ("fp32", "bf16", "fp16"): which
+        tolerance a comparison with ``single`` allows. The matmuls' dtype unless a strategy rounds
+        more (a compressing gradient hook)."""
+        return self.compute_dtype()
 
     def buffers(self) -> dict[str, Any]:
         return {name: b.detach().cpu().clone() for name, b in self.module().named_buffers()}

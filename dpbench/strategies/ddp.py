@@ -6,7 +6,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.schema import Phase, StrategyName
+from dpbench.schema import Phase, StrategyName, coarsest_precision
 from dpbench.strategies._options import CommonOptions, CompileOptions, is_int_in, is_positive_number
 from dpbench.strategies.base import (
     Placement,
@@ -237,6 +237,11 @@ class DDP(Strategy):
 
     def compute_only_share(self, twin: Any) -> list[Any]:
         return list(twin.parameters())  # every rank steps every parameter
+
+    def numerics(self) -> str:
+        # The fp16 / bf16 compression hooks round every gradient to that dtype before averaging.
+        hook = self.spec.options.comm_hook
+        return coarsest_precision(super().numerics(), hook) if hook in ("fp16", "bf16") else super().numerics()
 
     def collective_plan(self) -> list[Any] | None:
         from dpbench.strategies.profiling import ddp_collectives

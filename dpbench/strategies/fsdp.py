@@ -300,20 +300,39 @@ class FSDP(Strategy):
     def module(self) -> Any:
         return self.model
 
-    def parameters(self) -> dict[str, Any]:
+    def full_parameters(self) -> Any:
         from torch.distributed.tensor import DTensor
 
-        out = {}
         for name, p in self.model.named_parameters():
             # With cpu_offload the shard lives in host memory; the all-gather runs on the rank's
             # device (NCCL takes no host tensors). full_tensor() is a collective: every rank
-            # calls it, in the same order.
+            # calls it, in the same order. One parameter at a time: the caller drops each one.
             local = p.to_local().detach().to(self.device)
-            full = DTensor.from_local(
-                local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
-            ).full_tensor()
-            out[name] = full.cpu().clone()
-        return out
+            yield (
+                name,
+                DTensor.from_local(
+                    local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
+                ).full_tensor(),
+            )
+
+    def fingerprint_sums(self) -> dict[str, Any]:
+        # Each rank adds up the shards it holds and one all-reduce adds the ranks' sums: the full
+        # parameters' sums without a gather per parameter (one collective each, which made the
+        # fingerprint cost more than the steps on a small model). A shard HSDP replicates across
+        # its replicate groups is counted once: each copy adds 1/copies of its sums.
+        import torch
+        import torch.distributed as dist
+
+        from dpbench.strategies.fingerprint import sums_record, tensor_sums
+
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        count = 0
+        for p in self.model.parameters():
+            copies = math.prod(p.device_mesh.size(d) for d, place in enumerate(p.placements) if place.is_replicate())
+            sums += tensor_sums(p.to_local()).to(self.device) / copies
+            count += p.numel()  # a DTensor's numel is the full parameter's
+        dist.all_reduce(sums, group=self.ctx.group)
+        return sums_record(sums, count)
 
     # -- case metrics ------------------------------------------------------------------------
     def compute_dtype(self) -> str:

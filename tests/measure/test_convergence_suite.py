@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from fashion_synth import write_fashion_dir
 
+from dpbench.results.fingerprint import FingerprintStatus, compare_fingerprints
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 CPU_STRATEGIES = {"single", "dp", "ddp", "manual", "allreduce", "fsdp", "zero"}
@@ -70,6 +72,11 @@ def test_every_cpu_strategy_trains_the_digits_to_singles_accuracy(tmp_path):
         assert abs(conv["final_test_accuracy"] - single["final_test_accuracy"]) <= 0.005, strategy
         assert conv["sec_per_epoch"] > 0 and conv["time_to_target_s"] > 0 and conv["eval_device"] == "cpu"
         assert extra["world_size"] == (1 if strategy == "single" else 2)
+        # Every run proves it trained single's model: the sums follow the last epoch's step.
+        assert extra["fingerprint"]["step"] == 10 * 22 and len(extra["fingerprint"]["losses"]) == 8
+        if strategy != "single":
+            verdict = compare_fingerprints(extra["fingerprint"], benches["single"]["fingerprint"])
+            assert verdict.status is FingerprintStatus.MATCHES, f"{strategy}: {verdict.reason}"
     documented = _documented_fields()
     undocumented = [key for key in single if f"`{key}`" not in documented]
     assert not undocumented, f"docs/convergence.md does not document {undocumented}"

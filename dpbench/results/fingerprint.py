@@ -1,0 +1,286 @@
+"""Does each configuration train the same model as ``single``? Its fingerprint against single's.
+
+Every case records ``extra_info["fingerprint"]`` (:func:`dpbench.measure.cases.fingerprint_record`):
+the global-batch loss of each of its first steps and float64 sums of its full parameters after the
+probe's steps (a convergence case: after its last epoch), computed the same way under every
+strategy. Every case of a run starts from the same initial weights and global batches, so a
+configuration at the same *recipe* as a ``single`` of the same run — workload, global batch,
+optimizer, learning rate and seed — must reproduce single's fingerprint within float rounding. How
+much rounding follows the precision the steps computed in (the coarser of the two fingerprints'
+``precision``), relative to single's values:
+
+======  ==========  ==================================================================================
+fp32    ``1e-4``    reduction order alone moves fp32 fingerprints by about 1e-7 over the first steps
+fp16    ``2e-3``    two fp16 epsilons (2**-10 ≈ 9.8e-4): a loss computed in fp16 is itself rounded
+bf16    ``1.6e-2``  two bf16 epsilons (2**-7 ≈ 7.8e-3): fsdp's bf16 parameters move losses by ~5e-3
+======  ==========  ==================================================================================
+
+A difference below the tolerance is rounding as far as the fingerprint can tell: at bf16, a
+change that moves the losses by less than 1.6e-2 is not caught.
+
+A difference is read as: for step i's loss, ``|loss - single's| / |single's|``; for the parameter
+sums, ``|Σp - single's Σp| / single's Σ|p|`` and ``|Σp² - single's Σp²| / single's Σp²`` (only where
+both were taken after the same step); and the configuration's own ``rank_spread`` (its ranks'
+sums against rank 0's: replicas that disagree compute something else however close rank 0 is).
+
+A stateful workload (BatchNorm normalising each replica's slice, dropout drawing a mask per replica)
+is exempt: its fingerprint says why, and so does the verdict. Pure: pandas rows in, typed verdicts
+out; the report's decision view and ``dpbench run`` render them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pandas as pd
+
+from dpbench.schema import PRECISIONS_FINEST_FIRST, coarsest_precision
+
+__all__ = [
+    "TOLERANCES",
+    "FingerprintStatus",
+    "FingerprintVerdict",
+    "Tolerance",
+    "compare_fingerprints",
+    "departures",
+    "fingerprint_verdicts",
+]
+
+SINGLE = "single"
+DEPARTS_PREFIX = "computes something else: "
+# Relative tolerance by the precision the steps computed in (see the table above).
+TOLERANCES = {"fp32": 1e-4, "fp16": 2e-3, "bf16": 1.6e-2}
+_TINY = 1e-300  # a relative difference's floor for a scale of zero
+
+
+class FingerprintStatus(str, Enum):
+    """What a configuration's fingerprint says about what it computes (a saved identifier)."""
+
+    REFERENCE = "reference"  # single itself: what the others at its recipe are compared with
+    MATCHES = "matches"  # single's fingerprint within the tolerance of its precision
+    DEPARTS = "departs"  # beyond it: the configuration computes something else
+    EXEMPT = "exempt"  # a stateful workload: not expected to match (the reason says why)
+    NO_SINGLE = "no-single"  # no single of the same run at the same recipe to compare with
+    NOT_RECORDED = "not-recorded"  # no fingerprint: a run saved before them, a collective
+
+
+@dataclass(kw_only=True, frozen=True)
+class Tolerance:
+    """The largest relative difference from single's fingerprint that float rounding explains."""
+
+    precision: str
+    """The coarser of the two fingerprints' precisions ("fp32", "fp16", "bf16")."""
+    relative: float
+    """:data:`TOLERANCES` of that precision."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class FingerprintVerdict:
+    """One configuration's fingerprint against single's at the same recipe."""
+
+    status: FingerprintStatus
+    """Matches, departs, exempt, no single, not recorded, or the reference itself."""
+    reason: str
+    """The whole claim in one line (what the decision view and ``dpbench run`` print)."""
+    reference: str | None = None
+    """The single it was compared with, by its configuration name; None where there was none."""
+    tolerance: Tolerance | None = None
+    """The tolerance applied; None where nothing was compared."""
+    departure: float | None = None
+    """The largest relative difference found (losses, parameter sums, the ranks' spread)."""
+    where: str | None = None
+    """Which quantity differed most: ``"loss at step 3"``, ``"parameter sum"``, ``"ranks' parameters"``."""
+    compared_steps: int | None = None
+    """How many steps' losses were compared (the shorter of the two records)."""
+
+    @property
+    def flagged(self) -> bool:
+        """True where the configuration computes something else than single: never rank it silently."""
+        return self.status is FingerprintStatus.DEPARTS
+
+
+def _relative(value: Any, reference: Any, scale: Any) -> float:
+    try:
+        diff = abs(float(value) - float(reference))
+        return diff / max(abs(float(scale)), _TINY)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _differences(fingerprint: Mapping[str, Any], single: Mapping[str, Any]) -> list[tuple[float, str]]:
+    """Every relative difference of ``fingerprint`` from ``single``'s, with what it measured."""
+    out = []
+    losses, ref_losses = list(fingerprint.get("losses") or []), list(single.get("losses") or [])
+    for i, (loss, ref) in enumerate(zip(losses, ref_losses)):
+        out.append((_relative(loss, ref, ref), f"loss at step {i + 1}"))
+    if fingerprint.get("step") is not None and fingerprint.get("step") == single.get("step"):
+        step = fingerprint["step"]
+        out.append(
+            (
+                _relative(fingerprint.get("param_sum"), single.get("param_sum"), single.get("param_abs_sum")),
+                f"parameter sum after step {step}",
+            )
+        )
+        out.append(
+            (
+                _relative(fingerprint.get("param_sq_sum"), single.get("param_sq_sum"), single.get("param_sq_sum")),
+                f"parameter sum of squares after step {step}",
+            )
+        )
+    spread = fingerprint.get("rank_spread")
+    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
+        out.append((float(spread), "ranks' parameters (against rank 0's)"))
+    return out
+
+
+def compare_fingerprints(
+    fingerprint: Mapping[str, Any] | None, single: Mapping[str, Any] | None, *, reference: str = SINGLE
+) -> FingerprintVerdict:
+    """``fingerprint`` (a configuration's ``extra_info["fingerprint"]``) against ``single``'s at the same
+    recipe; ``reference`` names that single in the verdict's sentence."""
+    if not isinstance(fingerprint, Mapping):
+        return FingerprintVerdict(status=FingerprintStatus.NOT_RECORDED, reason="no fingerprint recorded")
+    exempt = fingerprint.get("exempt") or (single.get("exempt") if isinstance(single, Mapping) else None)
+    if exempt:
+        named = reference if isinstance(single, Mapping) else None
+        return FingerprintVerdict(status=FingerprintStatus.EXEMPT, reason=f"exempt: {exempt}", reference=named)
+    if not isinstance(single, Mapping):
+        return FingerprintVerdict(
+            status=FingerprintStatus.NO_SINGLE, reason=f"{reference} recorded no fingerprint to compare with"
+        )
+    precision = coarsest_precision(str(fingerprint.get("precision") or "fp32"), str(single.get("precision") or "fp32"))
+    tolerance = Tolerance(precision=precision, relative=TOLERANCES.get(precision, TOLERANCES["fp32"]))
+    steps = min(len(fingerprint.get("losses") or []), len(single.get("losses") or []))
+    common = {"reference": reference, "tolerance": tolerance, "compared_steps": steps}
+    if fingerprint.get("param_count") != single.get("param_count"):
+        return FingerprintVerdict(
+            status=FingerprintStatus.DEPARTS,
+            reason=f"{DEPARTS_PREFIX}a model of {fingerprint.get('param_count')} parameters, "
+            f"{reference} trains {single.get('param_count')}",
+            where="parameter count",
+            **common,
+        )
+    found = _differences(fingerprint, single)
+    # NaN (a value missing or unreadable) counts as departing: nothing proves the match.
+    worst, where = max(found, key=lambda d: math.inf if math.isnan(d[0]) else d[0], default=(math.nan, None))
+    compared = f"{steps} steps' losses" + (", the parameter sums" if any("sum" in w for _, w in found) else "")
+    if found and worst <= tolerance.relative:
+        return FingerprintVerdict(
+            status=FingerprintStatus.MATCHES,
+            reason=f"matches {reference} within the {precision} tolerance {tolerance.relative:g} "
+            f"(largest relative difference {worst:.1e}, {where}; compared: {compared})",
+            departure=worst,
+            where=where,
+            **common,
+        )
+    size = "nothing to compare" if not found else ("unreadable" if math.isnan(worst) else f"{worst:.1e}")
+    return FingerprintVerdict(
+        status=FingerprintStatus.DEPARTS,
+        reason=f"{DEPARTS_PREFIX}departs from {reference} by {size} ({where or 'no values'}), "
+        f"beyond the {precision} tolerance {tolerance.relative:g}",
+        departure=None if math.isnan(worst) else worst,
+        where=where,
+        **common,
+    )
+
+
+# ---------------------------------------------------------------- over a run's configurations
+def _cell(row: pd.Series, column: str) -> Any:
+    value = row.get(column) if column in row.index else None
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _recipe(row: pd.Series) -> tuple[Any, ...]:
+    """What must be equal for a configuration to train single's model: run, workload, global batch,
+    optimizer, learning rate, seed."""
+    batch = _cell(row, "batch")
+    batch = _cell(row, "global_batch") if batch is None else batch
+    options = _cell(row, "options")
+    optimizer = options.get("optimizer") if isinstance(options, Mapping) else _cell(row, "options.optimizer")
+    return (
+        str(_cell(row, "run")),
+        str(_cell(row, "workload")),
+        None if batch is None else float(batch),
+        optimizer or "sgd",
+        _cell(row, "lr"),
+        _cell(row, "seed"),
+    )
+
+
+def _name(row: pd.Series) -> str:
+    for column in ("case", "config", "label", "strategy"):
+        value = _cell(row, column)
+        if isinstance(value, str) and value:
+            return value
+    return SINGLE
+
+
+def _precision(row: pd.Series) -> str:
+    fingerprint = _cell(row, "fingerprint")
+    return str(fingerprint.get("precision") or "fp32") if isinstance(fingerprint, Mapping) else "fp32"
+
+
+def _recipe_text(key: tuple[Any, ...]) -> str:
+    _, workload, batch, optimizer, lr, seed = key
+    batch_text = "?" if batch is None else f"{batch:g}"
+    return f"{workload}, batch {batch_text}, {optimizer}, lr {lr}, seed {seed}"
+
+
+def fingerprint_verdicts(configs: pd.DataFrame) -> pd.Series:
+    """Per row of ``configs`` (the configurations of one or more runs, e.g.
+    ``dpbench.report.configs.configurations(frame)`` or the raw frame of ``dpbench.results.load_runs``:
+    columns ``run``, ``strategy``, ``workload``, ``batch`` or ``global_batch``, ``options``, ``lr``,
+    ``seed``, ``fingerprint`` and a name in ``config`` or ``label``), its :class:`FingerprintVerdict`
+    against the ``single`` of the same run at the same recipe — the one with the same precision where
+    there is one, else the finest. A Series aligned with ``configs.index``."""
+    singles: dict[tuple[Any, ...], list[pd.Series]] = {}
+    for _, row in configs.iterrows():
+        if _cell(row, "strategy") == SINGLE:
+            singles.setdefault(_recipe(row), []).append(row)
+    verdicts = []
+    for _, row in configs.iterrows():
+        fingerprint = _cell(row, "fingerprint")
+        if _cell(row, "strategy") == SINGLE:
+            verdicts.append(
+                FingerprintVerdict(
+                    status=FingerprintStatus.REFERENCE,
+                    reason="the reference: every configuration at its recipe is compared with it",
+                )
+                if isinstance(fingerprint, Mapping)
+                else compare_fingerprints(None, None)
+            )
+            continue
+        if not isinstance(fingerprint, Mapping):
+            verdicts.append(compare_fingerprints(None, None))
+            continue
+        key = _recipe(row)
+        candidates = singles.get(key, [])
+        if not candidates:
+            verdicts.append(
+                FingerprintVerdict(
+                    status=FingerprintStatus.NO_SINGLE,
+                    reason=f"no single at this recipe ({_recipe_text(key)}) in its run to compare with",
+                )
+            )
+            continue
+        same = [c for c in candidates if _precision(c) == _precision(row)]
+        finest = sorted(candidates, key=lambda c: PRECISIONS_FINEST_FIRST.index(coarsest_precision(_precision(c))))
+        single = (same or finest)[0]
+        verdicts.append(compare_fingerprints(fingerprint, _cell(single, "fingerprint"), reference=_name(single)))
+    return pd.Series(verdicts, index=configs.index, dtype=object)
+
+
+def departures(configs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """``(run, configuration name) → why`` for every configuration of ``configs`` whose fingerprint
+    departs from single's (:func:`fingerprint_verdicts`; the name as ``case``, ``config`` or ``label``
+    holds it): ``"departs from single w1 by 2.8e-03 (loss at step 4), beyond the fp32 tolerance
+    0.0001"`` — what :func:`dpbench.decision.decide` takes as ``departures``."""
+    out = {}
+    for (_, row), verdict in zip(configs.iterrows(), fingerprint_verdicts(configs)):
+        if verdict.flagged:
+            out[(str(_cell(row, "run")), _name(row))] = verdict.reason.removeprefix(DEPARTS_PREFIX)
+    return out
