@@ -70,7 +70,10 @@ class ReportData:
     def decided(self) -> Decision:
         """The decision model of these runs: every view renders this one object."""
         if self.decision is None:
-            self.decision = decide(self.configs, self.runs)
+            from dpbench.results.fingerprint import departures
+
+            # A configuration whose fingerprint departs from single's is never ranked, and says why.
+            self.decision = decide(self.configs, self.runs, departures=departures(self.configs))
         return self.decision
 
     def judged(self) -> list[RunComparison]:

@@ -65,3 +65,40 @@ def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[:-1] == summary_lines(decision) and out[-1] == str((tmp_path / "r.html").resolve())
     assert json.loads((tmp_path / "d.json").read_text()) == doc
+
+
+def test_a_configuration_whose_fingerprint_departs_is_left_out_of_every_view(tmp_path):
+    """The quick run with fingerprints planted: mlp's ddp w2 trained something else than single (its
+    loss at step 3 is 1% off): the decision never ranks it and says why, in the terminal and the JSON."""
+    from dpbench.report.session_summary import decision_of
+
+    run = json.loads(gzip.decompress(QUICK.read_bytes()))
+    losses = [2.3, 2.1, 1.9, 1.8]
+    for bench in run["benchmarks"]:
+        info = bench["extra_info"]
+        if info.get("workload") == "mlp" and info.get("kind", "training") == "training":
+            mine = list(losses)
+            if bench["name"] == "test_throughput[ddp-mlp-w2]":
+                mine[3] *= 1.01
+            info["fingerprint"] = {
+                "losses": mine,
+                "step": 2,
+                "param_sum": 10.0,
+                "param_abs_sum": 100.0,
+                "param_sq_sum": 50.0,
+                "param_count": 1000,
+                "precision": "fp32",
+                "exempt": None,
+                "rank_spread": 0.0,
+            }
+    path = tmp_path / "0001_quick.json"
+    path.write_text(json.dumps(run))
+    decision = decision_of([path])
+    mlp = next(a for a in decision.answers if a.question.workload == "mlp" and a.question.global_batch == 64)
+    ((name, why),) = mlp.excluded
+    assert name == "ddp w2" and why.startswith("computes something else than single: ")
+    assert "ddp w2" not in [s.name for s in mlp.standings]
+    text = decision_text([path])
+    assert "  left out: ddp w2: computes something else than single: " in text
+    (q,) = [q for q in decision.to_dict()["questions"] if q["workload"] == "mlp" and q["recipe"]["global_batch"] == 64]
+    assert q["excluded"][0]["configuration"] == "ddp w2"
