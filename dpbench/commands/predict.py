@@ -74,7 +74,7 @@ def _resolve_target(args: argparse.Namespace) -> Any:
         hint = did_you_mean(args.target, TARGETS)
         if hint:
             raise UsageError(
-                f"TARGET: expected collectives or a saved run ({RUN_HELP}), found {args.target!r}{hint}"
+                f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}"
             ) from None
         raise UsageError(f"TARGET: {exc}") from None
 
@@ -127,10 +127,10 @@ def _memory(enabled: bool) -> Any:
 def _predict_run(args: argparse.Namespace) -> int:
     from dpbench.predict import OverlapSlowdown, format_steps, step_predictions, steps_document
 
+    run = _resolve_target(args)
     if args.sources or args.check or args.min_bytes:
         raise UsageError("--from/--check/--min-bytes: only for TARGET collectives; for a run use --collectives FILE")
     worlds = _ints(args.world_sizes, "--world-sizes")
-    run = _resolve_target(args)
     model = _collective_model(args, run)
     overlap = None
     if args.overlap_slowdown is not None:

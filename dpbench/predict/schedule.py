@@ -74,10 +74,14 @@ def replay(compute: list[Task], comm: list[Task], *, overlap_slowdown: float) ->
     running: dict[str, float | None] = {COMPUTE: None, COMM: None}  # work left of the running task
     t = 0.0
     while any(nxt[s] < len(tasks[s]) for s in tasks) or any(v is not None for v in running.values()):
-        for s in (COMM, COMPUTE):  # a collective made ready at t starts before compute is slowed
-            if running[s] is None and nxt[s] < len(tasks[s]) and _ready(tasks[s][nxt[s]], started, ended):
-                started[s][nxt[s]] = t
-                running[s] = max(0.0, tasks[s][nxt[s]].seconds)
+        moved = True
+        while moved:  # a start at t may free the other stream's next task at the same t
+            moved = False
+            for s in (COMM, COMPUTE):
+                if running[s] is None and nxt[s] < len(tasks[s]) and _ready(tasks[s][nxt[s]], started, ended):
+                    started[s][nxt[s]] = t
+                    running[s] = max(0.0, tasks[s][nxt[s]].seconds)
+                    moved = True
         progress = [v is not None for v in running.values()]
         if not any(progress):
             waiting = [tasks[s][nxt[s]].name for s in tasks if nxt[s] < len(tasks[s])]

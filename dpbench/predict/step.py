@@ -213,7 +213,7 @@ def _bucket_tasks(
 def _fsdp_tasks(
     p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, gpus_per_node: int
 ) -> tuple[list[Task], list[Task]]:
-    replicate = int(p.options.get("replicate") or 1)
+    replicate = int(p.options.get("replicate") or 1) if world > 1 else 1  # one rank: nothing to replicate
     if world % replicate:
         raise UsageError(
             f"--world-sizes: {world}: fsdp option replicate={replicate} (HSDP) must divide the world size, "
@@ -222,7 +222,8 @@ def _fsdp_tasks(
     shard = world // replicate
     shard_spans = shard > gpus_per_node
     reshard = p.options.get("reshard_after_forward", True)
-    again = reshard is not False and reshard != 1
+    # Backward gathers again unless the unit kept its parameters (False, or an int of 1; True is no int here)
+    again = reshard is True or (isinstance(reshard, int) and not isinstance(reshard, bool) and reshard != 1)
     units = p.units or ()
     k = len(units)
     total = sum(u.bytes for u in units) or 1
