@@ -73,9 +73,7 @@ def _resolve_target(args: argparse.Namespace) -> Any:
     except ResultsError as exc:
         hint = did_you_mean(args.target, TARGETS)
         if hint:
-            raise UsageError(
-                f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}"
-            ) from None
+            raise UsageError(f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}") from None
         raise UsageError(f"TARGET: {exc}") from None
 
 
@@ -99,9 +97,14 @@ def _has_collectives(run: Any) -> bool:
     return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
 
 
-def _memory(enabled: bool) -> Any:
-    """The estimator's peak per rank of a profile at a world size and global batch (None where it cannot)."""
-    if not enabled:
+MEMORY = ("state", "peak", "off")
+
+
+def _memory(kind: str) -> Any:
+    """The estimator's bytes per rank of a profile at a world size and global batch (None where it
+    cannot): ``state``, what a rank holds between steps (the model on the meta device: fast);
+    ``peak``, with one forward + backward under FakeTensorMode on top (seconds per batch size)."""
+    if kind == "off":
         return None
     estimators: dict[str, Any] = {}
 
@@ -110,7 +113,7 @@ def _memory(enabled: bool) -> Any:
 
         try:
             if profile.workload not in estimators:
-                estimators[profile.workload] = Estimator(profile.workload)
+                estimators[profile.workload] = Estimator(profile.workload, activations=kind == "peak")
             est = estimators[profile.workload]
             if est is None:
                 return None
@@ -144,7 +147,11 @@ def _predict_run(args: argparse.Namespace) -> int:
         scaling=args.scaling,
         overlap=overlap,
         from_world_size=args.from_world_size,
-        memory=_memory(not args.no_memory),
+        memory=_memory(args.memory),
+        memory_kind={
+            "state": "what a rank holds between steps (parameters, gradients, optimizer state, buffers), estimated",
+            "peak": "the estimated peak of a step (state plus one forward + backward)",
+        }.get(args.memory, "not estimated"),
     )
     if args.json:
         write_json(args.json, steps_document(forecast))
@@ -240,7 +247,13 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         help="a run: compute runs at 1-F of its speed while a collective runs (default: measured from the "
         "run's multi-rank ddp cases, else stated by device)",
     )
-    p.add_argument("--no-memory", action="store_true", help="a run: skip the memory estimate per rank")
+    p.add_argument(
+        "--memory",
+        choices=MEMORY,
+        default="state",
+        help="a run: memory per rank from the estimator — state: what a rank holds between steps (default), "
+        "peak: with one forward + backward on top (slower), off",
+    )
     add_results_dir(p)
     p.add_argument("--json", metavar="FILE", help="write the fits and predictions as JSON (-: to stdout)")
     p.set_defaults(handler=_predict)

@@ -76,6 +76,8 @@ class StepForecast:
     """Per workload × world size."""
     notes: tuple[str, ...] = ()
     """What the predictions leave out or assume, one line each."""
+    memory: str = "not estimated"
+    """What ``memory_per_rank_bytes`` counts, in words (from the caller's estimator)."""
 
 
 def _ddp_cases(run: Any) -> list[dict[str, Any]]:
@@ -175,11 +177,13 @@ def step_predictions(
     overlap: OverlapSlowdown | None = None,
     from_world_size: int | None = None,
     memory: Memory | None = None,
+    memory_kind: str = "not estimated",
 ) -> StepForecast:
     """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.Run``)
     predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
     with the run's own measurement beside where it has one; ``overlap``: the slowdown to use
-    (default: measured from the run, else stated); ``memory``: the estimator's peak per rank."""
+    (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank
+    (None where it cannot), ``memory_kind`` what they count, in words."""
     if not world_sizes or any(n < 1 for n in world_sizes):
         raise UsageError(f"--world-sizes: expected positive integers, found {world_sizes}")
     profiles = profiles_from_run(run, world_size=from_world_size)
@@ -217,6 +221,9 @@ def step_predictions(
     notes = list(model.notes)
     if any(p.strategy == StrategyName.ALLREDUCE.value for p in profiles):
         notes.append("allreduce times forward and backward as one phase: split 1:2 where its overlap mode needs it")
+    missing = sorted({p.workload for p in predictions if memory is not None and p.memory_per_rank_bytes is None})
+    if missing:
+        notes.append(f"memory not estimated for {', '.join(missing)}: the estimator cannot build the workload here")
     notes.append(
         "gradient buckets and FSDP units are cut from the parameter bytes (a run records no per-parameter sizes)"
     )
@@ -228,4 +235,5 @@ def step_predictions(
         predictions=tuple(predictions),
         picks=tuple(pick_strategies(predictions)),
         notes=tuple(notes),
+        memory=memory_kind if memory is not None else "not estimated",
     )

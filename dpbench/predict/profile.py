@@ -184,7 +184,8 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
     """The step profile of one training benchmark's ``extra_info``."""
     strategy = str(info.get("strategy"))
     world = int(info.get("world_size") or 1)
-    where = f"{origin or 'run'}: {strategy} {info.get('workload_spec') or info.get('workload')} w{world}"
+    label = case_label(strategy, info.get("requested_options") or {})
+    where = f"{origin or 'run'}: {label} {info.get('workload_spec') or info.get('workload')} w{world}"
     if strategy not in PREDICTED_STRATEGIES:
         raise UsageError(f"{where}: expected one of {', '.join(PREDICTED_STRATEGIES)}, found {strategy!r}")
     forward, backward, optimizer = _phase_split(info, strategy, where)
@@ -202,7 +203,7 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
     return StepProfile(
         workload=str(info.get("workload_spec") or info.get("workload")),
         strategy=strategy,
-        label=case_label(strategy, info.get("requested_options") or {}),
+        label=label,
         options=options,
         world_size=world,
         per_rank_batch=int(batches[0]),

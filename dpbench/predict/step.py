@@ -112,7 +112,7 @@ class StepPrediction:
     """samples/s ÷ (world size × one rank's samples/s): weak, at the same per-rank batch; strong,
     one rank taking the whole global batch."""
     memory_per_rank_bytes: int | None = None
-    """The estimator's peak per rank (None: not estimated)."""
+    """The estimator's bytes per rank (see :attr:`StepForecast.memory`; None: not estimated)."""
     measured_step_time_s: float | None = None
     """The run's own measurement at this world size, if it has one."""
 

@@ -28,6 +28,7 @@ def format_steps(forecast: StepForecast) -> str:
             f"optimizer {fmt_seconds(p.optimizer_s)} at {p.per_rank_batch} per rank, "
             f"parameters {fmt_bytes(p.param_bytes)}"
         )
+    lines.append(f"  memory/rank: {forecast.memory}")
     lines += [f"  note: {n}" for n in forecast.notes]
     head = (
         f"{'strategy':<28}{'ranks':>6}{'step':>10}{'95% interval':>22}{'samples/s':>11}{'efficiency':>11}"
@@ -52,7 +53,7 @@ def format_steps(forecast: StepForecast) -> str:
 
 
 def steps_document(forecast: StepForecast) -> dict[str, Any]:
-    """``{"source", "scaling", "overlap_slowdown", "overlap_origin", "notes", "predictions", "picks"}``:
+    """``{"source", "scaling", "overlap_slowdown", "overlap_origin", "notes", "memory", "predictions", "picks"}``:
     one prediction record per workload × configuration × world size."""
     return {
         "source": forecast.source,
@@ -60,6 +61,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
         "overlap_slowdown": forecast.overlap.value,
         "overlap_origin": forecast.overlap.origin,
         "notes": list(forecast.notes),
+        "memory": forecast.memory,
         "predictions": [
             {
                 "workload": p.workload,

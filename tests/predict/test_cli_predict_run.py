@@ -14,13 +14,22 @@ RUN = str(DATA / "step_run.json")
 
 
 def _json(capsys, *argv: str) -> dict:
-    assert main(["predict", RUN, *argv, "--no-memory", "--json", "-"]) == 0
+    assert main(["predict", RUN, *argv, "--memory", "off", "--json", "-"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
 def test_the_json_has_one_record_per_configuration_and_world_size(capsys):
     doc = _json(capsys, "--world-sizes", "2,4", "--gpus-per-node", "8", "--from-world-size", "1")
-    assert set(doc) == {"source", "scaling", "overlap_slowdown", "overlap_origin", "notes", "predictions", "picks"}
+    assert set(doc) == {
+        "source",
+        "scaling",
+        "overlap_slowdown",
+        "overlap_origin",
+        "notes",
+        "memory",
+        "predictions",
+        "picks",
+    }
     assert doc["scaling"] == "weak" and doc["overlap_origin"].startswith("measured")
     records = doc["predictions"]
     assert [(r["label"], r["world_size"]) for r in records] == [
@@ -47,7 +56,7 @@ def test_strong_scaling_keeps_the_global_batch(capsys):
 
 
 def test_the_text_names_the_sources_and_the_pick(capsys):
-    assert main(["predict", RUN, "--world-sizes", "2", "--no-memory", "--overlap-slowdown", "0.5"]) == 0
+    assert main(["predict", RUN, "--world-sizes", "2", "--memory", "off", "--overlap-slowdown", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "overlap slowdown 0.50: stated: --overlap-slowdown" in out
     assert "note: all_gather and reduce_scatter not measured: taken from the all_reduce fit" in out
@@ -68,7 +77,7 @@ def test_the_text_names_the_sources_and_the_pick(capsys):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
-    assert main(["predict", *argv, "--no-memory"]) == 2
+    assert main(["predict", *argv, "--memory", "off"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
 
@@ -78,11 +87,22 @@ def test_a_run_without_collectives_needs_a_link(capsys, tmp_path):
     doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"]["kind"] == "training"]
     path = tmp_path / "training.json"
     path.write_text(json.dumps(doc))
-    assert main(["predict", str(path), "--world-sizes", "2", "--no-memory"]) == 2
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 2
     err = capsys.readouterr().err
     assert "has no comm-suite benchmarks: expected nccl-tests logs or a comm-suite run in --collectives" in err
     # a stated link stands in
-    argv = ["predict", str(path), "--world-sizes", "2", "--no-memory", "--link", "intra=1GB/s", "--gpus-per-node", "8"]
+    argv = [
+        "predict",
+        str(path),
+        "--world-sizes",
+        "2",
+        "--memory",
+        "off",
+        "--link",
+        "intra=1GB/s",
+        "--gpus-per-node",
+        "8",
+    ]
     assert main(argv) == 0
 
 
@@ -91,7 +111,7 @@ def test_a_strategy_whose_collective_is_missing_says_which(capsys, tmp_path):
     doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("collective") != "broadcast"]
     path = tmp_path / "no_broadcast.json"
     path.write_text(json.dumps(doc))
-    assert main(["predict", str(path), "--world-sizes", "2", "--no-memory"]) == 2
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 2
     err = capsys.readouterr().err
     assert "zero needs broadcast: the collective model has no measurement of it (it has all_gather, all_reduce" in err
     assert "--link" in err
