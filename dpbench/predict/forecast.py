@@ -123,7 +123,10 @@ def measure_overlap(run: Any) -> OverlapSlowdown | None:
     """The overlap slowdown the run's multi-rank ddp cases measure (their median), or None."""
     fitted = []
     for info in _ddp_cases(run):
-        profile = profile_from_benchmark(info, origin=run.run_id)
+        try:
+            profile = profile_from_benchmark(info, origin=run.run_id)
+        except UsageError:  # a case without the phases measures no slowdown; the others still do
+            continue
         fitted.append((_fit_slowdown(profile, float(info["collective_time_s"]), profile.step_time_s), profile))
     if not fitted:
         return None
