@@ -115,3 +115,20 @@ def test_a_strategy_whose_collective_is_missing_says_which(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "zero needs broadcast: the collective model has no measurement of it (it has all_gather, all_reduce" in err
     assert "--link" in err
+
+
+@pytest.mark.slow
+def test_memory_per_rank_is_the_estimators(capsys):
+    from dpbench.strategies.estimate import Estimator
+
+    assert main(["predict", RUN, "--world-sizes", "4", "--gpus-per-node", "8", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"].startswith("what a rank holds between steps")
+    estimator = Estimator("mlp", activations=False)
+    for r in doc["predictions"]:
+        options = {"zero": {}, "ddp": {}, "fsdp": {}, "allreduce": {}}[r["strategy"]]
+        expected = estimator.case(r["strategy"], world_size=4, global_batch=128, options=options).need_bytes()
+        assert r["memory_per_rank_bytes"] == expected
+    # sharded strategies hold less per rank than ddp at 4 ranks
+    by = {r["strategy"]: r["memory_per_rank_bytes"] for r in doc["predictions"]}
+    assert by["fsdp"] < by["ddp"] and by["zero"] <= by["ddp"]
