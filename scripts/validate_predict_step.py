@@ -3,12 +3,14 @@
 cases — per workload the error of each strategy, Kendall's tau of the strategies' order, whether the
 fastest matches — then the median and mean absolute percentage error over everything.
 
-The prediction sees only world size 1 and the collectives: the overlap slowdown is the stated one
-for the run's device (the run's own ddp cases at 2 ranks would measure it, and are the answer), and
-the compute is the one-rank compute. Two ranks on one host share its cores' memory bandwidth: the
-second table puts the compute-only step the run measured at 2 ranks (``compute_only_step_s``,
-against the same twin step at 1 rank) into the prediction, to say how much of the error that
-contention explains.
+The prediction sees only world size 1, the collectives, and one harness setting known before a run:
+the threads each rank gets at 2 ranks (the suites give a rank all the cores at world size 1 and
+half of them at 2: ``threads_per_worker``), by which the compute is scaled (``--threads-per-rank``).
+The overlap slowdown is the stated one for the run's device (the run's own ddp cases at 2 ranks
+would measure it, and are the answer). Beside it: the prediction with the threads as measured at 1
+rank, and one with the compute-only step the run measured at 2 ranks (``compute_only_step_s``,
+against the same twin step at 1 rank) — what sharing the host really cost the compute — to say how
+much of the error the compute explains.
 
     python scripts/validate_predict_step.py results/<machine>/0001_validate-predict.json [--json out.json]
 
@@ -44,6 +46,15 @@ def _case(run: Any, workload: str, strategy: str, world: int) -> dict[str, Any] 
     return None
 
 
+def _threads_at_two(run: Any) -> int | None:
+    """The threads per rank the run's 2-rank training cases were given (a harness setting)."""
+    for bench in run.benchmarks:
+        info = bench.get("extra_info") or {}
+        if info.get("kind") == "training" and int(info.get("world_size") or 1) == 2 and info.get("threads_per_worker"):
+            return int(info["threads_per_worker"])
+    return None
+
+
 def _contention(run: Any, workload: str, strategy: str) -> float | None:
     """Compute-only step at 2 ranks ÷ at 1 rank (the same twin step): what sharing the host cost."""
     pairs = []
@@ -73,7 +84,10 @@ def main() -> int:
         b["extra_info"].get("device_type") for b in run.benchmarks if b["extra_info"].get("kind") == "training"
     )
     overlap = stated_overlap(device)
-    forecast = step_predictions(run, model, [2], from_world_size=1, overlap=overlap)
+    threads = _threads_at_two(run)
+    forecast = step_predictions(run, model, [2], from_world_size=1, overlap=overlap, threads_per_rank=threads)
+    as_measured = step_predictions(run, model, [2], from_world_size=1, overlap=overlap)
+    same = {(p.workload, p.label): p for p in as_measured.predictions}
     rows = []
     for p in forecast.predictions:
         if p.strategy not in STRATEGIES or p.label != p.strategy or p.measured_step_time_s is None:
@@ -105,6 +119,9 @@ def main() -> int:
                 "hi_s": p.hi_s,
                 "measured_s": p.measured_step_time_s,
                 "error": p.error,
+                "threads_per_rank": threads,
+                "predicted_threads_as_measured_s": same[p.workload, p.label].step_time_s,
+                "error_threads_as_measured": same[p.workload, p.label].error,
                 "contention": ratio,
                 "predicted_with_contention_s": shared.step_time_s if shared else None,
                 "error_with_contention": shared.error if shared else None,
@@ -118,17 +135,20 @@ def main() -> int:
     for note in forecast.notes:
         print(f"note: {note}")
     print()
+    print(f"threads per rank at 2 ranks (the run's harness setting): {threads}")
+    print()
     print(
-        "| workload | strategy | 1 rank | predicted w2 [95%] | measured w2 | error | compute 2 ranks ÷ 1 "
-        "| predicted with it | error |"
+        "| workload | strategy | 1 rank | predicted w2 [95%] | measured w2 | error | threads as at 1 rank | error "
+        "| compute 2 ranks ÷ 1 | predicted with it | error |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         with_it = r["predicted_with_contention_s"]
         print(
             f"| {r['workload']} | {r['strategy']} | {r['one_rank_s'] * 1e3:.2f} ms "
             f"| {r['predicted_s'] * 1e3:.2f} ms [{r['lo_s'] * 1e3:.1f}, {r['hi_s'] * 1e3:.1f}] "
             f"| {r['measured_s'] * 1e3:.2f} ms | {r['error']:+.1%} "
+            f"| {r['predicted_threads_as_measured_s'] * 1e3:.2f} ms | {r['error_threads_as_measured']:+.1%} "
             f"| {'–' if r['contention'] is None else format(r['contention'], '.2f')} "
             f"| {'–' if with_it is None else format(with_it * 1e3, '.2f') + ' ms'} "
             f"| {'–' if r['error_with_contention'] is None else format(r['error_with_contention'], '+.1%')} |"
@@ -145,12 +165,15 @@ def main() -> int:
         summary["workloads"][workload] = {"kendall_tau": tau, "fastest_predicted": fast_p, "fastest_measured": fast_m}
         print(f"| {workload} | {tau:.2f} | {fast_p} | {fast_m} | {'yes' if fast_p == fast_m else 'no'} |")
     errors = [abs(r["error"]) for r in rows]
+    as_is = [abs(r["error_threads_as_measured"]) for r in rows]
     with_it = [abs(r["error_with_contention"]) for r in rows if r["error_with_contention"] is not None]
     summary.update(
         {
             "cases": len(rows),
             "median_abs_pct_error": statistics.median(errors),
             "mean_abs_pct_error": statistics.fmean(errors),
+            "median_abs_pct_error_threads_as_measured": statistics.median(as_is),
+            "mean_abs_pct_error_threads_as_measured": statistics.fmean(as_is),
             "median_abs_pct_error_with_contention": statistics.median(with_it) if with_it else None,
             "mean_abs_pct_error_with_contention": statistics.fmean(with_it) if with_it else None,
         }
@@ -159,6 +182,10 @@ def main() -> int:
     print(
         f"{len(rows)} cases: median absolute percentage error {summary['median_abs_pct_error']:.1%}, "
         f"mean {summary['mean_abs_pct_error']:.1%}"
+    )
+    print(
+        f"with the threads as at 1 rank: median {summary['median_abs_pct_error_threads_as_measured']:.1%}, "
+        f"mean {summary['mean_abs_pct_error_threads_as_measured']:.1%}"
     )
     if with_it:
         print(

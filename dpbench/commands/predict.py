@@ -147,6 +147,7 @@ def _predict_run(args: argparse.Namespace) -> int:
         scaling=args.scaling,
         overlap=overlap,
         from_world_size=args.from_world_size,
+        threads_per_rank=args.threads_per_rank,
         memory=_memory(args.memory),
         memory_kind={
             "state": "what a rank holds between steps (parameters, gradients, optimizer state, buffers), estimated",
@@ -246,6 +247,13 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         metavar="F",
         help="a run: compute runs at 1-F of its speed while a collective runs (default: measured from the "
         "run's multi-rank ddp cases, else stated by device)",
+    )
+    p.add_argument(
+        "--threads-per-rank",
+        type=positive_int,
+        metavar="T",
+        help="a run: CPU threads each rank will compute with, where ranks share a host's cores (default: "
+        "as measured); compute scales linearly with them",
     )
     p.add_argument(
         "--memory",

@@ -181,12 +181,14 @@ def step_predictions(
     from_world_size: int | None = None,
     memory: Memory | None = None,
     memory_kind: str = "not estimated",
+    threads_per_rank: int | None = None,
 ) -> StepForecast:
     """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.Run``)
     predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
     with the run's own measurement beside where it has one; ``overlap``: the slowdown to use
     (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank
-    (None where it cannot), ``memory_kind`` what they count, in words."""
+    (None where it cannot), ``memory_kind`` what they count, in words; ``threads_per_rank``: the CPU
+    threads each rank will have (default: as measured; see :func:`~dpbench.predict.step.predict_step`)."""
     if not world_sizes or any(n < 1 for n in world_sizes):
         raise UsageError(f"--world-sizes: expected positive integers, found {world_sizes}")
     profiles = profiles_from_run(run, world_size=from_world_size)
@@ -219,9 +221,16 @@ def step_predictions(
                     scaling=scaling,
                     memory_per_rank_bytes=peak,
                     measured_step_time_s=found,
+                    threads_per_rank=threads_per_rank,
                 )
             )
     notes = list(model.notes)
+    if threads_per_rank is not None:
+        measured_threads = sorted({p.threads_per_rank for p in profiles if p.threads_per_rank})
+        notes.append(
+            f"compute scaled from {', '.join(map(str, measured_threads)) or 'unrecorded'} thread(s) per rank as "
+            f"measured to {threads_per_rank}, linearly"
+        )
     if any(p.strategy == StrategyName.ALLREDUCE.value for p in profiles):
         notes.append("allreduce times forward and backward as one phase: split 1:2 where its overlap mode needs it")
     missing = sorted({p.workload for p in predictions if memory is not None and p.memory_per_rank_bytes is None})

@@ -92,6 +92,8 @@ class StepProfile:
     """The measured step's 95% interval over trials as ratios to its median (1, 1: one trial)."""
     device_type: str = "cpu"
     """Where it ran: ``cpu`` or ``cuda``."""
+    threads_per_rank: int | None = None
+    """torch intra-op threads each rank computed with (``threads_per_worker``; None: not recorded)."""
     origin: str = ""
     """Where it came from: the run and the case."""
 
@@ -214,6 +216,7 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
         step_time_s=step,
         spread=spread,
         device_type=str(info.get("device_type") or "cpu"),
+        threads_per_rank=int(info["threads_per_worker"]) if info.get("threads_per_worker") else None,
         origin=where,
         **_groups(strategy, options, info, param_bytes),
     )

@@ -285,12 +285,20 @@ def _fsdp_tasks(
 
 
 def step_tasks(
-    p: StepProfile, *, world_size: int, batch_scale: float, send: Send, gpus_per_node: int
+    p: StepProfile,
+    *,
+    world_size: int,
+    batch_scale: float,
+    send: Send,
+    gpus_per_node: int,
+    thread_scale: float = 1.0,
 ) -> tuple[list[Task], list[Task], float]:
-    """The profile's step at ``world_size`` as tasks on the two streams, and its compute alone, s."""
-    forward, backward = p.forward_s * batch_scale, p.backward_s * batch_scale
+    """The profile's step at ``world_size`` as tasks on the two streams, and its compute alone, s;
+    ``batch_scale`` multiplies forward and backward (the per-rank batch's change), ``thread_scale``
+    every compute phase (fewer threads per rank: more than 1)."""
+    forward, backward = p.forward_s * batch_scale * thread_scale, p.backward_s * batch_scale * thread_scale
     sharded = p.strategy in (StrategyName.ZERO.value, StrategyName.FSDP.value)
-    optimizer = p.optimizer_s * (p.world_size / world_size if sharded else 1.0)
+    optimizer = p.optimizer_s * (p.world_size / world_size if sharded else 1.0) * thread_scale
     spans = world_size > gpus_per_node
     if p.strategy == StrategyName.FSDP.value:
         compute, comm = _fsdp_tasks(
@@ -331,13 +339,24 @@ def _batch(p: StepProfile, world_size: int, scaling: str) -> tuple[float, float]
 
 
 def _step_s(
-    p: StepProfile, model: CollectiveModel, world_size: int, per_rank: float, bound: str, slowdown: float
+    p: StepProfile,
+    model: CollectiveModel,
+    world_size: int,
+    per_rank: float,
+    bound: str,
+    slowdown: float,
+    thread_scale: float = 1.0,
 ) -> tuple[float, float, float]:
     """(step, compute alone, collectives back to back) in seconds at one bound of the intervals."""
     send = _sender(model, bound)
     scale = {"mid": 1.0, "lo": p.spread[0], "hi": p.spread[1]}[bound]
     compute, comm, alone = step_tasks(
-        p, world_size=world_size, batch_scale=per_rank / p.per_rank_batch, send=send, gpus_per_node=model.gpus_per_node
+        p,
+        world_size=world_size,
+        batch_scale=per_rank / p.per_rank_batch,
+        send=send,
+        gpus_per_node=model.gpus_per_node,
+        thread_scale=thread_scale,
     )
     compute = [dataclasses.replace(t, seconds=t.seconds * scale) for t in compute]
     done = replay(compute, comm, overlap_slowdown=slowdown)
@@ -353,14 +372,23 @@ def predict_step(
     scaling: str = "weak",
     memory_per_rank_bytes: int | None = None,
     measured_step_time_s: float | None = None,
+    threads_per_rank: int | None = None,
 ) -> StepPrediction:
-    """``profile``'s step at ``world_size`` (see the module doc), with its 95% interval."""
+    """``profile``'s step at ``world_size`` (see the module doc), with its 95% interval.
+
+    ``threads_per_rank``: the CPU threads each rank will compute with, where it differs from the
+    profile's (ranks sharing one host's cores): compute scales as measured threads ÷ these (linear:
+    no part of a step is taken to be serial). The one-rank reference of the efficiency keeps the
+    profile's threads."""
     if world_size < 1:
         raise UsageError(f"--world-sizes: expected positive integers, found {world_size}")
+    if threads_per_rank is not None and threads_per_rank < 1:
+        raise UsageError(f"--threads-per-rank: expected a positive integer, found {threads_per_rank}")
+    threads = profile.threads_per_rank / threads_per_rank if threads_per_rank and profile.threads_per_rank else 1.0
     per_rank, global_batch = _batch(profile, world_size, scaling)
-    step, compute, comm = _step_s(profile, model, world_size, per_rank, "mid", overlap.value)
-    lo = _step_s(profile, model, world_size, per_rank, "lo", overlap.value)[0]
-    hi = _step_s(profile, model, world_size, per_rank, "hi", overlap.value)[0]
+    step, compute, comm = _step_s(profile, model, world_size, per_rank, "mid", overlap.value, threads)
+    lo = _step_s(profile, model, world_size, per_rank, "lo", overlap.value, threads)[0]
+    hi = _step_s(profile, model, world_size, per_rank, "hi", overlap.value, threads)[0]
     one_rank = per_rank if scaling == "weak" else global_batch
     alone = _step_s(profile, model, 1, one_rank, "mid", overlap.value)[0]
     samples = global_batch / step

@@ -50,6 +50,14 @@ def test_the_json_has_one_record_per_configuration_and_world_size(capsys):
         assert pick["sure"] == (not pick["overlapping"])
 
 
+def test_threads_per_rank_scale_the_compute_and_say_so(capsys):
+    same = _json(capsys, "--world-sizes", "2", "--from-world-size", "1")
+    fewer = _json(capsys, "--world-sizes", "2", "--from-world-size", "1", "--threads-per-rank", "1")
+    assert "compute scaled from 2 thread(s) per rank as measured to 1, linearly" in fewer["notes"]
+    for a, b in zip(same["predictions"], fewer["predictions"]):
+        assert b["compute_s"] == pytest.approx(2 * a["compute_s"], rel=0.05)  # zero and fsdp halve their optimizer
+
+
 def test_strong_scaling_keeps_the_global_batch(capsys):
     doc = _json(capsys, "--world-sizes", "2", "--scaling", "strong", "--from-world-size", "1")
     assert {(r["per_rank_batch"], r["global_batch"]) for r in doc["predictions"]} == {(16, 32)}

@@ -40,6 +40,7 @@ def test_one_profile_per_strategy_from_one_rank():
     phases = info["phases"]
     assert ddp.backward_s / ddp.forward_s == pytest.approx(phases["backward"] / phases["forward"])
     assert ddp.param_bytes == info["parameter_count"] * 4
+    assert ddp.threads_per_rank == info["threads_per_worker"] == 2
     # DDP's small first bucket, then the rest (under 25 MiB), in ready order
     assert [b.bytes for b in ddp.buckets] == [1 << 20, ddp.param_bytes - (1 << 20)]
     assert ddp.buckets[-1].ready_fraction == 1.0

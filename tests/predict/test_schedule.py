@@ -158,3 +158,19 @@ def test_a_schedule_that_waits_on_itself_is_refused():
     comm = [Task(name="b", seconds=1.0, after_end=((COMPUTE, 0),))]
     with pytest.raises(ValueError, match="schedule waits on itself: a, b can never start"):
         replay(compute, comm, overlap_slowdown=0.0)
+
+
+def test_fewer_threads_per_rank_slow_every_compute_phase():
+    profile = _profile("ddp", threads_per_rank=2)
+    # compute doubles: forward 0–4, backward 4–24 (bucket 0 ready at 14: 14–17; bucket 1 at 24: 24–28),
+    # optimizer 28–30
+    p = predict_step(profile, MODEL, 2, overlap=OverlapSlowdown(value=0.0, origin="test"), threads_per_rank=1)
+    assert p.step_time_s == pytest.approx(30 * MS)
+    assert p.compute_s == pytest.approx(26 * MS)
+    # the one-rank reference keeps its own 2 threads: 13 ms
+    assert p.scaling_efficiency == pytest.approx(13 / 30)
+    # a profile that does not record its threads is left as measured
+    unrecorded = predict_step(
+        _profile("ddp"), MODEL, 2, overlap=OverlapSlowdown(value=0.0, origin="test"), threads_per_rank=1
+    )
+    assert unrecorded.step_time_s == pytest.approx(17 * MS)
