@@ -1,16 +1,18 @@
 """``dpbench predict collectives``: a collective cost model fitted on nccl-tests logs and saved
-comm-suite runs (plus a stated link), and its predictions at the world sizes asked for
-(:mod:`dpbench.predict`)."""
+comm-suite runs (plus a stated link), and its predictions at the world sizes asked for;
+``dpbench predict RUN``: every strategy's step at those world sizes, from a saved run and that
+model, and which strategy to pick (:mod:`dpbench.predict`)."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+from typing import Any
 
-from dpbench.commands.options import ExamplesFormatter, check_choice, examples, positive_int
+from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_dir, examples, positive_int
 from dpbench.errors import UsageError
-from dpbench.results.console import write_json
+from dpbench.results.console import did_you_mean, write_json
 
 __all__ = ["register_predict"]
 
@@ -35,6 +37,8 @@ def _size(raw: str) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    if args.target != "collectives":
+        return _predict_run(args)
     from dpbench.predict import (
         fit_collectives,
         format_collectives,
@@ -44,7 +48,6 @@ def _predict(args: argparse.Namespace) -> int:
         read_measurements,
     )
 
-    check_choice("TARGET", args.target, TARGETS)
     worlds = _ints(args.world_sizes, "--world-sizes")
     link = parse_link(args.link) if args.link else None
     if not args.sources and link is None:
@@ -62,24 +65,133 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resolve_target(args: argparse.Namespace) -> Any:
+    from dpbench.results.load import ResultsError, read_run, resolve_run
+
+    try:
+        return read_run(resolve_run(args.target, results_dir=args.results))
+    except ResultsError as exc:
+        hint = did_you_mean(args.target, TARGETS)
+        if hint:
+            raise UsageError(f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}") from None
+        raise UsageError(f"TARGET: {exc}") from None
+
+
+def _collective_model(args: argparse.Namespace, run: Any) -> Any:
+    from dpbench.predict import fit_collectives, parse_link, read_comm_run, read_measurements
+
+    link = parse_link(args.link) if args.link else None
+    if args.collectives:
+        measurements = read_measurements(args.collectives, collective=args.collective)
+    else:
+        measurements = [] if not _has_collectives(run) else read_comm_run(run.path)
+        if not measurements and link is None:
+            raise UsageError(
+                f"--collectives: {run.run_id} has no comm-suite benchmarks: expected nccl-tests logs or a "
+                "comm-suite run in --collectives, or a stated link, e.g. --link intra=10GB/s, found neither"
+            )
+    return fit_collectives(measurements, link=link, gpus_per_node=args.gpus_per_node)
+
+
+def _has_collectives(run: Any) -> bool:
+    return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
+
+
+MEMORY = ("state", "peak", "off")
+
+
+def _memory(kind: str) -> Any:
+    """The estimator's bytes per rank of a profile at a world size and global batch (None where it
+    cannot): ``state``, what a rank holds between steps (the model on the meta device: fast);
+    ``peak``, with one forward + backward under FakeTensorMode on top (seconds per batch size)."""
+    if kind == "off":
+        return None
+    estimators: dict[str, Any] = {}
+
+    def memory(profile: Any, world_size: int, global_batch: int) -> int | None:
+        from dpbench.strategies.estimate import EstimateError, Estimator
+
+        try:
+            if profile.workload not in estimators:
+                estimators[profile.workload] = Estimator(profile.workload, activations=kind == "peak")
+            est = estimators[profile.workload]
+            if est is None:
+                return None
+            return est.case(
+                profile.strategy, world_size=world_size, global_batch=global_batch, options=dict(profile.options)
+            ).need_bytes()
+        except (ValueError, EstimateError, TypeError):
+            estimators.setdefault(profile.workload, None)
+            return None
+
+    return memory
+
+
+def _predict_run(args: argparse.Namespace) -> int:
+    from dpbench.predict import OverlapSlowdown, format_steps, step_predictions, steps_document
+
+    run = _resolve_target(args)
+    if args.sources or args.check or args.min_bytes:
+        raise UsageError("--from/--check/--min-bytes: only for TARGET collectives; for a run use --collectives FILE")
+    worlds = _ints(args.world_sizes, "--world-sizes")
+    model = _collective_model(args, run)
+    overlap = None
+    if args.overlap_slowdown is not None:
+        if not 0.0 <= args.overlap_slowdown <= 1.0:
+            raise UsageError(f"--overlap-slowdown: expected a fraction in [0, 1], found {args.overlap_slowdown}")
+        overlap = OverlapSlowdown(value=args.overlap_slowdown, origin="stated: --overlap-slowdown")
+    forecast = step_predictions(
+        run,
+        model,
+        worlds,
+        scaling=args.scaling,
+        overlap=overlap,
+        from_world_size=args.from_world_size,
+        threads_per_rank=args.threads_per_rank,
+        memory=_memory(args.memory),
+        memory_kind={
+            "state": "what a rank holds between steps (parameters, gradients, optimizer state, buffers), estimated",
+            "peak": "the estimated peak of a step (state plus one forward + backward)",
+        }.get(args.memory, "not estimated"),
+    )
+    if args.json:
+        write_json(args.json, steps_document(forecast))
+        if args.json == "-":
+            return 0
+    sys.stdout.write(format_steps(forecast))
+    return 0
+
+
+def _fraction(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], found {raw!r}") from None
+
+
 def register_predict(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "predict",
-        help="predict collective times at other world sizes from measured ones (nccl-tests, the comm suite)",
+        help="predict collective times, or each strategy's step time, at other world sizes from measured ones",
         description="Fit a collective cost model (per collective and tier: inside a node, across nodes) on "
         "nccl-tests logs and saved comm-suite runs, by least squares on log time, and print it with its "
         "residual spread, then the predicted time per collective, message size and world size with a 95% "
         "interval, and the measured time and the error where that world size was measured. A tier with "
-        "no measurements comes from --link.",
+        "no measurements comes from --link. With a saved run as TARGET: every ddp, fsdp, zero and allreduce "
+        "configuration's step replayed against that model at each world size (step time with its interval, "
+        "samples/s, scaling efficiency, exposed communication, memory per rank) and the strategy to pick.",
         epilog=examples(
             "dpbench predict collectives --from nccl_2.log nccl_4.log nccl_8.log --collective all_reduce "
             "--world-sizes 16 --link inter=25GB/s --check nccl_16.log",
             "dpbench predict collectives --from results/Linux-CPython-3.12-64bit/0003_comm.json --world-sizes 2,4",
             "dpbench predict collectives --from all_gather_perf_2n.log --world-sizes 8,16,32 --json -",
+            "dpbench predict 0002 --world-sizes 2,4 --from-world-size 1",
+            "dpbench predict results/run.json --world-sizes 8,16 --gpus-per-node 8 --collectives nccl_8.log "
+            "--link inter=25GB/s",
         ),
         formatter_class=ExamplesFormatter,
     )
-    p.add_argument("target", metavar="TARGET", help="what to predict: collectives")
+    p.add_argument("target", metavar="TARGET", help=f"what to predict: collectives, or a saved run ({RUN_HELP})")
     p.add_argument(
         "--from",
         dest="sources",
@@ -111,5 +223,45 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--min-bytes", metavar="SIZE", help="fit only messages of at least SIZE (1MiB, 65536); predict every size"
     )
+    p.add_argument(
+        "--collectives",
+        nargs="+",
+        metavar="FILE",
+        help="a run: the collective measurements (nccl-tests logs, comm-suite runs; default: the run's own)",
+    )
+    p.add_argument(
+        "--scaling",
+        choices=("weak", "strong"),
+        default="weak",
+        help="a run: weak keeps the per-rank batch, strong the global batch (default: weak)",
+    )
+    p.add_argument(
+        "--from-world-size",
+        type=positive_int,
+        metavar="N",
+        help="a run: predict from its cases at N ranks (default: the smallest measured per configuration)",
+    )
+    p.add_argument(
+        "--overlap-slowdown",
+        type=_fraction,
+        metavar="F",
+        help="a run: compute runs at 1-F of its speed while a collective runs (default: measured from the "
+        "run's multi-rank ddp cases, else stated by device)",
+    )
+    p.add_argument(
+        "--threads-per-rank",
+        type=positive_int,
+        metavar="T",
+        help="a run: CPU threads each rank will compute with, where ranks share a host's cores (default: "
+        "as measured); compute scales linearly with them",
+    )
+    p.add_argument(
+        "--memory",
+        choices=MEMORY,
+        default="state",
+        help="a run: memory per rank from the estimator — state: what a rank holds between steps (default), "
+        "peak: with one forward + backward on top (slower), off",
+    )
+    add_results_dir(p)
     p.add_argument("--json", metavar="FILE", help="write the fits and predictions as JSON (-: to stdout)")
     p.set_defaults(handler=_predict)

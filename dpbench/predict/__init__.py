@@ -11,11 +11,23 @@ factor, fitted by least squares on log time — and its inputs:
   :class:`CollectiveModel` (``time_us``, ``predict``) → :class:`CollectivePrediction`.
 - :mod:`~dpbench.predict.text`: what ``dpbench predict collectives`` prints and its JSON.
 
+And the step model built on it:
+
+- :mod:`~dpbench.predict.profile`: a :class:`StepProfile` (compute per phase, gradient buckets or
+  FSDP units, the trial spread) read from a saved run, or built by hand.
+- :mod:`~dpbench.predict.schedule`: a step replayed on a compute and a communication stream.
+- :mod:`~dpbench.predict.step`: each strategy's schedule → :func:`predict_step` →
+  :class:`StepPrediction`.
+- :mod:`~dpbench.predict.forecast`: a saved run → :func:`step_predictions` → :class:`StepForecast`
+  (every configuration × world size, and the pick at each); what a report section can render.
+- :mod:`~dpbench.predict.step_text`: what ``dpbench predict RUN`` prints and its JSON.
+
 It sits beside the gate: above ``dpbench.results`` (it reads saved runs), below the report and
 the command line, which show its predictions.
 
-May import: ``dpbench.results`` (reading saved runs, console helpers), ``dpbench.errors``,
-``dpbench.stats``; numpy and scipy. Never torch, never the gate, the report or the command line.
+May import: ``dpbench.results`` (reading saved runs, console helpers, units), ``dpbench.errors``,
+``dpbench.stats``, ``dpbench.schema`` (the strategy names); numpy and scipy. Never torch, never the
+gate, the report or the command line.
 """
 
 from __future__ import annotations
@@ -25,17 +37,28 @@ from dpbench._lazy import lazy_attributes
 __all__ = [
     "CollectiveModel",
     "CollectivePrediction",
+    "GradientGroup",
     "Link",
     "Measurement",
+    "OverlapSlowdown",
+    "StepForecast",
+    "StepPrediction",
+    "StepProfile",
+    "StrategyPick",
     "TierFit",
     "fit_collectives",
     "format_collectives",
+    "format_steps",
     "json_document",
     "parse_link",
     "predict_collectives",
+    "predict_step",
+    "profiles_from_run",
     "read_comm_run",
     "read_measurements",
     "read_nccl_tests",
+    "step_predictions",
+    "steps_document",
 ]
 
 _LAZY = {
@@ -52,6 +75,17 @@ _LAZY = {
     "read_nccl_tests": "dpbench.predict.measurements",
     "format_collectives": "dpbench.predict.text",
     "json_document": "dpbench.predict.text",
+    "GradientGroup": "dpbench.predict.profile",
+    "StepProfile": "dpbench.predict.profile",
+    "profiles_from_run": "dpbench.predict.profile",
+    "OverlapSlowdown": "dpbench.predict.step",
+    "StepPrediction": "dpbench.predict.step",
+    "predict_step": "dpbench.predict.step",
+    "StepForecast": "dpbench.predict.forecast",
+    "StrategyPick": "dpbench.predict.forecast",
+    "step_predictions": "dpbench.predict.forecast",
+    "format_steps": "dpbench.predict.step_text",
+    "steps_document": "dpbench.predict.step_text",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.predict", _LAZY, __all__, globals())

@@ -1,0 +1,251 @@
+"""A saved run → every strategy's predicted step at the world sizes asked for, and which strategy
+to pick at each: :func:`step_predictions`, what ``dpbench predict RUN`` prints and what a report
+section can render (it returns a typed :class:`StepForecast`; it computes nothing a renderer must
+redo).
+
+The overlap slowdown is measured from the run where it can be: each ddp case at two ranks or more
+records its step, its compute-only step and its collectives replayed alone; the slowdown is the
+value (in [0, 1]) at which the ddp schedule, with those collectives, gives the measured step
+(the median over such cases). Otherwise it is stated (:func:`~dpbench.predict.step.stated_overlap`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dpbench.errors import UsageError
+from dpbench.predict.collectives import CollectiveModel
+from dpbench.predict.profile import StepProfile, case_label, profile_from_benchmark, profiles_from_run
+from dpbench.predict.schedule import replay
+from dpbench.predict.step import (
+    OverlapSlowdown,
+    StepPrediction,
+    needed_collectives,
+    predict_step,
+    stated_overlap,
+    step_tasks,
+    with_derived_collectives,
+)
+from dpbench.schema import StrategyName
+
+__all__ = ["StepForecast", "StrategyPick", "measure_overlap", "pick_strategies", "step_predictions"]
+
+# (profile, world size, global batch) → the estimator's peak bytes per rank, or None
+Memory = Callable[[StepProfile, int, int], "int | None"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class StrategyPick:
+    """Which strategy configuration one workload would use at one world size, and how sure."""
+
+    workload: str
+    """The workload spec."""
+    world_size: int
+    """Ranks."""
+    label: str
+    """The fastest predicted strategy configuration."""
+    sure: bool
+    """Whether its interval lies below every other's (no overlap)."""
+    overlapping: tuple[str, ...]
+    """The configurations whose intervals overlap the pick's (empty when sure)."""
+
+    def sentence(self) -> str:
+        """``w8 mlp: ddp (sure)`` or ``w8 mlp: ddp (not sure: overlaps zero)``."""
+        how = "sure" if self.sure else f"not sure: overlaps {', '.join(self.overlapping)}"
+        return f"w{self.world_size} {self.workload}: {self.label} ({how})"
+
+
+@dataclass(kw_only=True, frozen=True)
+class StepForecast:
+    """Every prediction of one run, the picks and what they rest on."""
+
+    source: str
+    """The run's id."""
+    scaling: str
+    """``weak`` (per-rank batch fixed) or ``strong`` (global batch fixed)."""
+    overlap: OverlapSlowdown
+    """The overlap slowdown used."""
+    profiles: tuple[StepProfile, ...]
+    """The profiles predicted from."""
+    predictions: tuple[StepPrediction, ...]
+    """Per workload × strategy configuration × world size."""
+    picks: tuple[StrategyPick, ...]
+    """Per workload × world size."""
+    notes: tuple[str, ...] = ()
+    """What the predictions leave out or assume, one line each."""
+    memory: str = "not estimated"
+    """What ``memory_per_rank_bytes`` counts, in words (from the caller's estimator)."""
+
+
+def _ddp_cases(run: Any) -> list[dict[str, Any]]:
+    out = []
+    for bench in run.benchmarks:
+        info = bench.get("extra_info") or {}
+        if (
+            info.get("kind") == "training"
+            and info.get("strategy") == StrategyName.DDP.value
+            and int(info.get("world_size") or 1) > 1
+            and all(isinstance(info.get(k), (int, float)) for k in ("compute_only_step_s", "collective_time_s"))
+        ):
+            out.append(info)
+    return out
+
+
+def _fit_slowdown(profile: StepProfile, collective_s: float, measured_s: float) -> float:
+    """The slowdown at which ddp's schedule, its buckets sharing ``collective_s`` by bytes, gives ``measured_s``."""
+    total = sum(b.bytes for b in profile.buckets) or 1
+
+    def send(collective: str, nbytes: float, group: int, spans: bool) -> float:
+        return collective_s * nbytes / total
+
+    compute, comm, _ = step_tasks(
+        profile, world_size=profile.world_size, batch_scale=1.0, send=send, gpus_per_node=profile.world_size
+    )
+
+    def step(slowdown: float) -> float:
+        return replay(compute, comm, overlap_slowdown=slowdown).end_s
+
+    lo, hi = 0.0, 1.0
+    if measured_s <= step(lo):
+        return lo
+    if measured_s >= step(hi):
+        return hi
+    for _ in range(40):  # the step grows with the slowdown: bisect
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if step(mid) < measured_s else (lo, mid)
+    return (lo + hi) / 2
+
+
+def measure_overlap(run: Any) -> OverlapSlowdown | None:
+    """The overlap slowdown the run's multi-rank ddp cases measure (their median), or None."""
+    fitted = []
+    for info in _ddp_cases(run):
+        try:
+            profile = profile_from_benchmark(info, origin=run.run_id)
+        except UsageError:  # a case without the phases measures no slowdown; the others still do
+            continue
+        fitted.append((_fit_slowdown(profile, float(info["collective_time_s"]), profile.step_time_s), profile))
+    if not fitted:
+        return None
+    values = [v for v, _ in fitted]
+    value = statistics.median(values)
+    return OverlapSlowdown(
+        value=value,
+        origin=f"measured: the median over the run's {len(values)} ddp case(s) at 2+ ranks "
+        f"(from {min(values):.2f} to {max(values):.2f}), each fitted to its step, compute-only step and collectives",
+    )
+
+
+def pick_strategies(predictions: list[StepPrediction]) -> list[StrategyPick]:
+    """Per workload and world size, the fastest predicted configuration; sure when no other interval overlaps it."""
+    groups: dict[tuple[str, int], list[StepPrediction]] = {}
+    for p in predictions:
+        groups.setdefault((p.workload, p.world_size), []).append(p)
+    out = []
+    for (workload, world), group in sorted(groups.items()):
+        best = min(group, key=lambda p: p.step_time_s)
+        overlapping = tuple(p.label for p in group if p is not best and p.lo_s <= best.hi_s)
+        out.append(
+            StrategyPick(
+                workload=workload, world_size=world, label=best.label, sure=not overlapping, overlapping=overlapping
+            )
+        )
+    return out
+
+
+def _measured(run: Any) -> dict[tuple[str, str, int], float]:
+    out: dict[tuple[str, str, int], float] = {}
+    for bench in run.benchmarks:
+        info = bench.get("extra_info") or {}
+        if info.get("kind") != "training" or not isinstance(info.get("step_time_s"), (int, float)):
+            continue
+        key = (
+            str(info.get("workload_spec") or info.get("workload")),
+            case_label(str(info.get("strategy")), info.get("requested_options") or {}),
+            int(info.get("world_size") or 1),
+        )
+        out.setdefault(key, float(info["step_time_s"]))
+    return out
+
+
+def step_predictions(
+    run: Any,
+    model: CollectiveModel,
+    world_sizes: list[int],
+    *,
+    scaling: str = "weak",
+    overlap: OverlapSlowdown | None = None,
+    from_world_size: int | None = None,
+    memory: Memory | None = None,
+    memory_kind: str = "not estimated",
+    threads_per_rank: int | None = None,
+) -> StepForecast:
+    """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.Run``)
+    predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
+    with the run's own measurement beside where it has one; ``overlap``: the slowdown to use
+    (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank
+    (None where it cannot), ``memory_kind`` what they count, in words; ``threads_per_rank``: the CPU
+    threads each rank will have (default: as measured; see :func:`~dpbench.predict.step.predict_step`)."""
+    if not world_sizes or any(n < 1 for n in world_sizes):
+        raise UsageError(f"--world-sizes: expected positive integers, found {world_sizes}")
+    profiles = profiles_from_run(run, world_size=from_world_size)
+    model = with_derived_collectives(model)
+    for p in profiles:
+        for name in needed_collectives(p):
+            if name not in model.collectives():
+                raise UsageError(
+                    f"{p.label} needs {name}: the collective model has no measurement of it (it has "
+                    f"{', '.join(model.collectives()) or 'none'}): expected it in --collectives, or a link "
+                    "stated to stand in, e.g. --link intra=10GB/s"
+                )
+    if overlap is None:
+        overlap = measure_overlap(run) or stated_overlap(profiles[0].device_type)
+    measured = _measured(run)
+    predictions = []
+    for p in profiles:
+        for n in world_sizes:
+            peak = None
+            if memory is not None:
+                batch = p.per_rank_batch * n if scaling == "weak" else p.per_rank_batch * p.world_size
+                peak = memory(p, n, batch)
+            found = measured.get((p.workload, p.label, n)) if scaling == "weak" else None
+            predictions.append(
+                predict_step(
+                    p,
+                    model,
+                    n,
+                    overlap=overlap,
+                    scaling=scaling,
+                    memory_per_rank_bytes=peak,
+                    measured_step_time_s=found,
+                    threads_per_rank=threads_per_rank,
+                )
+            )
+    notes = list(model.notes)
+    if threads_per_rank is not None:
+        measured_threads = sorted({p.threads_per_rank for p in profiles if p.threads_per_rank})
+        notes.append(
+            f"compute scaled from {', '.join(map(str, measured_threads)) or 'unrecorded'} thread(s) per rank as "
+            f"measured to {threads_per_rank}, linearly"
+        )
+    if any(p.strategy == StrategyName.ALLREDUCE.value for p in profiles):
+        notes.append("allreduce times forward and backward as one phase: split 1:2 where its overlap mode needs it")
+    missing = sorted({p.workload for p in predictions if memory is not None and p.memory_per_rank_bytes is None})
+    if missing:
+        notes.append(f"memory not estimated for {', '.join(missing)}: the estimator cannot build the workload here")
+    notes.append(
+        "gradient buckets and FSDP units are cut from the parameter bytes (a run records no per-parameter sizes)"
+    )
+    return StepForecast(
+        source=run.run_id,
+        scaling=scaling,
+        overlap=overlap,
+        profiles=tuple(profiles),
+        predictions=tuple(predictions),
+        picks=tuple(pick_strategies(predictions)),
+        notes=tuple(notes),
+        memory=memory_kind if memory is not None else "not estimated",
+    )

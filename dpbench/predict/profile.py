@@ -1,0 +1,253 @@
+"""A step profile: what one strategy's step on one workload costs per phase, and what it sends,
+read from a saved dpbench run (or built by hand by a study that measured it elsewhere).
+
+From a training benchmark's ``extra_info`` (schema 2):
+
+- **compute per phase** (``phases``: ``forward``, ``backward``, ``optimizer``; allreduce's
+  ``compute``, ``communication``, ``optimizer``), scaled so that they add up to the step's
+  compute: the whole measured step at world size 1 (nothing to send: its local copies are compute),
+  else the compute-only step (``compute_only_step_s``, the same rank's step with gradient sync off);
+- **gradient groups**: the parameter bytes (``parameter_count``, fp32) cut as the strategy cuts
+  them — DDP's buckets (a first bucket of 1 MiB, then ``bucket_cap_mb``, default 25 MiB), the
+  allreduce strategy's flat buckets, FSDP's units (``shard_units.count`` of equal size). A run
+  does not record each parameter's size, so a bucket's edge may fall inside a parameter; each group
+  is ready when the backward has produced its share of the bytes;
+- **the trial spread**: the measured step's 95% interval over trials (``step_time_ci95``), as
+  ratios to its median.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpbench.errors import UsageError
+from dpbench.schema import StrategyName
+
+__all__ = [
+    "GradientGroup",
+    "case_label",
+    "PREDICTED_STRATEGIES",
+    "StepProfile",
+    "gradient_groups",
+    "profile_from_benchmark",
+    "profiles_from_run",
+]
+
+PREDICTED_STRATEGIES = (
+    StrategyName.DDP.value,
+    StrategyName.ALLREDUCE.value,
+    StrategyName.FSDP.value,
+    StrategyName.ZERO.value,
+)
+"""The strategies whose step is replayed against a collective model (one process per rank)."""
+_DDP_FIRST_BUCKET = 1 << 20  # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
+_DEFAULT_CAP_MB = 25.0
+_PARAM_BYTES = 4  # parameters and gradients are fp32 (precision is autocast)
+_RECORDED_BY = "the scaling, throughput or sharding suite (dpbench run --suites scaling)"
+
+
+@dataclass(kw_only=True, frozen=True)
+class GradientGroup:
+    """Gradients sent together: one DDP or allreduce bucket, one FSDP unit."""
+
+    bytes: int
+    """Bytes of the group (an FSDP unit's whole parameters: what its all-gather assembles)."""
+    ready_fraction: float
+    """The share of the backward done when the group's last gradient is ready (1: at its end)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class StepProfile:
+    """One strategy's step on one workload at the per-rank batch it was measured at."""
+
+    workload: str
+    """The workload spec (``mlp``, ``hf:gpt2@n_layer=2``)."""
+    strategy: str
+    """The strategy measured (``ddp``, ``fsdp``, ``zero``, ``allreduce``)."""
+    label: str
+    """The strategy with the options the case set: ``fsdp@reshard_after_forward=False``."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Every resolved strategy option the case ran with."""
+    world_size: int
+    """Ranks it was measured at."""
+    per_rank_batch: int
+    """Samples per rank per step."""
+    forward_s: float
+    """Forward compute per step at ``per_rank_batch``, s."""
+    backward_s: float
+    """Backward compute per step, s."""
+    optimizer_s: float
+    """The optimizer step (of this rank's share at ``world_size``), s."""
+    param_bytes: int
+    """The model's parameter bytes (whole, unsharded)."""
+    buckets: tuple[GradientGroup, ...] = ()
+    """DDP's or allreduce's gradient buckets in the order they are ready (empty for fsdp)."""
+    units: tuple[GradientGroup, ...] = ()
+    """FSDP's units in forward order (empty for the others)."""
+    step_time_s: float
+    """The measured step, s (the median over trials)."""
+    spread: tuple[float, float] = (1.0, 1.0)
+    """The measured step's 95% interval over trials as ratios to its median (1, 1: one trial)."""
+    device_type: str = "cpu"
+    """Where it ran: ``cpu`` or ``cuda``."""
+    threads_per_rank: int | None = None
+    """torch intra-op threads each rank computed with (``threads_per_worker``; None: not recorded)."""
+    origin: str = ""
+    """Where it came from: the run and the case."""
+
+    @property
+    def compute_s(self) -> float:
+        """Forward + backward + optimizer, s: the step with nothing sent."""
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+
+def gradient_groups(total_bytes: int, *, first_bytes: int | None, cap_bytes: int) -> tuple[GradientGroup, ...]:
+    """``total_bytes`` cut into buckets in ready order: ``first_bytes`` first (DDP's small first
+    bucket; None: none), then ``cap_bytes`` each; each ready when its bytes' backward is done."""
+    if total_bytes <= 0 or cap_bytes <= 0:
+        return ()
+    sizes = []
+    left = total_bytes
+    if first_bytes:
+        sizes.append(min(first_bytes, left))
+        left -= sizes[-1]
+    while left > 0:
+        sizes.append(min(cap_bytes, left))
+        left -= sizes[-1]
+    out, done = [], 0
+    for size in sizes:
+        done += size
+        out.append(GradientGroup(bytes=size, ready_fraction=done / total_bytes))
+    return tuple(out)
+
+
+def case_label(strategy: str, requested: Mapping[str, Any]) -> str:
+    """The strategy with the options a case set: ``fsdp@reshard_after_forward=False``."""
+    if not requested:
+        return strategy
+    return strategy + "@" + ",".join(f"{k}={v}" for k, v in sorted(requested.items()))
+
+
+def _phase_split(info: Mapping[str, Any], strategy: str, where: str) -> tuple[float, float, float]:
+    """(forward, backward, optimizer) shares from ``phases``; a UsageError naming what records them."""
+    phases = info.get("phases") or {}
+    if strategy == StrategyName.ALLREDUCE.value:
+        # allreduce times forward and backward as one phase; its own split is not recorded
+        if not all(isinstance(phases.get(k), (int, float)) for k in ("compute", "optimizer")):
+            raise UsageError(
+                f"{where}: no phase timings (extra_info.phases compute, optimizer): expected {_RECORDED_BY}"
+            )
+        compute = float(phases["compute"])
+        return compute / 3.0, compute * 2.0 / 3.0, float(phases["optimizer"])
+    names = ("forward", "backward", "optimizer")
+    if not all(isinstance(phases.get(k), (int, float)) for k in names):
+        raise UsageError(
+            f"{where}: no phase timings (extra_info.phases forward, backward, optimizer): expected {_RECORDED_BY}"
+        )
+    return tuple(float(phases[k]) for k in names)  # type: ignore[return-value]
+
+
+def _compute_total(info: Mapping[str, Any], world: int, where: str) -> float:
+    if world == 1:
+        return float(info["step_time_s"])
+    only = info.get("compute_only_step_s")
+    if isinstance(only, (int, float)) and only > 0:
+        return float(only)
+    phases = info.get("phases") or {}
+    if "communication" in phases:  # allreduce: its phases keep the sync apart
+        return float(phases.get("compute", 0.0)) + float(phases.get("optimizer", 0.0))
+    raise UsageError(
+        f"{where}: measured at world size {world} without its compute-only step (extra_info.compute_only_step_s): "
+        f"expected a case at world size 1, or {_RECORDED_BY}"
+    )
+
+
+def _groups(strategy: str, options: Mapping[str, Any], info: Mapping[str, Any], param_bytes: int) -> dict[str, Any]:
+    mib = 1 << 20
+    cap = int(float(options.get("bucket_cap_mb") or _DEFAULT_CAP_MB) * mib)
+    if strategy in (StrategyName.DDP.value, StrategyName.ZERO.value):
+        return {"buckets": gradient_groups(param_bytes, first_bytes=_DDP_FIRST_BUCKET, cap_bytes=cap)}
+    if strategy == StrategyName.ALLREDUCE.value:
+        return {"buckets": gradient_groups(param_bytes, first_bytes=None, cap_bytes=cap)}
+    units = info.get("shard_units") or {}
+    count = max(1, int(units.get("count") or 1))
+    sizes = [param_bytes // count] * count
+    sizes[-1] += param_bytes - sum(sizes)
+    done, out = 0, []
+    for size in sizes:
+        done += size
+        out.append(GradientGroup(bytes=size, ready_fraction=done / param_bytes if param_bytes else 1.0))
+    return {"units": tuple(out)}
+
+
+def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> StepProfile:
+    """The step profile of one training benchmark's ``extra_info``."""
+    strategy = str(info.get("strategy"))
+    world = int(info.get("world_size") or 1)
+    label = case_label(strategy, info.get("requested_options") or {})
+    where = f"{origin or 'run'}: {label} {info.get('workload_spec') or info.get('workload')} w{world}"
+    if strategy not in PREDICTED_STRATEGIES:
+        raise UsageError(f"{where}: expected one of {', '.join(PREDICTED_STRATEGIES)}, found {strategy!r}")
+    forward, backward, optimizer = _phase_split(info, strategy, where)
+    total = _compute_total(info, world, where)
+    scale = total / (forward + backward + optimizer) if forward + backward + optimizer > 0 else 0.0
+    count = info.get("parameter_count") or (info.get("memory_estimate") or {}).get("parameter_count")
+    if not count:
+        raise UsageError(f"{where}: no parameter count (extra_info.parameter_count): expected a run of schema 2")
+    param_bytes = int(count) * _PARAM_BYTES
+    options = dict(info.get("options") or {})
+    ci = info.get("step_time_ci95")
+    step = float(info["step_time_s"])
+    spread = (float(ci[0]) / step, float(ci[1]) / step) if ci and step > 0 else (1.0, 1.0)
+    batches = info.get("per_replica_batch") or [int(info.get("global_batch") or 1) // world]
+    return StepProfile(
+        workload=str(info.get("workload_spec") or info.get("workload")),
+        strategy=strategy,
+        label=label,
+        options=options,
+        world_size=world,
+        per_rank_batch=int(batches[0]),
+        forward_s=forward * scale,
+        backward_s=backward * scale,
+        optimizer_s=optimizer * scale,
+        param_bytes=param_bytes,
+        step_time_s=step,
+        spread=spread,
+        device_type=str(info.get("device_type") or "cpu"),
+        threads_per_rank=int(info["threads_per_worker"]) if info.get("threads_per_worker") else None,
+        origin=where,
+        **_groups(strategy, options, info, param_bytes),
+    )
+
+
+_SUITE_ORDER = ("scaling", "throughput", "sharding", "allreduce", "ddp_knobs")
+
+
+def profiles_from_run(run: Any, *, world_size: int | None = None) -> list[StepProfile]:
+    """One profile per workload and strategy configuration of a saved run (a ``dpbench.results.Run``),
+    from its smallest world size measured (or ``world_size``); the strategies it cannot replay
+    (in-process ones: single, dp, torch-dp, manual) are left out."""
+    chosen: dict[tuple[str, str], tuple[int, int, Mapping[str, Any]]] = {}
+    for bench in run.benchmarks:
+        info = bench.get("extra_info") or {}
+        if info.get("kind") != "training" or info.get("strategy") not in PREDICTED_STRATEGIES:
+            continue
+        world = int(info.get("world_size") or 1)
+        if world_size is not None and world != world_size:
+            continue
+        key = (
+            str(info.get("workload_spec") or info.get("workload")),
+            case_label(info["strategy"], info.get("requested_options") or {}),
+        )
+        suite = info.get("suite")
+        rank = (world, _SUITE_ORDER.index(suite) if suite in _SUITE_ORDER else len(_SUITE_ORDER))
+        if key not in chosen or rank < chosen[key][:2]:
+            chosen[key] = (*rank, info)
+    if not chosen:
+        at = f" at world size {world_size}" if world_size is not None else ""
+        raise UsageError(
+            f"{run.path}: no ddp, fsdp, zero or allreduce training case{at}: expected a run of {_RECORDED_BY}"
+        )
+    return [profile_from_benchmark(chosen[k][2], origin=run.run_id) for k in sorted(chosen)]

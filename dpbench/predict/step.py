@@ -1,0 +1,412 @@
+"""The step model: a :class:`~dpbench.predict.profile.StepProfile` and a
+:class:`~dpbench.predict.collectives.CollectiveModel` → each strategy's step at another world size.
+
+Each strategy's schedule is replayed on a compute stream and one communication stream
+(:func:`dpbench.predict.schedule.replay`):
+
+- **ddp**: the buckets all-reduced in the order they are ready, overlapping the rest of backward;
+  the optimizer after the last one.
+- **zero** (ZeRO-1): ddp's all-reduces, the optimizer on this rank's partition (1/N of it), then
+  every rank broadcasts its partition (N broadcasts of 1/N of the parameters).
+- **allreduce**: ``bucketed`` (its default) and ``per-param``: the buckets all-reduced after
+  backward, nothing overlapped (per-param modelled as bucketed: a run does not record each
+  parameter's size); ``overlap``: as ddp, with its own buckets.
+- **fsdp**: per unit an all-gather in forward, prefetched one unit ahead; in backward, when it
+  reshards, a second all-gather (the next unit's prefetched when a unit's backward starts), and a
+  reduce-scatter of the unit's gradients; the optimizer steps the shard (1/N). **HSDP**
+  (``replicate=R``): the all-gather and reduce-scatter inside a shard group of N/R ranks, then an
+  all-reduce of the shard across the R groups.
+
+Compute that overlaps a collective runs at ``1 − overlap_slowdown`` of its speed (see
+:class:`OverlapSlowdown`: measured from the run where it has a multi-rank ddp case).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dpbench.errors import UsageError
+from dpbench.predict.collectives import CollectiveModel
+from dpbench.predict.model import INTER, INTRA, TierFit
+from dpbench.predict.profile import StepProfile
+from dpbench.predict.schedule import COMM, COMPUTE, Task, replay
+from dpbench.schema import StrategyName
+
+__all__ = [
+    "OverlapSlowdown",
+    "SCALINGS",
+    "StepPrediction",
+    "needed_collectives",
+    "predict_step",
+    "stated_overlap",
+    "step_tasks",
+    "with_derived_collectives",
+]
+
+SCALINGS = ("weak", "strong")
+"""weak: the per-rank batch stays as measured; strong: the global batch stays as measured."""
+
+# A collective's time: (collective, bytes, group size, whether the group spans nodes) → seconds.
+Send = Callable[[str, float, int, bool], float]
+
+
+@dataclass(kw_only=True, frozen=True)
+class OverlapSlowdown:
+    """How much compute slows while a collective runs: it runs at ``1 − value`` of its speed."""
+
+    value: float
+    """0: perfect overlap; 1: compute stops while a collective runs."""
+    origin: str
+    """Where it came from: measured (which case) or stated (and why)."""
+
+
+def stated_overlap(device_type: str) -> OverlapSlowdown:
+    """The slowdown used where the run measures none (no ddp case at two ranks or more)."""
+    if device_type == "cpu":
+        return OverlapSlowdown(
+            value=1.0,
+            origin="stated, not measured in this run: on CPU each rank's collectives run on its own cores, "
+            "so compute stops while one runs (1)",
+        )
+    return OverlapSlowdown(
+        value=0.0,
+        origin="stated, not measured in this run (no ddp case at 2+ ranks): perfect overlap (0); "
+        "give --overlap-slowdown to state another",
+    )
+
+
+@dataclass(kw_only=True, frozen=True)
+class StepPrediction:
+    """One strategy configuration's predicted step at one world size."""
+
+    workload: str
+    """The workload spec."""
+    label: str
+    """The strategy with the options the case set."""
+    strategy: str
+    """The strategy."""
+    world_size: int
+    """Ranks."""
+    nodes: int
+    """Nodes at the collective model's GPUs per node."""
+    per_rank_batch: float
+    """Samples per rank per step."""
+    global_batch: float
+    """Samples per step."""
+    step_time_s: float
+    """The predicted step, s."""
+    lo_s: float
+    """Its 95% interval's lower end: the measured step's trial interval and the collectives' together."""
+    hi_s: float
+    """Its upper end."""
+    compute_s: float
+    """The step with nothing sent (forward + backward + optimizer at this batch and shard), s."""
+    comm_s: float
+    """Every collective of the step back to back, s."""
+    samples_per_s: float
+    """``global_batch / step_time_s``."""
+    scaling_efficiency: float
+    """samples/s ÷ (world size × one rank's samples/s): weak, at the same per-rank batch; strong,
+    one rank taking the whole global batch."""
+    memory_per_rank_bytes: int | None = None
+    """The estimator's bytes per rank (see :attr:`StepForecast.memory`; None: not estimated)."""
+    measured_step_time_s: float | None = None
+    """The run's own measurement at this world size, if it has one."""
+
+    @property
+    def exposed_comm_s(self) -> float:
+        """Step − compute-only step (as ``extra_info.exposed_comm_s``), s."""
+        return max(0.0, self.step_time_s - self.compute_s)
+
+    @property
+    def error(self) -> float | None:
+        """(predicted − measured) / measured, or None without a measurement."""
+        m = self.measured_step_time_s
+        return None if m is None else self.step_time_s / m - 1.0
+
+
+def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
+    """The collectives the profile's strategy issues."""
+    if profile.strategy == StrategyName.FSDP.value:
+        base = ("all_gather", "reduce_scatter")
+        return base + ("all_reduce",) if int(profile.options.get("replicate") or 1) > 1 else base
+    if profile.strategy == StrategyName.ZERO.value:
+        return ("all_reduce", "broadcast")
+    return ("all_reduce",)
+
+
+def with_derived_collectives(model: CollectiveModel) -> CollectiveModel:
+    """``model`` plus all_gather and reduce_scatter taken from its all_reduce fit where they were not
+    measured (a ring all-reduce is a reduce-scatter then an all-gather: the same bus bandwidth and
+    hop latency); the notes say so. dpbench's comm suite measures all_reduce and broadcast only."""
+    have = {(t.collective, t.tier) for t in model.tiers}
+    added: list[TierFit] = []
+    for fit in model.tiers:
+        if fit.collective != "all_reduce":
+            continue
+        for name in ("all_gather", "reduce_scatter"):
+            if (name, fit.tier) not in have:
+                added.append(
+                    dataclasses.replace(
+                        fit, collective=name, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"
+                    )
+                )
+    if not added:
+        return model
+    names = sorted({t.collective for t in added})
+    note = f"{' and '.join(names)} not measured: taken from the all_reduce fit (a ring all-reduce is both)"
+    return dataclasses.replace(model, tiers=model.tiers + tuple(added), notes=model.notes + (note,))
+
+
+def _sender(model: CollectiveModel, bound: str) -> Send:
+    def send(collective: str, nbytes: float, group: int, spans: bool) -> float:
+        if group <= 1 or nbytes <= 0:
+            return 0.0
+        want = INTER if spans else INTRA
+        fit = next((t for t in model.tiers if t.collective == collective and t.tier == want), None)
+        if fit is None:  # the model's own one-line refusal, naming --link
+            fit = model.tier(collective, group if not spans else max(group, model.gpus_per_node + 1))
+        if bound == "mid":
+            return fit.time_us(nbytes, group) / 1e6
+        lo, hi = fit.interval_us(nbytes, group)
+        return (lo if bound == "lo" else hi) / 1e6
+
+    return send
+
+
+def _bucket_tasks(
+    p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, overlap: bool
+) -> tuple[list[Task], list[Task]]:
+    """Forward, backward (cut at each bucket's ready point when ``overlap``), and the buckets' all-reduces."""
+    compute = [Task(name="forward", seconds=forward)]
+    comm = []
+    if overlap:
+        done = 0.0
+        for i, b in enumerate(p.buckets):
+            compute.append(Task(name=f"backward to bucket {i}", seconds=backward * (b.ready_fraction - done)))
+            done = b.ready_fraction
+            comm.append(
+                Task(
+                    name=f"all_reduce bucket {i}",
+                    seconds=send("all_reduce", b.bytes, world, spans),
+                    after_end=((COMPUTE, len(compute) - 1),),
+                )
+            )
+        if done < 1.0 or not p.buckets:
+            compute.append(Task(name="backward", seconds=backward * (1.0 - done)))
+    else:
+        compute.append(Task(name="backward", seconds=backward))
+        comm = [
+            Task(
+                name=f"all_reduce bucket {i}",
+                seconds=send("all_reduce", b.bytes, world, spans),
+                after_end=((COMPUTE, 1),),
+            )
+            for i, b in enumerate(p.buckets)
+        ]
+    return compute, comm
+
+
+def _fsdp_tasks(
+    p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, gpus_per_node: int
+) -> tuple[list[Task], list[Task]]:
+    replicate = int(p.options.get("replicate") or 1) if world > 1 else 1  # one rank: nothing to replicate
+    if world % replicate:
+        raise UsageError(
+            f"--world-sizes: {world}: fsdp option replicate={replicate} (HSDP) must divide the world size, "
+            f"found {world} % {replicate} = {world % replicate}"
+        )
+    shard = world // replicate
+    shard_spans = shard > gpus_per_node
+    reshard = p.options.get("reshard_after_forward", True)
+    # Backward gathers again unless the unit kept its parameters (False, or an int of 1; True is no int here)
+    again = reshard is True or (isinstance(reshard, int) and not isinstance(reshard, bool) and reshard != 1)
+    units = p.units or ()
+    k = len(units)
+    total = sum(u.bytes for u in units) or 1
+    compute = [Task(name=f"forward unit {i}", seconds=forward * u.bytes / total) for i, u in enumerate(units)]
+    comm = [
+        Task(
+            name=f"all_gather unit {i}",
+            seconds=send("all_gather", u.bytes, shard, shard_spans),
+            after_start=((COMPUTE, i - 1),) if i else (),
+        )
+        for i, u in enumerate(units)
+    ]
+    for i in range(k):
+        compute[i] = dataclasses.replace(compute[i], after_end=((COMM, i),))
+    gathered: dict[int, int] = {}  # unit → index of its backward all-gather
+    if again and k:
+        gathered[k - 1] = len(comm)
+        comm.append(
+            Task(
+                name=f"all_gather unit {k - 1} (backward)",
+                seconds=send("all_gather", units[-1].bytes, shard, shard_spans),
+                after_end=((COMPUTE, k - 1),),
+            )
+        )
+    for j in range(k):
+        u = k - 1 - j
+        me = len(compute)
+        compute.append(
+            Task(
+                name=f"backward unit {u}",
+                seconds=backward * units[u].bytes / total,
+                after_end=((COMM, gathered[u]),) if u in gathered else (),
+            )
+        )
+        if again and u > 0:
+            gathered[u - 1] = len(comm)
+            comm.append(
+                Task(
+                    name=f"all_gather unit {u - 1} (backward)",
+                    seconds=send("all_gather", units[u - 1].bytes, shard, shard_spans),
+                    after_start=((COMPUTE, me),),
+                )
+            )
+        comm.append(
+            Task(
+                name=f"reduce_scatter unit {u}",
+                seconds=send("reduce_scatter", units[u].bytes, shard, shard_spans),
+                after_end=((COMPUTE, me),),
+            )
+        )
+        if replicate > 1:
+            comm.append(
+                Task(
+                    name=f"all_reduce unit {u} across replicas",
+                    seconds=send("all_reduce", units[u].bytes / shard, replicate, spans),
+                )
+            )
+    return compute, comm
+
+
+def step_tasks(
+    p: StepProfile,
+    *,
+    world_size: int,
+    batch_scale: float,
+    send: Send,
+    gpus_per_node: int,
+    thread_scale: float = 1.0,
+) -> tuple[list[Task], list[Task], float]:
+    """The profile's step at ``world_size`` as tasks on the two streams, and its compute alone, s;
+    ``batch_scale`` multiplies forward and backward (the per-rank batch's change), ``thread_scale``
+    every compute phase (fewer threads per rank: more than 1)."""
+    forward, backward = p.forward_s * batch_scale * thread_scale, p.backward_s * batch_scale * thread_scale
+    sharded = p.strategy in (StrategyName.ZERO.value, StrategyName.FSDP.value)
+    optimizer = p.optimizer_s * (p.world_size / world_size if sharded else 1.0) * thread_scale
+    spans = world_size > gpus_per_node
+    if p.strategy == StrategyName.FSDP.value:
+        compute, comm = _fsdp_tasks(
+            p, forward=forward, backward=backward, send=send, world=world_size, spans=spans, gpus_per_node=gpus_per_node
+        )
+    else:
+        overlap = p.strategy != StrategyName.ALLREDUCE.value or p.options.get("mode") == "overlap"
+        compute, comm = _bucket_tasks(
+            p, forward=forward, backward=backward, send=send, world=world_size, spans=spans, overlap=overlap
+        )
+    compute.append(Task(name="optimizer", seconds=optimizer, after_end=((COMM, len(comm) - 1),) if comm else ()))
+    if p.strategy == StrategyName.ZERO.value:  # each rank broadcasts its partition after its step
+        part = p.param_bytes / world_size
+        comm += [
+            Task(
+                name=f"broadcast partition {r}",
+                seconds=send("broadcast", part, world_size, spans),
+                after_end=((COMPUTE, len(compute) - 1),),
+            )
+            for r in range(world_size if world_size > 1 else 0)
+        ]
+    return compute, comm, forward + backward + optimizer
+
+
+def _batch(p: StepProfile, world_size: int, scaling: str) -> tuple[float, float]:
+    """(per-rank batch, global batch) at ``world_size``."""
+    if scaling not in SCALINGS:
+        raise UsageError(f"--scaling: expected one of {', '.join(SCALINGS)}, found {scaling!r}")
+    if scaling == "weak":
+        return float(p.per_rank_batch), float(p.per_rank_batch * world_size)
+    total = p.per_rank_batch * p.world_size
+    if total < world_size:
+        raise UsageError(
+            f"--world-sizes: {world_size}: strong scaling keeps the measured global batch of {total}, "
+            f"which cannot give every one of {world_size} ranks a sample"
+        )
+    return total / world_size, float(total)
+
+
+def _step_s(
+    p: StepProfile,
+    model: CollectiveModel,
+    world_size: int,
+    per_rank: float,
+    bound: str,
+    slowdown: float,
+    thread_scale: float = 1.0,
+) -> tuple[float, float, float]:
+    """(step, compute alone, collectives back to back) in seconds at one bound of the intervals."""
+    send = _sender(model, bound)
+    scale = {"mid": 1.0, "lo": p.spread[0], "hi": p.spread[1]}[bound]
+    compute, comm, alone = step_tasks(
+        p,
+        world_size=world_size,
+        batch_scale=per_rank / p.per_rank_batch,
+        send=send,
+        gpus_per_node=model.gpus_per_node,
+        thread_scale=thread_scale,
+    )
+    compute = [dataclasses.replace(t, seconds=t.seconds * scale) for t in compute]
+    done = replay(compute, comm, overlap_slowdown=slowdown)
+    return done.end_s, alone * scale, sum(t.seconds for t in comm)
+
+
+def predict_step(
+    profile: StepProfile,
+    model: CollectiveModel,
+    world_size: int,
+    *,
+    overlap: OverlapSlowdown,
+    scaling: str = "weak",
+    memory_per_rank_bytes: int | None = None,
+    measured_step_time_s: float | None = None,
+    threads_per_rank: int | None = None,
+) -> StepPrediction:
+    """``profile``'s step at ``world_size`` (see the module doc), with its 95% interval.
+
+    ``threads_per_rank``: the CPU threads each rank will compute with, where it differs from the
+    profile's (ranks sharing one host's cores): compute scales as measured threads ÷ these (linear:
+    no part of a step is taken to be serial). The one-rank reference of the efficiency keeps the
+    profile's threads."""
+    if world_size < 1:
+        raise UsageError(f"--world-sizes: expected positive integers, found {world_size}")
+    if threads_per_rank is not None and threads_per_rank < 1:
+        raise UsageError(f"--threads-per-rank: expected a positive integer, found {threads_per_rank}")
+    threads = profile.threads_per_rank / threads_per_rank if threads_per_rank and profile.threads_per_rank else 1.0
+    per_rank, global_batch = _batch(profile, world_size, scaling)
+    step, compute, comm = _step_s(profile, model, world_size, per_rank, "mid", overlap.value, threads)
+    lo = _step_s(profile, model, world_size, per_rank, "lo", overlap.value, threads)[0]
+    hi = _step_s(profile, model, world_size, per_rank, "hi", overlap.value, threads)[0]
+    one_rank = per_rank if scaling == "weak" else global_batch
+    alone = _step_s(profile, model, 1, one_rank, "mid", overlap.value)[0]
+    samples = global_batch / step
+    return StepPrediction(
+        workload=profile.workload,
+        label=profile.label,
+        strategy=profile.strategy,
+        world_size=world_size,
+        nodes=math.ceil(world_size / model.gpus_per_node),
+        per_rank_batch=per_rank,
+        global_batch=global_batch,
+        step_time_s=step,
+        lo_s=min(lo, step),
+        hi_s=max(hi, step),
+        compute_s=compute,
+        comm_s=comm,
+        samples_per_s=samples,
+        scaling_efficiency=samples / (world_size * one_rank / alone),
+        memory_per_rank_bytes=memory_per_rank_bytes,
+        measured_step_time_s=measured_step_time_s,
+    )

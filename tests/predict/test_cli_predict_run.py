@@ -1,0 +1,142 @@
+"""``dpbench predict RUN``: the JSON shape, the text, and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dpbench.cli import main
+
+DATA = Path(__file__).parent / "data"
+RUN = str(DATA / "step_run.json")
+
+
+def _json(capsys, *argv: str) -> dict:
+    assert main(["predict", RUN, *argv, "--memory", "off", "--json", "-"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_json_has_one_record_per_configuration_and_world_size(capsys):
+    doc = _json(capsys, "--world-sizes", "2,4", "--gpus-per-node", "8", "--from-world-size", "1")
+    assert set(doc) == {
+        "source",
+        "scaling",
+        "overlap_slowdown",
+        "overlap_origin",
+        "notes",
+        "memory",
+        "predictions",
+        "picks",
+    }
+    assert doc["scaling"] == "weak" and doc["overlap_origin"].startswith("measured")
+    records = doc["predictions"]
+    assert [(r["label"], r["world_size"]) for r in records] == [
+        (s, n) for s in ("allreduce", "ddp", "fsdp", "zero") for n in (2, 4)
+    ]
+    for r in records:
+        assert r["lo_s"] <= r["step_time_s"] <= r["hi_s"]
+        assert r["samples_per_s"] == pytest.approx(r["global_batch"] / r["step_time_s"])
+        assert r["exposed_comm_s"] == pytest.approx(max(0.0, r["step_time_s"] - r["compute_s"]))
+        assert r["memory_per_rank_bytes"] is None
+    # the run measured world size 2: the measurement and the error stand beside the prediction
+    two = [r for r in records if r["world_size"] == 2]
+    assert all(r["measured_step_time_s"] for r in two)
+    assert all(r["error"] == pytest.approx(r["step_time_s"] / r["measured_step_time_s"] - 1) for r in two)
+    assert all(r["measured_step_time_s"] is None for r in records if r["world_size"] == 4)
+    assert [(p["workload"], p["world_size"]) for p in doc["picks"]] == [("mlp", 2), ("mlp", 4)]
+    for pick in doc["picks"]:
+        assert pick["sure"] == (not pick["overlapping"])
+
+
+def test_threads_per_rank_scale_the_compute_and_say_so(capsys):
+    same = _json(capsys, "--world-sizes", "2", "--from-world-size", "1")
+    fewer = _json(capsys, "--world-sizes", "2", "--from-world-size", "1", "--threads-per-rank", "1")
+    assert "compute scaled from 2 thread(s) per rank as measured to 1, linearly" in fewer["notes"]
+    for a, b in zip(same["predictions"], fewer["predictions"]):
+        assert b["compute_s"] == pytest.approx(2 * a["compute_s"], rel=0.05)  # zero and fsdp halve their optimizer
+
+
+def test_strong_scaling_keeps_the_global_batch(capsys):
+    doc = _json(capsys, "--world-sizes", "2", "--scaling", "strong", "--from-world-size", "1")
+    assert {(r["per_rank_batch"], r["global_batch"]) for r in doc["predictions"]} == {(16, 32)}
+
+
+def test_the_text_names_the_sources_and_the_pick(capsys):
+    assert main(["predict", RUN, "--world-sizes", "2", "--memory", "off", "--overlap-slowdown", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "overlap slowdown 0.50: stated: --overlap-slowdown" in out
+    assert "note: all_gather and reduce_scatter not measured: taken from the all_reduce fit" in out
+    assert "pick (the fastest predicted; sure when no other interval overlaps it):" in out
+    assert "\n  w2 mlp: " in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["colectives", "--world-sizes", "2"], "TARGET: expected one of collectives, found 'colectives' (did you"),
+        (["no_such_run", "--world-sizes", "2"], "TARGET: run 'no_such_run': expected a results file"),
+        ([RUN, "--world-sizes", "0"], "--world-sizes: expected comma-separated integers >= 1, found '0'"),
+        ([RUN, "--world-sizes", "16"], "world size 16: spans 8 nodes of 2 GPUs"),
+        ([RUN, "--world-sizes", "2", "--overlap-slowdown", "2"], "--overlap-slowdown: expected a fraction in [0, 1]"),
+        ([RUN, "--world-sizes", "2", "--from-world-size", "3"], "no ddp, fsdp, zero or allreduce training case at"),
+        ([RUN, "--world-sizes", "2", "--from", RUN], "--from/--check/--min-bytes: only for TARGET collectives"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert main(["predict", *argv, "--memory", "off"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_a_run_without_collectives_needs_a_link(capsys, tmp_path):
+    doc = json.loads(Path(RUN).read_text())
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"]["kind"] == "training"]
+    path = tmp_path / "training.json"
+    path.write_text(json.dumps(doc))
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 2
+    err = capsys.readouterr().err
+    assert "has no comm-suite benchmarks: expected nccl-tests logs or a comm-suite run in --collectives" in err
+    # a stated link stands in
+    argv = [
+        "predict",
+        str(path),
+        "--world-sizes",
+        "2",
+        "--memory",
+        "off",
+        "--link",
+        "intra=1GB/s",
+        "--gpus-per-node",
+        "8",
+    ]
+    assert main(argv) == 0
+
+
+def test_a_strategy_whose_collective_is_missing_says_which(capsys, tmp_path):
+    doc = json.loads(Path(RUN).read_text())
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("collective") != "broadcast"]
+    path = tmp_path / "no_broadcast.json"
+    path.write_text(json.dumps(doc))
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 2
+    err = capsys.readouterr().err
+    assert "zero needs broadcast: the collective model has no measurement of it (it has all_gather, all_reduce" in err
+    assert "--link" in err
+
+
+@pytest.mark.slow
+def test_memory_per_rank_is_the_estimators(capsys):
+    from dpbench.strategies.estimate import Estimator
+
+    assert main(["predict", RUN, "--world-sizes", "4", "--gpus-per-node", "8", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"].startswith("what a rank holds between steps")
+    estimator = Estimator("mlp", activations=False)
+    for r in doc["predictions"]:
+        options = {"zero": {}, "ddp": {}, "fsdp": {}, "allreduce": {}}[r["strategy"]]
+        expected = estimator.case(r["strategy"], world_size=4, global_batch=128, options=options).need_bytes()
+        assert r["memory_per_rank_bytes"] == expected
+    # sharded strategies hold less per rank than ddp at 4 ranks
+    by = {r["strategy"]: r["memory_per_rank_bytes"] for r in doc["predictions"]}
+    assert by["fsdp"] < by["ddp"] and by["zero"] <= by["ddp"]
