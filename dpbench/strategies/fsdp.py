@@ -397,7 +397,9 @@ class FSDP(Strategy):
             reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
             # Backward gathers again unless the unit kept its parameters (False, or an int of 1).
             reshard = self.spec.options.reshard_after_forward
-            gathers = 2 if reshards and reshard is not False and reshard != 1 else 1
+            # `True != 1` is False in Python: True (reshard to every rank) is tested first.
+            again = reshard is True or (reshard is not False and reshard != 1)
+            gathers = 2 if reshards and again else 1
             plan += [Collective(op="all_gather", numel=padded, dtype=gather, group=within)] * gathers
             plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce, group=within))
             if replicate > 1:
