@@ -25,6 +25,7 @@ SOURCES = [
     # DPBENCH_VALIDATION=1 runs the tests that measure the machine or torchrun rather than dpbench.
     ROOT / "tests" / "measure" / "test_injected_disturbance.py",
     ROOT / "tests" / "cluster" / "test_exit_barrier.py",
+    ROOT / "tests" / "docs" / "test_readme_examples.py",
     # The GPU workflows read repository variables (vars.DPBENCH_GPU_HOST) that docs/ci.md explains.
     ROOT / ".github" / "workflows",
 ]
