@@ -221,14 +221,20 @@ class TrialSession:
     def __len__(self) -> int:
         return len(self._cases)
 
-    def run(self) -> None:
+    def run(self, *, resume: bool = False) -> None:
         """Trial 1 of every case, then trial 2 of every case, … KeyboardInterrupt propagates. Until
-        settled, each pass from the design's minimum on measures only the cases still open."""
-        order = measured = 0
+        settled, each pass from the design's minimum on measures only the cases still open.
+        ``resume``: go on after the passes already run (:meth:`reopened` says whether any case is
+        open again), up to the design's maximum."""
+        first = self.passes if resume else 0
+        order = 1 + max((t.order for r in self.results.values() for t in r.trials), default=-1) if resume else 0
+        measured = 0
+        if resume:
+            self.stopped = None
         keys = list(self._cases)
         active = keys
         started = time.monotonic()
-        for trial in range(self.trials):
+        for trial in range(first, self.trials):
             if trial and self.until_settled is not None:
                 active = self._still_open(active, trial)
                 if not active:
@@ -260,6 +266,14 @@ class TrialSession:
                 self._progress(self.until_settled.plan_line(cases=len(keys), trial_s=self._trial_s()))
         if self.until_settled is not None:
             self._finish_settling()
+
+    def reopened(self) -> bool:
+        """Until settled, after the re-measurement pass left disturbed trials out: does a look at
+        the passes run leave a case open that another pass could still settle?"""
+        if self.until_settled is None or self.passes >= self.trials:
+            return False
+        look = self.until_settled.look(self._cases, self.results, self.passes)
+        return bool(look.open_keys) and bool(look.unsettled)
 
     def _still_open(self, active: list[str], trials: int) -> list[str]:
         """The cases of ``active`` the next pass measures: those the look leaves open and the

@@ -254,3 +254,20 @@ def test_the_suites_options_refuse_what_contradicts_or_does_not_parse(options, m
 
     with pytest.raises(ValueError, match="^" + message):
         _settling(_Options(**options))
+
+
+def test_a_question_the_re_measurement_reopens_gets_more_passes():
+    # Settled after 6 passes; then ddp's trial 4 is found disturbed and measured again, disturbed
+    # again: left out, ddp has 5 pairs, short of the look level. The design goes on for the cases
+    # it reopened (ddp and single), and the question settles at the next step.
+    single = FakeTraining("single", 1, 0.040)  # ddp 4× faster: even its disturbed trial (2.5×) beats single
+    ddp = FakeTraining("ddp", 2, 0.010, factors=(1.0, 1.01, 0.99, 2.5, 1.005, 0.995, 2.5) + WOBBLE * 4)
+    session, lines = _run([single, ddp], max_trials=12)
+    assert session.passes == 6 and session.stopped == "settled"
+    remeasure(session)
+    assert session.results[ddp.key].left_out == [False, False, False, True, False, False]
+    assert session.reopened()
+    session.run(resume=True)
+    assert session.passes > 6 and session.stopped == "settled", lines[-1]
+    assert [t.trial for t in session.results[ddp.key].trials] == list(range(session.passes))
+    assert not session.reopened()

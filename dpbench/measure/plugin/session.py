@@ -222,6 +222,16 @@ def pytest_runtestloop(session):
                     progress=lambda text: say(config, text, progress=state.progress),
                 )
             state.remeasured = done
+            if done.disturbed and trials.reopened():
+                # A disturbed trial left out can leave a settled question short of the pairs its
+                # claims need: the design goes on for the cases it reopened (their new trials are
+                # not re-examined: the median of the pairs bears one wild trial).
+                say(config, "disturbed trials left out reopened a question: more passes", progress=state.progress)
+                try:
+                    with state.progress.warnings_on_own_lines():
+                        trials.run(resume=True)
+                finally:
+                    state.progress.end_line()
             if done.disturbed:
                 say(
                     config,
