@@ -125,7 +125,10 @@ def _memory(s: Standing) -> str:
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent or "    ", break_on_hyphens=False)
+    # a spec is never broken inside (it is copied into commands): a longer one overruns the width
+    return textwrap.wrap(
+        text, WIDTH, subsequent_indent=indent or "    ", break_on_hyphens=False, break_long_words=False
+    )
 
 
 def summary_lines(decision: Decision, *, max_lines: int | None = None) -> list[str]:

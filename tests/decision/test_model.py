@@ -107,3 +107,14 @@ def test_trials_to_settle_grows_as_the_gap_nears_the_margin():
     assert {claim_of(r) for r in (clear, near, nearer)} == {Claim.UNSETTLED}
     assert trials_to_settle(clear) == 5
     assert 5 < trials_to_settle(near) < trials_to_settle(nearer)
+
+
+def test_a_long_spec_is_never_broken_across_lines():
+    from dpbench.decision.model import Decision
+    from dpbench.decision.words import summary_lines
+
+    spec = "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,image_size=16,patch_size=8"
+    q = Question(workload=spec, optimizer="sgd", precision="fp32", global_batch=64)
+    answer = answer_question(q, [_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 0.5)], busy_limit=0.2)
+    lines = summary_lines(Decision(answers=(answer,)))
+    assert any(spec in line for line in lines)
