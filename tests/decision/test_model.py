@@ -113,7 +113,9 @@ def test_a_long_spec_is_never_broken_across_lines():
     from dpbench.decision.model import Decision
     from dpbench.decision.words import summary_lines
 
-    spec = "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,image_size=16,patch_size=8"
+    spec = "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64," + (
+        "image_size=16,patch_size=8"
+    )
     q = Question(workload=spec, optimizer="sgd", precision="fp32", global_batch=64)
     answer = answer_question(q, [_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 0.5)], busy_limit=0.2)
     lines = summary_lines(Decision(answers=(answer,)))
