@@ -304,14 +304,15 @@ def _say_slow_steps(config: RunConfig) -> None:
     if config.device is None and torch.cuda.is_available() and torch.cuda.device_count():
         return
     from dpbench.measure.profiles import resolve_profile
-    from dpbench.strategies.step_cost import machine_matmul_rate, slow_step_line, step_cost
+    from dpbench.strategies.step_cost import slow_step_line, step_cost
     from dpbench.workloads import resolve_workload
 
     profile = resolve_profile(config.profile, cuda_count=0)
-    rate = machine_matmul_rate()
+    rate = None  # measured with the first workload's count, then kept for the others
     for spec in config.workloads:
         batch = profile.global_batch_for(spec)
         cost = step_cost(resolve_workload(spec), batch, rate=rate)
+        rate = cost.rate if cost is not None else rate
         line = cost and slow_step_line(spec, cost, batch)
         if line:
             print(f"dpbench run: {line}")

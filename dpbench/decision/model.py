@@ -237,7 +237,8 @@ def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin:
         mine, theirs = median(_kept(e)), median(_kept(reference))  # no pairs: the medians, said as such
         return mine / theirs if theirs > 0 else math.nan
 
-    leader = max(entries, key=lambda e: score(e) if score(e) == score(e) else -math.inf)
+    scores = {e.name: score(e) for e in entries}  # each once: a ratio of every pair of trials
+    leader = max(entries, key=lambda e: scores[e.name] if scores[e.name] == scores[e.name] else -math.inf)
     for _ in range(len(entries)):
         beaters = [
             e

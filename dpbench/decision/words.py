@@ -11,7 +11,16 @@ import textwrap
 from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, Comparison, Decision, Outcome, Standing
 
-__all__ = ["WIDTH", "claim_text", "headline", "interval_text", "level_line", "summary_lines", "vs_single_text"]
+__all__ = [
+    "WIDTH",
+    "claim_text",
+    "rate_text",
+    "headline",
+    "interval_text",
+    "level_line",
+    "summary_lines",
+    "vs_single_text",
+]
 
 WIDTH = 100  # the terminal lines' width
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
@@ -24,7 +33,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
 
 
-def _rate(value: float) -> str:
+def rate_text(value: float) -> str:
     if not math.isfinite(value):
         return "–"
     return f"{value:,.0f} samples/s" if value >= 100 else f"{value:.3g} samples/s"
@@ -77,7 +86,7 @@ def headline(answer: Answer) -> str:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
     single = f" [{lead.vs_single.ratio.ratio:.2f}× single: {lead.vs_single.claim.value}]" if lead.vs_single else ""
-    rate = _rate(lead.samples_per_s)
+    rate = rate_text(lead.samples_per_s)
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
     if answer.outcome is Outcome.ALONE:

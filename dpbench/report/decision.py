@@ -29,7 +29,7 @@ import pandas as pd
 from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import decide, training_rows
-from dpbench.decision.words import claim_text, headline
+from dpbench.decision.words import claim_text, headline, rate_text
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
@@ -206,13 +206,9 @@ def _claims(answer: Answer) -> list[str]:
         against = "the leader" if s.vs_leader is None else claim_text(s.vs_leader, answer.leader or "the leader")
         single = f"; {claim_text(s.vs_single, 'single')}" if s.vs_single is not None else ""
         busy = f"; other processes used {s.entry.busy_share:.0%} of the CPUs during its trials" if s.busy else ""
-        out.append(f"{s.name} ({_rate(s.samples_per_s)}, {s.trials} trials): {against}{single}{busy}")
+        out.append(f"{s.name} ({rate_text(s.samples_per_s)}, {s.trials} trials): {against}{single}{busy}")
     out += [f"{name}: left out of the ranking: {why}" for name, why in answer.excluded]
     return out
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f} samples/s" if value == value else "–"
 
 
 # ---------------------------------------------------------------- scaling efficiency

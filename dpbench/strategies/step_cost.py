@@ -8,11 +8,10 @@ The estimate is a lower bound (peak matmul rate, no memory traffic); it is only 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SLOW_STEP_S", "StepCost", "machine_matmul_rate", "slow_step_line", "step_cost"]
+__all__ = ["SLOW_STEP_S", "StepCost", "slow_step_line", "step_cost"]
 
 SLOW_STEP_S = 1.0
 """A single step estimated above this is said before the trials: five trials of a few rounds of
@@ -37,24 +36,11 @@ class StepCost:
         return self.flops / self.rate if self.rate > 0 else float("inf")
 
 
-def machine_matmul_rate(seconds: float = 0.2, size: int = 512) -> float:
-    """FLOP/s of fp32 ``size``×``size`` matmuls on this machine's CPU, over about ``seconds``."""
-    import torch
-
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b  # the first call pays for the kernel's set-up
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        done += 1
-    return 2 * size**3 * done / (time.perf_counter() - start)
-
-
 def step_cost(workload: Any, global_batch: int, *, rate: float | None = None) -> StepCost | None:
     """The step's cost, or None where the model cannot run on the meta device (its launch says more)."""
     import torch
 
-    from dpbench.strategies._metrics import count_step_flops_by_kind
+    from dpbench.strategies._metrics import count_step_flops_by_kind, measure_matmul_flops
     from dpbench.strategies.base import to_device
 
     try:
@@ -70,7 +56,7 @@ def step_cost(workload: Any, global_batch: int, *, rate: float | None = None) ->
     name, tensor = max(named, key=lambda nt: nt[1].numel()) if named else ("", None)
     return StepCost(
         flops=sum(kinds.values()),
-        rate=rate if rate is not None else machine_matmul_rate(),
+        rate=rate if rate is not None else measure_matmul_flops(),
         parameters=sum(p.numel() for _, p in named),
         largest=f"{name} ({'×'.join(map(str, tensor.shape))})" if tensor is not None else "",
         largest_parameters=tensor.numel() if tensor is not None else 0,
