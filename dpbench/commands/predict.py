@@ -213,7 +213,10 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         help="GPUs per node (default: the most ranks on one node measured)",
     )
     p.add_argument(
-        "--link", metavar="SPEC", help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: per GPU)"
+        "--link",
+        metavar="SPEC",
+        help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: each GPU's line rate), or "
+        "inter-busbw=124GB/s (the bus bandwidth measured across nodes)",
     )
     p.add_argument(
         "--collective",

@@ -217,6 +217,9 @@ class Link:
     """Bus bandwidth inside a node, GB/s (None: not stated)."""
     inter_gbps: float | None = None
     """Bandwidth each GPU has to other nodes (its own NIC), GB/s (None: not stated)."""
+    inter_busbw_gbps: float | None = None
+    """The bus bandwidth a collective across nodes reaches, GB/s: nccl-tests' ``busbw`` of one
+    run across nodes at a large message (None: not stated). It replaces ``inter``'s line rate."""
     latency_us: float | None = None
     """Latency of one hop across the stated link, µs (None: not stated)."""
 
@@ -227,6 +230,7 @@ class Link:
             for name, value, unit in (
                 ("intra", self.intra_gbps, "GB/s"),
                 ("inter", self.inter_gbps, "GB/s"),
+                ("inter-busbw", self.inter_busbw_gbps, "GB/s"),
                 ("latency", self.latency_us, "us"),
             )
             if value is not None
@@ -247,19 +251,20 @@ _BANDWIDTH_UNITS = {
     "Tbit/s": 1e3 / 8,
 }
 _TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "ns": 1e-3, "s": 1e6}
-_LINK_KEYS = ("intra", "inter", "latency")
+_LINK_KEYS = ("intra", "inter", "inter-busbw", "latency")
 
 
 def parse_link(text: str) -> Link:
-    """``intra=450GB/s,inter=25GB/s,latency=10us``: bandwidths in GB/s, MB/s, TB/s (bytes) or Gb/s,
-    Gbit/s, Mb/s, Tb/s (bits); times in us, ms, ns, s."""
+    """``intra=450GB/s,inter=25GB/s,latency=10us`` (or ``inter-busbw=124GB/s``): bandwidths in GB/s,
+    MB/s, TB/s (bytes) or Gb/s, Gbit/s, Mb/s, Tb/s (bits); times in us, ms, ns, s."""
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in _LINK_KEYS:
             raise UsageError(
-                f"--link: expected intra=BW, inter=BW or latency=TIME, found {part!r}{_did_you_mean_link(key)}"
+                f"--link: expected intra=BW, inter=BW, inter-busbw=BW or latency=TIME, found {part!r}"
+                f"{_did_you_mean_link(key)}"
             )
         units = _TIME_UNITS if key == "latency" else _BANDWIDTH_UNITS
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([^\s0-9].*)?", value, flags=re.I)
@@ -269,8 +274,18 @@ def parse_link(text: str) -> Link:
             raise UsageError(f"--link {key}: expected a positive number with a unit like {example}, found {value!r}")
         values[key] = float(m.group(1)) * units[unit]
     if not values:
-        raise UsageError(f"--link: expected intra=BW, inter=BW or latency=TIME, found {text!r}")
-    return Link(intra_gbps=values.get("intra"), inter_gbps=values.get("inter"), latency_us=values.get("latency"))
+        raise UsageError(f"--link: expected intra=BW, inter=BW, inter-busbw=BW or latency=TIME, found {text!r}")
+    if "inter" in values and "inter-busbw" in values:
+        raise UsageError(
+            "--link: expected inter=BW (each GPU's line rate) or inter-busbw=BW (the bus bandwidth measured "
+            "across nodes), found both"
+        )
+    return Link(
+        intra_gbps=values.get("intra"),
+        inter_gbps=values.get("inter"),
+        inter_busbw_gbps=values.get("inter-busbw"),
+        latency_us=values.get("latency"),
+    )
 
 
 def _did_you_mean_link(key: str) -> str:
@@ -283,10 +298,13 @@ def _did_you_mean_link(key: str) -> str:
 def stated_tier(*, collective: str, tier: str, link: Link, gpus_per_node: int, intra: TierFit | None) -> TierFit | None:
     """A tier built from the stated link (and, for the inter tier, the fitted intra one); None when not stated.
 
-    Inter: a group across nodes runs one ring per GPU of a node, each through its own GPU's link,
-    so the bus bandwidth is the smaller of the node's links together (``gpus_per_node · inter``) and
-    the fitted intra tier's; the latency is the intra tier's, with ``latency`` as the hop latency
-    when stated. Its interval is the intra fit's residual spread (the link itself has none stated)."""
+    Inter, from each GPU's line rate (``inter``): a group across nodes runs one ring per GPU of a
+    node, each through its own GPU's link, so the bus bandwidth is the smaller of the node's links
+    together (``gpus_per_node · inter``) and the fitted intra tier's. From a measured bus bandwidth
+    (``inter-busbw``): that bandwidth as it is — what the collective library reached across these
+    nodes, which a line rate does not say. Either way the latency is the intra tier's, with
+    ``latency`` as the hop latency when stated, and its interval the intra fit's residual spread
+    (the link itself has none stated)."""
     if tier == INTRA:
         if link.intra_gbps is None:
             return None
@@ -305,12 +323,16 @@ def stated_tier(*, collective: str, tier: str, link: Link, gpus_per_node: int, i
             world_sizes=(),
             origin=f"stated: {link.text()} (no interval)",
         )
-    if link.inter_gbps is None or intra is None:
+    if (link.inter_gbps is None and link.inter_busbw_gbps is None) or intra is None:
         return None
-    node_bw = gpus_per_node * link.inter_gbps
     step = link.latency_us if link.latency_us is not None else intra.step_us
-    bw = min(node_bw, intra.busbw_gbps)
-    limit = f"{gpus_per_node} × {link.inter_gbps:g} GB/s" if node_bw <= intra.busbw_gbps else "the intra tier's"
+    if link.inter_busbw_gbps is not None:
+        bw = link.inter_busbw_gbps
+        limit = "as measured across nodes"
+    else:
+        node_bw = gpus_per_node * link.inter_gbps
+        bw = min(node_bw, intra.busbw_gbps)
+        limit = f"{gpus_per_node} × {link.inter_gbps:g} GB/s" if node_bw <= intra.busbw_gbps else "the intra tier's"
     return TierFit(
         collective=collective,
         tier=tier,

@@ -49,6 +49,22 @@ def test_sixteen_from_one_node_with_a_stated_link(capsys):
     assert last["error"] == pytest.approx(last["time_us"] / 251757.0 - 1)
 
 
+def test_sixteen_from_one_node_with_the_bus_bandwidth_measured_across_nodes(capsys):
+    """The validation page's (a) with the two-node log's busbw at 1 GiB (124.50 GB/s) stated: the
+    other sizes ≥ 1 MiB of that log are predicted within a few percent, where the line rate misses."""
+    argv = ["predict", "collectives", "--from", *ONE_NODE, "--collective", "all_reduce", "--world-sizes", "16"]
+    argv += ["--check", str(DATA / "nccl_16.log"), "--min-bytes", "1MiB", "--json", "-"]
+    errors = {}
+    for link in ("inter=25GB/s", "inter-busbw=124.5GB/s"):
+        assert main([*argv, "--link", link]) == 0
+        records = json.loads(capsys.readouterr().out)["predictions"]
+        big = [r for r in records if r["bytes"] >= 1 << 20 and r["bytes"] != 1 << 30 and r["error"] is not None]
+        assert len(big) == 14
+        errors[link] = sorted(abs(r["error"]) for r in big)[len(big) // 2 - 1 : len(big) // 2 + 1]
+    assert all(e > 0.30 for e in errors["inter=25GB/s"])  # the line rate: 36% too fast
+    assert all(e < 0.05 for e in errors["inter-busbw=124.5GB/s"])
+
+
 def test_the_text_shows_the_model_then_the_predictions_and_the_error(capsys):
     argv = ["predict", "collectives", "--from", *ONE_NODE[1:], "--collective", "all_reduce", "--world-sizes", "8"]
     assert main(argv) == 0

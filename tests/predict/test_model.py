@@ -102,7 +102,8 @@ def test_parse_link_reads_units_and_refuses_in_one_line():
         parse_link("inter=25gb/s")
     with pytest.raises(
         UsageError,
-        match=r"--link: expected intra=BW, inter=BW or latency=TIME, found 'intr=4GB/s' \(did you mean 'intra'\?\)",
+        match=r"--link: expected intra=BW, inter=BW, inter-busbw=BW or latency=TIME, found 'intr=4GB/s' "
+        r"\(did you mean 'intra'\?\)",
     ):
         parse_link("intr=4GB/s")
     with pytest.raises(
@@ -129,6 +130,19 @@ def test_sixteen_from_one_node_needs_the_inter_link_and_says_where_it_came_from(
     two_nodes = _synthetic("all_reduce", 40.0, 0.0, 120.0, (16,), nodes=2)
     fitted = fit_collectives(one_node + two_nodes, link=parse_link("inter=25GB/s")).tier("all_reduce", 16)
     assert fitted.origin.startswith("fit on") and fitted.busbw_gbps == pytest.approx(120.0, rel=1e-6)
+
+
+def test_a_measured_bus_bandwidth_across_nodes_is_taken_as_it_is():
+    one_node = _synthetic("all_reduce", 12.0, 1.5, 230.0, (2, 4, 8))
+    assert parse_link("inter-busbw=1000Gb/s") == Link(inter_busbw_gbps=125.0)
+    inter = fit_collectives(one_node, link=parse_link("inter-busbw=125GB/s")).tier("all_reduce", 16)
+    # not 8 GPUs' line rates, not capped by the intra tier: the measured bus bandwidth, with the intra latency
+    assert (inter.base_us, inter.step_us, inter.busbw_gbps) == (pytest.approx(12.0), pytest.approx(1.5), 125.0)
+    assert inter.origin == (
+        "stated --link inter-busbw=125GB/s with the intra fit's latency; bus bandwidth as measured across nodes"
+    )
+    with pytest.raises(UsageError, match=r"^--link: expected inter=BW .* or inter-busbw=BW .*, found both$"):
+        parse_link("inter=25GB/s,inter-busbw=125GB/s")
 
 
 def test_the_interval_widens_where_the_fit_extrapolates():
