@@ -4,10 +4,17 @@
 Each strategy's schedule is replayed on a compute stream and one communication stream
 (:func:`dpbench.predict.schedule.replay`):
 
-- **ddp**: the buckets all-reduced in the order they are ready, overlapping the rest of backward;
-  the optimizer after the last one.
-- **zero** (ZeRO-1): ddp's all-reduces, the optimizer on this rank's partition (1/N of it), then
-  every rank broadcasts its partition (N broadcasts of 1/N of the parameters).
+- **ddp**: with ``broadcast_buffers`` (its default) and buffers, one broadcast of rank 0's buffers
+  (``buffer_bytes``) that the first forward waits for (DDP syncs them synchronously, once per step);
+  then the buckets all-reduced in the order they are ready, overlapping the rest of backward; the
+  optimizer after the last one. With ``accumulation_steps`` K: K micro-batches, each a forward and
+  a backward of 1/K of the measured ones; the first K − 1 run under ``no_sync()`` and send nothing,
+  the last one's backward all-reduces the buckets; the optimizer once. Under strong scaling the
+  micro-batch shrinks with the per-rank batch, and a world size that leaves a rank fewer samples
+  than K is refused, as ddp refuses it.
+- **zero** (ZeRO-1): ddp's buffer broadcast (its DDP keeps ``broadcast_buffers`` on) and
+  all-reduces, the optimizer on this rank's partition (1/N of it), then every rank broadcasts its
+  partition (N broadcasts of 1/N of the parameters).
 - **allreduce**: ``bucketed`` (its default) and ``per-param``: the buckets all-reduced after
   backward, nothing overlapped (per-param modelled as bucketed: a run does not record each
   parameter's size); ``overlap``: as ddp, with its own buckets.
@@ -16,6 +23,10 @@ Each strategy's schedule is replayed on a compute stream and one communication s
   reduce-scatter of the unit's gradients; the optimizer steps the shard (1/N). **HSDP**
   (``replicate=R``): the all-gather and reduce-scatter inside a shard group of N/R ranks, then an
   all-reduce of the shard across the R groups.
+
+Only ddp accumulates gradients (zero, allreduce and fsdp have no accumulation option), and only
+ddp and zero (both DDP) broadcast buffers; a run that does not record ``buffer_bytes`` (older
+runs) has no broadcast replayed.
 
 Compute that overlaps a collective runs at ``1 − overlap_slowdown`` of its speed (see
 :class:`OverlapSlowdown`: measured from the run where it has a multi-rank ddp case).
