@@ -94,6 +94,7 @@ EXTRA_INFO_FIELDS = (
     "workload",
     "workload_spec",  # the spec the workload was named by (a registered name, module:attr, hf:…, overrides)
     "parameter_count",  # the model's parameters, counted on the meta device (None where it cannot be built there)
+    "buffer_bytes",  # bytes of the model's buffers (BatchNorm statistics; 0: none), as DDP broadcasts them
     "world_size",
     "device_type",
     "backend",

@@ -120,15 +120,16 @@ def _available(result: CaseResult) -> CaseResult:
     return result
 
 
-def workload_parameter_count(workload: Any, profile: ProfileConfig) -> int | None:
-    """Parameters of the case's model (resolved once per session by ``profile``), built on the meta
-    device; None where its factory cannot, or where the case names no workload spec (a recipe)."""
-    from dpbench.workloads import parameter_count
+def workload_sizes(workload: Any, profile: ProfileConfig) -> tuple[int | None, int | None]:
+    """(parameters, buffer bytes) of the case's model (resolved once per session by ``profile``),
+    built once on the meta device; (None, None) where its factory cannot, or where the case names
+    no workload spec (a recipe)."""
+    from dpbench.workloads import meta_sizes
 
     try:
-        return parameter_count(profile.workload(workload))
-    except Exception:  # a model that cannot be built on the meta device: the count is left out, not the case
-        return None
+        return meta_sizes(profile.workload(workload))
+    except Exception:  # a model that cannot be built on the meta device: the sizes are left out, not the case
+        return None, None
 
 
 def training_extra_info(
@@ -189,7 +190,8 @@ def training_extra_info(
         info["workload_params"] = run_info.workload_params
     # The spec the workload was named by, resolved (registered name, module:attr, hf:, overrides).
     info["workload_spec"] = run_info.workload_params.get("spec", run_info.workload)
-    info["parameter_count"] = workload_parameter_count(case.workload, profile)
+    # buffer_bytes: what DDP's broadcast_buffers sends before a step's first forward (0: no buffers).
+    info["parameter_count"], info["buffer_bytes"] = workload_sizes(case.workload, profile)
     metrics = dict(result.case_metrics or {})
     # Recorded with the case metrics (first trial), by every training and convergence case; nothing derives from it.
     fingerprint = metrics.pop("fingerprint", None)

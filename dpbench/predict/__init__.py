@@ -14,7 +14,7 @@ factor, fitted by least squares on log time — and its inputs:
 And the step model built on it:
 
 - :mod:`~dpbench.predict.profile`: a :class:`StepProfile` (compute per phase, gradient buckets or
-  FSDP units, the trial spread) read from a saved run, or built by hand.
+  FSDP units, the buffers DDP broadcasts, the trial spread) read from a saved run, or built by hand.
 - :mod:`~dpbench.predict.schedule`: a step replayed on a compute and a communication stream.
 - :mod:`~dpbench.predict.step`: each strategy's schedule → :func:`predict_step` →
   :class:`StepPrediction`.

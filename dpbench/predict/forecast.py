@@ -11,6 +11,7 @@ value (in [0, 1]) at which the ddp schedule, with those collectives, gives the m
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,15 +96,17 @@ def _ddp_cases(run: Any) -> list[dict[str, Any]]:
 
 
 def _fit_slowdown(profile: StepProfile, collective_s: float, measured_s: float) -> float:
-    """The slowdown at which ddp's schedule, its buckets sharing ``collective_s`` by bytes, gives ``measured_s``."""
-    total = sum(b.bytes for b in profile.buckets) or 1
+    """The slowdown at which ddp's schedule, its collectives (the buckets' all-reduces, the buffers'
+    broadcast) sharing ``collective_s`` by bytes, gives ``measured_s``."""
 
     def send(collective: str, nbytes: float, group: int, spans: bool) -> float:
-        return collective_s * nbytes / total
+        return nbytes
 
-    compute, comm, _ = step_tasks(
+    compute, by_bytes, _ = step_tasks(
         profile, world_size=profile.world_size, batch_scale=1.0, send=send, gpus_per_node=profile.world_size
     )
+    total = sum(t.seconds for t in by_bytes) or 1.0
+    comm = [dataclasses.replace(t, seconds=collective_s * t.seconds / total) for t in by_bytes]
 
     def step(slowdown: float) -> float:
         return replay(compute, comm, overlap_slowdown=slowdown).end_s
@@ -236,6 +239,12 @@ def step_predictions(
     missing = sorted({p.workload for p in predictions if memory is not None and p.memory_per_rank_bytes is None})
     if missing:
         notes.append(f"memory not estimated for {', '.join(missing)}: the estimator cannot build the workload here")
+    unrecorded = sorted({p.label for p in profiles if p.broadcasts_buffers and p.buffer_bytes is None})
+    if unrecorded:
+        notes.append(
+            f"buffer broadcasts not modelled for {', '.join(unrecorded)}: the run does not record the buffers' "
+            "bytes (extra_info.buffer_bytes)"
+        )
     notes.append(
         "gradient buckets and FSDP units are cut from the parameter bytes (a run records no per-parameter sizes)"
     )

@@ -12,6 +12,11 @@ From a training benchmark's ``extra_info`` (schema 2):
   allreduce strategy's flat buckets, FSDP's units (``shard_units.count`` of equal size). A run
   does not record each parameter's size, so a bucket's edge may fall inside a parameter; each group
   is ready when the backward has produced its share of the bytes;
+- **the buffer bytes** (``buffer_bytes``): what DDP's ``broadcast_buffers`` sends before a step's
+  first forward (ddp with the option on, its default; zero, whose DDP keeps it on); absent from
+  older runs, where no broadcast is modelled;
+- **gradient accumulation**: ddp's ``accumulation_steps`` option (micro-batches per step), read
+  from the resolved options;
 - **the trial spread**: the measured step's 95% interval over trials (``step_time_ci95``), as
   ratios to its median.
 """
@@ -96,11 +101,28 @@ class StepProfile:
     """torch intra-op threads each rank computed with (``threads_per_worker``; None: not recorded)."""
     origin: str = ""
     """Where it came from: the run and the case."""
+    buffer_bytes: int | None = None
+    """Bytes of the model's buffers (BatchNorm statistics; 0: none; None: not recorded)."""
 
     @property
     def compute_s(self) -> float:
         """Forward + backward + optimizer, s: the step with nothing sent."""
         return self.forward_s + self.backward_s + self.optimizer_s
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-batches per step: ddp's ``accumulation_steps`` (all but the last under ``no_sync()``); else 1."""
+        if self.strategy != StrategyName.DDP.value:
+            return 1
+        return int(self.options.get("accumulation_steps") or 1)
+
+    @property
+    def broadcasts_buffers(self) -> bool:
+        """Whether the strategy broadcasts rank 0's buffers before each step's first forward: ddp with
+        ``broadcast_buffers`` (its default), zero (its DDP keeps DDP's default)."""
+        if self.strategy == StrategyName.DDP.value:
+            return bool(self.options.get("broadcast_buffers", True))
+        return self.strategy == StrategyName.ZERO.value
 
 
 def gradient_groups(total_bytes: int, *, first_bytes: int | None, cap_bytes: int) -> tuple[GradientGroup, ...]:
@@ -218,6 +240,7 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
         device_type=str(info.get("device_type") or "cpu"),
         threads_per_rank=int(info["threads_per_worker"]) if info.get("threads_per_worker") else None,
         origin=where,
+        buffer_bytes=int(info["buffer_bytes"]) if isinstance(info.get("buffer_bytes"), int) else None,
         **_groups(strategy, options, info, param_bytes),
     )
 

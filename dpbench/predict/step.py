@@ -4,10 +4,17 @@
 Each strategy's schedule is replayed on a compute stream and one communication stream
 (:func:`dpbench.predict.schedule.replay`):
 
-- **ddp**: the buckets all-reduced in the order they are ready, overlapping the rest of backward;
-  the optimizer after the last one.
-- **zero** (ZeRO-1): ddp's all-reduces, the optimizer on this rank's partition (1/N of it), then
-  every rank broadcasts its partition (N broadcasts of 1/N of the parameters).
+- **ddp**: with ``broadcast_buffers`` (its default) and buffers, one broadcast of rank 0's buffers
+  (``buffer_bytes``) that the first forward waits for (DDP syncs them synchronously, once per step);
+  then the buckets all-reduced in the order they are ready, overlapping the rest of backward; the
+  optimizer after the last one. With ``accumulation_steps`` K: K micro-batches, each a forward and
+  a backward of 1/K of the measured ones; the first K − 1 run under ``no_sync()`` and send nothing,
+  the last one's backward all-reduces the buckets; the optimizer once. Under strong scaling the
+  micro-batch shrinks with the per-rank batch, and a world size that leaves a rank fewer samples
+  than K is refused, as ddp refuses it.
+- **zero** (ZeRO-1): ddp's buffer broadcast (its DDP keeps ``broadcast_buffers`` on) and
+  all-reduces, the optimizer on this rank's partition (1/N of it), then every rank broadcasts its
+  partition (N broadcasts of 1/N of the parameters).
 - **allreduce**: ``bucketed`` (its default) and ``per-param``: the buckets all-reduced after
   backward, nothing overlapped (per-param modelled as bucketed: a run does not record each
   parameter's size); ``overlap``: as ddp, with its own buckets.
@@ -16,6 +23,10 @@ Each strategy's schedule is replayed on a compute stream and one communication s
   reduce-scatter of the unit's gradients; the optimizer steps the shard (1/N). **HSDP**
   (``replicate=R``): the all-gather and reduce-scatter inside a shard group of N/R ranks, then an
   all-reduce of the shard across the R groups.
+
+Only ddp accumulates gradients (zero, allreduce and fsdp have no accumulation option), and only
+ddp and zero (both DDP) broadcast buffers; a run that does not record ``buffer_bytes`` (older
+runs) has no broadcast replayed.
 
 Compute that overlaps a collective runs at ``1 − overlap_slowdown`` of its speed (see
 :class:`OverlapSlowdown`: measured from the run where it has a multi-rank ddp case).
@@ -129,11 +140,13 @@ class StepPrediction:
 
 
 def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
-    """The collectives the profile's strategy issues."""
+    """The collectives the profile's strategy issues (ddp's broadcast only where it sends buffers)."""
     if profile.strategy == StrategyName.FSDP.value:
         base = ("all_gather", "reduce_scatter")
         return base + ("all_reduce",) if int(profile.options.get("replicate") or 1) > 1 else base
     if profile.strategy == StrategyName.ZERO.value:
+        return ("all_reduce", "broadcast")
+    if profile.broadcasts_buffers and profile.buffer_bytes:
         return ("all_reduce", "broadcast")
     return ("all_reduce",)
 
@@ -177,12 +190,33 @@ def _sender(model: CollectiveModel, bound: str) -> Send:
     return send
 
 
+def _buffer_broadcast(p: StepProfile, *, send: Send, world: int, spans: bool) -> list[Task]:
+    """DDP's buffer sync: one coalesced broadcast of rank 0's buffers before the step's first forward
+    (none at one rank, with ``broadcast_buffers`` off, or without buffers)."""
+    if world <= 1 or not p.broadcasts_buffers or not p.buffer_bytes:
+        return []
+    return [Task(name="broadcast buffers", seconds=send("broadcast", p.buffer_bytes, world, spans))]
+
+
 def _bucket_tasks(
     p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, overlap: bool
 ) -> tuple[list[Task], list[Task]]:
-    """Forward, backward (cut at each bucket's ready point when ``overlap``), and the buckets' all-reduces."""
-    compute = [Task(name="forward", seconds=forward)]
-    comm = []
+    """The buffers' broadcast, then forward and backward per micro-batch, the last one's backward cut at
+    each bucket's ready point when ``overlap``, and the buckets' all-reduces (in the last backward only:
+    the micro-batches before it run under ``no_sync()``)."""
+    comm = _buffer_broadcast(p, send=send, world=world, spans=spans)
+    # DDP's buffer sync is synchronous: the first forward starts when the broadcast has ended
+    synced = ((COMM, 0),) if comm else ()
+    micro = p.accumulation_steps
+    compute = []
+    for m in range(micro - 1):
+        compute.append(
+            Task(name=f"forward micro-batch {m}", seconds=forward / micro, after_end=synced if m == 0 else ())
+        )
+        compute.append(Task(name=f"backward micro-batch {m}", seconds=backward / micro))
+    last = "forward" if micro == 1 else f"forward micro-batch {micro - 1}"
+    compute.append(Task(name=last, seconds=forward / micro, after_end=synced if micro == 1 else ()))
+    backward /= micro  # the last micro-batch's: the one whose gradients are all-reduced
     if overlap:
         done = 0.0
         for i, b in enumerate(p.buckets):
@@ -199,11 +233,11 @@ def _bucket_tasks(
             compute.append(Task(name="backward", seconds=backward * (1.0 - done)))
     else:
         compute.append(Task(name="backward", seconds=backward))
-        comm = [
+        comm += [
             Task(
                 name=f"all_reduce bucket {i}",
                 seconds=send("all_reduce", b.bytes, world, spans),
-                after_end=((COMPUTE, 1),),
+                after_end=((COMPUTE, len(compute) - 1),),
             )
             for i, b in enumerate(p.buckets)
         ]
@@ -334,6 +368,13 @@ def _batch(p: StepProfile, world_size: int, scaling: str) -> tuple[float, float]
         raise UsageError(
             f"--world-sizes: {world_size}: strong scaling keeps the measured global batch of {total}, "
             f"which cannot give every one of {world_size} ranks a sample"
+        )
+    micro = p.accumulation_steps
+    if total // world_size < micro:  # ddp's own check: every rank's slice holds a sample per micro-batch
+        raise UsageError(
+            f"--world-sizes: {world_size}: {p.strategy} option accumulation_steps={micro} expects at least "
+            f"{micro} samples per rank, found {total // world_size} (strong scaling splits the measured "
+            f"global batch of {total})"
         )
     return total / world_size, float(total)
 

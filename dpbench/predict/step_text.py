@@ -27,6 +27,7 @@ def format_steps(forecast: StepForecast) -> str:
             f"  from {p.origin}: forward {fmt_seconds(p.forward_s)}, backward {fmt_seconds(p.backward_s)}, "
             f"optimizer {fmt_seconds(p.optimizer_s)} at {p.per_rank_batch} per rank, "
             f"parameters {fmt_bytes(p.param_bytes)}"
+            + (f", buffers {fmt_bytes(p.buffer_bytes)} broadcast" if p.broadcasts_buffers and p.buffer_bytes else "")
         )
     lines.append(f"  memory/rank: {forecast.memory}")
     lines += [f"  note: {n}" for n in forecast.notes]

@@ -52,7 +52,7 @@ class DDPOptions(CompileOptions):
     """Walk the autograd graph every step for parameters that got no gradient."""
 
     broadcast_buffers: bool = True
-    """Broadcast rank 0's buffers (BatchNorm running statistics) at every forward."""
+    """Broadcast rank 0's buffers (BatchNorm running statistics) before each step's first forward."""
 
     sync_batchnorm: bool = False
     """CUDA only: convert BatchNorm layers to ``nn.SyncBatchNorm`` (statistics over the global batch)."""
@@ -126,8 +126,9 @@ class DDP(Strategy):
 
     BatchNorm: each rank normalises with the statistics of its own slice; with
     ``broadcast_buffers=True`` (default) rank 0's running statistics are broadcast to all
-    ranks at every forward, so the trained model carries rank 0's running stats. With
-    ``sync_batchnorm=True`` statistics are over the global batch, as in ``single``.
+    ranks before each step's first forward (once per step under accumulation), so the trained
+    model carries rank 0's running stats. With ``sync_batchnorm=True`` statistics are over the
+    global batch, as in ``single``.
     Phases: forward (incl. loss), backward (incl. DDP's overlapped allreduce), optimizer.
     """
 
@@ -254,7 +255,6 @@ class DDP(Strategy):
             bucket_cap_mb=self.spec.options.bucket_cap_mb,
             comm_dtype=hook,
             broadcast_buffers=self.spec.options.broadcast_buffers,
-            forwards=self._micro,
         )
 
 

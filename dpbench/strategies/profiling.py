@@ -61,10 +61,11 @@ class Collective:
 
 
 def ddp_collectives(
-    module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None, broadcast_buffers: bool, forwards: int = 1
+    module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None, broadcast_buffers: bool
 ) -> list[Collective]:
     """DDP's step: one all-reduce per gradient bucket (reverse parameter order, DDP's caps) and,
-    with ``broadcast_buffers``, a broadcast of the buffers at every forward."""
+    with ``broadcast_buffers``, one broadcast of the buffers per dtype (torch flattens them by dtype)
+    once per step, however many micro-batches it has."""
     params = [p for p in module.parameters() if p.requires_grad]
     cap = int((bucket_cap_mb or _DDP_DEFAULT_CAP_MB) * 1024 * 1024)
     plan: list[Collective] = []
@@ -86,7 +87,9 @@ def ddp_collectives(
         key = str(b.dtype).replace("torch.", "")
         buffers[key] = buffers.get(key, 0) + b.numel()
     if broadcast_buffers:
-        plan += [Collective(op="broadcast", numel=n, dtype=d) for d, n in buffers.items() if n] * forwards
+        # DDP syncs buffers before a forward only when the forward before it synced gradients
+        # (require_forward_param_sync): under no_sync() the first micro-batch broadcasts, the rest do not.
+        plan += [Collective(op="broadcast", numel=n, dtype=d) for d, n in buffers.items() if n]
     return plan
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "check_model_builds",
     "check_workload_specs",
     "meta_model",
+    "meta_sizes",
     "parameter_count",
     "resolve_workload",
     "resolve_workload_specs",
@@ -140,7 +141,18 @@ def meta_model(spec: str | Workload) -> Any:
 
 def parameter_count(spec: str | Workload) -> int:
     """The number of parameters of the spec's model (built on the meta device)."""
-    return sum(p.numel() for p in meta_model(spec).parameters())
+    return meta_sizes(spec)[0]
+
+
+def meta_sizes(spec: str | Workload) -> tuple[int, int]:
+    """(parameters, buffer bytes) of the spec's model, built once on the meta device. The buffers
+    are every one the module holds (BatchNorm's running statistics and counts, non-persistent ones
+    too): what DDP's ``broadcast_buffers`` sends."""
+    model = meta_model(spec)
+    return (
+        sum(p.numel() for p in model.parameters()),
+        sum(b.numel() * b.element_size() for b in model.buffers()),
+    )
 
 
 def _registered(parsed: WorkloadSpec, overrides: dict[str, Any]) -> Workload:

@@ -140,3 +140,43 @@ def test_memory_per_rank_is_the_estimators(capsys):
     # sharded strategies hold less per rank than ddp at 4 ranks
     by = {r["strategy"]: r["memory_per_rank_bytes"] for r in doc["predictions"]}
     assert by["fsdp"] < by["ddp"] and by["zero"] <= by["ddp"]
+
+
+def _saved(tmp_path, *, buffer_bytes: int, keep) -> str:
+    doc = json.loads(Path(RUN).read_text())
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if keep(b["extra_info"])]
+    for bench in doc["benchmarks"]:
+        if bench["extra_info"]["kind"] == "training":
+            bench["extra_info"]["buffer_bytes"] = buffer_bytes
+    path = tmp_path / f"buffers-{buffer_bytes}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_ddp_needs_a_broadcast_measurement_only_where_it_sends_buffers(capsys, tmp_path):
+    def keep(info):  # no broadcast measured, and no zero case (zero always broadcasts)
+        return info.get("collective") != "broadcast" and info.get("strategy") != "zero"
+
+    assert main(["predict", _saved(tmp_path, buffer_bytes=0, keep=keep), "--world-sizes", "2", "--memory", "off"]) == 0
+    capsys.readouterr()
+    path = _saved(tmp_path, buffer_bytes=4096, keep=keep)
+    assert main(["predict", path, "--world-sizes", "2", "--memory", "off"]) == 2
+    assert "ddp needs broadcast: the collective model has no measurement of it" in capsys.readouterr().err
+
+
+def test_the_text_says_what_buffers_are_broadcast_or_that_none_were_recorded(capsys, tmp_path):
+    assert main(["predict", RUN, "--world-sizes", "2", "--memory", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "note: buffer broadcasts not modelled for ddp, zero: the run does not record the buffers' bytes" in out
+    path = _saved(tmp_path, buffer_bytes=4096, keep=lambda info: True)
+    assert main(["predict", path, "--world-sizes", "2", "--memory", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "buffer broadcasts not modelled" not in out
+    lines = [line for line in out.splitlines() if line.startswith("  from ")]
+    lines = {line.split(": ")[1].split(" ")[0]: line for line in lines}  # "  from RUN: LABEL mlp w1: ..."
+    assert [", buffers 4 KiB broadcast" in lines[label] for label in ("allreduce", "ddp", "fsdp", "zero")] == [
+        False,
+        True,
+        False,
+        True,
+    ]

@@ -114,3 +114,86 @@ def test_the_fitted_slowdown_gives_back_the_step_it_was_fitted_to(slowdown):
     compute, comm, _ = step_tasks(profile, world_size=2, batch_scale=1.0, send=send, gpus_per_node=2)
     measured = replay(compute, comm, overlap_slowdown=slowdown).end_s
     assert _fit_slowdown(profile, collectives, measured) == pytest.approx(slowdown, abs=1e-6)
+
+
+def test_the_profile_reads_the_buffer_bytes_and_the_micro_batches():
+    info = _case(read_run(RUN), "ddp", 1)
+    assert "buffer_bytes" not in info  # recorded since this run was saved
+    old = profile_from_benchmark(info, origin="r")
+    assert old.buffer_bytes is None and old.accumulation_steps == 1 and old.broadcasts_buffers
+    options = dict(info["options"], accumulation_steps=2, broadcast_buffers=False)
+    new = profile_from_benchmark(dict(info, buffer_bytes=4096, options=options), origin="r")
+    assert (new.buffer_bytes, new.accumulation_steps, new.broadcasts_buffers) == (4096, 2, False)
+    # only ddp accumulates; zero broadcasts its buffers as DDP's default does
+    zero = profile_from_benchmark(_case(read_run(RUN), "zero", 1), origin="r")
+    assert zero.accumulation_steps == 1 and zero.broadcasts_buffers
+
+
+def _with_buffer_bytes(tmp_path, nbytes: int) -> Path:
+    doc = json.loads(RUN.read_text())
+    for bench in doc["benchmarks"]:
+        if bench["extra_info"]["kind"] == "training":
+            bench["extra_info"]["buffer_bytes"] = nbytes
+    path = tmp_path / "with-buffers.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_run_without_buffer_bytes_says_the_broadcasts_are_not_modelled(tmp_path):
+    from test_schedule import MODEL
+
+    from dpbench.predict import step_predictions
+    from dpbench.predict.step import OverlapSlowdown
+
+    overlap = OverlapSlowdown(value=0.0, origin="test")
+    old = step_predictions(read_run(RUN), MODEL, [2], overlap=overlap)
+    assert (
+        "buffer broadcasts not modelled for ddp, zero: the run does not record the buffers' bytes "
+        "(extra_info.buffer_bytes)"
+    ) in old.notes
+    new = step_predictions(read_run(_with_buffer_bytes(tmp_path, 1_000_000)), MODEL, [2], overlap=overlap)
+    assert not any("buffer broadcasts" in n for n in new.notes)
+    steps = {p.label: p.step_time_s for p in old.predictions}
+    # 1 MB at 1 GB/s before the first forward: ddp and zero take 1 ms longer, the others nothing
+    assert {p.label: p.step_time_s - steps[p.label] for p in new.predictions} == pytest.approx(
+        {"allreduce": 0.0, "ddp": 1e-3, "fsdp": 0.0, "zero": 1e-3}
+    )
+    # a run whose models have no buffers: nothing to broadcast, nothing to note
+    none = step_predictions(read_run(_with_buffer_bytes(tmp_path, 0)), MODEL, [2], overlap=overlap)
+    assert [p.step_time_s for p in none.predictions] == [p.step_time_s for p in old.predictions]
+    assert not any("buffer broadcasts" in n for n in none.notes)
+
+
+@pytest.mark.parametrize("slowdown", [0.0, 0.6, 1.0])
+def test_the_fitted_slowdown_shares_the_collectives_with_the_buffer_broadcast(slowdown):
+    from dpbench.predict.forecast import _fit_slowdown
+    from dpbench.predict.schedule import replay
+    from dpbench.predict.step import step_tasks
+
+    profile = StepProfile(
+        workload="w",
+        strategy="ddp",
+        label="ddp",
+        options={"accumulation_steps": 2},
+        world_size=2,
+        per_rank_batch=8,
+        forward_s=0.002,
+        backward_s=0.010,
+        optimizer_s=0.001,
+        param_bytes=7_000_000,
+        buckets=(
+            GradientGroup(bytes=3_000_000, ready_fraction=0.5),
+            GradientGroup(bytes=4_000_000, ready_fraction=1.0),
+        ),
+        step_time_s=0.02,
+        buffer_bytes=1_000_000,
+    )
+    collectives = 0.008  # shared by bytes: the 1 ms broadcast, 3 ms and 4 ms of all-reduce
+
+    def send(collective, nbytes, group, spans):
+        return collectives * nbytes / 8_000_000
+
+    compute, comm, _ = step_tasks(profile, world_size=2, batch_scale=1.0, send=send, gpus_per_node=2)
+    assert sum(t.seconds for t in comm) == pytest.approx(collectives)
+    measured = replay(compute, comm, overlap_slowdown=slowdown).end_s
+    assert _fit_slowdown(profile, collectives, measured) == pytest.approx(slowdown, abs=1e-6)

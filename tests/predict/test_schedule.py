@@ -8,7 +8,7 @@ import pytest
 from dpbench.errors import UsageError
 from dpbench.predict import CollectiveModel, GradientGroup, StepProfile, TierFit, predict_step
 from dpbench.predict.schedule import COMM, COMPUTE, Task, replay
-from dpbench.predict.step import OverlapSlowdown
+from dpbench.predict.step import OverlapSlowdown, needed_collectives, step_tasks
 
 MS = 1e-3
 
@@ -174,3 +174,79 @@ def test_fewer_threads_per_rank_slow_every_compute_phase():
         _profile("ddp"), MODEL, 2, overlap=OverlapSlowdown(value=0.0, origin="test"), threads_per_rank=1
     )
     assert unrecorded.step_time_s == pytest.approx(17 * MS)
+
+
+@pytest.mark.parametrize(
+    ("slowdown", "step_ms"),
+    [
+        # micro-batch 0: forward 0–1, backward 1–6 (no_sync: nothing sent); micro-batch 1: forward 6–7,
+        # backward to bucket 0 7–9.5 (bucket 0 9.5–12.5), the rest 9.5–12; bucket 1 waits: 12.5–16.5;
+        # the optimizer once, 16.5–17.5
+        (0.0, 17.5),
+        # compute stops while bucket 0 runs: the rest of backward 12.5–15, bucket 1 15–19, optimizer 19–20
+        (1.0, 20.0),
+    ],
+)
+def test_ddp_accumulation_all_reduces_in_the_last_micro_batch_only(slowdown, step_ms):
+    profile = _profile("ddp", options={"accumulation_steps": 2})
+    p = _step(profile, slowdown)
+    assert p.step_time_s == pytest.approx(step_ms * MS)
+    assert p.compute_s == pytest.approx(13 * MS) and p.comm_s == pytest.approx(7 * MS)
+    compute, comm, _ = step_tasks(profile, world_size=2, batch_scale=1.0, send=_linear_send, gpus_per_node=8)
+    assert [t.name for t in compute] == [
+        "forward micro-batch 0",
+        "backward micro-batch 0",
+        "forward micro-batch 1",
+        "backward to bucket 0",
+        "backward to bucket 1",
+        "optimizer",
+    ]
+    done = replay(compute, comm, overlap_slowdown=slowdown)
+    # the first all-reduce starts when the second micro-batch's backward has made bucket 0 ready
+    assert done.comm[0][0] == pytest.approx(done.compute[3][1]) == pytest.approx(9.5 * MS)
+
+
+def _linear_send(collective: str, nbytes: float, group: int, spans: bool) -> float:
+    return nbytes / 1e9 if group > 1 else 0.0  # MODEL's 1 GB/s at 2 ranks (every factor 1 there but all_gather's)
+
+
+def test_strong_scaling_keeps_the_micro_batches_and_refuses_a_rank_with_fewer_samples():
+    profile = _profile("ddp", options={"accumulation_steps": 8})  # 32 samples at one rank
+    assert _step(profile, 0.0, world=4, scaling="strong").per_rank_batch == 8
+    with pytest.raises(
+        UsageError,
+        match=r"^--world-sizes: 8: ddp option accumulation_steps=8 expects at least 8 samples per rank, found 4 ",
+    ):
+        _step(profile, 0.0, world=8, scaling="strong")
+    # weak scaling keeps the measured 32 per rank
+    assert _step(profile, 0.0, world=8).per_rank_batch == 32
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options", "world", "step_ms"),
+    [
+        # the 1 MB broadcast 0–1 (broadcast's factor is 1), then ddp's 17 ms shifted by it
+        ("ddp", {}, 2, 18.0),
+        ("ddp", {"accumulation_steps": 2}, 2, 18.5),
+        ("zero", {}, 2, 24.5),
+        # nothing to send at one rank, nor with the option off
+        ("ddp", {}, 1, 13.0),
+        ("ddp", {"broadcast_buffers": False}, 2, 17.0),
+    ],
+)
+def test_the_buffer_broadcast_comes_before_the_first_forward(strategy, options, world, step_ms):
+    profile = _profile(strategy, options=options, buffer_bytes=1_000_000)
+    p = _step(profile, 0.0, world=world)
+    assert p.step_time_s == pytest.approx(step_ms * MS)
+    if step_ms not in (13.0, 17.0):
+        compute, comm, _ = step_tasks(profile, world_size=world, batch_scale=1.0, send=_linear_send, gpus_per_node=8)
+        assert comm[0].name == "broadcast buffers" and compute[0].after_end == ((COMM, 0),)
+        assert replay(compute, comm, overlap_slowdown=0.0).compute[0][0] == pytest.approx(1 * MS)
+
+
+def test_ddp_needs_broadcast_only_where_it_sends_buffers():
+    assert needed_collectives(_profile("ddp", buffer_bytes=1_000_000)) == ("all_reduce", "broadcast")
+    assert needed_collectives(_profile("ddp", buffer_bytes=0)) == ("all_reduce",)
+    assert needed_collectives(_profile("ddp")) == ("all_reduce",)  # not recorded
+    off = _profile("ddp", buffer_bytes=1_000_000, options={"broadcast_buffers": False})
+    assert needed_collectives(off) == ("all_reduce",)
