@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dpbench.predict.forecast import StepForecast
-from dpbench.predict.step_text import PICK_LINE, basis_lines, by_workload, heading, prediction_cells
+from dpbench.predict.step_text import basis_lines, by_workload, heading, prediction_cells
 from dpbench.report.figures import Table
 
 __all__ = ["COLUMNS", "ForecastBlock", "WorkloadForecast", "forecast_blocks"]
@@ -54,10 +54,6 @@ class ForecastBlock:
     """Per workload, by name."""
     basis: tuple[str, ...] = ()
     """What the predictions rest on: the overlap slowdown's origin, the profiles, memory, the notes."""
-
-
-PICK_WORDS = PICK_LINE.rstrip(":")
-"""What the picks are, said above them."""
 
 
 def forecast_blocks(runs: Sequence[str], forecasts: Sequence[StepForecast | None]) -> list[ForecastBlock]:

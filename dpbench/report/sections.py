@@ -30,12 +30,13 @@ from dpbench.decision.questions import decide
 from dpbench.decision.words import level_line
 from dpbench.gate.compare import compare_frames
 from dpbench.predict.forecast import StepForecast
+from dpbench.predict.step_text import PICK_LINE
 from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
 from dpbench.report.machines import hardware_difference, machines_view
-from dpbench.report.predicted import PICK_WORDS, forecast_blocks
+from dpbench.report.predicted import forecast_blocks
 from dpbench.report.summary import run_warnings, trial_notes
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
@@ -155,7 +156,7 @@ def predicted_section(data: ReportData) -> Section | None:
             "configuration per world size, and what the predictions rest on. A prediction, not a measurement: "
             "the decision above is the measured answer."
         ),
-        data={"blocks": forecast_blocks(data.runs, data.forecasts), "pick_words": PICK_WORDS},
+        data={"blocks": forecast_blocks(data.runs, data.forecasts), "pick_line": PICK_LINE},
     )
 
 
