@@ -14,7 +14,7 @@ from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_di
 from dpbench.errors import UsageError
 from dpbench.results.console import did_you_mean, write_json
 
-__all__ = ["MEMORY_KINDS", "memory_estimator", "register_predict"]
+__all__ = ["LINK_HELP", "MEMORY_KINDS", "memory_estimator", "register_predict"]
 
 TARGETS = ("collectives",)
 
@@ -69,6 +69,12 @@ def _resolve_target(args: argparse.Namespace) -> Any:
             raise UsageError(f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}") from None
         raise UsageError(f"TARGET: {exc}") from None
 
+
+LINK_HELP = (
+    "stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: each GPU's line rate), or "
+    "inter-busbw=124GB/s (the bus bandwidth measured across nodes)"
+)
+"""``--link``'s help, wherever a command takes a collective model's sources."""
 
 MEMORY = ("state", "peak", "off")
 MEMORY_KINDS = {
@@ -203,8 +209,7 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--link",
         metavar="SPEC",
-        help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: each GPU's line rate), or "
-        "inter-busbw=124GB/s (the bus bandwidth measured across nodes)",
+        help=LINK_HELP,
     )
     p.add_argument(
         "--collective",

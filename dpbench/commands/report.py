@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dpbench.commands.options import RUNS_HELP, ExamplesFormatter, add_results_dir, examples, int_list, positive_int
+from dpbench.commands.predict import LINK_HELP
 from dpbench.errors import UsageError
 
 __all__ = ["register_report"]
@@ -64,9 +65,7 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="the collective measurements to predict with (nccl-tests logs, comm-suite runs; default: each run's own)",
     )
-    forecast.add_argument(
-        "--link", metavar="SPEC", help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: per GPU)"
-    )
+    forecast.add_argument("--link", metavar="SPEC", help=LINK_HELP)
     forecast.add_argument(
         "--gpus-per-node",
         type=positive_int,
