@@ -284,7 +284,6 @@ SMALL_CONCEPTS = {
     "dpbench/history/git.py": "commit order and links from git",
     "dpbench/sampler/errors.py": "the sampler's warnings and error log",
     "dpbench/parallel/timing.py": "phase marks that never stall the host",
-    "dpbench/commands/report.py": "the dpbench report subcommand",
     "dpbench/commands/runs.py": "the dpbench runs subcommand",
 }
 

@@ -24,6 +24,7 @@ __all__ = [
     "check_choice",
     "check_names",
     "examples",
+    "int_list",
     "positive_int",
 ]
 
@@ -86,6 +87,15 @@ def check_names(option: str, raw: str, known: Sequence[str], *, what: str = "nam
         close = did_you_mean(unknown[0], known)
         raise UsageError(f"{option}: expected {what} from {', '.join(known)}, found {unknown[0]!r}{close}")
     return names
+
+
+def int_list(raw: str, option: str) -> list[int]:
+    """The comma-separated integers >= 1 in ``raw`` (``--world-sizes 2,4``); else a :class:`UsageError`
+    naming ``option``."""
+    items = [v.strip() for v in raw.split(",") if v.strip()]
+    if not items or not all(v.isdigit() and int(v) >= 1 for v in items):
+        raise UsageError(f"{option}: expected comma-separated integers >= 1, found {raw!r}")
+    return [int(v) for v in items]
 
 
 def positive_int(raw: str) -> int:

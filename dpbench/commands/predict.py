@@ -10,20 +10,13 @@ import re
 import sys
 from typing import Any
 
-from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_dir, examples, positive_int
+from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_dir, examples, int_list, positive_int
 from dpbench.errors import UsageError
 from dpbench.results.console import did_you_mean, write_json
 
-__all__ = ["register_predict"]
+__all__ = ["LINK_HELP", "MEMORY_KINDS", "memory_estimator", "register_predict"]
 
 TARGETS = ("collectives",)
-
-
-def _ints(raw: str, option: str) -> list[int]:
-    items = [v.strip() for v in raw.split(",") if v.strip()]
-    if not items or not all(v.isdigit() and int(v) >= 1 for v in items):
-        raise UsageError(f"{option}: expected comma-separated integers >= 1, found {raw!r}")
-    return [int(v) for v in items]
 
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
@@ -48,7 +41,7 @@ def _predict(args: argparse.Namespace) -> int:
         read_measurements,
     )
 
-    worlds = _ints(args.world_sizes, "--world-sizes")
+    worlds = int_list(args.world_sizes, "--world-sizes")
     link = parse_link(args.link) if args.link else None
     if not args.sources and link is None:
         raise UsageError("--from: expected nccl-tests logs or saved comm-suite runs (or --link), found none")
@@ -77,33 +70,25 @@ def _resolve_target(args: argparse.Namespace) -> Any:
         raise UsageError(f"TARGET: {exc}") from None
 
 
-def _collective_model(args: argparse.Namespace, run: Any) -> Any:
-    from dpbench.predict import fit_collectives, parse_link, read_comm_run, read_measurements
-
-    link = parse_link(args.link) if args.link else None
-    if args.collectives:
-        measurements = read_measurements(args.collectives, collective=args.collective)
-    else:
-        measurements = [] if not _has_collectives(run) else read_comm_run(run.path)
-        if not measurements and link is None:
-            raise UsageError(
-                f"--collectives: {run.run_id} has no comm-suite benchmarks: expected nccl-tests logs or a "
-                "comm-suite run in --collectives, or a stated link, e.g. --link intra=10GB/s, found neither"
-            )
-    return fit_collectives(measurements, link=link, gpus_per_node=args.gpus_per_node)
-
-
-def _has_collectives(run: Any) -> bool:
-    return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
-
+LINK_HELP = (
+    "stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: each GPU's line rate), or "
+    "inter-busbw=124GB/s (the bus bandwidth measured across nodes)"
+)
+"""``--link``'s help, wherever a command takes a collective model's sources."""
 
 MEMORY = ("state", "peak", "off")
+MEMORY_KINDS = {
+    "state": "what a rank holds between steps (parameters, gradients, optimizer state, buffers), estimated",
+    "peak": "the estimated peak of a step (state plus one forward + backward)",
+}
+"""What each ``--memory`` estimate counts, in words (``off``: none)."""
 
 
-def _memory(kind: str) -> Any:
+def memory_estimator(kind: str) -> Any:
     """The estimator's bytes per rank of a profile at a world size and global batch (None where it
     cannot): ``state``, what a rank holds between steps (the model on the meta device: fast);
-    ``peak``, with one forward + backward under FakeTensorMode on top (seconds per batch size)."""
+    ``peak``, with one forward + backward under FakeTensorMode on top (seconds per batch size);
+    None for ``off``. The estimator imports torch when first asked, not before."""
     if kind == "off":
         return None
     estimators: dict[str, Any] = {}
@@ -128,13 +113,25 @@ def _memory(kind: str) -> Any:
 
 
 def _predict_run(args: argparse.Namespace) -> int:
-    from dpbench.predict import OverlapSlowdown, format_steps, step_predictions, steps_document
+    from dpbench.predict import (
+        OverlapSlowdown,
+        format_steps,
+        run_collective_model,
+        step_predictions,
+        steps_document,
+    )
 
     run = _resolve_target(args)
     if args.sources or args.check or args.min_bytes:
         raise UsageError("--from/--check/--min-bytes: only for TARGET collectives; for a run use --collectives FILE")
-    worlds = _ints(args.world_sizes, "--world-sizes")
-    model = _collective_model(args, run)
+    worlds = int_list(args.world_sizes, "--world-sizes")
+    model = run_collective_model(
+        run,
+        collectives=args.collectives,
+        link=args.link,
+        gpus_per_node=args.gpus_per_node,
+        collective=args.collective,
+    )
     overlap = None
     if args.overlap_slowdown is not None:
         if not 0.0 <= args.overlap_slowdown <= 1.0:
@@ -148,11 +145,8 @@ def _predict_run(args: argparse.Namespace) -> int:
         overlap=overlap,
         from_world_size=args.from_world_size,
         threads_per_rank=args.threads_per_rank,
-        memory=_memory(args.memory),
-        memory_kind={
-            "state": "what a rank holds between steps (parameters, gradients, optimizer state, buffers), estimated",
-            "peak": "the estimated peak of a step (state plus one forward + backward)",
-        }.get(args.memory, "not estimated"),
+        memory=memory_estimator(args.memory),
+        memory_kind=MEMORY_KINDS.get(args.memory, "not estimated"),
     )
     if args.json:
         write_json(args.json, steps_document(forecast))
@@ -215,8 +209,7 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--link",
         metavar="SPEC",
-        help="stated links, e.g. intra=450GB/s,inter=25GB/s,latency=10us (inter: each GPU's line rate), or "
-        "inter-busbw=124GB/s (the bus bandwidth measured across nodes)",
+        help=LINK_HELP,
     )
     p.add_argument(
         "--collective",

@@ -19,8 +19,11 @@ And the step model built on it:
 - :mod:`~dpbench.predict.step`: each strategy's schedule → :func:`predict_step` →
   :class:`StepPrediction`.
 - :mod:`~dpbench.predict.forecast`: a saved run → :func:`step_predictions` → :class:`StepForecast`
-  (every configuration × world size, and the pick at each); what a report section can render.
-- :mod:`~dpbench.predict.step_text`: what ``dpbench predict RUN`` prints and its JSON.
+  (every configuration × world size, and the pick at each), with :func:`run_collective_model` (the
+  collective model from ``--collectives``/``--link`` or the run's own comm-suite benchmarks); what
+  the report's forecast section renders.
+- :mod:`~dpbench.predict.step_text`: what ``dpbench predict RUN`` prints and its JSON, and the
+  cells the report's table shares with it.
 
 It sits beside the gate: above ``dpbench.results`` (it reads saved runs), below the report and
 the command line, which show its predictions.
@@ -57,6 +60,7 @@ __all__ = [
     "read_comm_run",
     "read_measurements",
     "read_nccl_tests",
+    "run_collective_model",
     "step_predictions",
     "steps_document",
 ]
@@ -84,6 +88,7 @@ _LAZY = {
     "StepForecast": "dpbench.predict.forecast",
     "StrategyPick": "dpbench.predict.forecast",
     "step_predictions": "dpbench.predict.forecast",
+    "run_collective_model": "dpbench.predict.forecast",
     "format_steps": "dpbench.predict.step_text",
     "steps_document": "dpbench.predict.step_text",
 }

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dpbench.errors import UsageError
-from dpbench.predict.collectives import CollectiveModel
+from dpbench.predict.collectives import CollectiveModel, fit_collectives
+from dpbench.predict.measurements import read_comm_run, read_measurements
+from dpbench.predict.model import parse_link
 from dpbench.predict.profile import StepProfile, case_label, profile_from_benchmark, profiles_from_run
 from dpbench.predict.schedule import replay
 from dpbench.predict.step import (
@@ -32,7 +34,14 @@ from dpbench.predict.step import (
 )
 from dpbench.schema import StrategyName
 
-__all__ = ["StepForecast", "StrategyPick", "measure_overlap", "pick_strategies", "step_predictions"]
+__all__ = [
+    "StepForecast",
+    "StrategyPick",
+    "measure_overlap",
+    "pick_strategies",
+    "run_collective_model",
+    "step_predictions",
+]
 
 # (profile, world size, global batch) → the estimator's peak bytes per rank, or None
 Memory = Callable[[StepProfile, int, int], "int | None"]
@@ -79,6 +88,35 @@ class StepForecast:
     """What the predictions leave out or assume, one line each."""
     memory: str = "not estimated"
     """What ``memory_per_rank_bytes`` counts, in words (from the caller's estimator)."""
+
+
+def run_collective_model(
+    run: Any,
+    *,
+    collectives: Sequence[str] | None = None,
+    link: str | None = None,
+    gpus_per_node: int | None = None,
+    collective: str | None = None,
+) -> CollectiveModel:
+    """The collective model to predict ``run`` with, from the command line's sources: the
+    measurements in ``collectives`` (nccl-tests logs, comm-suite runs; ``collective`` names the
+    collective of logs that do not say), else the run's own comm-suite benchmarks, plus the stated
+    ``link`` (``--link`` text) for what no measurement covers; ``gpus_per_node`` as ``--gpus-per-node``."""
+    stated = parse_link(link) if link else None
+    if collectives:
+        measurements = read_measurements(list(collectives), collective=collective)
+    else:
+        measurements = read_comm_run(run.path) if _has_collectives(run) else []
+        if not measurements and stated is None:
+            raise UsageError(
+                f"--collectives: {run.run_id} has no comm-suite benchmarks: expected nccl-tests logs or a "
+                "comm-suite run in --collectives, or a stated link, e.g. --link intra=10GB/s, found neither"
+            )
+    return fit_collectives(measurements, link=stated, gpus_per_node=gpus_per_node)
+
+
+def _has_collectives(run: Any) -> bool:
+    return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
 
 
 def _ddp_cases(run: Any) -> list[dict[str, Any]]:

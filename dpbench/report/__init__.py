@@ -5,7 +5,8 @@ The sections are a plain list (:data:`dpbench.report.sections.SECTIONS`): a new 
 and a line there.
 
 May import: ``dpbench.results`` (the tidy frame), ``dpbench.gate`` (verdicts to show),
-``dpbench.ab`` (the provenance lines of two environments),
+``dpbench.predict`` (a run's forecast at other world sizes, to show), ``dpbench.ab`` (the
+provenance lines of two environments),
 ``dpbench.stats``, ``dpbench.schema``. Never torch. Names load lazily so ``dpbench --help`` stays
 fast (pandas and matplotlib are only imported when a report is made); ``load_runs`` and friends
 are re-exported from ``dpbench.results`` for convenience.

@@ -9,7 +9,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from dpbench._atomic import atomic_write_text
 from dpbench.decision.model import Decision
 from dpbench.errors import UsageError
 from dpbench.gate.compare import DEFAULT_THRESHOLD
+from dpbench.predict.forecast import StepForecast
 from dpbench.report.machines import environment_lines
 from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
@@ -119,13 +120,20 @@ def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
     return render_report_and_decision(runs, title=title)[0]
 
 
-def render_report_and_decision(runs: Sequence[Run], *, title: str = "dpbench report") -> tuple[str, Decision]:
+def render_report_and_decision(
+    runs: Sequence[Run], *, title: str = "dpbench report", forecasts: Sequence[StepForecast | None] = ()
+) -> tuple[str, Decision]:
     """The HTML text of a report over ``runs`` and the decision model it renders (computed once:
-    the terminal and ``--json`` render the same object)."""
+    the terminal and ``--json`` render the same object); ``forecasts``: per run, in the order of
+    ``runs``, its forecast at other world sizes (None: nothing to predict from) for the section
+    "Predicted at other world sizes" (empty: no such section)."""
     if not runs:
         raise ResultsError("no runs to report on")
+    if forecasts and len(forecasts) != len(runs):
+        raise ValueError(f"forecasts: expected one per run ({len(runs)}), found {len(forecasts)}")
     data = report_data(runs_frame(runs))
     run_names = data.runs
+    data.forecasts = list(forecasts)
     script, script_hash = _script()
     template = _environment().get_template("report.html.j2")
     html = template.render(
@@ -164,10 +172,15 @@ def write_report_and_decision(
     *,
     results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
     title: str = "dpbench report",
+    predict: Callable[[Sequence[Run]], Sequence[StepForecast | None]] | None = None,
 ) -> tuple[Path, Decision]:
-    """:func:`write_report`, and the decision model the page renders."""
+    """:func:`write_report`, and the decision model the page renders; ``predict``: the runs read →
+    their forecasts (see :func:`render_report_and_decision`), asked before anything is written, so
+    that its error leaves no file."""
     if Path(output).is_dir():
         raise UsageError(f"-o/--output: expected the path of the HTML file to write, found a directory: {output}")
     files = resolve_runs(list(runs), results_dir=results_dir)
-    html, decision = render_report_and_decision([read_run(p) for p in files], title=title)
+    read = [read_run(p) for p in files]
+    forecasts = predict(read) if predict is not None else ()
+    html, decision = render_report_and_decision(read, title=title, forecasts=forecasts)
     return atomic_write_text(output, html), decision

@@ -29,11 +29,14 @@ from dpbench.decision.model import Decision
 from dpbench.decision.questions import decide
 from dpbench.decision.words import level_line
 from dpbench.gate.compare import compare_frames
+from dpbench.predict.forecast import StepForecast
+from dpbench.predict.step_text import PICK_LINE
 from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
 from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
 from dpbench.report.machines import hardware_difference, machines_view
+from dpbench.report.predicted import forecast_blocks
 from dpbench.report.summary import run_warnings, trial_notes
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
@@ -66,6 +69,9 @@ class ReportData:
     ahead: dict[Callable, Future] = field(default_factory=dict)
     # The answer of every question (dpbench.decision), computed once when first asked for.
     decision: Decision | None = None
+    # Per run (in the order of ``runs``), its forecast at other world sizes (dpbench.predict), or None
+    # where it has nothing to predict from; empty: none was asked for (no section).
+    forecasts: list[StepForecast | None] = field(default_factory=list)
 
     def decided(self) -> Decision:
         """The decision model of these runs: every view renders this one object."""
@@ -134,6 +140,26 @@ def decision_section(data: ReportData) -> Section:
     )
 
 
+def predicted_section(data: ReportData) -> Section | None:
+    """Each run's forecast at the world sizes asked for (``--predict-world-sizes``): templates/predicted.html.j2."""
+    if not data.forecasts:
+        return None
+    return Section(
+        key="predicted",
+        title="Predicted at other world sizes",
+        template="predicted.html.j2",
+        description=(
+            "Each run's ddp, fsdp, zero and allreduce configurations replayed against the collective model at "
+            "the world sizes asked for, as dpbench predict prints them: the predicted step with its 95% interval, "
+            "samples/s, scaling efficiency, exposed communication and memory per rank, and the run's own "
+            "measurement with the error where it measured that world size; then the fastest predicted "
+            "configuration per world size, and what the predictions rest on. A prediction, not a measurement: "
+            "the decision above is the measured answer."
+        ),
+        data={"blocks": forecast_blocks(data.runs, data.forecasts), "pick_line": PICK_LINE},
+    )
+
+
 def convergence_section(data: ReportData) -> Section | None:
     """The convergence suite's "Time to accuracy" (issue 21): its own rows, one per benchmark."""
     frame = data.frame
@@ -190,6 +216,7 @@ PARTS: list[PartBuilder] = [
 
 SECTIONS: list[Callable[[ReportData], Section | None]] = [
     decision_section,
+    predicted_section,
     comparison_section,
     machines_section,
     figure_section("throughput", "Throughput and scaling", [plots.throughput, plots.scaling]),
