@@ -65,6 +65,11 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="the collective measurements to predict with (nccl-tests logs, comm-suite runs; default: each run's own)",
     )
+    forecast.add_argument(
+        "--collective",
+        metavar="NAME",
+        help="the collective of logs in --collectives whose header and file name do not say (all_reduce, ...)",
+    )
     forecast.add_argument("--link", metavar="SPEC", help=LINK_HELP)
     forecast.add_argument(
         "--gpus-per-node",
@@ -83,6 +88,7 @@ def register_report(subparsers: argparse._SubParsersAction) -> None:
 # The options that only shape the forecast, as the user types them, and their namespace names.
 _FORECAST_OPTIONS = (
     ("--collectives", "collectives"),
+    ("--collective", "collective"),
     ("--link", "link"),
     ("--gpus-per-node", "gpus_per_node"),
     ("--scaling", "scaling"),
@@ -116,7 +122,11 @@ def _forecaster(args: argparse.Namespace) -> Callable[[Sequence[Any]], list[Any]
                 out.append(None)
                 continue
             model = run_collective_model(
-                run, collectives=args.collectives, link=args.link, gpus_per_node=args.gpus_per_node
+                run,
+                collectives=args.collectives,
+                link=args.link,
+                gpus_per_node=args.gpus_per_node,
+                collective=args.collective,
             )
             out.append(
                 step_predictions(

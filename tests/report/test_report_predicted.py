@@ -141,6 +141,7 @@ def _refused(capsys, tmp_path: Path, *argv: str) -> str:
         (["--collectives", RUN], "--collectives: expected --predict-world-sizes LIST beside it"),
         (["--gpus-per-node", "8"], "--gpus-per-node: expected --predict-world-sizes LIST beside it"),
         (["--scaling", "strong"], "--scaling: expected --predict-world-sizes LIST beside it"),
+        (["--collective", "all_reduce"], "--collective: expected --predict-world-sizes LIST beside it"),
         (["--predict-world-sizes", "0"], "--predict-world-sizes: expected comma-separated integers >= 1, found '0'"),
         (["--predict-world-sizes", "16"], "world size 16: spans 8 nodes of 2 GPUs"),
     ],
