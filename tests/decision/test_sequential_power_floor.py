@@ -1,0 +1,51 @@
+"""scripts/sequential_power_floor.py: the powers it prints against closed forms and a seeded draw."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy.stats import norm
+
+ROOT = Path(__file__).resolve().parents[2]
+SD = math.sqrt(2) * 0.148  # the midday model's pair spread, as the validation page quotes it
+D = math.log1p(0.2)
+
+
+@pytest.fixture(scope="module")
+def floor():
+    spec = importlib.util.spec_from_file_location(
+        "sequential_power_floor", ROOT / "scripts" / "sequential_power_floor.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sign_test_claims_nothing_below_five_pairs_and_all_five_above_at_five(floor):
+    assert [floor.sign_power(n, D, SD, 0.10) for n in (2, 3, 4)] == [0.0, 0.0, 0.0]
+    # 5 pairs at 90%: the interval [min, max] (2 · 2⁻⁵ = 6.25%), so every pair must be above
+    assert floor.sign_power(5, D, SD, 0.10) == pytest.approx(norm.cdf(D / SD) ** 5, rel=1e-12)
+
+
+def test_the_z_power_is_the_closed_form_and_bounds_the_others(floor):
+    assert floor.z_power(4, D, SD, 0.10) == pytest.approx(norm.cdf(D * 2 / SD - norm.ppf(0.95)), rel=1e-12)
+    for n in range(2, 13):
+        assert floor.t_power(n, D, SD, 0.10) < floor.z_power(n, D, SD, 0.10)
+        assert floor.sign_power(n, D, SD, 0.10) < floor.z_power(n, D, SD, 0.10)
+
+
+def test_the_t_power_matches_a_seeded_draw(floor):
+    rng = random.Random(7)
+    n, draws, claimed = 4, 10000, 0
+    from scipy.stats import t
+
+    crit = t.ppf(0.95, n - 1)
+    for _ in range(draws):
+        xs = [rng.gauss(D, SD) for _ in range(n)]
+        claimed += statistics.fmean(xs) / (statistics.stdev(xs) / math.sqrt(n)) > crit
+    assert claimed / draws == pytest.approx(floor.t_power(n, D, SD, 0.10), abs=0.015)
