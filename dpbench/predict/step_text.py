@@ -86,7 +86,9 @@ def prediction_cells(p: StepPrediction) -> tuple[str, ...]:
         f"{p.samples_per_s:,.0f}",
         fmt_pct(p.scaling_efficiency),
         fmt_seconds(p.exposed_comm_s),
-        fmt_bytes(p.memory_per_rank_bytes) if p.memory_per_rank_bytes is not None else "not estimated",
+        fmt_bytes(p.memory_per_rank_bytes)
+        if p.memory_per_rank_bytes is not None
+        else "–",  # the basis line says it was not estimated
         fmt_seconds(p.measured_step_time_s),
         "–" if p.error is None else f"{p.error:+.1%}",
     )
