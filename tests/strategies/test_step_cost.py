@@ -49,7 +49,7 @@ def test_a_model_without_a_meta_path_is_left_to_its_launch():
             self.w = torch.nn.Parameter(torch.ones(2))
 
         def forward(self, x):
-            return (x * self.w).sum() + float(self.w.sum())  # reads a value: no meta tensor has one
+            return (x * self.w).sum() + float(self.w.detach().sum())  # reads a value: no meta tensor has one
 
     class Work:
         def model(self):
