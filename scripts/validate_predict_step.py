@@ -84,7 +84,9 @@ def main() -> int:
         b["extra_info"].get("device_type") for b in run.benchmarks if b["extra_info"].get("kind") == "training"
     )
     overlap = stated_overlap(device)
-    threads = _threads_at_two(run)
+    # On a GPU the compute runs there, not on the rank's CPU threads: taken as measured (the column
+    # "compute 2 ranks ÷ 1" says what two ranks sharing one GPU did to it).
+    threads = _threads_at_two(run) if device == "cpu" else None
     forecast = step_predictions(run, model, [2], from_world_size=1, overlap=overlap, threads_per_rank=threads)
     as_measured = step_predictions(run, model, [2], from_world_size=1, overlap=overlap)
     same = {(p.workload, p.label): p for p in as_measured.predictions}
@@ -135,7 +137,10 @@ def main() -> int:
     for note in forecast.notes:
         print(f"note: {note}")
     print()
-    print(f"threads per rank at 2 ranks (the run's harness setting): {threads}")
+    if device == "cpu":
+        print(f"threads per rank at 2 ranks (the run's harness setting): {threads}")
+    else:
+        print(f"device {device}: the compute taken as measured at 1 rank (no CPU thread scaling)")
     print()
     print(
         "| workload | strategy | 1 rank | predicted w2 [95%] | measured w2 | error | threads as at 1 rank | error "

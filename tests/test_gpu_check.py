@@ -23,7 +23,7 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = ["inventory", "smoke", "gpu-tests", "compile", "traces", "convergence", "report"]
-SECOND = ["gradscaler", "suites", "compare", "report-ab"]
+SECOND = ["gradscaler", "suites", "compare", "report-ab", "predict"]
 # One call to a lent GPU machine may run 600 s: the first pass leaves two minutes of it unbudgeted.
 FIRST_PASS_MAX_S = 480
 BUDGET_LINE = re.compile(r"^first pass: (\d+) steps, (\d+) s budgeted$")
@@ -210,7 +210,8 @@ def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failu
     assert calls[1].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[1]
     assert "--benchmark-save=gpu-check-b" in calls[2] and calls[3].startswith("-m dpbench.cli compare ")
     assert calls[4].startswith("-m dpbench.cli report ") and calls[4].count("gpu-check-") == 2
-    assert out.stdout.splitlines()[-1] == "second pass: 4 steps, 380 s budgeted"
+    assert calls[5].startswith("scripts/validate_predict_step.py ") and "gpu-check-a.json" in calls[5]
+    assert out.stdout.splitlines()[-1] == "second pass: 5 steps, 400 s budgeted"
 
 
 @pytest.mark.parametrize("installed", [False, True])
