@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -84,13 +85,9 @@ def test_the_overlap_slowdown_is_measured_from_the_multi_rank_ddp_case():
     assert 0.0 <= overlap.value <= 1.0
 
 
-@pytest.mark.parametrize("slowdown", [0.0, 0.25, 0.6, 1.0])
-def test_the_fitted_slowdown_gives_back_the_step_it_was_fitted_to(slowdown):
-    from dpbench.predict.forecast import _fit_slowdown
-    from dpbench.predict.schedule import replay
-    from dpbench.predict.step import step_tasks
-
-    profile = StepProfile(
+def _two_bucket_ddp(**changes) -> StepProfile:
+    """A ddp step at 2 ranks: 2 + 10 + 1 ms of compute, two buckets (3 MB ready at half the backward, 4 MB)."""
+    base = StepProfile(
         workload="w",
         strategy="ddp",
         label="ddp",
@@ -106,6 +103,16 @@ def test_the_fitted_slowdown_gives_back_the_step_it_was_fitted_to(slowdown):
         ),
         step_time_s=0.02,
     )
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.mark.parametrize("slowdown", [0.0, 0.25, 0.6, 1.0])
+def test_the_fitted_slowdown_gives_back_the_step_it_was_fitted_to(slowdown):
+    from dpbench.predict.forecast import _fit_slowdown
+    from dpbench.predict.schedule import replay
+    from dpbench.predict.step import step_tasks
+
+    profile = _two_bucket_ddp()
     collectives = 0.007  # shared by bytes: 3 ms and 4 ms
 
     def send(collective, nbytes, group, spans):
@@ -170,24 +177,7 @@ def test_the_fitted_slowdown_shares_the_collectives_with_the_buffer_broadcast(sl
     from dpbench.predict.schedule import replay
     from dpbench.predict.step import step_tasks
 
-    profile = StepProfile(
-        workload="w",
-        strategy="ddp",
-        label="ddp",
-        options={"accumulation_steps": 2},
-        world_size=2,
-        per_rank_batch=8,
-        forward_s=0.002,
-        backward_s=0.010,
-        optimizer_s=0.001,
-        param_bytes=7_000_000,
-        buckets=(
-            GradientGroup(bytes=3_000_000, ready_fraction=0.5),
-            GradientGroup(bytes=4_000_000, ready_fraction=1.0),
-        ),
-        step_time_s=0.02,
-        buffer_bytes=1_000_000,
-    )
+    profile = _two_bucket_ddp(options={"accumulation_steps": 2}, buffer_bytes=1_000_000)
     collectives = 0.008  # shared by bytes: the 1 ms broadcast, 3 ms and 4 ms of all-reduce
 
     def send(collective, nbytes, group, spans):

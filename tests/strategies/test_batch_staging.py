@@ -8,12 +8,11 @@ answers them without a device — a fake CUDA surface at the tensor boundary.
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.distributed as dist
+from _groups import one_rank_group  # noqa: F401 (the fixture)
 from _toy_workloads import MLP
 
 from dpbench.strategies import get_strategy
@@ -69,19 +68,8 @@ def _spec(strategy: str, world_size: int, devices: tuple[str, ...], **options) -
     )
 
 
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A one-rank gloo group in this process (DDP needs one); destroyed afterwards."""
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timedelta(seconds=30))
-    try:
-        yield dist.group.WORLD
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow  # DistributedDataParallel's first construction imports a lot (~8 s on a busy machine)
-def test_ddp_accumulation_copies_no_micro_batch_inside_the_step(log, one_rank_group):
+def test_ddp_accumulation_copies_no_micro_batch_inside_the_step(log, one_rank_group):  # noqa: F811 (the fixture)
     spec = _spec("ddp", 1, ("cpu",), accumulation_steps=3)
     ctx = SimpleNamespace(
         rank=0, world_size=1, device=torch.device("cpu"), group=one_rank_group, at_close=lambda fn: None

@@ -3,27 +3,15 @@ once, before the first micro-batch's forward, however many micro-batches run und
 
 from __future__ import annotations
 
-from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.distributed as dist
+from _groups import one_rank_group  # noqa: F401 (the fixture)
 from _toy_workloads import BN
 
 from dpbench.strategies import get_strategy
 from dpbench.strategies.base import RunSpec
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A one-rank gloo group in this process (DDP needs one); destroyed afterwards."""
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timedelta(seconds=30))
-    try:
-        yield dist.group.WORLD
-    finally:
-        dist.destroy_process_group()
 
 
 def _trainer(group, **options):
@@ -49,7 +37,7 @@ def _trainer(group, **options):
 
 
 @pytest.mark.slow  # DistributedDataParallel's first construction imports a lot (~8 s on a busy machine)
-def test_one_buffer_sync_per_step_under_accumulation_as_the_plan_has(one_rank_group):
+def test_one_buffer_sync_per_step_under_accumulation_as_the_plan_has(one_rank_group):  # noqa: F811 (the fixture)
     trainer = _trainer(one_rank_group, accumulation_steps=3)
     calls = []
     real = trainer.ddp._distributed_broadcast_coalesced
