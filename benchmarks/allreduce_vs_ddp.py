@@ -6,7 +6,7 @@ They stay up side by side and take turns (short interleaved rounds) so machine n
 them alike; the table shows median step times, the non-hidden communication phase, and
 each one relative to DDP. Target: ``overlap`` within 10 % of DDP.
 
-    .venv/bin/python scripts/bench_allreduce_vs_ddp.py [--workload mlp] [--world-size 2]
+    .venv/bin/python -m benchmarks.allreduce_vs_ddp [--workload mlp] [--world-size 2]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dpbench  # noqa: E402
 from dpbench.launcher import available_cores  # noqa: E402

@@ -6,7 +6,7 @@ fresh spawned process (``real_step_peak``). Time: ``single`` with and without it
 trials interleaved (plain, checkpointed, plain, …), each trial's median step; the paired ratio
 checkpointed ÷ plain with its interval (``dpbench.stats.paired_ratio``, the gate's estimator).
 
-    .venv/bin/python scripts/bench_checkpointing.py [--trials 6] [--steps 20]
+    .venv/bin/python -m benchmarks.checkpointing [--trials 6] [--steps 20]
 """
 
 from __future__ import annotations

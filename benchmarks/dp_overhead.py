@@ -13,7 +13,7 @@ rounds. Cases:
   plain module, forward + backward.
 * CUDA only: the same against ``torch.nn.DataParallel`` with the same device ids.
 
-Run: ``.venv/bin/python scripts/bench_dp_overhead.py [--device cpu|cuda] [--rounds N] [--iters N] [--json PATH]``
+Run: ``.venv/bin/python -m benchmarks.dp_overhead [--device cpu|cuda] [--rounds N] [--iters N] [--json PATH]``
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dpbench.parallel import DataParallel  # noqa: E402
 
 

@@ -18,7 +18,7 @@ for the duration of the call (the trial then records none: it asks ``hasattr(run
   so with ÷ without should differ only by the machine's noise;
 * the load average before and after each pair, and the cores.
 
-    .venv/bin/python scripts/bench_fingerprint_overhead.py [--pairs 5] [--json out.json] \\
+    .venv/bin/python -m benchmarks.fingerprint_overhead [--pairs 5] [--json out.json] \\
         [--cases ddp:mlp:2,fsdp:transformer:2]
 """
 
@@ -33,7 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpbench.launcher.run import Run  # noqa: E402
 from dpbench.measure import TrainingCase, resolve_profile  # noqa: E402

@@ -9,7 +9,7 @@ read (``scale → backward → unscale_ → optimizer.step → update``: same ke
 decision dropped), in interleaved rounds (A B B A …) so drift hits both sides alike; each step
 ends with a device sync, as dpbench's timed steps do.
 
-    .venv/bin/python scripts/bench_gradscaler_sync.py [--workload mlp] [--batch 256] [--rounds 8] [--steps 30]
+    .venv/bin/python -m benchmarks.gradscaler_sync [--workload mlp] [--batch 256] [--rounds 8] [--steps 30]
 
 Prints the median step time of each variant, the paired ratio with scaler / without (with its
 95 % interval over rounds) and the host time blocked inside ``scaler.step``. Runs on CUDA; on a
@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dpbench.stats import paired_ratio  # noqa: E402
 

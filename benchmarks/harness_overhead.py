@@ -18,7 +18,7 @@ docs/calibration.md#harness-overhead). ``--sessions N`` therefore runs the measu
 after another, and judges the session ratios (the unit of repetition) with the same
 ``paired_ratio``: the median across sessions and its distribution-free interval.
 
-    .venv/bin/python scripts/bench_harness_overhead.py [--workload mlp] [--rounds 40] [--all] [--sessions N]
+    .venv/bin/python -m benchmarks.harness_overhead [--workload mlp] [--rounds 40] [--all] [--sessions N]
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dpbench  # noqa: E402
 from dpbench.launcher import WorkerPool, available_cores  # noqa: E402

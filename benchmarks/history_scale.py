@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Time `dpbench history` over a synthetic history: COMMITS commits x BENCHMARKS benchmarks
-(one run per commit, 5 trials each, from dpbench.history.simulation), ordered by date (the
+(one run per commit, 5 trials each, from validation.history_noise), ordered by date (the
 commits are not in any repository). Prints load+analysis time, render time (wall and CPU: on
 a shared machine the CPU time is the one to trust) and page size.
 
-Usage: scripts/bench_history_scale.py [--commits 500] [--benchmarks 70] [--dir /tmp/history-scale]
+Usage: python -m benchmarks.history_scale [--commits 500] [--benchmarks 70] [--dir /tmp/history-scale]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from dpbench.history.series import load_history, run_files
-from dpbench.history.simulation import synthetic_run
+from validation.history_noise import synthetic_run
 from dpbench.report.history_page import render_history_page
 
 

@@ -4,7 +4,7 @@ Prints a Markdown table: per workload, batch and precision, the peak of one forw
 estimated without memory (``fake_step_peak``) and measured on real CPU tensors with the same
 counter in a fresh spawned process (``real_step_peak``), and the relative error.
 
-    .venv/bin/python scripts/bench_memory_estimate.py
+    .venv/bin/python -m benchmarks.memory_estimate
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """The spread of a recipe's final test accuracy across seeds, and each strategy's gap to ``single``
 at the same seed: what the convergence suite's parity tolerance is derived from.
 
-    .venv/bin/python scripts/bench_parity_spread.py [--recipe digits-mlp] [--seeds 8] [--device cpu]
+    .venv/bin/python -m benchmarks.parity_spread [--recipe digits-mlp] [--seeds 8] [--device cpu]
         [--strategies ddp,dp] [--json out.json]
 
 Trains the recipe at its own epochs and hyper-parameters under ``single`` for seeds 0..N-1, and
@@ -18,7 +18,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def final_accuracy(recipe_name: str, strategy: str, world_size: int, *, seed: int, device: str) -> float:

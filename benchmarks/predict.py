@@ -3,7 +3,7 @@
 (interpreter start, reading the run, fitting the collectives, the memory estimates, printing).
 Target: at most 5 s. Runs it ``--repeats`` times and prints each wall time and the median.
 
-    .venv/bin/python scripts/bench_predict.py [RUN] [--repeats 5]
+    .venv/bin/python -m benchmarks.predict [RUN] [--repeats 5]
 
 RUN defaults to tests/predict/data/step_run.json (a real quick run, cut down); a whole saved quick
 run (``dpbench run --profile quick``) is the target's case.

@@ -7,8 +7,8 @@ real suites write them, one measurement per ``case_key`` published by every suit
 is rendered ``--repeat`` times in a fresh process (imports included, as the CLI pays them);
 the table shows the median and the spread.
 
-    .venv/bin/python scripts/bench_report.py              # 2, 4, 10, 20 runs
-    .venv/bin/python scripts/bench_report.py --runs 2 --repeat 1
+    .venv/bin/python -m benchmarks.report              # 2, 4, 10, 20 runs
+    .venv/bin/python -m benchmarks.report --runs 2 --repeat 1
 
 Timings need an idle machine: on a shared one they only say roughly where the time goes.
 """

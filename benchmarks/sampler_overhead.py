@@ -6,7 +6,7 @@ watching this process), in interleaved rounds whose order alternates so drift on
 machine hits both sides alike, and prints the median times, the slowdown and the achieved
 sampling interval and its jitter.
 
-    .venv/bin/python scripts/bench_sampler_overhead.py [--rounds 30] [--seconds 1] [--interval 0.05]
+    .venv/bin/python -m benchmarks.sampler_overhead [--rounds 30] [--seconds 1] [--interval 0.05]
 
 Timings are wall-clock on the CPU, where torch runs matmuls synchronously, so the timer
 brackets exactly the work. Expect noise when other processes share the machine: compare
@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402  (the benchmark side may use torch; the sampler never imports it)
 

@@ -7,7 +7,7 @@ every strategy alike. A round is one ``run.step(k)``; its number is seconds per 
 reports the median over rounds. Memory per rank comes from ``Run.case_metrics()`` (what each rank
 holds after the timed steps, and its peak), taken once per run after all rounds.
 
-Run: ``.venv/bin/python scripts/bench_sharding.py [--workload transformer] [--world-size 2]
+Run: ``.venv/bin/python -m benchmarks.sharding [--workload transformer] [--world-size 2]
 [--optimizer adamw] [--rounds 7] [--steps 5] [--global-batch 64] [--json PATH]``
 """
 
@@ -20,7 +20,6 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dpbench  # noqa: E402
 from dpbench.measure.derive import derive  # noqa: E402
 

@@ -14,7 +14,7 @@ first; every session saves its run into a temporary results directory. Printed:
 * how far the two-pass exposed communication and the trace's lie apart (``difference_of_step``),
   the spread behind :data:`dpbench.traces.analysis.AGREEMENT_TOLERANCE`.
 
-    .venv/bin/python scripts/bench_trace_overhead.py [--passes 2] [--suites suites/] [-k EXPR] [--json out.json]
+    .venv/bin/python -m benchmarks.trace_overhead [--passes 2] [--suites suites/] [-k EXPR] [--json out.json]
 
 Environment (DPBENCH_PROFILE, DPBENCH_WORKLOADS, DPBENCH_TRIALS, ...) is passed through.
 """

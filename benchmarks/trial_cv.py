@@ -15,7 +15,7 @@ step time of each mode and their ratio, and how the workers were placed; then th
 p90 of the CVs over the cases. Pinning is
 switched with ``DPBENCH_PIN`` (read by every WorkerPool), so the suites' own code path runs.
 
-    .venv/bin/python scripts/bench_trial_cv.py [--trials 8] [--cases ddp-mlp-w2 ...] [--json out.json]
+    .venv/bin/python -m benchmarks.trial_cv [--trials 8] [--cases ddp-mlp-w2 ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""scripts/gpu-check, checked on CPU with a stub interpreter: its passes and step order, one
+"""tools/gpu-check, checked on CPU with a stub interpreter: its passes and step order, one
 PASS/FAIL line per step with its time, the worker's traceback on a FAIL, the one archive, the
 interpreter it picks (the lock's .venv or the image's own Python, said at the top), --dry-run's
 CPU stand-ins and its budget line; and the GPU workflow (parsed as YAML)."""
@@ -125,15 +125,15 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
     assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
     # What each step ran, on cuda, with the test suite's 5 s guard off.
-    assert calls[0].startswith("scripts/gpu_inventory.py --require-cuda |")
-    assert calls[1].startswith("scripts/gpu_smoke.py --device cuda |")
+    assert calls[0].startswith("python -m tools.gpu_inventory --require-cuda |")
+    assert calls[1].startswith("python -m tools.gpu_smoke --device cuda |")
     assert calls[2].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[2]
     # The cold torch.compile is a step of its own, left out of the other GPU tests.
     compile_test = "tests/strategies/test_sharded_cuda.py::test_compile_on_cuda_matches_eager_single"
     assert f"--deselect {compile_test} " in calls[2]
     assert calls[3].startswith(f"-m pytest {compile_test} -m gpu ")
     assert "--dpbench-trace" in calls[4] and "--benchmark-save=gpu-check-traces" in calls[4]
-    assert calls[5].startswith("scripts/gpu_check_verify.py traces ") and "gpu-check-traces.json" in calls[5]
+    assert calls[5].startswith("python -m tools.gpu_check_verify traces ") and "gpu-check-traces.json" in calls[5]
     assert calls[6].startswith("-m pytest suites/test_convergence.py ")
     assert calls[7].startswith("-m dpbench.cli report ") and "gpu-check-traces" in calls[7]
     assert "gpu-check-convergence" in calls[7]
@@ -188,8 +188,8 @@ def test_the_dry_run_rehearses_on_cpu_and_ends_with_the_budget(tmp_path):
     lines = _step_lines(out.stdout)
     assert [line.split()[:2] for line in lines] == [["PASS", name] for name in FIRST]
     assert all("device=cpu" in c for c in calls)
-    assert calls[0].startswith("scripts/gpu_inventory.py |")  # no --require-cuda
-    assert calls[1].startswith("scripts/gpu_smoke.py --device cpu |")
+    assert calls[0].startswith("python -m tools.gpu_inventory |")  # no --require-cuda
+    assert calls[1].startswith("python -m tools.gpu_smoke --device cpu |")
     assert not any("gradscaler" in c for c in calls)
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
     assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
@@ -206,11 +206,11 @@ def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failu
     out, calls = _gpu_check(repo, tmp_path, "--pass", "second", "--out", str(tmp_path))
     assert out.returncode == 0, out.stdout
     assert [line.split()[1] for line in _step_lines(out.stdout)] == SECOND
-    assert calls[0].startswith("scripts/bench_gradscaler_sync.py")
+    assert calls[0].startswith("python -m benchmarks.gradscaler_sync")
     assert calls[1].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[1]
     assert "--benchmark-save=gpu-check-b" in calls[2] and calls[3].startswith("-m dpbench.cli compare ")
     assert calls[4].startswith("-m dpbench.cli report ") and calls[4].count("gpu-check-") == 2
-    assert calls[5].startswith("scripts/validate_predict_step.py ") and "gpu-check-a.json" in calls[5]
+    assert calls[5].startswith("python -m validation.predict_step ") and "gpu-check-a.json" in calls[5]
     assert out.stdout.splitlines()[-1] == "second pass: 5 steps, 400 s budgeted"
 
 
@@ -345,7 +345,7 @@ def test_every_step_runs_under_a_timeout_that_kills_what_ignores_sigterm():
     assert calls and all(call.startswith('timeout -k 10 "$limit" ') for call in calls), calls
 
 
-# -- scripts/gpu-session: what one call to a lent machine runs --------------------------------------
+# -- tools/gpu-session: what one call to a lent machine runs --------------------------------------
 # A lent machine returns at most 8 files from $OUT, none deeper than two folders.
 SESSION_FILES = {"facts.txt", "session.log", "gpu-check.tgz", "gpu-check-live.tgz"}
 

@@ -27,7 +27,7 @@ def _script(name: str):
     return module
 
 
-# -- scripts/gpu_smoke.py ------------------------------------------------------------------------
+# -- python -m tools.gpu_smoke ------------------------------------------------------------------------
 @pytest.mark.slow  # imports every strategy (torch.distributed's FSDP and ZeRO): ~8 s on a busy machine
 def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
     import torch
@@ -190,7 +190,7 @@ def test_convergence_on_cuda_holds_a_perturbed_run_to_what_the_seed_spread_guara
     assert suite.asserted_bounds(None, None, reproducible=False) == (None, None)
 
 
-# -- scripts/gpu_inventory.py --------------------------------------------------------------------
+# -- python -m tools.gpu_inventory --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
     inventory = _script("gpu_inventory")
     cpu_build = {"torch": "2.13.0+cpu", "cuda": None, "gpu_count": 0}
@@ -272,7 +272,7 @@ def test_inventory_fails_here_when_cuda_is_required():
     assert out.stdout.startswith("python: ") and "\nmissing for gpu-check: nothing\ndriver: " in out.stdout
 
 
-# -- scripts/gpu_check_verify.py -----------------------------------------------------------------
+# -- python -m tools.gpu_check_verify -----------------------------------------------------------------
 def _traced(comm: list[float], *, skew: bool = True) -> dict:
     ranks = [{"rank": r, "comm_s": c} for r, c in enumerate(comm)]
     breakdown = {"ranks": ranks, "problems": [], "comm_transport": "host", "skew": None}
@@ -295,7 +295,7 @@ def test_a_traced_case_without_communication_fails_the_traces_step():
     assert verify.traced_case_problems({"extra_info": {"world_size": 1, "trace_breakdown": {}}}) is None
 
 
-# -- scripts/bench_gradscaler_sync.py ------------------------------------------------------------
+# -- python -m benchmarks.gradscaler_sync ------------------------------------------------------------
 @pytest.mark.slow  # first autocast + optimizer step in the process: ~7 s on a busy machine
 def test_gradscaler_bench_steps_with_and_without_the_found_inf_read():
     import torch

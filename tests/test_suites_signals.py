@@ -133,7 +133,7 @@ _EARLY_HOOKS = {
                 plugin.resolve_profile = resolve_profile
     """,
     # After the suites' own pytest_configure, before the session starts (pytest then calls no
-    # pytest_sessionfinish: found by scripts/soak_faults.py with a fault in the first 4 s).
+    # pytest_sessionfinish: found by python -m tools.soak_faults with a fault in the first 4 s).
     "configure": """
         import pytest
 
@@ -155,7 +155,7 @@ def test_a_signal_while_the_suites_start_says_so_in_one_line(tmp_path, sig, code
     """The measuring plugin imports torch and dpbench for seconds, then pytest configures the
     session: a SIGTERM or SIGINT in either ends the run with dpbench's one line and the exit status
     of an interrupted run, not a bare -15, pytest's KeyboardInterrupt traceback or exit 2 for a
-    SIGTERM (found by scripts/soak_faults.py)."""
+    SIGTERM (found by python -m tools.soak_faults)."""
     (tmp_path / "early_plugin.py").write_text(f"import os\nSIG = {int(sig)}\n" + textwrap.dedent(_EARLY_HOOKS[moment]))
     storage = tmp_path / "results"
     env = _env(

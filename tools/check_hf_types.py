@@ -7,7 +7,7 @@ activation estimate of ``dpbench estimate``; nothing is allocated, so a 100B-par
 config costs no memory). Prints one line per type and the counts per task; ``--json`` saves them.
 A type that steps here is not proven to train: the step's values are never computed.
 
-    .venv/bin/python scripts/check_hf_types.py [--types t5,bart] [--timeout 20] [--json out.json]
+    .venv/bin/python -m tools.check_hf_types [--types t5,bart] [--timeout 20] [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write the documentation's generated tables from the code: `scripts/gen_docs.py` rewrites them,
-`scripts/gen_docs.py --check` exits 1 when a page differs from what the code says (what
+"""Write the documentation's generated tables from the code: `python -m tools.gen_docs` rewrites them,
+`python -m tools.gen_docs --check` exits 1 when a page differs from what the code says (what
 tests/docs/test_docs_generated.py runs; `--fast` leaves out the tables that start a pytest).
 
 A generated table sits between `<!-- generated:NAME -->` and `<!-- end:generated:NAME -->` in its
@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def _cell(text: object) -> str:
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print(f"gen_docs: out of date with the code: {', '.join(stale)} (run scripts/gen_docs.py)", file=sys.stderr)
+        print(f"gen_docs: out of date with the code: {', '.join(stale)} (run python -m tools.gen_docs)", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""What scripts/gpu-check asks of a saved run beyond "the suite passed".
+"""What tools/gpu-check asks of a saved run beyond "the suite passed".
 
-    python scripts/gpu_check_verify.py traces RUN.json [RUN.json ...]
+    python -m tools.gpu_check_verify traces RUN.json [RUN.json ...]
 
 ``traces``: every traced case with two or more ranks has a per-rank breakdown in which each rank
 spent time communicating (a trace that shows none has not measured what the step claims: on a

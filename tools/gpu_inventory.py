@@ -3,7 +3,7 @@
 cuDNN; each GPU's name, memory, persistence and compute mode) and, with --require-cuda, fail when
 torch cannot use CUDA.
 
-    python scripts/gpu_inventory.py [--require-cuda]
+    python -m tools.gpu_inventory [--require-cuda]
 
 The facts come from :func:`dpbench.workers.machine.machine_facts` (the same ones saved runs
 carry): NVML for the GPUs and the driver, the torch build for CUDA/NCCL. No CUDA context is
@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 __all__ = ["inventory_lines", "cuda_problem", "gpu_modes", "mode_lines", "provenance_line", "missing_line", "main"]
 

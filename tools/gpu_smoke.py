@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """One-GPU smoke of every strategy that can run on one GPU: each path runs at least once.
 
-    python scripts/gpu_smoke.py [--device cuda|cpu] [--steps 2] [--only PATTERN]
+    python -m tools.gpu_smoke [--device cuda|cpu] [--steps 2] [--only PATTERN]
 
 single w1; dp w2 (two replicas on cuda:0); manual w2; ddp, allreduce, zero w2 (two ranks on
 one GPU: gloo); fsdp w1 (nccl needs one GPU per rank); torch-dp w1 (one replica per GPU);
@@ -17,7 +17,7 @@ case's fresh workers would pay the re-initialisation (seconds) in their start.
 
 Every case runs; a failing one prints ``FAIL <case>: <error>`` and then the worker's traceback
 (every failing rank's), and the exit status is 1. ``--device cpu`` is the CPU stand-in that
-``scripts/gpu-check --dry-run`` rehearses: the same cases, and a case the CPU cannot run (torch-dp,
+``tools/gpu-check --dry-run`` rehearses: the same cases, and a case the CPU cannot run (torch-dp,
 fp16) is a ``skip`` line with its reason; on CUDA a refused case fails. Exit 2: CUDA asked for but
 unavailable.
 """
@@ -31,7 +31,6 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 __all__ = ["CASES", "failure_text", "nvml_held", "smoke_line", "main"]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Fault soak (issue 18): N runs of a small real suite, one fault each at a random moment.
 
-    .venv/bin/python scripts/soak_faults.py --runs 100 --seed 1 [--kinds sigint,sigkill,...]
-    .venv/bin/python scripts/soak_faults.py --runs 20 --kinds node-kill      # two torchrun "nodes"
+    .venv/bin/python -m tools.soak_faults --runs 100 --seed 1 [--kinds sigint,sigkill,...]
+    .venv/bin/python -m tools.soak_faults --runs 20 --kinds node-kill      # two torchrun "nodes"
 
 The suite is ``tests/faults/soak_suite.py``, run with ``--dpbench`` (the measuring plugin; three cases:
 ddp ×2, single, allreduce ×2; ``--trials`` fresh-process trials, quick profile). Faults (``--kinds``):
@@ -45,7 +45,7 @@ import uuid
 from pathlib import Path
 
 import psutil
-from _soak_nodes import HANG_S, RUN_ID_ENV, NodeRuns
+from tools.soak_nodes import HANG_S, RUN_ID_ENV, NodeRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_KINDS = ("sigint", "sigterm", "sigkill", "sigint-group", "kill-worker", "kill-helper", "enospc")

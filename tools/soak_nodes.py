@@ -1,4 +1,4 @@
-"""The fault soak's torchrun part (scripts/soak_faults.py, kinds ``node-kill`` and ``agent-kill``):
+"""The fault soak's torchrun part (python -m tools.soak_faults, kinds ``node-kill`` and ``agent-kill``):
 two torchrun "nodes" on loopback running the small suite, one node's whole process tree or its
 torchrun alone killed at a random moment, and the other node's exit timed.
 

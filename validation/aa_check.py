@@ -4,11 +4,11 @@
 Runs the suites N times (default 4) back to back into a storage directory of their own (never
 results/), then ``dpbench compare`` with defaults on all N·(N−1)/2 pairs, and prints one line per
 pair (exit code, verdict counts, what regressed), each case's between-run jump (largest ÷
-smallest run median), and the noise model fitted from the N runs (``scripts/simulate_gate.py
+smallest run median), and the noise model fitted from the N runs (``python -m validation.simulate_gate
 --model`` simulates from it). Needs an idle machine for numbers that mean anything.
 
-    scripts/aa_check [--runs 4] [--storage DIR] [-- PYTEST ARGS ...]
-    DPBENCH_TRIALS=2 scripts/aa_check --runs 2 -- -k "test_collective and 4KiB and all_reduce"   # a tiny check
+    python -m validation.aa_check [--runs 4] [--storage DIR] [-- PYTEST ARGS ...]
+    DPBENCH_TRIALS=2 python -m validation.aa_check --runs 2 -- -k "test_collective and 4KiB and all_reduce"   # a tiny check
 
 Exit 0 when every pair exits 0; 1 when one does not; 2 on a failed suite run.
 """
@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def run_suites(storage: Path, runs: int, pytest_args: list[str]) -> list[Path]:
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                                                   tail)
     from dpbench.gate.compare import compare_runs
     from dpbench.gate.formats import display_names
-    from dpbench.gate.simulation import fit_noise_model
+    from validation.noise import fit_noise_model
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
 
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nnoise model fitted from these runs (log-scale sds):")
         print(json.dumps({**model.to_dict(), **{k: v for k, v in model.percentiles().items()}}, indent=1))
         (storage / "noise_model.json").write_text(json.dumps(model.to_dict(), indent=1) + "\n")
-        print(f"(saved to {storage / 'noise_model.json'}: scripts/simulate_gate.py --model that file)")
+        print(f"(saved to {storage / 'noise_model.json'}: python -m validation.simulate_gate --model that file)")
     print(f"\n{'all pairs exit 0' if worst == 0 else 'a pair failed'}")
     return 1 if worst else 0
 

@@ -11,7 +11,7 @@ Target: the A/B exits 1 with at least 12 of the 14 mlp/lenet cases ``regressed``
 case, its last line stating the trials and the time; the A/A exits 0. Needs a quiet machine for
 about 30 minutes (two jobs of a few minutes to tens of minutes each).
 
-    .venv/bin/python scripts/validate_ab_relu.py [--trials 6] [--max-trials 18] [--budget 20m] [--keep]
+    .venv/bin/python -m validation.ab_relu [--trials 6] [--max-trials 18] [--budget 20m] [--keep]
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from dpbench.ab.revisions import ABError  # noqa: E402
 from dpbench.ab.settle import parse_budget, parse_max_trials  # noqa: E402

@@ -7,7 +7,7 @@ core); the other configuration's trials run on a quiet machine. The run's decisi
 question ``unsettled`` with the busy-machine reason, at any trial count. Prints the decision and
 the other processes' CPU share per case from the saved run.
 
-    .venv/bin/python scripts/validate_busy.py [--trials 2] [--busy single]
+    .venv/bin/python -m validation.busy [--trials 2] [--busy single]
 """
 
 from __future__ import annotations

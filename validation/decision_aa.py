@@ -3,7 +3,7 @@ decision set. Nothing changed between the runs, so a configuration claimed faste
 one run and slower in another is a contradiction: count them over every pair of runs, and say how
 often each comparison settled.
 
-    .venv/bin/python scripts/validate_decision_aa.py [--runs 3] [--workloads mlp,lenet,transformer] [-- RUN_ARGS]
+    .venv/bin/python -m validation.decision_aa [--runs 3] [--workloads mlp,lenet,transformer] [-- RUN_ARGS]
 
 Each run's decision is read from its ``--json``; relations are taken from every claim: ``faster``
 / ``slower`` against single and ``slower`` against the question's leader.

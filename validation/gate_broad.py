@@ -1,8 +1,8 @@
-"""Broad changes for ``scripts/simulate_gate.py --broad``: a share of the cases slowed together.
+"""Broad changes for ``python -m validation.simulate_gate --broad``: a share of the cases slowed together.
 
 A change of the code that touches most of a suite (a slower optimizer step, convolution, allreduce or
 library) moves many cases at once; a slower machine moves every case *and* the controls. Each simulated
-job draws both sides from a noise model (:mod:`dpbench.gate.simulation`), slows the first
+job draws both sides from a noise model (:mod:`validation.noise`), slows the first
 ``share`` of the cases by ``effect`` (their controls untouched) and moves everything, controls
 included, by ``machine``; it goes through the real :func:`dpbench.gate.family.judge_family`. Case 0 is
 one of the slowed cases with a trial spread of CV 5% (a steady case), so the table can say how often a
@@ -15,7 +15,7 @@ import random
 from dataclasses import replace
 
 from dpbench.gate.family import Item, judge_family
-from dpbench.gate.simulation import TrialNoiseModel, draw_case_params, draw_sides, level_for
+from validation.noise import TrialNoiseModel, draw_case_params, draw_sides, level_for
 from dpbench.gate.verdicts import Verdict
 
 __all__ = ["broad_job", "broad_table"]

@@ -2,9 +2,9 @@
 
 A trial time is ``true level × run offset × trial noise``, both lognormal: every run (a commit's
 job) shifts all of its trials by one offset (the machine that day, the build), and each fresh
-process adds its own noise on top. When a fit on real runs (``scripts/aa_check``) changes the model,
+process adds its own noise on top. When a fit on real runs (``python -m validation.aa_check``) changes the model,
 swap :data:`NOISE` (or pass another :class:`SeriesNoiseModel`) and
-rerun ``scripts/sim_history.py`` to re-check the detection rates and ``DEFAULT_ALPHA``.
+rerun ``python -m validation.simulate_history`` to re-check the detection rates and ``DEFAULT_ALPHA``.
 
 Used by ``scripts/`` and the tests only: no runtime module imports it.
 """
@@ -24,7 +24,7 @@ __all__ = ["NOISE", "SeriesNoiseModel", "creep_levels", "draw_series", "step_lev
 class SeriesNoiseModel:
     trial_cv: float = 0.05  # within a run, from fresh process to fresh process (log sd)
     # One offset per run, shared by its trials (log sd): the run offset of the noise model fitted by
-    # scripts/aa_check with a fresh forkserver helper each trial pass; trial_cv is the detection
+    # python -m validation.aa_check with a fresh forkserver helper each trial pass; trial_cv is the detection
     # targets' 5%, not that model's trial sd (measurements: docs/calibration.md#history-noise-model).
     run_offset_cv: float = 0.018
     trials: int = 5  # trials per commit
@@ -64,7 +64,7 @@ def synthetic_run(
 ) -> dict:
     """A minimal schema-2 pytest-benchmark document: one training benchmark per entry of
     ``levels`` (pytest name -> true seconds per step), trials drawn from ``noise``, a steady
-    control (1% noise). For the history tests and ``scripts/bench_history_scale.py``."""
+    control (1% noise). For the history tests and ``python -m benchmarks.history_scale``."""
     benchmarks = []
     for name, level in levels.items():
         (trials,) = draw_series([level], rng, noise)

@@ -9,7 +9,7 @@ offset: how much a fresh session moves this case) log-normal across benchmarks. 
 trial is ``log c = nu_b + R_r + D_r + e_c``: it sees the run-wide offset, plus its own.
 
 :func:`fit_noise_model` estimates every parameter from two or more saved runs of one commit on
-one machine (``scripts/simulate_gate.py --fit RUN ...``); :func:`draw_side` draws one side of a
+one machine (``python -m validation.simulate_gate --fit RUN ...``); :func:`draw_side` draws one side of a
 comparison as the gate's :class:`~dpbench.gate.judge.Pooled`, so a simulation goes through
 the real :func:`dpbench.gate.family.judge_family`.
 
@@ -105,7 +105,7 @@ TODAY = TrialNoiseModel(
     }
 )
 
-# The two models scripts/aa_check fitted on the 2-core development VM after the fresh-helper fix, as its
+# The two models python -m validation.aa_check fitted on the 2-core development VM after the fresh-helper fix, as its
 # validation table records them (docs: the gate's validation page): four quick runs of one commit each.
 # The per-case offset the midday fit put at its floor (0) is 0.1% here, spread 0.
 MIDDAY = TrialNoiseModel(
@@ -324,7 +324,7 @@ def draw_sides(
 
 # A/A gate jobs with disturbed trials: does a busy minute on the machine make the gate cry wolf?
 #
-# Each simulated job draws both sides from the gate's noise model (:mod:`dpbench.gate.simulation`),
+# Each simulated job draws both sides from the gate's noise model (:mod:`validation.noise`),
 # then disturbs each trial with probability ``rate`` (1 in 50 by default): its step time and its
 # control are multiplied by a pair drawn from measured disturbances (:func:`measured_disturbances`:
 # the disturbed trials of a real run, each its control's ratio to its placement's median and its

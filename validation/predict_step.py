@@ -12,7 +12,7 @@ rank, and one with the compute-only step the run measured at 2 ranks (``compute_
 against the same twin step at 1 rank) — what sharing the host really cost the compute — to say how
 much of the error the compute explains.
 
-    python scripts/validate_predict_step.py results/<machine>/0001_validate-predict.json [--json out.json]
+    python -m validation.predict_step results/<machine>/0001_validate-predict.json [--json out.json]
 
 Make the run with ``dpbench run --workload mlp --workload transformer --workload
 'hf:gpt2@n_layer=2,n_embd=64,n_head=2,vocab_size=512' --strategies single,ddp,fsdp,zero,allreduce

@@ -2,7 +2,7 @@
 """How few paired trials any test needs to settle a gap, under a fitted noise model: the floor
 under "trials used" that no stopping rule can go below. Exact (no simulation): closed-form power.
 
-    scripts/sequential_power_floor.py [--model midday|afternoon|clean] [--gaps 0.2,0.5] [--max-pairs 12]
+    python -m validation.sequential_power_floor [--model midday|afternoon|clean] [--gaps 0.2,0.5] [--max-pairs 12]
 
 Per number of pairs n and true gap g (one configuration 1 + g times as fast), the probability that
 one look at n pairs claims ``faster`` at the claim level (two-sided 90%: one side's 5%):
@@ -24,7 +24,7 @@ import math
 from scipy.stats import binom, nct, norm, t
 
 from dpbench.decision.claims import MIN_CLAIM_CONFIDENCE
-from dpbench.gate.simulation import AFTERNOON, CLEAN, MIDDAY
+from validation.noise import AFTERNOON, CLEAN, MIDDAY
 
 NOISE_MODELS = {"midday": MIDDAY, "afternoon": AFTERNOON, "clean": CLEAN}
 

@@ -4,10 +4,10 @@
 Every simulated job runs the real loop (``dpbench.ab.settle.until_settled``: the looks, where the next
 one falls, the alpha each judges at) with the real gate (``dpbench.gate.family.judge_family``, the
 paired test) and the gate's next-step estimate (``dpbench.gate.next_step.plan``); only the suites are
-drawn, pair by pair, from the gate's noise model (``dpbench.gate.simulation``: each round one machine
+drawn, pair by pair, from the gate's noise model (``validation.noise``: each round one machine
 offset shared by its base and head trial). Seeded: the same arguments print the same numbers.
 
-    scripts/simulate_ab_settle.py [--jobs 1000] [--benchmarks 20] [--trials 6] [--max-trials 18]
+    python -m validation.simulate_ab_settle [--jobs 1000] [--benchmarks 20] [--trials 6] [--max-trials 18]
                                   [--regressed 3] [--scenario clean|today|midday|afternoon] [--seed 51]
 
 Cells: A/A (nothing changed) and a few cases slowed 10% and 20%, each measured until settled
@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpbench.ab.job import DEFAULT_TRIALS  # noqa: E402
 from dpbench.ab.settle import MAX_TRIALS_FACTOR, LookResult, OpenCase, SettlePlan, until_settled  # noqa: E402
@@ -32,7 +31,7 @@ from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
 from dpbench.gate.judge import Pooled  # noqa: E402
 from dpbench.gate.next_step import plan as next_plan  # noqa: E402
-from dpbench.gate.simulation import AFTERNOON, CLEAN, MIDDAY, TODAY, draw_case_params, draw_side  # noqa: E402
+from validation.noise import AFTERNOON, CLEAN, MIDDAY, TODAY, draw_case_params, draw_side  # noqa: E402
 from dpbench.gate.verdicts import Verdict  # noqa: E402
 
 SCENARIOS = {"clean": CLEAN, "today": TODAY, "midday": MIDDAY, "afternoon": AFTERNOON}

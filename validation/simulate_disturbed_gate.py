@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Simulate A/A gate jobs in which the machine disturbs some trials (1 in 50 by default), with the
 disturbances drawn from a real run's disturbed trials: false alarms per job with every trial as
-measured, with disturbed trials left out, and with them measured again (dpbench.gate.simulation).
+measured, with disturbed trials left out, and with them measured again (validation.noise).
 Seeded: the same arguments print the same numbers.
 
-    scripts/simulate_disturbed_gate.py [--run RUN] [--scenario clean|today] [--jobs 1000] [--rate 0.02]
+    python -m validation.simulate_disturbed_gate [--run RUN] [--scenario clean|today] [--jobs 1000] [--rate 0.02]
 
 RUN: a saved run with disturbed trials (default: tests/data/quick-run-disturbed-trial.json.gz).
 """
@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from dpbench.gate.simulation import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
+from validation.noise import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
 from dpbench.results.frame import runs_frame  # noqa: E402
 from dpbench.results.load import read_run  # noqa: E402
 

@@ -2,16 +2,16 @@
 """Simulate the regression gate from a noise model: false alarms of A/A jobs, power of A/B jobs.
 
 Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (what
-``dpbench compare`` and ``dpbench ab`` call), with sides drawn by ``dpbench.gate.simulation``.
+``dpbench compare`` and ``dpbench ab`` call), with sides drawn by ``validation.noise``.
 Seeded: the same arguments print the same numbers.
 
-    scripts/simulate_gate.py --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    scripts/simulate_gate.py [--model model.json | --scenario clean|uniform|today|midday|afternoon] [--jobs 1000]
+    python -m validation.simulate_gate --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
+    python -m validation.simulate_gate [--model model.json | --scenario clean|uniform|today|midday|afternoon] [--jobs 1000]
                              [--power] [--broad [--broad-jobs N]]
                              [--alpha 0.01] [--aa-runs N]   # N --aa runs of the baseline for compare
 
 A RUN is what ``dpbench compare`` accepts (a file, a directory, an id under --results). Fit from
-two or more clean runs of one commit on one machine (``scripts/aa_check`` makes four).
+two or more clean runs of one commit on one machine (``python -m validation.aa_check`` makes four).
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpbench.ab.job import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
-from dpbench.gate.simulation import (
+from validation.noise import (
     AFTERNOON,
     CLEAN,
     MIDDAY,
@@ -335,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             pairs=args.pairs,
         )
     if args.broad:
-        from _gate_broad import broad_table
+        from validation.gate_broad import broad_table
 
         broad_table(
             model,

@@ -3,7 +3,7 @@
 pairs of trials, the old estimator (geometric mean, 95% t-interval on the logs) against the new
 (median, sign-test interval: dpbench.stats.paired_ratio). Seeded: the same arguments print the same numbers.
 
-    scripts/simulate_ratio_estimators.py [--pairs 5] [--sd 0.2] [--reps 20000]
+    python -m validation.simulate_ratio_estimators [--pairs 5] [--sd 0.2] [--reps 20000]
 
 Per estimator: how often a claim is made when the true ratio is 1 (false claims), how often when it
 is exp(2 sd) (power), the interval's coverage, and with one pair in the job disturbed 15× (a busy
@@ -20,7 +20,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dpbench.stats import log_t_interval, paired_ratio  # noqa: E402
 

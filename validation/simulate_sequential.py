@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Simulate questions measured until settled against the fixed 5- and 8-trial designs: false claims
-per job and trials used, drawn from the gate's noise models (dpbench.gate.simulation) with disturbed
+per job and trials used, drawn from the gate's noise models (validation.noise) with disturbed
 trials from a real run. Seeded: the same arguments print the same numbers.
 
-    scripts/simulate_sequential.py [--model midday|afternoon|clean] [--jobs 1000] [--max-trials 12]
+    python -m validation.simulate_sequential [--model midday|afternoon|clean] [--jobs 1000] [--max-trials 12]
                                    [--error-budget 0.0625]
 
 One job is one question: C configurations (2, 4, 8) whose trials are drawn from the model (each its
@@ -31,13 +31,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim  # noqa: E402
 from dpbench.decision.contention import CONTENDED  # noqa: E402
 from dpbench.decision.model import Entry, Outcome, Question, answer_question  # noqa: E402
 from dpbench.decision.sequential import plan_looks  # noqa: E402
-from dpbench.gate.simulation import (  # noqa: E402
+from validation.noise import (  # noqa: E402
     AFTERNOON,
     CLEAN,
     MIDDAY,

@@ -9,7 +9,7 @@ for a case that did not change to cross the line, so the looks share it: a job p
 ``alpha / looks`` (Bonferroni over the looks, Holm over the cases within each). A case that stops at
 any look has its final p-value from one of the looks, so the chance that any unchanged case is
 called ``regressed`` in any of them is at most ``looks × alpha / looks``, whatever the stopping rule
-does (``scripts/simulate_ab_settle.py`` checks this with the gate's noise model, the looks placed by
+does (``python -m validation.simulate_ab_settle`` checks this with the gate's noise model, the looks placed by
 the estimates below). The price is a stricter first look; a job that cannot look twice
 (``--max-trials`` equal to ``--trials``) keeps the whole ``alpha``.
 

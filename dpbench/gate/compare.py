@@ -14,7 +14,7 @@ log-normal prior over the family and whose between-run offset is log-normal acro
 but unimportant changes; the test ignores noise that happens to cross it; the correction keeps
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 
-The choices were made by simulating the gate (``scripts/simulate_gate.py``) from a noise
+The choices were made by simulating the gate (``python -m validation.simulate_gate``) from a noise
 model fitted to real runs (:mod:`dpbench.gate.simulation`); docs/validation/gate.md has the tables.
 """
 

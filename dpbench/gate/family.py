@@ -1,7 +1,7 @@
 """Judge every benchmark of a comparison together (see :mod:`dpbench.gate.judge` for the model).
 
 :func:`judge_family` is the one function both ``dpbench compare`` and the simulation
-(``scripts/simulate_gate.py``) call: the simulated error rates are those of this code.
+(``python -m validation.simulate_gate``) call: the simulated error rates are those of this code.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def judge_family(
     """The verdict on every item; benchmarks sharing a ``case_key`` are tested once.
 
     ``null`` overrides what the tests are against (``"no change"`` or ``"threshold"``; None: the gate's
-    rule, :func:`_null_bounds`) — for ``scripts/simulate_gate.py --null``, which weighs the rule the
+    rule, :func:`_null_bounds`) — for ``python -m validation.simulate_gate --null``, which weighs the rule the
     gate does not use; ``dpbench compare`` never passes it. ``contention``: what other processes did
     during the trials (:func:`dpbench.gate.sides.contention_note`; '' for nothing), which leaves
     a broad verdict unsettled."""

@@ -1,7 +1,7 @@
 """The gate's statistics: one family of benchmarks, judged together.
 
 The noise model behind it (fitted from real runs by :mod:`dpbench.gate.simulation`, checked by
-``scripts/simulate_gate.py``): on a log scale a trial of benchmark *b* in run *r* is
+``python -m validation.simulate_gate``): on a log scale a trial of benchmark *b* in run *r* is
 
     log y = mu_b + R_r + U_br + e_brt,   e ~ N(0, s_b²),  U ~ N(0, tau²),
 
@@ -49,7 +49,7 @@ differs widely from benchmark to benchmark. What that means for the test:
   right). The p-value is against *no change* beyond the machine, and the threshold is a
   separate effect-size bar (both must hold, as in pyperf and asv). Testing one run of several
   trials a side against the threshold instead is unnecessary with the heavy-tailed between-run
-  term, and loses power (``scripts/simulate_gate.py --null threshold`` weighs it; measurements:
+  term, and loses power (``python -m validation.simulate_gate --null threshold`` weighs it; measurements:
   docs/calibration.md#gate-rule-history).
 
 Three designs, chosen from the data (``Method``):
@@ -109,7 +109,7 @@ __all__ = [
 MIN_TRIALS = 2  # per side, for compare (fewer: inconclusive, "needs ≥ 2 trials a side")
 MIN_PAIRS = 2  # for paired ab
 # The controls' own run offset beyond the benchmarks' run-wide one (log sd): how far the controls' move
-# may stray from the machine's. Fitted by scripts/aa_check; the largest fit is used (measurements:
+# may stray from the machine's. Fitted by python -m validation.aa_check; the largest fit is used (measurements:
 # docs/calibration.md#control-run-offset). It decides when the benchmarks as a whole moved beyond the controls.
 CONTROL_RUN_SD = 0.041
 MIN_OTHERS = 4  # other cases needed for their median to estimate the machine's move (else: the controls)
@@ -117,7 +117,7 @@ CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.ppf(0.5, 1)
 # The between-run spread is matched at this quantile of the benchmarks' standardised residuals, not at
 # their median: cases differ in how much a session moves them, and one run a side cannot tell which
 # case moves how much, so the test allows for the larger offsets the family shows (while the top
-# tenth, where real changes sit, still does not set it). Chosen by scripts/simulate_gate.py.
+# tenth, where real changes sit, still does not set it). Chosen by python -m validation.simulate_gate.
 TAU_QUANTILE = 0.9
 TAU_CUT = 3.0  # sds: a benchmark further from "no change" than this does not set the spread
 NO_SPREAD = 0.01  # a fitted spread of the benchmarks' log sds below this is none (one variance for all)
@@ -126,7 +126,7 @@ PRIOR_GRID_STEP = 0.01  # log sd: the grid each benchmark's posterior is integra
 PRIOR_FIT_STEP = 0.02  # log sd: the grid the gate's prior is fitted on (a likelihood of 8 df is ~0.25 wide)
 # How unequally a fresh session may move the cases (sd of the log of each case's between-run sd) that one
 # comparison cannot rule out: its own residuals fit the typical case's offset, barely their spread. The
-# worst measured, rounded up; chosen by scripts/simulate_gate.py against the provisional "clean" model's
+# worst measured, rounded up; chosen by python -m validation.simulate_gate against the provisional "clean" model's
 # A/A jobs (measurements: docs/calibration.md#between-run-spread-floor).
 BETWEEN_SPREAD_FLOOR = 0.7
 # The fit's bounds where a few cases dominate it (an --aa run with one case that jumped: the likelihood

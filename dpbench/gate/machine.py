@@ -152,7 +152,7 @@ def machine_shift(
 # its basis).
 # sds: how far from the controls' move a case may lie and still tell the machine's move (two-sided 1%).
 # The window's width is mostly the controls' own error (~6% for one run a side), so a case slowed by
-# 25% or more falls outside it unless its own trials are very noisy; chosen by scripts/simulate_gate.py
+# 25% or more falls outside it unless its own trials are very noisy; chosen by python -m validation.simulate_gate
 # (the broad-change scenarios and the A/A jobs).
 REFERENCE_Z = 2.576
 # sds: the window's edge left out on the side of a group of changed cases (see reference_cases).

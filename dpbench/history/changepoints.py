@@ -17,7 +17,7 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
    least significant boundary with p >= ``alpha`` is merged away and the rest re-tested, until
    every boundary left has p < ``alpha``. The p is selection-biased (the segmentation chose the boundary),
    so ``alpha`` is not a false-alarm rate by itself: :data:`DEFAULT_ALPHA` was chosen by
-   simulation (``scripts/sim_history.py``, docs/validation/history.md) to keep stationary 50-point series at
+   simulation (``python -m validation.simulate_history``, docs/validation/history.md) to keep stationary 50-point series at
    <= 1 confirmed change per 100 series; a longer series uses ``alpha x 50 / points`` (it tests
    that many more positions).
 
@@ -56,7 +56,7 @@ __all__ = [
 DEFAULT_THRESHOLD = 0.05  # the smallest change reported (the GPU workflow's --threshold)
 DEFAULT_ALPHA = 1e-4  # a reported change; chosen by simulation: see the module docstring
 # How much worse (in units of the per-point variance) a split may fit and still be in a change's
-# range; 9 = a 3-sigma likelihood-ratio set. Chosen by simulation (scripts/sim_history.py).
+# range; 9 = a 3-sigma likelihood-ratio set. Chosen by simulation (python -m validation.simulate_history).
 LOCATION_SLACK = 9.0
 # Neighbouring same-direction steps are one creep unless both are this significantly beyond the
 # threshold (see the module docstring); a decision between two reports, not a claim of a change.

@@ -4,7 +4,7 @@ Each strategy declares one options class (``DDPOptions`` in ``ddp.py``, ...) tha
 :class:`CommonOptions` (``optimizer``, ``precision``: every strategy) or :class:`CompileOptions`
 (those plus ``compile``). Every field carries an attribute docstring (the string literal on the
 line after it): :func:`describe_options` reads them back for ``dpbench list`` and for the docs'
-generated options table (scripts/gen_docs.py).
+generated options table (python -m tools.gen_docs).
 
 Checked before any process starts, so a bad value is one clear line and a configuration this
 machine cannot run is a :class:`StrategyUnavailable` (a skip with its reason in the suites).

@@ -8,8 +8,8 @@ scaler (FSDP's ``ShardedGradScaler`` agrees on inf/NaN across ranks).
 fp16 has one host sync inside the timed step, and it is torch's, not ours: ``GradScaler.step``
 reads the found-inf flag with ``.item()`` to decide whether to step the optimizer, so the host
 waits there for the backward to finish before it can queue the optimizer's kernels. A user's
-fp16 loop pays the same, so it stays in the measurement; ``scripts/bench_gradscaler_sync.py``
-(run by ``scripts/gpu-check``) measures what it costs against the same step without that read.
+fp16 loop pays the same, so it stays in the measurement; ``python -m benchmarks.gradscaler_sync``
+(run by ``tools/gpu-check``) measures what it costs against the same step without that read.
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ def spread_tolerance(finals: Sequence[float], *, test_images: int) -> float:
 
 
 # digits-mlp's final test accuracy under single for seeds 0-5 (images right of 359), from which its
-# parity tolerance is derived: scripts/bench_parity_spread.py, docs/validation/convergence-parity.md.
+# parity tolerance is derived: python -m benchmarks.parity_spread, docs/validation/convergence-parity.md.
 DIGITS_MLP_SEED_FINALS = (346 / 359, 346 / 359, 345 / 359, 343 / 359, 344 / 359, 347 / 359)
 
 _D2L_STRATEGIES = ("single", "manual", "dp", "torch-dp", "ddp")

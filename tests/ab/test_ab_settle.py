@@ -287,7 +287,7 @@ def _simulation():
 
 
 def test_simulation_small():
-    """scripts/simulate_ab_settle.py at 15 jobs of 8 cases: no false alarm in A/A, a +50% on two cases
+    """python -m validation.simulate_ab_settle at 15 jobs of 8 cases: no false alarm in A/A, a +50% on two cases
     named in every job, and until settled spends its extra pairs only where the fixed design left cases open."""
     sim = _simulation()
     common = {"jobs": 15, "seed": 3, "benchmarks": 8, "trials": 4}

@@ -1,4 +1,4 @@
-"""scripts/sequential_power_floor.py: the powers it prints against closed forms and a seeded draw."""
+"""python -m validation.sequential_power_floor: the powers it prints against closed forms and a seeded draw."""
 
 from __future__ import annotations
 

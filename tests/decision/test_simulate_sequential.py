@@ -1,4 +1,4 @@
-"""scripts/simulate_sequential.py, small and seeded: the full 1,000-job cells are on
+"""python -m validation.simulate_sequential, small and seeded: the full 1,000-job cells are on
 docs/validation/sequential.md."""
 
 from __future__ import annotations

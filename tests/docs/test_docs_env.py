@@ -13,7 +13,7 @@ from _docs_pages import DOCS, ROOT, pages
 _NAME = re.compile(r"\bDPBENCH_[A-Z][A-Z0-9_]*\b")
 # Python names that look like variables but are not read from the environment.
 NOT_VARIABLES = {"DPBENCH_MARKERS"}
-# Where the code that reads variables lives (scripts/soak_faults.py's DPBENCH_ENOSPC_AT drives a
+# Where the code that reads variables lives (python -m tools.soak_faults's DPBENCH_ENOSPC_AT drives a
 # test-side plugin, not dpbench; the disturbed-trials validation command drives the test-side
 # disturb_plugin.py, which reads its own).
 SOURCES = [

@@ -1,4 +1,4 @@
-"""The tables the documentation generates from the code (scripts/gen_docs.py) are up to date."""
+"""The tables the documentation generates from the code (python -m tools.gen_docs) are up to date."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The small real suite the fault soak runs (scripts/soak_faults.py): three cases of the suites'
+"""The small real suite the fault soak runs (python -m tools.soak_faults): three cases of the suites'
 own machinery (run with ``--dpbench``, the measuring plugin's switch for a suite of one's own), one
 in-process and two with worker
 processes, so every fault has somewhere to land."""

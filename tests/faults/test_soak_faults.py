@@ -1,4 +1,4 @@
-"""The fault soak's short version (scripts/soak_faults.py): two runs of the small suite, each
+"""The fault soak's short version (python -m tools.soak_faults): two runs of the small suite, each
 with one fault at a random moment, and not one violation (no process or directory left, no
 partial or half-measured run, earlier runs unchanged, every outcome explained)."""
 

@@ -1,4 +1,4 @@
-"""scripts/aa_check's expected jump count: what the trials' spread alone gives, against an exact reference."""
+"""python -m validation.aa_check's expected jump count: what the trials' spread alone gives, against an exact reference."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def test_measured_disturbances_are_the_runs_flagged_trials(frame):
 
 @pytest.mark.slow
 def test_aa_jobs_with_one_disturbed_trial_in_50_stay_calibrated(frame):
-    """Seeded, small: the full 1,000-job figures are scripts/simulate_disturbed_gate.py's (docs/validation)."""
+    """Seeded, small: the full 1,000-job figures are python -m validation.simulate_disturbed_gate's (docs/validation)."""
     got = aa_false_alarms(
         CLEAN, measured_disturbances(frame), jobs=100, benchmarks=30, trials=5, rate=1 / 50, threshold=0.1, alpha=0.01
     )

@@ -1,7 +1,7 @@
 """The gate's noise model and its rates against the simulation: the fit recovers the model it was
 drawn from, and seeded jobs of the simulation fail and catch what they should.
 
-The simulation here is the one ``scripts/simulate_gate.py`` runs at full size (1,000 jobs of 70
+The simulation here is the one ``python -m validation.simulate_gate`` runs at full size (1,000 jobs of 70
 benchmarks; docs/validation/gate.md), kept small and seeded: a rate check that fails when the gate changes.
 """
 
@@ -21,7 +21,7 @@ UNIFORM = TrialNoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0})
 # ---------------------------------------------------------------- the noise model
 @pytest.mark.slow
 def test_the_fit_recovers_the_model_it_was_drawn_from():
-    """200 cases, 4 runs of 5 trials (what scripts/aa_check fits from): the medians and spreads across cases
+    """200 cases, 4 runs of 5 trials (what python -m validation.aa_check fits from): the medians and spreads across cases
     of the within-run trial sd and of the per-case-per-run offset, and the controls' sd, are the drawn ones."""
     import pandas as pd
 

@@ -1,5 +1,5 @@
 """Change points on synthetic series from the noise model (a small, fast version of
-scripts/sim_history.py) and exact cases where the answer is known."""
+python -m validation.simulate_history) and exact cases where the answer is known."""
 
 from __future__ import annotations
 

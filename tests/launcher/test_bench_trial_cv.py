@@ -1,4 +1,4 @@
-"""scripts/bench_trial_cv.py: bad input, and a tiny real run that switches pinning through DPBENCH_PIN."""
+"""python -m benchmarks.trial_cv: bad input, and a tiny real run that switches pinning through DPBENCH_PIN."""
 
 from __future__ import annotations
 

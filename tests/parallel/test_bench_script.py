@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_dp_overhead.py with a tiny model, so the benchmark cannot rot."""
+"""Smoke test of python -m benchmarks.dp_overhead with a tiny model, so the benchmark cannot rot."""
 
 from __future__ import annotations
 

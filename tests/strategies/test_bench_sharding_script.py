@@ -1,4 +1,4 @@
-"""Smoke test of scripts/bench_sharding.py on a small case, so the benchmark cannot rot."""
+"""Smoke test of python -m benchmarks.sharding on a small case, so the benchmark cannot rot."""
 
 from __future__ import annotations
 
