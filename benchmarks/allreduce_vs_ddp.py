@@ -15,8 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-from pathlib import Path
-
 
 import dpbench  # noqa: E402
 from dpbench.launcher import available_cores  # noqa: E402

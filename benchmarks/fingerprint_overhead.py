@@ -33,7 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from dpbench.launcher.run import Run  # noqa: E402
 from dpbench.measure import TrainingCase, resolve_profile  # noqa: E402
 

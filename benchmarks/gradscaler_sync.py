@@ -24,9 +24,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
 
 from dpbench.stats import paired_ratio  # noqa: E402
 

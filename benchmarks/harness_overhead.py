@@ -29,8 +29,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 
 import dpbench  # noqa: E402
 from dpbench.launcher import WorkerPool, available_cores  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Time `dpbench history` over a synthetic history: COMMITS commits x BENCHMARKS benchmarks
-(one run per commit, 5 trials each, from validation.history_noise), ordered by date (the
+(one run per commit, 5 trials each, from validation.noise), ordered by date (the
 commits are not in any repository). Prints load+analysis time, render time (wall and CPU: on
 a shared machine the CPU time is the one to trust) and page size.
 
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from dpbench.history.series import load_history, run_files
-from validation.history_noise import synthetic_run
 from dpbench.report.history_page import render_history_page
+from validation.synthetic_runs import synthetic_run
 
 
 def write(directory: Path, commits: int, benchmarks: int, seed: int = 19) -> None:

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 
-
 def final_accuracy(recipe_name: str, strategy: str, world_size: int, *, seed: int, device: str) -> float:
     import dpbench
     from dpbench.workloads.recipes import get_recipe

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long ``dpbench report`` takes and how large its page is, for 2, 4, 10 and 20 runs.
 
-The runs are synthetic (tests/report_synth.py): ~70 training benchmarks in six suites plus the
+The runs are synthetic (validation/synthetic_runs.py): ~70 training benchmarks in six suites plus the
 collectives, 4 trials × 3 rounds each, a timeline per trial of every training case, and, as the
 real suites write them, one measurement per ``case_key`` published by every suite that runs it. Each size
 is rendered ``--repeat`` times in a fresh process (imports included, as the CLI pays them);
@@ -26,19 +26,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from validation import synthetic_runs
 
-import report_synth  # noqa: E402  (tests/ holds the synthetic-run writer)
+ROOT = Path(__file__).resolve().parent.parent
 
 # Every training suite records timelines, as the real suites do.
 TIMELINE_SUITES = ("throughput", "scaling", "ddp_knobs", "allreduce", "dp_phases")
 RENDER = """
-import os, sys, time
+import sys, time
 t0 = time.perf_counter()
-if os.environ.get("BENCH_REPORT_SOURCE"):  # that checkout, not the editable install of this one
-    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
-    sys.path.insert(0, os.environ["BENCH_REPORT_SOURCE"])
 from dpbench.report import write_report
 write_report(sys.argv[2:], sys.argv[1])
 print(time.perf_counter() - t0)
@@ -56,7 +52,7 @@ def shared_trials(path: Path) -> None:
         if key:
             groups.setdefault(key, []).append(bench)
     for benches in groups.values():
-        # The one that recorded timelines measured it (report_synth writes them for one suite only).
+        # The one that recorded timelines measured it (synthetic_runs writes them for one suite only).
         ref = next((b for b in benches if b["extra_info"].get("sampler", {}).get("timeline")), benches[0])
         for bench in benches:
             if bench is ref:
@@ -82,12 +78,12 @@ def shared_trials(path: Path) -> None:
 def make_runs(root: Path, n: int) -> list[Path]:
     runs = []
     for i in range(1, n + 1):
-        path = report_synth.make_run(
+        path = synthetic_runs.make_run(
             root,
             number=i,
             name=f"r{i}",
             seed=i,
-            cases=report_synth.many_cases(),
+            cases=synthetic_runs.many_cases(),
             trials=4,
             rounds=3,
             timeline_suites=TIMELINE_SUITES,
@@ -103,12 +99,18 @@ def render_once(runs: list[Path], out: Path, source: str | None) -> tuple[float,
     CPU seconds (user + system of the child) move much less than wall time when other work
     shares the machine, so they are the number to compare on a busy one."""
     env = dict(os.environ)
-    if source:  # another checkout's dpbench (e.g. main) first on the path: before / after
-        env["BENCH_REPORT_SOURCE"] = str(Path(source).resolve())
+    if source:  # another checkout's dpbench (e.g. main): before / after
+        # PYTHONPATH comes before site-packages, where the editable install of this checkout is
+        # found; -P keeps the working directory (this checkout) off the path.
+        env["PYTHONPATH"] = str(Path(source).resolve())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", RENDER, str(out), *map(str, runs)], capture_output=True, text=True, check=False, env=env
+        [sys.executable, "-P", "-c", RENDER, str(out), *map(str, runs)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-
 import torch  # noqa: E402  (the benchmark side may use torch; the sampler never imports it)
 
 from dpbench.sampler import ResourceSampler  # noqa: E402

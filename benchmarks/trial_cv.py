@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 import numpy as np  # noqa: E402
 
 import dpbench  # noqa: E402

@@ -137,8 +137,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # ---- report fixtures ----
 # Below the marker that test_fast_tier.py cuts this file at: what it copies needs none of these.
-import report_synth  # noqa: E402
-from report_synth import XSS  # noqa: E402
+from validation import synthetic_runs  # noqa: E402
+from validation.synthetic_runs import XSS  # noqa: E402
 
 
 @pytest.fixture
@@ -213,17 +213,17 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A baseline and a candidate where ``test_throughput[ddp-mlp-w2]`` is 40% slower; the
     candidate carries hostile strings in a benchmark name, a param and machine_info."""
     root = tmp_path_factory.mktemp("two") / "results"
-    base = report_synth.make_run(root, number=1, name="base", seed=1)
-    hostile = report_synth.make_doc(seed=9, cases=[report_synth.TRAINING_CASES[0]], comm=False)["benchmarks"][0]
+    base = synthetic_runs.make_run(root, number=1, name="base", seed=1)
+    hostile = synthetic_runs.make_doc(seed=9, cases=[synthetic_runs.TRAINING_CASES[0]], comm=False)["benchmarks"][0]
     hostile.update(name=f"test_x[{XSS}]", fullname=f"suites/test_x.py::test_x[{XSS}]", param=XSS, params={"p": XSS})
     hostile["extra_info"].update(workload=XSS, options={"mode": XSS}, requested_options={"mode": XSS}, suite=XSS)
-    cand = report_synth.make_run(
+    cand = synthetic_runs.make_run(
         root,
         number=2,
         name="cand",
         seed=2,
         slowdown={"test_throughput[ddp-mlp-w2]": 1.4},
-        machine=report_synth.default_machine(node=XSS, torch="2.14.0"),
+        machine=synthetic_runs.default_machine(node=XSS, torch="2.14.0"),
         extra_benchmarks=[hostile],
     )
     return base, cand
@@ -243,12 +243,12 @@ def many_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two runs of over 70 benchmarks each in six suites (timelines in the dp_phases suite)."""
     root = tmp_path_factory.mktemp("many") / "results"
     return tuple(
-        report_synth.make_run(
+        synthetic_runs.make_run(
             root,
             number=n,
             name=f"many{n}",
             seed=n,
-            cases=report_synth.many_cases(),
+            cases=synthetic_runs.many_cases(),
             trials=4,
             rounds=3,
             timeline_suites=("dp_phases",),

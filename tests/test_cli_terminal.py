@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "gate"))  # the gate tests' helpers
-
-import report_synth  # noqa: E402
-
 from dpbench.cli import SUBCOMMANDS, build_parser, main  # noqa: E402
-from dpbench.history.simulation import synthetic_run  # noqa: E402
+from validation import synthetic_runs
+from validation.synthetic_runs import synthetic_run  # noqa: E402
 
 
 def _subcommands() -> list[str]:
@@ -47,8 +43,8 @@ def test_a_misspelt_subcommand_gets_did_you_mean(capsys):
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     where = tmp_path / "results"
-    report_synth.make_run(where, number=1, seed=1, timelines=False)
-    report_synth.make_run(where, number=2, seed=2, timelines=False)
+    synthetic_runs.make_run(where, number=1, seed=1, timelines=False)
+    synthetic_runs.make_run(where, number=2, seed=2, timelines=False)
     (where / "Linux-CPython-3.11-64bit" / "0003_broken.json").write_text("{not json")
     return where
 

@@ -72,9 +72,9 @@ def _stub(path: Path, body: str = _STUB) -> Path:
 def _checkout(tmp_path: Path, *, installed: bool = True) -> Path:
     """A checkout with gpu-check, the lock files and a stub .venv (stamped as installed or not)."""
     repo = tmp_path / "repo"
-    (repo / "scripts").mkdir(parents=True)
+    (repo / "tools").mkdir(parents=True)
     for script in ("gpu-check", "gpu-session"):
-        shutil.copy(ROOT / "scripts" / script, repo / "scripts" / script)
+        shutil.copy(ROOT / "tools" / script, repo / "tools" / script)
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, repo / name)
     _stub(repo / ".venv" / "bin" / "python")
@@ -93,7 +93,7 @@ def _gpu_check(repo: Path, tmp_path: Path, *args: str, **env) -> tuple[subproces
     full = {k: v for k, v in os.environ.items() if k not in ("OUT", "PYTHONPATH")}
     full.update({"STUB_LOG": str(log), "TMPDIR": str(tmp_path), **env})
     out = subprocess.run(
-        ["bash", str(repo / "scripts" / "gpu-check"), *args],
+        ["bash", str(repo / "tools" / "gpu-check"), *args],
         capture_output=True,
         text=True,
         env=full,
@@ -112,7 +112,7 @@ def _members(archive: Path) -> set[str]:
 
 
 def test_gpu_check_parses():
-    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu-check")], check=True)
+    subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu-check")], check=True)
 
 
 def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path):
@@ -125,15 +125,15 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
     assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
     # What each step ran, on cuda, with the test suite's 5 s guard off.
-    assert calls[0].startswith("python -m tools.gpu_inventory --require-cuda |")
-    assert calls[1].startswith("python -m tools.gpu_smoke --device cuda |")
+    assert calls[0].startswith("-m tools.gpu_inventory --require-cuda |")
+    assert calls[1].startswith("-m tools.gpu_smoke --device cuda |")
     assert calls[2].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[2]
     # The cold torch.compile is a step of its own, left out of the other GPU tests.
     compile_test = "tests/strategies/test_sharded_cuda.py::test_compile_on_cuda_matches_eager_single"
     assert f"--deselect {compile_test} " in calls[2]
     assert calls[3].startswith(f"-m pytest {compile_test} -m gpu ")
     assert "--dpbench-trace" in calls[4] and "--benchmark-save=gpu-check-traces" in calls[4]
-    assert calls[5].startswith("python -m tools.gpu_check_verify traces ") and "gpu-check-traces.json" in calls[5]
+    assert calls[5].startswith("-m tools.gpu_check_verify traces ") and "gpu-check-traces.json" in calls[5]
     assert calls[6].startswith("-m pytest suites/test_convergence.py ")
     assert calls[7].startswith("-m dpbench.cli report ") and "gpu-check-traces" in calls[7]
     assert "gpu-check-convergence" in calls[7]
@@ -150,7 +150,7 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
 
 
 def test_a_failing_step_shows_the_worker_traceback_and_the_others_still_run(tmp_path):
-    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_FAIL="gpu_smoke.py")
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_FAIL="tools.gpu_smoke")
     assert out.returncode == 1
     lines = _step_lines(out.stdout)
     assert [line.split()[0] for line in lines] == ["PASS", "FAIL"] + ["PASS"] * 5
@@ -188,8 +188,8 @@ def test_the_dry_run_rehearses_on_cpu_and_ends_with_the_budget(tmp_path):
     lines = _step_lines(out.stdout)
     assert [line.split()[:2] for line in lines] == [["PASS", name] for name in FIRST]
     assert all("device=cpu" in c for c in calls)
-    assert calls[0].startswith("python -m tools.gpu_inventory |")  # no --require-cuda
-    assert calls[1].startswith("python -m tools.gpu_smoke --device cpu |")
+    assert calls[0].startswith("-m tools.gpu_inventory |")  # no --require-cuda
+    assert calls[1].startswith("-m tools.gpu_smoke --device cpu |")
     assert not any("gradscaler" in c for c in calls)
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
     assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
@@ -206,11 +206,11 @@ def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failu
     out, calls = _gpu_check(repo, tmp_path, "--pass", "second", "--out", str(tmp_path))
     assert out.returncode == 0, out.stdout
     assert [line.split()[1] for line in _step_lines(out.stdout)] == SECOND
-    assert calls[0].startswith("python -m benchmarks.gradscaler_sync")
+    assert calls[0].startswith("-m benchmarks.gradscaler_sync")
     assert calls[1].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[1]
     assert "--benchmark-save=gpu-check-b" in calls[2] and calls[3].startswith("-m dpbench.cli compare ")
     assert calls[4].startswith("-m dpbench.cli report ") and calls[4].count("gpu-check-") == 2
-    assert calls[5].startswith("python -m validation.predict_step ") and "gpu-check-a.json" in calls[5]
+    assert calls[5].startswith("-m validation.predict_step ") and "gpu-check-a.json" in calls[5]
     assert out.stdout.splitlines()[-1] == "second pass: 5 steps, 400 s budgeted"
 
 
@@ -245,7 +245,7 @@ def test_an_archive_path_and_a_bad_argument(tmp_path):
 
 def test_steps_reruns_only_the_named_steps_and_keeps_the_others_results(tmp_path):
     repo = _checkout(tmp_path)
-    first, _ = _gpu_check(repo, tmp_path, "--out", str(tmp_path / "art"), STUB_FAIL="gpu_check_verify.py")
+    first, _ = _gpu_check(repo, tmp_path, "--out", str(tmp_path / "art"), STUB_FAIL="tools.gpu_check_verify")
     live = tmp_path / "art" / "gpu-check"
     assert first.returncode == 1 and (live / "traces.result").read_text().startswith("FAIL traces")
     smoke_log = (live / "smoke.log").read_text()
@@ -282,10 +282,10 @@ def _start_check_cut_in_traces(repo: Path, tmp_path: Path) -> tuple[subprocess.P
     once that step has begun."""
     live = tmp_path / "art" / "gpu-check"
     env = {k: v for k, v in os.environ.items() if k not in ("OUT", "PYTHONPATH")}
-    env.update(STUB_LOG=str(tmp_path / "calls.log"), TMPDIR=str(tmp_path), STUB_SLOW="gpu_check_verify.py")
+    env.update(STUB_LOG=str(tmp_path / "calls.log"), TMPDIR=str(tmp_path), STUB_SLOW="tools.gpu_check_verify")
     with open(tmp_path / "stdout", "w") as stdout:
         proc = subprocess.Popen(
-            ["bash", str(repo / "scripts" / "gpu-check"), "--out", str(tmp_path / "art")],
+            ["bash", str(repo / "tools" / "gpu-check"), "--out", str(tmp_path / "art")],
             stdout=stdout,
             stderr=subprocess.STDOUT,
             env=env,
@@ -340,7 +340,7 @@ def test_a_sigterm_stops_the_running_step_and_still_writes_the_archive(tmp_path)
 
 
 def test_every_step_runs_under_a_timeout_that_kills_what_ignores_sigterm():
-    script = (ROOT / "scripts" / "gpu-check").read_text()
+    script = (ROOT / "tools" / "gpu-check").read_text()
     calls = [line.strip() for line in script.splitlines() if re.match(r"\s*timeout\b", line)]
     assert calls and all(call.startswith('timeout -k 10 "$limit" ') for call in calls), calls
 
@@ -360,7 +360,7 @@ def _session_env(tmp_path: Path, **extra) -> dict:
 def test_the_session_leaves_the_facts_and_the_check_in_a_few_files(tmp_path):
     repo = _checkout(tmp_path)
     out = subprocess.run(
-        ["bash", str(repo / "scripts" / "gpu-session")], capture_output=True, text=True, env=_session_env(tmp_path)
+        ["bash", str(repo / "tools" / "gpu-session")], capture_output=True, text=True, env=_session_env(tmp_path)
     )
     assert out.returncode == 0, out.stdout + out.stderr
     files = {p.name for p in (tmp_path / "out").iterdir()}
@@ -381,10 +381,10 @@ def test_a_session_cut_by_sigkill_still_returns_the_finished_steps(tmp_path):
     live = tmp_path / "out" / "gpu-check-live.tgz"
     with open(tmp_path / "stdout", "w") as stdout:
         proc = subprocess.Popen(
-            ["bash", str(repo / "scripts" / "gpu-session")],
+            ["bash", str(repo / "tools" / "gpu-session")],
             stdout=stdout,
             stderr=subprocess.STDOUT,
-            env=_session_env(tmp_path, STUB_SLOW="gpu_check_verify.py"),
+            env=_session_env(tmp_path, STUB_SLOW="tools.gpu_check_verify"),
             start_new_session=True,
         )
     try:
@@ -403,8 +403,8 @@ def test_a_session_cut_by_sigkill_still_returns_the_finished_steps(tmp_path):
 @pytest.mark.slow  # runs into its limit on purpose
 def test_a_session_past_its_limit_stops_the_check_which_still_writes_its_archive(tmp_path):
     repo = _checkout(tmp_path)
-    env = _session_env(tmp_path, STUB_SLOW="gpu_check_verify.py", GPU_SESSION_S="22")  # gpu-check gets ~7 s
-    out = subprocess.run(["bash", str(repo / "scripts" / "gpu-session")], capture_output=True, text=True, env=env)
+    env = _session_env(tmp_path, STUB_SLOW="tools.gpu_check_verify", GPU_SESSION_S="22")  # gpu-check gets ~7 s
+    out = subprocess.run(["bash", str(repo / "tools" / "gpu-session")], capture_output=True, text=True, env=env)
     assert out.returncode == 124, out.stdout + out.stderr  # timeout's own status when it cut the command
     assert "gpu-check: stopped by SIGTERM during the traces step" in out.stdout
     assert "gpu-check/traces.log" in _members(tmp_path / "out" / "gpu-check.tgz")

@@ -20,11 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _script(module: str):
+    return importlib.import_module(module)
 
 
 # -- python -m tools.gpu_smoke ------------------------------------------------------------------------
@@ -36,7 +33,7 @@ def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
     from dpbench.workloads import get_workload
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    smoke = _script("gpu_smoke")
+    smoke = _script("tools.gpu_smoke")
     strategies = {s for s, _w, _o, _l in smoke.CASES}
     assert strategies == {"single", "dp", "manual", "ddp", "allreduce", "zero", "fsdp", "torch-dp"}
     bf16 = {(s, w) for s, w, o, _l in smoke.CASES if o.get("precision") == "bf16"}
@@ -53,7 +50,7 @@ def test_smoke_cases_are_what_one_gpu_can_run(monkeypatch):
 
 
 def test_the_smoke_line_names_the_case_and_a_serial_share():
-    smoke = _script("gpu_smoke")
+    smoke = _script("tools.gpu_smoke")
     line = smoke.smoke_line(
         "dp",
         2,
@@ -73,7 +70,7 @@ def test_the_smoke_line_names_the_case_and_a_serial_share():
 def test_a_failing_case_keeps_every_failing_workers_traceback():
     from dpbench.workers import WorkerError
 
-    smoke = _script("gpu_smoke")
+    smoke = _script("tools.gpu_smoke")
     tracebacks = {
         1: 'Traceback (most recent call last):\n  File "ddp.py", line 9, in setup\nRuntimeError: NCCL error\n',
         0: "worker rank 0 stopped: its peer died",
@@ -99,7 +96,7 @@ def test_the_smoke_runs_every_case_and_prints_each_failure_with_its_traceback(mo
     from dpbench.strategies import StrategyUnavailable
     from dpbench.workers import WorkerError
 
-    smoke = _script("gpu_smoke")
+    smoke = _script("tools.gpu_smoke")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
     def one(strategy, world_size, options, *, workload, device, steps):
@@ -126,7 +123,7 @@ def test_the_smoke_runs_every_case_and_prints_each_failure_with_its_traceback(mo
 def test_the_smoke_holds_nvml_open_across_every_case_on_cuda(monkeypatch, capsys, device):
     import torch
 
-    smoke = _script("gpu_smoke")
+    smoke = _script("tools.gpu_smoke")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     calls = []
     fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"))
@@ -192,7 +189,7 @@ def test_convergence_on_cuda_holds_a_perturbed_run_to_what_the_seed_spread_guara
 
 # -- python -m tools.gpu_inventory --------------------------------------------------------------------
 def test_inventory_names_why_cuda_is_unusable():
-    inventory = _script("gpu_inventory")
+    inventory = _script("tools.gpu_inventory")
     cpu_build = {"torch": "2.13.0+cpu", "cuda": None, "gpu_count": 0}
     assert "CPU-only build" in inventory.cuda_problem(cpu_build, cuda_available=False)
     old_driver = {"torch": "2.13.0", "cuda": "12.8", "gpu_count": 2, "driver": "470.57"}
@@ -208,7 +205,7 @@ def test_inventory_names_why_cuda_is_unusable():
 
 
 def test_inventory_reads_persistence_and_compute_mode():
-    inventory = _script("gpu_inventory")
+    inventory = _script("tools.gpu_inventory")
 
     class Nvml:  # two GPUs: persistence off / compute DEFAULT, persistence on / EXCLUSIVE_PROCESS
         def nvmlDeviceGetCount(self):
@@ -239,7 +236,7 @@ def test_inventory_reads_persistence_and_compute_mode():
 
 
 def test_inventory_says_whether_the_packages_are_the_lock():
-    inventory = _script("gpu_inventory")
+    inventory = _script("tools.gpu_inventory")
     assert inventory.provenance_line("/v/python", {"lock_hash": "0123456789abcdef"}) == (
         "python: /v/python  packages: the lock (constraints.txt, hash 0123456789ab)"
     )
@@ -251,7 +248,7 @@ def test_inventory_says_whether_the_packages_are_the_lock():
 
 
 def test_inventory_names_the_modules_an_images_python_lacks():
-    inventory = _script("gpu_inventory")
+    inventory = _script("tools.gpu_inventory")
     assert inventory.missing_line(lambda name: object()) == "missing for gpu-check: nothing"
     lacking = {"pytest_benchmark", "sklearn"}
     assert inventory.missing_line(lambda name: None if name in lacking else object()) == (
@@ -263,7 +260,7 @@ def test_inventory_names_the_modules_an_images_python_lacks():
 @pytest.mark.slow  # a fresh interpreter importing torch
 def test_inventory_fails_here_when_cuda_is_required():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_inventory.py"), "--require-cuda"],
+        [sys.executable, "-m", "tools.gpu_inventory", "--require-cuda"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -282,7 +279,7 @@ def _traced(comm: list[float], *, skew: bool = True) -> dict:
 
 
 def test_a_traced_case_without_communication_fails_the_traces_step():
-    verify = _script("gpu_check_verify")
+    verify = _script("tools.gpu_check_verify")
     line, problems = verify.traced_case_problems(_traced([0.001, 0.0012]))
     assert problems == [] and line == (
         "test_throughput[ddp-mlp-w2]: communication 1, 1.2 ms/step per rank (host transport), 3 collectives "
@@ -300,7 +297,7 @@ def test_a_traced_case_without_communication_fails_the_traces_step():
 def test_gradscaler_bench_steps_with_and_without_the_found_inf_read():
     import torch
 
-    bench = _script("bench_gradscaler_sync")
+    bench = _script("benchmarks.gradscaler_sync")
     calls = []
 
     class Scaler:  # records what the step asks of the scaler

@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print(f"gen_docs: out of date with the code: {', '.join(stale)} (run python -m tools.gen_docs)", file=sys.stderr)
+        print(
+            f"gen_docs: out of date with the code: {', '.join(stale)} (run python -m tools.gen_docs)", file=sys.stderr
+        )
         return 1
     return 0
 

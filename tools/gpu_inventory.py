@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
-
 
 __all__ = ["inventory_lines", "cuda_problem", "gpu_modes", "mode_lines", "provenance_line", "missing_line", "main"]
 

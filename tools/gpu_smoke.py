@@ -29,8 +29,6 @@ import contextlib
 import sys
 import time
 import traceback
-from pathlib import Path
-
 
 __all__ = ["CASES", "failure_text", "nvml_held", "smoke_line", "main"]
 

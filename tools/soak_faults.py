@@ -45,6 +45,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+
 from tools.soak_nodes import HANG_S, RUN_ID_ENV, NodeRuns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -424,5 +425,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def main(argv: list[str] | None = None) -> int:
+    return Soak(parse_args(argv)).run()
+
+
 if __name__ == "__main__":
-    sys.exit(Soak(parse_args()).run())
+    sys.exit(main())

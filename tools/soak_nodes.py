@@ -2,7 +2,7 @@
 two torchrun "nodes" on loopback running the small suite, one node's whole process tree or its
 torchrun alone killed at a random moment, and the other node's exit timed.
 
-Imported by soak_faults.py (run as a file: Python puts scripts/ on sys.path).
+Imported by tools.soak_faults.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +17,6 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 RUN_ID_ENV = "DPBENCH_RUN_ID"
 HANG_S = 300.0
 SESSION_END = re.compile(r"\b\d+ (passed|failed|errors?)\b.* in [\d.]+s\b")
@@ -45,7 +43,7 @@ class NodeRuns:
     ``pytest_cmd`` and ``check``)."""
 
     def run_nodes(self, index: int, kind: str = "node-kill") -> dict:
-        from _torchrun import cluster_env, start
+        from tests.cluster._torchrun import cluster_env, start
 
         run_id = f"soak-{uuid.uuid4().hex[:10]}"
         tmp = self.work / f"nodes{index:03d}"

@@ -8,16 +8,17 @@ smallest run median), and the noise model fitted from the N runs (``python -m va
 --model`` simulates from it). Needs an idle machine for numbers that mean anything.
 
     python -m validation.aa_check [--runs 4] [--storage DIR] [-- PYTEST ARGS ...]
-    DPBENCH_TRIALS=2 python -m validation.aa_check --runs 2 -- -k "test_collective and 4KiB and all_reduce"   # a tiny check
+    # a tiny check:
+    DPBENCH_TRIALS=2 python -m validation.aa_check --runs 2 -- -k "test_collective and 4KiB and all_reduce"
 
 Exit 0 when every pair exits 0; 1 when one does not; 2 on a failed suite run.
 """
+
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -33,12 +34,26 @@ def run_suites(storage: Path, runs: int, pytest_args: list[str]) -> list[Path]:
     for i in range(1, runs + 1):
         name = f"aa{i}"
         started = time.monotonic()
-        cmd = [sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", f"--benchmark-save={name}",
-               f"--benchmark-storage=file://{storage}", "--benchmark-save-data", *pytest_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--benchmark-save={name}",
+            f"--benchmark-storage=file://{storage}",
+            "--benchmark-save-data",
+            *pytest_args,
+        ]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
-            print(f"aa_check: run {i} failed (pytest exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}",
-                  file=sys.stderr)
+            print(
+                f"aa_check: run {i} failed (pytest exit {proc.returncode}):\n"
+                f"{proc.stdout[-3000:]}{proc.stderr[-2000:]}",
+                file=sys.stderr,
+            )
             raise SystemExit(2)
         (path,) = storage.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json")
         saved.append(path)
@@ -76,8 +91,8 @@ def expected_jumps(frames: list, threshold: float, *, draws: int = JUMP_DRAWS, s
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    tail = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    tail = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=4)
     p.add_argument("--storage", help="where the runs go (default: a new directory under the temp dir)")
@@ -85,15 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     storage = Path(args.storage or tempfile.mkdtemp(prefix="dpbench-aa-")).resolve()
     storage.mkdir(parents=True, exist_ok=True)
-    print(f"A/A check: {args.runs} runs into {storage}; DPBENCH_TRIALS={os.environ.get('DPBENCH_TRIALS', '(profile)')}; "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
-    paths = sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_aa*.json")) if args.reuse else run_suites(storage, args.runs,
-                                                                                                  tail)
+    print(
+        f"A/A check: {args.runs} runs into {storage}; DPBENCH_TRIALS={os.environ.get('DPBENCH_TRIALS', '(profile)')}; "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    paths = (
+        sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_aa*.json")) if args.reuse else run_suites(storage, args.runs, tail)
+    )
     from dpbench.gate.compare import compare_runs
     from dpbench.gate.formats import display_names
-    from validation.noise import fit_noise_model
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
+    from validation.noise import fit_noise_model
 
     worst = 0
     print(f"\n{'pair':<8}{'exit':>5}  counts / regressed")
@@ -112,13 +131,15 @@ def main(argv: list[str] | None = None) -> int:
                 jumps.setdefault(name, []).append(step)
     ratios = sorted(((max(v) / min(v), n) for n, v in jumps.items() if len(v) == len(paths)), reverse=True)
     short = display_names([n for _, n in ratios])
-    print(f"\nbetween-run jump of each case's level (largest / smallest run median; target ≤ 1.10), worst first:")
+    print("\nbetween-run jump of each case's level (largest / smallest run median; target ≤ 1.10), worst first:")
     for ratio, name in ratios[:15]:
         print(f"  {ratio:6.3f}  {short[name]}")
     expected = expected_jumps(frames, 1.10)
-    print(f"  ... {sum(r > 1.10 for r, _ in ratios)} of {len(ratios)} cases above 1.10; from each case's own "
-          f"trial spread alone (no run-to-run offset; {JUMP_DRAWS:,} simulated sets of {len(paths)} runs, seed 0) "
-          f"expect {expected:.1f}")
+    print(
+        f"  ... {sum(r > 1.10 for r, _ in ratios)} of {len(ratios)} cases above 1.10; from each case's own "
+        f"trial spread alone (no run-to-run offset; {JUMP_DRAWS:,} simulated sets of {len(paths)} runs, seed 0) "
+        f"expect {expected:.1f}"
+    )
     if len(paths) >= 2:
         model = fit_noise_model(frames, source=f"aa_check, {len(paths)} runs in {storage}")
         print("\nnoise model fitted from these runs (log-scale sds):")

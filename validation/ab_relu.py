@@ -80,7 +80,9 @@ def scratch_clone(root: Path) -> Path:
 
 def run_ab(clone: Path, base: str, head: str, args: argparse.Namespace, out: Path) -> tuple[int, dict, str, float]:
     """``dpbench ab`` (this checkout's) in the clone → (exit code, compare's JSON, its last line, seconds)."""
-    boot = f"import sys; sys.path.insert(0, {str(REPO)!r}); from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    # -P: the working directory (the clone) stays off the path, so this checkout's dpbench, which
+    # the interpreter's editable install finds, runs ab.
+    boot = "import sys; from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
     cmd = [sys.executable, "-c", boot, "ab", base, head, "--python", sys.executable, "--trials", str(args.trials)]
     cmd += ["--workdir", str(out / "work"), "--json", str(out / "compare.json")]
     cmd += ["--max-trials", str(args.max_trials)] + (["--budget", args.budget] if args.budget else [])

@@ -15,8 +15,8 @@ import random
 from dataclasses import replace
 
 from dpbench.gate.family import Item, judge_family
-from validation.noise import TrialNoiseModel, draw_case_params, draw_sides, level_for
 from dpbench.gate.verdicts import Verdict
+from validation.noise import TrialNoiseModel, draw_case_params, draw_sides, level_for
 
 __all__ = ["broad_job", "broad_table"]
 

@@ -1,4 +1,7 @@
-"""The noise model the gate is calibrated against: fitted from saved runs, drawn from in simulations.
+"""The noise models dpbench's claims are calibrated against: fitted from saved runs, drawn from in
+simulations. One model of a trial's time, in two views: the gate's (benchmarks within runs, with
+controls: :class:`TrialNoiseModel`) and the history's (one benchmark's series over commits:
+:class:`SeriesNoiseModel`, whose run offset is the fitted model's).
 
 On a log scale a trial of benchmark *b* in run (session) *r* is
 
@@ -13,7 +16,7 @@ one machine (``python -m validation.simulate_gate --fit RUN ...``); :func:`draw_
 comparison as the gate's :class:`~dpbench.gate.judge.Pooled`, so a simulation goes through
 the real :func:`dpbench.gate.family.judge_family`.
 
-Used by ``scripts/`` and the tests only: no runtime module imports it.
+Used by the validation package and the tests only: no runtime module imports it.
 """
 
 from __future__ import annotations
@@ -36,16 +39,21 @@ __all__ = [
     "CLEAN",
     "Disturbance",
     "MIDDAY",
+    "NOISE",
+    "SeriesNoiseModel",
     "TODAY",
     "TrialNoiseModel",
     "aa_false_alarms",
+    "creep_levels",
     "draw_case_params",
+    "draw_series",
     "draw_side",
     "draw_sides",
     "fit_noise_model",
     "level_for",
     "lognormal_ml",
     "measured_disturbances",
+    "step_levels",
 ]
 
 _Z90 = 1.2815515655446004  # standard normal 90th percentile: p90 / median of a log-normal = exp(z90 · sd)
@@ -132,6 +140,47 @@ AFTERNOON = TrialNoiseModel(
     control_run_sd=0.029,
     source="fitted: runs 5-8 of the history check (2-core VM, afternoon)",
 )
+
+
+# ---------------------------------------------------------------- series over commits (dpbench history)
+@dataclass(frozen=True, kw_only=True)
+class SeriesNoiseModel:
+    """A series over commits: a trial time is ``true level × run offset × trial noise``, both
+    lognormal: every run (a commit's job) shifts all of its trials by one offset (the machine that
+    day, the build), and each fresh process adds its own noise on top."""
+
+    trial_cv: float = 0.05
+    """Within a run, from fresh process to fresh process (log sd): the history's detection
+    targets' 5%, not a fitted trial sd (docs/calibration.md#history-noise-model)."""
+    run_offset_cv: float = MIDDAY.run_sd
+    """One offset per run, shared by its trials (log sd): the run-wide offset of the model fitted
+    with a fresh forkserver helper each trial pass (:data:`MIDDAY`)."""
+    trials: int = 5
+    """Trials per commit."""
+
+
+# The model synthetic histories are drawn from; `python -m validation.simulate_history` re-checks the
+# detection rates and the history's DEFAULT_ALPHA against it.
+NOISE = SeriesNoiseModel()
+
+
+def draw_series(levels: Sequence[float], rng: random.Random, noise: SeriesNoiseModel = NOISE) -> list[list[float]]:
+    """One point per level (seconds), each ``noise.trials`` trial times drawn from the model."""
+    out = []
+    for level in levels:
+        offset = level * rng.lognormvariate(0, noise.run_offset_cv)
+        out.append([offset * rng.lognormvariate(0, noise.trial_cv) for _ in range(noise.trials)])
+    return out
+
+
+def step_levels(n: int, at: int, factor: float, base: float = 0.01) -> list[float]:
+    """``base`` before point ``at``, ``base × factor`` from it on."""
+    return [base * (factor if i >= at else 1.0) for i in range(n)]
+
+
+def creep_levels(n: int, at: Sequence[int], factor: float, base: float = 0.01) -> list[float]:
+    """A step of ``factor`` at each point of ``at``."""
+    return [base * factor ** sum(i >= a for a in at) for i in range(n)]
 
 
 # ---------------------------------------------------------------- fitting

@@ -22,8 +22,6 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
-
 
 from dpbench.ab.job import DEFAULT_TRIALS  # noqa: E402
 from dpbench.ab.settle import MAX_TRIALS_FACTOR, LookResult, OpenCase, SettlePlan, until_settled  # noqa: E402
@@ -31,8 +29,8 @@ from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
 from dpbench.gate.judge import Pooled  # noqa: E402
 from dpbench.gate.next_step import plan as next_plan  # noqa: E402
-from validation.noise import AFTERNOON, CLEAN, MIDDAY, TODAY, draw_case_params, draw_side  # noqa: E402
 from dpbench.gate.verdicts import Verdict  # noqa: E402
+from validation.noise import AFTERNOON, CLEAN, MIDDAY, TODAY, draw_case_params, draw_side  # noqa: E402
 
 SCENARIOS = {"clean": CLEAN, "today": TODAY, "midday": MIDDAY, "afternoon": AFTERNOON}
 

@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from validation.noise import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
 from dpbench.results.frame import runs_frame  # noqa: E402
 from dpbench.results.load import read_run  # noqa: E402
+from validation.noise import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
 
 DEFAULT_RUN = ROOT / "tests" / "data" / "quick-run-disturbed-trial.json.gz"
 

@@ -6,7 +6,8 @@ Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (
 Seeded: the same arguments print the same numbers.
 
     python -m validation.simulate_gate --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    python -m validation.simulate_gate [--model model.json | --scenario clean|uniform|today|midday|afternoon] [--jobs 1000]
+    python -m validation.simulate_gate [--model model.json | --scenario clean|uniform|today|midday|afternoon]
+                                       [--jobs 1000]
                              [--power] [--broad [--broad-jobs N]]
                              [--alpha 0.01] [--aa-runs N]   # N --aa runs of the baseline for compare
 
@@ -23,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-
 from dpbench.ab.job import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
 from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
 from dpbench.gate.family import Item, judge_family  # noqa: E402
+from dpbench.gate.verdicts import Verdict  # noqa: E402
 from validation.noise import (
     AFTERNOON,
     CLEAN,
@@ -39,7 +40,6 @@ from validation.noise import (
     fit_noise_model,
     level_for,
 )  # noqa: E402
-from dpbench.gate.verdicts import Verdict  # noqa: E402
 
 THRESHOLD, ALPHA = DEFAULT_THRESHOLD, DEFAULT_ALPHA  # what `dpbench compare` does by default
 SCENARIOS = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Detection rates of `dpbench history`'s change points on synthetic series (seeded).
 
-Series are drawn from validation.history_noise (NOISE: trial CV, run offset, trials per
+Series are drawn from validation.noise (NOISE: trial CV, run offset, trials per
 commit: swap it there when a new fit of the real noise model changes it, and rerun).
 Prints one Markdown table row per scenario (docs/validation/history.md):
 
@@ -22,7 +22,7 @@ import random
 import time
 
 from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, find_changes
-from validation.history_noise import NOISE, creep_levels, draw_series, step_levels
+from validation.noise import NOISE, creep_levels, draw_series, step_levels
 
 
 def stationary(rng: random.Random, commits: int, alpha: float) -> dict[str, float]:

@@ -17,9 +17,6 @@ import argparse
 import math
 import random
 import statistics
-import sys
-from pathlib import Path
-
 
 from dpbench.stats import log_t_interval, paired_ratio  # noqa: E402
 

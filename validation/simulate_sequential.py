@@ -25,7 +25,6 @@ import dataclasses
 import gzip
 import math
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +35,8 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim  # noqa: E4
 from dpbench.decision.contention import CONTENDED  # noqa: E402
 from dpbench.decision.model import Entry, Outcome, Question, answer_question  # noqa: E402
 from dpbench.decision.sequential import plan_looks  # noqa: E402
+from dpbench.measure.settle import Settling  # noqa: E402
+from dpbench.measure.trials import TrialResult, TrialSession  # noqa: E402
 from validation.noise import (  # noqa: E402
     AFTERNOON,
     CLEAN,
@@ -45,8 +46,6 @@ from validation.noise import (  # noqa: E402
     draw_side,
     measured_disturbances,
 )
-from dpbench.measure.settle import Settling  # noqa: E402
-from dpbench.measure.trials import TrialResult, TrialSession  # noqa: E402
 
 DEFAULT_RUN = ROOT / "tests" / "data" / "quick-run-disturbed-trial.json.gz"
 MODELS = {"midday": MIDDAY, "afternoon": AFTERNOON, "clean": CLEAN}

@@ -1,4 +1,4 @@
-"""One benchmark of a synthetic run (report_synth.py): its trials drawn, its extra_info, its stats.
+"""One benchmark of a synthetic run (synthetic_runs.py): its trials drawn, its extra_info, its stats.
 
 Numbers are drawn from seeded distributions so each test knows the truth:
 

@@ -3,7 +3,7 @@
 The layout follows what pytest-benchmark 5 writes with --benchmark-save-data (checked by
 test_report_load.py against a file produced by a real pytest-benchmark run) plus dpbench's
 extra_info schema 2 (/tmp/brief/schema2.md; ``schema=1`` writes the old layout). Each benchmark
-is built in report_synth_benchmarks.py, whose docstring says how its numbers are drawn (seeded,
+is built in synthetic_benchmarks.py, whose docstring says how its numbers are drawn (seeded,
 so each test knows the truth).
 """
 
@@ -15,10 +15,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-from report_synth_benchmarks import CONTROL_S as CONTROL_S
-from report_synth_benchmarks import _benchmark, _collective, _scaling, _training_extra, _Trials
-from report_synth_benchmarks import comm_id as comm_id
-from report_synth_benchmarks import log_t_interval as log_t_interval
+from dpbench.stats import coefficient_of_variation
+from validation.noise import NOISE, SeriesNoiseModel, draw_series
+from validation.synthetic_benchmarks import CONTROL_S as CONTROL_S
+from validation.synthetic_benchmarks import _benchmark, _collective, _scaling, _training_extra, _Trials
+from validation.synthetic_benchmarks import comm_id as comm_id
+from validation.synthetic_benchmarks import log_t_interval as log_t_interval
 
 MACHINE_ID = "Linux-CPython-3.11-64bit"
 XSS = "<script>alert(1)</script>"
@@ -243,3 +245,60 @@ def default_machine(**overrides: Any) -> dict[str, Any]:
     }
     machine.update(overrides)
     return machine
+
+
+def synthetic_run(
+    *,
+    commit: str | None,
+    date: str,
+    levels: dict[str, float],
+    rng: random.Random,
+    noise: SeriesNoiseModel = NOISE,
+    machine: dict | None = None,
+    control_s: float = 0.004,
+) -> dict:
+    """A minimal schema-2 pytest-benchmark document: one training benchmark per entry of
+    ``levels`` (pytest name -> true seconds per step), trials drawn from ``noise``, a steady
+    control (1% noise). For the history tests and ``python -m benchmarks.history_scale``."""
+    benchmarks = []
+    for name, level in levels.items():
+        (trials,) = draw_series([level], rng, noise)
+        suite = name.split("[")[0].removeprefix("test_")
+        workload = name.split("-")[-2] if name.count("-") >= 2 else "mlp"
+        lo, hi = log_t_interval(trials)  # written by the suites, as in real schema-2 runs
+        extra = {
+            "schema": 2,
+            "kind": "training",
+            "suite": suite,
+            "strategy": "ddp",
+            "workload": workload,
+            "world_size": 2,
+            "global_batch": 64,
+            "case_key": f"case|{name}",
+            "step_time_s": sorted(trials)[len(trials) // 2],
+            "step_time_ci95": [lo, hi],
+            "trials": {
+                "count": len(trials),
+                "step_time_s": trials,
+                "cv": coefficient_of_variation(trials),
+                "control_s": [control_s * rng.lognormvariate(0, 0.01) for _ in trials],
+            },
+        }
+        benchmarks.append(
+            {
+                "name": name,
+                "fullname": f"suites/test_{suite}.py::{name}",
+                "group": suite,
+                "stats": {"median": extra["step_time_s"], "rounds": len(trials), "data": trials},
+                "extra_info": extra,
+            }
+        )
+    doc = {
+        "machine_info": machine
+        or {"node": "runner-1", "gpus": [{"name": "NVIDIA H100"}], "driver": "550.54", "torch": "2.13.0"},
+        "commit_info": {"id": commit, "branch": "main", "dirty": False} if commit else {},
+        "benchmarks": benchmarks,
+        "datetime": date,
+        "version": "5.3.1",
+    }
+    return doc

@@ -14,15 +14,14 @@ fresh-process trials, with the machine's own move taken out. Read top to bottom:
 - Output, reading only the typed result: :mod:`~dpbench.gate.text` (the terminal, ``-k``),
   :mod:`~dpbench.gate.formats` (rows, Markdown, JSON), :mod:`~dpbench.gate.next_step` (what an
   inconclusive case needs).
-- Calibration: :mod:`~dpbench.gate.simulation` holds the noise model fitted to real runs and the
-  simulated jobs the scripts and tests use; nothing at run time imports it.
+- Calibration lives outside the package: the ``validation`` package's noise model, fitted to real
+  runs, and the simulated jobs drawn from it go through this package's real judging.
 
 ``dpbench ab`` (:mod:`dpbench.ab`) sits above the gate and reaches it through ``dpbench compare``.
 
 May import: ``dpbench.results`` (reading saved runs), ``dpbench.history`` (the accepted levels
-``compare --history`` judges against), ``dpbench.measure.remeasure`` (the simulation's disturbed
-trials), ``dpbench.stats``, ``dpbench.schema``. Never torch and never the report, which sits above
-the gate and shows its verdicts. Names load lazily: pandas only when used.
+``compare --history`` judges against), ``dpbench.stats``, ``dpbench.schema``. Never torch and never
+the report, which sits above the gate and shows its verdicts. Names load lazily: pandas only when used.
 """
 
 from __future__ import annotations

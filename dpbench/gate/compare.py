@@ -15,7 +15,7 @@ but unimportant changes; the test ignores noise that happens to cross it; the co
 one job's false-alarm rate at most ``alpha`` however many benchmarks it holds.
 
 The choices were made by simulating the gate (``python -m validation.simulate_gate``) from a noise
-model fitted to real runs (:mod:`dpbench.gate.simulation`); docs/validation/gate.md has the tables.
+model fitted to real runs (:mod:`validation.noise`); docs/validation/gate.md has the tables.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The gate's statistics: one family of benchmarks, judged together.
 
-The noise model behind it (fitted from real runs by :mod:`dpbench.gate.simulation`, checked by
+The noise model behind it (fitted from real runs by :mod:`validation.noise`, checked by
 ``python -m validation.simulate_gate``): on a log scale a trial of benchmark *b* in run *r* is
 
     log y = mu_b + R_r + U_br + e_brt,   e ~ N(0, s_b²),  U ~ N(0, tau²),
@@ -410,7 +410,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 # Maximum-likelihood fits of a log-normal spread across benchmarks, from each benchmark's noisy
 # chi-square estimate: the gate's trial-variance prior (:func:`dpbench.gate.judge.fit_prior`), its
-# between-run offsets and the noise model of :mod:`dpbench.gate.simulation` use them.
+# between-run offsets and the noise model of :mod:`validation.noise` use them.
 # log sd: the widest log-normal fitted (a factor 20 per sd between cases), well above the spreads measured
 # (docs/calibration.md#trial-spread-across-cases).
 MAX_SPREAD = 3.0

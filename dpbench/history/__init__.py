@@ -2,8 +2,8 @@
 (:mod:`~dpbench.history.git`), each series' change points confirmed by a test between its
 segments (:mod:`~dpbench.history.changepoints`), the changes a team accepted
 (:mod:`~dpbench.history.accepted`), and ``dpbench history``'s JSON and Markdown
-(:mod:`~dpbench.history.format`). :mod:`~dpbench.history.simulation` draws synthetic series for
-the scripts and tests that check the detection rates; nothing at run time imports it.
+(:mod:`~dpbench.history.format`). Synthetic series for the checks of the detection rates
+are drawn outside the package, by the ``validation`` package's noise model.
 
 May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpbench.schema``.
 Never torch, the gate (which reads accepted levels from here for ``compare --history``) or the

@@ -17,9 +17,9 @@ Finding a change is two steps, as in Apache Otava and MongoDB's CI (E-Divisive, 
    least significant boundary with p >= ``alpha`` is merged away and the rest re-tested, until
    every boundary left has p < ``alpha``. The p is selection-biased (the segmentation chose the boundary),
    so ``alpha`` is not a false-alarm rate by itself: :data:`DEFAULT_ALPHA` was chosen by
-   simulation (``python -m validation.simulate_history``, docs/validation/history.md) to keep stationary 50-point series at
-   <= 1 confirmed change per 100 series; a longer series uses ``alpha x 50 / points`` (it tests
-   that many more positions).
+   simulation (``python -m validation.simulate_history``, docs/validation/history.md) to
+   keep stationary 50-point series at <= 1 confirmed change per 100 series; a longer series uses
+   ``alpha x 50 / points`` (it tests that many more positions).
 
 A confirmed change beyond the threshold is reported alone; consecutive confirmed changes below
 it in one direction accumulate, and once their product crosses the threshold they are reported

@@ -112,9 +112,10 @@ def _run_ab(repo: Path, *args: str, timeout: float = 240) -> subprocess.Complete
 
 
 def _ab_command(*args: str) -> list[str]:
-    # This checkout's dpbench runs ab (the clone's own copy would come first on `python -m`'s path).
-    boot = f"import sys; sys.path.insert(0, {str(REPO)!r}); from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
-    return [sys.executable, "-c", boot, "ab", *args]
+    # -P: the working directory (the clone) stays off the path, so this checkout's dpbench, which
+    # the interpreter's editable install finds, runs ab.
+    boot = "import sys; from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-P", "-c", boot, "ab", *args]
 
 
 def _ab_env() -> dict[str, str]:

@@ -56,10 +56,12 @@ def _wrapper(path: Path, *, pythonpath: Path | None = None, python: str = PYTHON
 
 
 def _ab(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: float = 300):
-    boot = f"import sys; sys.path.insert(0, {str(REPO)!r}); from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    # -P: the working directory (the clone) stays off the path, so this checkout's dpbench, which
+    # the interpreter's editable install finds, runs ab.
+    boot = "import sys; from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("DPBENCH_") and k != "PYTHONPATH"}
     return subprocess.run(
-        [PYTHON, "-c", boot, "ab", *args],
+        [PYTHON, "-P", "-c", boot, "ab", *args],
         cwd=cwd,
         env={**base_env, **SUITE_ENV, **(env or {})},
         capture_output=True,

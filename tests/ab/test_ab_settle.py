@@ -5,8 +5,6 @@ and the simulation's small version."""
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -277,12 +275,7 @@ def test_without_settling_the_job_is_the_fixed_one(fake_job, tmp_path, capsys):
 
 # ---------------------------------------------------------------- the simulation, small
 def _simulation():
-    spec = importlib.util.spec_from_file_location(
-        "simulate_ab_settle", Path(__file__).parents[2] / "scripts" / "simulate_ab_settle.py"
-    )
-    sim = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = sim  # its dataclass looks its module up while it is defined
-    spec.loader.exec_module(sim)
+    sim = importlib.import_module("validation.simulate_ab_settle")
     return sim
 
 

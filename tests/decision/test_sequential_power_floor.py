@@ -18,11 +18,7 @@ D = math.log1p(0.2)
 
 @pytest.fixture(scope="module")
 def floor():
-    spec = importlib.util.spec_from_file_location(
-        "sequential_power_floor", ROOT / "scripts" / "sequential_power_floor.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("validation.sequential_power_floor")
     return module
 
 

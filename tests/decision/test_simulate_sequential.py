@@ -6,24 +6,20 @@ from __future__ import annotations
 import importlib.util
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
 from dpbench.decision.claims import Claim
 from dpbench.decision.sequential import miss_probability, plan_looks
-from dpbench.gate.simulation import CLEAN, MIDDAY
+from validation.noise import CLEAN, MIDDAY
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def sim():
-    spec = importlib.util.spec_from_file_location("simulate_sequential", ROOT / "scripts" / "simulate_sequential.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = importlib.import_module("validation.simulate_sequential")
     return module
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from _docs_pages import ROOT
 
 
 def gen_docs():
-    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("tools.gen_docs")
     return module
 
 

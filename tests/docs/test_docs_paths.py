@@ -1,5 +1,7 @@
 """Every file or directory of this repository that a page names (`dpbench/…`, `tests/…`, `scripts/…`,
-`suites/…`, `docs/…`, `.github/…`) exists: a moved or renamed file fails here until the pages follow."""
+`benchmarks/…`, `validation/…`, `tools/…`, `suites/…`, `docs/…`, `.github/…`) exists, and so does every
+module a page runs (`python -m validation.simulate_gate`): a moved or renamed file fails here until
+the pages follow."""
 
 from __future__ import annotations
 
@@ -8,15 +10,27 @@ import re
 import pytest
 from _docs_pages import README, ROOT, pages
 
-_PATH = re.compile(r"`((?:dpbench|tests|scripts|suites|docs|\.github|\.ci)/[\w./-]*)`")
+_PATH = re.compile(r"`((?:dpbench|tests|scripts|benchmarks|validation|tools|suites|docs|\.github|\.ci)/[\w./-]*)`")
+_MODULE = re.compile(r"python -m ((?:benchmarks|validation|tools)(?:\.\w+)?)\b")
 
 
 def named_paths(text: str) -> set[str]:
     return {p.rstrip("/") for p in _PATH.findall(text)}
 
 
+# Files a page tells the user to make (docs/ci.md: the GPU workflow's committed baseline run).
+MADE_BY_THE_USER = {"benchmarks/baseline.json"}
+
+
+def _module_exists(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
 def missing(texts) -> list[str]:
-    return sorted({p for text in texts for p in named_paths(text) if not (ROOT / p).exists()})
+    paths = {p for text in texts for p in named_paths(text) if not (ROOT / p).exists()} - MADE_BY_THE_USER
+    modules = {m for text in texts for m in _MODULE.findall(text) if not _module_exists(m)}
+    return sorted(paths | modules)
 
 
 def test_every_named_path_exists():
@@ -25,6 +39,8 @@ def test_every_named_path_exists():
 
 def test_a_missing_path_is_found():
     assert missing(["see `dpbench/cli.py` and `dpbench/no_such_module.py`"]) == ["dpbench/no_such_module.py"]
+    text = "run `python -m validation.simulate_gate`, `python -m benchmarks` and `python -m tools.no_such_tool`"
+    assert missing([text]) == ["tools.no_such_tool"]
 
 
 _DOTTED = re.compile(r"`(dpbench(?:\.\w+)+)")

@@ -18,7 +18,8 @@ def test_a_short_soak_has_no_violation(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "soak_faults.py"),
+            "-m",
+            "tools.soak_faults",
             "--runs",
             "2",
             "--seed",
@@ -36,6 +37,7 @@ def test_a_short_soak_has_no_violation(tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

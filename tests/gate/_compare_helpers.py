@@ -7,10 +7,10 @@ import statistics
 from pathlib import Path
 
 import pandas as pd
-import report_synth
 
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import Run
+from validation import synthetic_runs
 
 SLOW = "test_throughput[ddp-mlp-w2]"
 OTHER = "test_throughput[dp-mlp-w2]"
@@ -34,7 +34,7 @@ def frames(*docs: dict) -> pd.DataFrame:
 
 
 def frame(**kwargs) -> pd.DataFrame:
-    return frames(report_synth.make_doc(**kwargs))
+    return frames(synthetic_runs.make_doc(**kwargs))
 
 
 def by_name(cmp) -> dict:
@@ -45,6 +45,6 @@ def set_trials(doc: dict, name: str, times: list[float], controls: list[float] |
     """Give benchmark ``name`` exactly these trial times (and controls): a case whose truth is known."""
     bench = next(b for b in doc["benchmarks"] if b["name"] == name)
     trials = bench["extra_info"]["trials"]
-    trials.update(count=len(times), step_time_s=times, control_s=controls or [report_synth.CONTROL_S] * len(times))
+    trials.update(count=len(times), step_time_s=times, control_s=controls or [synthetic_runs.CONTROL_S] * len(times))
     bench["extra_info"]["step_time_s"] = statistics.median(times)
     return doc

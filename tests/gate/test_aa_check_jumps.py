@@ -1,22 +1,15 @@
-"""python -m validation.aa_check's expected jump count: what the trials' spread alone gives, against an exact reference."""
+"""validation.aa_check's expected jump count: what the trials' spread alone gives, against an exact reference."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
-from importlib.machinery import SourceFileLoader
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "aa_check"
-
 
 def _aa_check():
-    loader = SourceFileLoader("aa_check", str(SCRIPT))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("aa_check", loader))
-    loader.exec_module(module)
-    return module
+    return importlib.import_module("validation.aa_check")
 
 
 def _frame(cases: dict[str, list[float]]) -> dict[str, list]:

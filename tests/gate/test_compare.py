@@ -11,21 +11,21 @@ import statistics
 from pathlib import Path
 
 import pytest
-import report_synth
 from _compare_helpers import OTHER, SLOW, by_name, frame, frames, set_trials
-from report_synth import comm_id
 
 from dpbench.cli import main
 from dpbench.errors import UsageError
 from dpbench.gate import Verdict
 from dpbench.gate.compare import compare_frames
 from dpbench.results import ResultsError
+from validation import synthetic_runs
+from validation.synthetic_runs import comm_id
 
 
 # ---------------------------------------------------------------- regressed, unchanged, improved
 def test_injected_40_percent_slowdown_exits_1_naming_it(tmp_path: Path, capsys):
-    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     assert main(["compare", str(base), str(cand), "--json", str(tmp_path / "c.json")]) == 1  # two-positional form
     out = capsys.readouterr().out
     family = json.loads((tmp_path / "c.json").read_text())["family"]
@@ -66,8 +66,8 @@ def test_improvement_is_reported_not_failed():
 
 # ---------------------------------------------------------------- inconclusive
 def test_slower_but_too_few_trials_is_inconclusive_with_the_counts():
-    base = set_trials(report_synth.make_doc(seed=1), SLOW, [0.010, 0.013])
-    cand = set_trials(report_synth.make_doc(seed=2), SLOW, [0.0125, 0.016])
+    base = set_trials(synthetic_runs.make_doc(seed=1), SLOW, [0.010, 0.013])
+    cand = set_trials(synthetic_runs.make_doc(seed=2), SLOW, [0.0125, 0.016])
     cmp = compare_frames(frames(base), frames(cand))
     b = by_name(cmp)[SLOW]
     assert b.ratio == pytest.approx(0.01425 / 0.0115)  # +24%: beyond the threshold by the medians
@@ -98,8 +98,8 @@ def test_a_slowdown_the_control_explains_is_inconclusive_and_says_what_the_contr
 def test_the_control_informs_it_does_not_veto():
     """+50% on top of a machine that made everything, controls included, 12% slower: +50% beyond the
     machine (the other benchmarks' median), regressed, and the note says what the machine did."""
-    machine = {report_synth.bench_id(c): 1.12 for c in report_synth.TRAINING_CASES}
-    machine.update({comm_id(size): 1.12 for size in report_synth.COMM_SIZES})
+    machine = {synthetic_runs.bench_id(c): 1.12 for c in synthetic_runs.TRAINING_CASES}
+    machine.update({comm_id(size): 1.12 for size in synthetic_runs.COMM_SIZES})
     cand = frame(seed=2, slowdown={**machine, SLOW: 1.5 * 1.12}, control_shift=1.12)
     cmp = compare_frames(frame(seed=1), cand)
     b = by_name(cmp)[SLOW]
@@ -123,7 +123,7 @@ def test_the_control_informs_it_does_not_veto():
 
 
 def test_everything_slower_with_a_steady_control_is_a_regression_of_everything():
-    slow_all = {report_synth.bench_id(c): 1.3 for c in report_synth.TRAINING_CASES}
+    slow_all = {synthetic_runs.bench_id(c): 1.3 for c in synthetic_runs.TRAINING_CASES}
     cmp = compare_frames(frame(seed=1), frame(seed=2, slowdown=slow_all))
     assert cmp.family.median_shift == pytest.approx(1.3, abs=0.05)
     assert cmp.family.control_shift == pytest.approx(1.0, abs=0.01)
@@ -133,7 +133,7 @@ def test_everything_slower_with_a_steady_control_is_a_regression_of_everything()
 
 # ---------------------------------------------------------------- incomparable, missing, new
 def test_schema_1_without_steps_per_round_is_incomparable_never_compared():
-    base = report_synth.make_doc(seed=1, schema=1)
+    base = synthetic_runs.make_doc(seed=1, schema=1)
     for bench in base["benchmarks"]:
         if bench["name"] == SLOW:
             del bench["extra_info"]["steps_per_round"]
@@ -146,9 +146,9 @@ def test_schema_1_without_steps_per_round_is_incomparable_never_compared():
 
 
 def test_missing_fails_unless_allowed_and_new_is_listed(tmp_path: Path, capsys):
-    cases = report_synth.TRAINING_CASES
-    base = report_synth.make_run(tmp_path, number=1, seed=1, cases=cases[:3], comm=False)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, cases=cases[1:4], comm=False)
+    cases = synthetic_runs.TRAINING_CASES
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, cases=cases[:3], comm=False)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, cases=cases[1:4], comm=False)
     assert main(["compare", str(base), str(cand)]) == 1
     out = capsys.readouterr().out
     assert "1 missing, 1 new" in out and "exit 1: benchmarks missing from the candidate (--allow-missing" in out
@@ -156,26 +156,26 @@ def test_missing_fails_unless_allowed_and_new_is_listed(tmp_path: Path, capsys):
     out = capsys.readouterr().out
     assert "exit 0: no regression" in out.splitlines()[0]
     lines = out.splitlines()
-    function = report_synth.bench_id(cases[0]).split("[")[0]
+    function = synthetic_runs.bench_id(cases[0]).split("[")[0]
     table = lines[lines.index(next(line for line in lines if line.startswith(f"{function}[…] "))) + 1 :]
     rows = {f"{function}[{line.split()[0]}]": line.split()[-1] for line in table[:2]}
-    assert rows[report_synth.bench_id(cases[0])] == "missing"
-    assert rows[report_synth.bench_id(cases[3])] == "new"
+    assert rows[synthetic_runs.bench_id(cases[0])] == "missing"
+    assert rows[synthetic_runs.bench_id(cases[3])] == "new"
 
 
 def test_disjoint_sides_are_unusable_input():
-    cases = report_synth.TRAINING_CASES
+    cases = synthetic_runs.TRAINING_CASES
     with pytest.raises(ResultsError, match="no benchmark in common"):
         compare_frames(frame(cases=cases[:1], comm=False), frame(cases=cases[1:2], comm=False))
 
 
 # ---------------------------------------------------------------- several runs per side
 def test_a_side_pools_the_trials_of_its_runs():
-    docs = [report_synth.make_doc(seed=s, trials=2) for s in (1, 2, 3)]
+    docs = [synthetic_runs.make_doc(seed=s, trials=2) for s in (1, 2, 3)]
     pooled_times = [
         t for d in docs for b in d["benchmarks"] if b["name"] == SLOW for t in b["extra_info"]["trials"]["step_time_s"]
     ]
-    cmp = compare_frames(frames(*docs), frames(report_synth.make_doc(seed=4, trials=3, slowdown={SLOW: 1.4})))
+    cmp = compare_frames(frames(*docs), frames(synthetic_runs.make_doc(seed=4, trials=3, slowdown={SLOW: 1.4})))
     b = by_name(cmp)[SLOW]
     assert (b.baseline_trials, b.candidate_trials) == (6, 3)
     assert b.baseline_s == pytest.approx(statistics.median(pooled_times))
@@ -183,8 +183,8 @@ def test_a_side_pools_the_trials_of_its_runs():
 
 
 def test_runs_of_one_trial_each_are_tested_across_runs_not_rounds():
-    base = frames(*(report_synth.make_doc(seed=s, trials=1) for s in range(4)))
-    cand = frames(*(report_synth.make_doc(seed=10 + s, trials=1, slowdown={SLOW: 1.4}) for s in range(4)))
+    base = frames(*(synthetic_runs.make_doc(seed=s, trials=1) for s in range(4)))
+    cand = frames(*(synthetic_runs.make_doc(seed=10 + s, trials=1, slowdown={SLOW: 1.4}) for s in range(4)))
     b = by_name(compare_frames(base, cand))[SLOW]
     assert (b.baseline_trials, b.candidate_trials, b.test) == (4, 4, "moderated test on log trials")
     assert b.verdict == Verdict.REGRESSED
@@ -200,7 +200,7 @@ def test_one_trial_a_side_is_inconclusive_never_a_test_on_rounds():
 
 def test_collectives_are_gated_on_the_workers_time_per_call():
     # Schema 2: the trials say +40%; the rounds of stats.data say nothing changed.
-    base, cand = report_synth.make_doc(seed=1), report_synth.make_doc(seed=1)
+    base, cand = synthetic_runs.make_doc(seed=1), synthetic_runs.make_doc(seed=1)
     name = comm_id(65536)
     bench = next(b for b in cand["benchmarks"] if b["name"] == name)
     times = [t * 1.4 for t in bench["extra_info"]["trials"]["step_time_s"]]
@@ -209,7 +209,7 @@ def test_collectives_are_gated_on_the_workers_time_per_call():
     b = by_name(compare_frames(frames(base), frames(cand)))[name]
     assert b.unit == "s/call" and b.ratio == pytest.approx(1.4) and b.verdict == Verdict.REGRESSED
     # Schema 1: time_s, never round time / iters_per_round (the rounds were timed in the caller).
-    base1, cand1 = report_synth.make_doc(seed=1, schema=1), report_synth.make_doc(seed=1, schema=1)
+    base1, cand1 = synthetic_runs.make_doc(seed=1, schema=1), synthetic_runs.make_doc(seed=1, schema=1)
     bench1 = next(b for b in cand1["benchmarks"] if b["name"] == name)
     bench1["extra_info"]["time_s"] *= 1.4
     b1 = by_name(compare_frames(frames(base1), frames(cand1)))[name]
@@ -221,10 +221,10 @@ def test_collectives_are_gated_on_the_workers_time_per_call():
 
 @pytest.mark.parametrize("what", ["schema", "machine"])
 def test_a_side_of_mixed_runs_is_unusable_input(tmp_path: Path, capsys, what):
-    a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    other = dict(schema=1) if what == "schema" else dict(machine=report_synth.default_machine(torch="2.14.0"))
-    b = report_synth.make_run(tmp_path, number=2, seed=2, timelines=False, **other)
-    c = report_synth.make_run(tmp_path, number=3, seed=3, timelines=False)
+    a = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    other = dict(schema=1) if what == "schema" else dict(machine=synthetic_runs.default_machine(torch="2.14.0"))
+    b = synthetic_runs.make_run(tmp_path, number=2, seed=2, timelines=False, **other)
+    c = synthetic_runs.make_run(tmp_path, number=3, seed=3, timelines=False)
     assert main(["compare", "--baseline", str(a), str(b), "--candidate", str(c)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
@@ -233,14 +233,14 @@ def test_a_side_of_mixed_runs_is_unusable_input(tmp_path: Path, capsys, what):
     else:
         assert "baseline: runs from different machines (torch:" in err and "2.14.0" in err
     # Another host of the same kind (machine fields equal) pools fine.
-    d = report_synth.make_run(
-        tmp_path, number=4, seed=4, timelines=False, machine=report_synth.default_machine(node="gpu-runner-2")
+    d = synthetic_runs.make_run(
+        tmp_path, number=4, seed=4, timelines=False, machine=synthetic_runs.default_machine(node="gpu-runner-2")
     )
     assert main(["compare", "--baseline", str(a), str(d), "--candidate", str(c)]) == 0
 
 
 def test_the_same_run_twice_in_a_side_is_refused(tmp_path: Path, capsys):
-    a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
+    a = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
     assert main(["compare", "--baseline", str(a), str(a), "--candidate", str(a)]) == 2
     assert "given twice" in capsys.readouterr().err
 
@@ -256,7 +256,7 @@ def test_the_same_run_twice_in_a_side_is_refused(tmp_path: Path, capsys):
 )
 def test_the_two_forms_of_compare_do_not_mix(tmp_path: Path, capsys, argv):
     for spec in ("A", "B", "C"):
-        report_synth.make_run(tmp_path, number=1, name=spec, timelines=False, machine_id=f"m{spec}")
+        synthetic_runs.make_run(tmp_path, number=1, name=spec, timelines=False, machine_id=f"m{spec}")
     files = {spec: str(next(tmp_path.glob(f"m{spec}/*.json"))) for spec in ("A", "B", "C")}
     assert main([files.get(a, a) for a in argv]) == 2
     assert (
@@ -266,8 +266,8 @@ def test_the_two_forms_of_compare_do_not_mix(tmp_path: Path, capsys, argv):
 
 def test_an_unknown_run_id_lists_the_runs_that_exist(tmp_path: Path, capsys):
     results = tmp_path / "results"
-    report_synth.make_run(results, number=1, name="base", timelines=False)
-    report_synth.make_run(results, number=2, name="head", timelines=False)
+    synthetic_runs.make_run(results, number=1, name="base", timelines=False)
+    synthetic_runs.make_run(results, number=2, name="head", timelines=False)
     for argv in (
         ["compare", "0009", "--results", str(results)],
         ["compare", "0001", "0009", "--results", str(results)],
@@ -275,7 +275,8 @@ def test_an_unknown_run_id_lists_the_runs_that_exist(tmp_path: Path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert (
-            "run '0009'" in err and f"{report_synth.MACHINE_ID}/0001_base, {report_synth.MACHINE_ID}/0002_head" in err
+            "run '0009'" in err
+            and f"{synthetic_runs.MACHINE_ID}/0001_base, {synthetic_runs.MACHINE_ID}/0002_head" in err
         )
         assert err.count("\n") == 1
 
@@ -295,7 +296,7 @@ def test_an_aa_run_widens_the_between_run_spread_of_benchmarks_that_move_between
     assert not math.isnan(with_aa.family.between_run_sd_aa)
     # The same through the CLI, with --aa repeatable.
     paths = [
-        report_synth.make_run(tmp_path, number=n, seed=n, slowdown=s, timelines=False)
+        synthetic_runs.make_run(tmp_path, number=n, seed=n, slowdown=s, timelines=False)
         for n, s in ((1, None), (2, {SLOW: 1.45}), (3, {SLOW: 1.4, OTHER: 1.4}), (4, None))
     ]
     assert main(["compare", str(paths[0]), str(paths[2]), "--aa", str(paths[1]), "--aa", str(paths[3])]) == 1
@@ -306,10 +307,10 @@ def test_an_aa_run_widens_the_between_run_spread_of_benchmarks_that_move_between
 
 
 def test_an_aa_run_from_another_machine_is_unusable_input(tmp_path: Path, capsys):
-    a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    b = report_synth.make_run(tmp_path, number=2, seed=2, timelines=False)
-    other = report_synth.make_run(
-        tmp_path, number=3, seed=3, timelines=False, machine=report_synth.default_machine(torch="2.14.0")
+    a = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    b = synthetic_runs.make_run(tmp_path, number=2, seed=2, timelines=False)
+    other = synthetic_runs.make_run(
+        tmp_path, number=3, seed=3, timelines=False, machine=synthetic_runs.default_machine(torch="2.14.0")
     )
     assert main(["compare", str(a), str(b), "--aa", str(other)]) == 2
     err = capsys.readouterr().err
@@ -319,7 +320,7 @@ def test_an_aa_run_from_another_machine_is_unusable_input(tmp_path: Path, capsys
 def test_paired_needs_as_many_runs_a_side():
     with pytest.raises(UsageError, match="--paired: expected as many baseline runs as candidate runs, found 2 and 1"):
         compare_frames(
-            frames(report_synth.make_doc(seed=1, trials=1), report_synth.make_doc(seed=2, trials=1)),
+            frames(synthetic_runs.make_doc(seed=1, trials=1), synthetic_runs.make_doc(seed=2, trials=1)),
             frame(seed=3, trials=1),
             paired=True,
         )

@@ -7,19 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
-import report_synth
 from _compare_helpers import SLOW, frame, frames
 
 from dpbench.cli import main
 from dpbench.errors import UsageError
 from dpbench.gate.compare import compare_frames, parse_threshold
+from validation import synthetic_runs
 
 
 # ---------------------------------------------------------------- warnings, outputs, thresholds
 def test_machine_mismatch_is_printed_first(tmp_path: Path, capsys):
-    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    machine = report_synth.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    machine = synthetic_runs.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
     md = tmp_path / "summary.md"
     assert main(["compare", str(base), str(cand), "--markdown", str(md)]) == 0
     warnings = capsys.readouterr().err.splitlines()
@@ -35,9 +35,9 @@ def test_a_machine_warning_carries_its_kind_and_field_beside_its_sentence(tmp_pa
     from dpbench.gate.verdicts import WarningKind
     from dpbench.results import load_runs
 
-    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    machine = report_synth.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    machine = synthetic_runs.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
     cmp = compare_frames(load_runs([base]), load_runs([cand]))
     machines = [w for w in cmp.warnings if w.kind is WarningKind.MACHINES]
     assert [(w.field, w) for w in machines] == [
@@ -48,8 +48,8 @@ def test_a_machine_warning_carries_its_kind_and_field_beside_its_sentence(tmp_pa
 
 
 def test_output_files(tmp_path: Path):
-    base = report_synth.make_run(tmp_path / "results", number=1, seed=1, timelines=False)
-    report_synth.make_run(tmp_path / "results", number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
+    base = synthetic_runs.make_run(tmp_path / "results", number=1, seed=1, timelines=False)
+    synthetic_runs.make_run(tmp_path / "results", number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     md, js, gab = tmp_path / "s.md", tmp_path / "s.json", tmp_path / "gab.json"
     # ids resolve against --results; BASELINE given as a file
     rc = main(
@@ -123,7 +123,7 @@ def test_parse_threshold_rejects(text):
     ],
 )
 def test_bad_alpha_or_threshold_is_one_line_exit_2(tmp_path: Path, capsys, argv, message):
-    a = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
+    a = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
     assert main(["compare", str(a), str(a), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
@@ -146,14 +146,14 @@ def test_runtime_settings_on_one_side_only_are_warned_about():
         "runtime settings differ: MALLOC_TRIM_THRESHOLD_: baseline unset, candidate 1000000000 (the workers' "
         "runtimes read it: a change may be that setting)"
     )
-    base = _with_runtime_env(report_synth.make_doc(seed=1), {"OMP_NUM_THREADS": "2"})
+    base = _with_runtime_env(synthetic_runs.make_doc(seed=1), {"OMP_NUM_THREADS": "2"})
     cand = _with_runtime_env(
-        report_synth.make_doc(seed=2), {"OMP_NUM_THREADS": "2", "MALLOC_TRIM_THRESHOLD_": "1000000000"}
+        synthetic_runs.make_doc(seed=2), {"OMP_NUM_THREADS": "2", "MALLOC_TRIM_THRESHOLD_": "1000000000"}
     )
     assert [w for w in compare_frames(frames(base), frames(cand)).warnings if w.startswith("runtime")] == [said]
     # The same settings on both sides, or a side that recorded none (older runs): nothing to say.
-    same = _with_runtime_env(report_synth.make_doc(seed=3), {"OMP_NUM_THREADS": "2"})
-    old = _with_runtime_env(report_synth.make_doc(seed=4), None)
+    same = _with_runtime_env(synthetic_runs.make_doc(seed=3), {"OMP_NUM_THREADS": "2"})
+    old = _with_runtime_env(synthetic_runs.make_doc(seed=4), None)
     for a, b in ((base, same), (old, cand)):
         assert not [w for w in compare_frames(frames(a), frames(b)).warnings if w.startswith("runtime")]
     # Pooled runs that disagree among themselves show every value a side ran with.
@@ -165,9 +165,9 @@ def test_runtime_settings_on_one_side_only_are_warned_about():
 
 
 def test_differ_in_silences_the_fields_the_sides_are_meant_to_differ_in(tmp_path: Path, capsys):
-    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    machine = report_synth.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    machine = synthetic_runs.default_machine(driver="560.1", gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=machine, timelines=False)
     md = tmp_path / "summary.md"
     assert main(["compare", str(base), str(cand), "--differ-in", "driver,torch", "--markdown", str(md)]) == 0
     warnings = [w for w in capsys.readouterr().err.splitlines() if "machines differ" in w]

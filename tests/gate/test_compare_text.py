@@ -9,11 +9,11 @@ from pathlib import Path
 from statistics import NormalDist
 
 import pytest
-import report_synth
 from _compare_helpers import OTHER, SLOW
 from test_cli import minimal_run
 
 from dpbench.cli import main
+from validation import synthetic_runs
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +21,8 @@ def noisy(tmp_path_factory) -> tuple[Path, Path]:
     """3 trials a side, 8% between trials, 1% between runs; +25% on SLOW and +50% on OTHER."""
     where = tmp_path_factory.mktemp("noisy")
     kw = dict(trials=3, trial_cv=0.08, noise=0.01, timelines=False)
-    base = report_synth.make_run(where, number=1, seed=1, **kw)
-    cand = report_synth.make_run(where, number=2, seed=2, slowdown={SLOW: 1.25, OTHER: 1.5}, **kw)
+    base = synthetic_runs.make_run(where, number=1, seed=1, **kw)
+    cand = synthetic_runs.make_run(where, number=2, seed=2, slowdown={SLOW: 1.25, OTHER: 1.5}, **kw)
     return base, cand
 
 
@@ -96,11 +96,11 @@ def test_bad_options_are_one_line_exit_2(noisy, capsys, argv, message):
 
 
 def test_a_regressed_row_comes_within_the_first_five_lines(tmp_path, capsys):
-    base = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    cand = report_synth.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
+    base = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    cand = synthetic_runs.make_run(tmp_path, number=2, seed=2, slowdown={SLOW: 1.4}, timelines=False)
     rc, lines, _ = _run(capsys, base, cand)
     assert rc == 1 and any(line.startswith("ddp-mlp-w2 ") and "REGRESSED" in line for line in lines[:5])
-    other = report_synth.make_run(tmp_path, number=3, seed=3, timelines=False)
+    other = synthetic_runs.make_run(tmp_path, number=3, seed=3, timelines=False)
     rc, lines, _ = _run(capsys, base, other)  # two runs of one code: nothing changed
     assert rc == 0 and len(lines) <= 15 and lines[3] == "not shown: 15 unchanged (--all lists them)"
     same, lines, err = _run(capsys, base, base)

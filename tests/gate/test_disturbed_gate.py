@@ -1,6 +1,6 @@
 """The gate and disturbed trials: it judges the trials kept (re-measurements in their slots,
 unreplaced disturbed ones left out), says so in the verdict's note, and stays calibrated when the
-machine disturbs 1 trial in 50 (dpbench.gate.simulation)."""
+machine disturbs 1 trial in 50 (validation.noise)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dpbench.gate.compare import compare_frames, pool_side
-from dpbench.gate.simulation import CLEAN, aa_false_alarms, measured_disturbances
 from dpbench.results.frame import load_runs
+from validation.noise import CLEAN, aa_false_alarms, measured_disturbances
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"
 SINGLE = "test_scaling[single-mlp-w1]"
@@ -50,7 +50,7 @@ def test_measured_disturbances_are_the_runs_flagged_trials(frame):
 
 @pytest.mark.slow
 def test_aa_jobs_with_one_disturbed_trial_in_50_stay_calibrated(frame):
-    """Seeded, small: the full 1,000-job figures are python -m validation.simulate_disturbed_gate's (docs/validation)."""
+    """Seeded, small: the full 1,000-job figures are validation.simulate_disturbed_gate's (docs/validation)."""
     got = aa_false_alarms(
         CLEAN, measured_disturbances(frame), jobs=100, benchmarks=30, trials=5, rate=1 / 50, threshold=0.1, alpha=0.01
     )

@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from dpbench.gate.simulation import CLEAN, TrialNoiseModel, draw_case_params, draw_side, fit_noise_model
+from validation.noise import CLEAN, TrialNoiseModel, draw_case_params, draw_side, fit_noise_model
 
 UNIFORM = TrialNoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0})
 
@@ -21,7 +21,7 @@ UNIFORM = TrialNoiseModel(**{**CLEAN.to_dict(), "case_run_sd_spread": 0.0})
 # ---------------------------------------------------------------- the noise model
 @pytest.mark.slow
 def test_the_fit_recovers_the_model_it_was_drawn_from():
-    """200 cases, 4 runs of 5 trials (what python -m validation.aa_check fits from): the medians and spreads across cases
+    """200 cases, 4 runs of 5 trials (what validation.aa_check fits from): the medians and spreads across cases
     of the within-run trial sd and of the per-case-per-run offset, and the controls' sd, are the drawn ones."""
     import pandas as pd
 
@@ -63,7 +63,7 @@ def test_lognormal_ml_is_the_log_normal_fit_when_each_estimate_is_exact_and_sees
     benchmark (4 runs) it still recovers the spread that the benchmarks' own estimates overstate."""
     import numpy as np
 
-    from dpbench.gate.simulation import lognormal_ml
+    from validation.noise import lognormal_ml
 
     sds = [0.02, 0.03, 0.05, 0.08, 0.04, 0.06]
     logs = [math.log(x) for x in sds]
@@ -90,7 +90,7 @@ def test_lognormal_ml_of_a_component_that_is_not_there_is_tiny_and_warns_of_noth
 
     import numpy as np
 
-    from dpbench.gate.simulation import lognormal_ml
+    from validation.noise import lognormal_ml
 
     rng = np.random.default_rng(7)
     trial_part = np.full(300, 0.05**2)
@@ -116,13 +116,8 @@ def _jobs(
     aa_runs: int = 0,
 ) -> tuple[int, int]:
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "simulate_gate", Path(__file__).parents[2] / "scripts" / "simulate_gate.py"
-    )
-    sim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sim)
+    sim = importlib.import_module("validation.simulate_gate")
     failed, caught, _ = sim.rate(
         model,
         jobs=jobs,

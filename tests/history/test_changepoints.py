@@ -9,7 +9,7 @@ import pytest
 import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 
 from dpbench.history.changepoints import MIN_POINTS, find_changes
-from dpbench.history.simulation import SeriesNoiseModel, creep_levels, draw_series, step_levels
+from validation.noise import SeriesNoiseModel, creep_levels, draw_series, step_levels
 
 
 def test_a_clean_step_is_found_at_its_commit_with_its_ratio():

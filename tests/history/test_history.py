@@ -16,7 +16,7 @@ from dpbench.errors import UsageError
 from dpbench.history.accepted import read_accepted
 from dpbench.history.format import history_json, history_markdown
 from dpbench.history.series import accepted_baseline, load_history, run_files
-from dpbench.history.simulation import synthetic_run
+from validation.synthetic_runs import synthetic_run
 
 SLOW = "test_throughput[ddp-lenet-w2]"
 STEADY = "test_throughput[ddp-mlp-w2]"

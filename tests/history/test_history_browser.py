@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dpbench.history.series import load_history, run_files
-from dpbench.history.simulation import synthetic_run
 from dpbench.report.history_page import render_history_page
+from validation.synthetic_runs import synthetic_run
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
 pytestmark = pytest.mark.skipif(

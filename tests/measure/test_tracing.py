@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from dpbench.measure.tracing import trace_env, trace_extra_info
 from dpbench.measure.trials import TrialResult, TrialSession
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "traces"))
-from _kineto import cpu_rank, write  # noqa: E402
+from tests.traces._kineto import cpu_rank, write
 
 
 def test_dpbench_trace_values():

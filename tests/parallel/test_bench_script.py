@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_dp_overhead.py"
 
 
 def test_bench_script_prints_every_case_and_writes_json(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("bench_dp_overhead", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = importlib.import_module("benchmarks.dp_overhead")
     out_file = tmp_path / "bench.json"
     args = [
         "--device",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-import report_synth
 
 from dpbench.report.convergence import d2l_line, parity_verdict, time_to_accuracy
 from dpbench.report.html import render_report
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import read_run
+from validation import synthetic_runs
 
 CASES = [
     ("convergence", "digits-mlp", "single", {}, 1, 0.002),
@@ -43,12 +43,12 @@ def _convergence(strategy: str) -> dict:
 
 
 def _run(tmp_path):
-    doc = report_synth.make_doc(cases=CASES, comm=False, trials=2)
+    doc = synthetic_runs.make_doc(cases=CASES, comm=False, trials=2)
     for bench in doc["benchmarks"]:
         extra = bench["extra_info"]
         if extra["suite"] == "convergence":
             extra["convergence"] = _convergence(extra["strategy"])
-    return read_run(report_synth.write_json(tmp_path / report_synth.MACHINE_ID / "0001_conv.json", doc))
+    return read_run(synthetic_runs.write_json(tmp_path / synthetic_runs.MACHINE_ID / "0001_conv.json", doc))
 
 
 def test_the_part_shows_d2ls_sentence_time_to_target_and_a_verdict_beyond_noise(tmp_path):

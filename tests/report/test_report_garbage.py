@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
-import report_synth
-from report_synth import write_json
 
 from dpbench.report import ResultsError, load_runs
 from dpbench.report.sections import build_sections, report_data
+from validation import synthetic_runs
+from validation.synthetic_runs import write_json
 
 GARBAGE = ["x", [1, 2], {"a": 1}, None, True, -1, 1e308, math.nan]
 NAME_KEYS = ["kind", "strategy", "workload", "collective", "suite"]
@@ -42,7 +42,7 @@ TRIAL_KEYS = ["count", "step_time_s", "control_s", "cv", "sampler", "timelines",
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
-    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[1:2], rounds=3, trials=3, timelines=False)
+    doc = synthetic_runs.make_doc(cases=synthetic_runs.TRAINING_CASES[1:2], rounds=3, trials=3, timelines=False)
     doc["benchmarks"] = doc["benchmarks"][:2]  # one training case and one collective
     return doc
 

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import report_synth
-from report_synth import XSS
 from scipy import stats as sps
 
 from dpbench._atomic import atomic_write_text
@@ -22,6 +20,8 @@ from dpbench.errors import UsageError
 from dpbench.report import ResultsError, write_report
 from dpbench.results.frame import load_runs
 from dpbench.stats import paired_ratio
+from validation import synthetic_runs
+from validation.synthetic_runs import XSS
 
 
 class Parts(html.parser.HTMLParser):
@@ -291,8 +291,8 @@ def _expected_ci(numerator, denominator) -> tuple[float, float, float]:
 
 
 def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
-    cases = report_synth.TRAINING_CASES[:3]  # mlp: single, dp, ddp
-    doc = report_synth.make_doc(cases=cases, comm=False)
+    cases = synthetic_runs.TRAINING_CASES[:3]  # mlp: single, dp, ddp
+    doc = synthetic_runs.make_doc(cases=cases, comm=False)
     single = [0.020, 0.024, 0.019, 0.022, 0.021]  # the machine's speed changed between passes ...
     ddp = [s / 1.31 * f for s, f in zip(single, (1.0, 1.01, 0.99, 1.005, 0.998))]  # ... ddp kept its lead in each
     dp = [s * f for s, f in zip(single, (0.97, 1.04, 1.02, 0.98, 1.01))]  # dp: no real difference
@@ -301,7 +301,7 @@ def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
         bench["extra_info"]["step_time_s"] = float(np.median(times))
         bench["extra_info"].pop("step_time_ci95")
         bench["extra_info"].pop("samples_per_s_ci95")
-    path = report_synth.write_json(tmp_path / "m" / "0001_x.json", doc)
+    path = synthetic_runs.write_json(tmp_path / "m" / "0001_x.json", doc)
     claims = parse(write_report([path], tmp_path / "r.html").read_text()).claims
     # throughput ratio = (64 / case time) / (64 / single time), trial by trial
     ratio, lo, hi = _expected_ci(single, ddp)
@@ -316,8 +316,8 @@ def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
 
 
 def test_with_one_trial_the_spread_is_said_to_be_unknown(tmp_path: Path):
-    run = report_synth.make_run(
-        tmp_path / "results", schema=1, comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:3]
+    run = synthetic_runs.make_run(
+        tmp_path / "results", schema=1, comm=False, timelines=False, cases=synthetic_runs.TRAINING_CASES[:3]
     )
     claims = parse(write_report([run], tmp_path / "r.html").read_text()).claims
     (ddp,) = [c for c in claims if c.startswith("ddp w2 (")]
@@ -325,12 +325,12 @@ def test_with_one_trial_the_spread_is_said_to_be_unknown(tmp_path: Path):
 
 
 def test_drifting_controls_and_clock_warnings_are_shown(tmp_path: Path):
-    name = report_synth.bench_id(report_synth.TRAINING_CASES[1])
-    run = report_synth.make_run(
+    name = synthetic_runs.bench_id(synthetic_runs.TRAINING_CASES[1])
+    run = synthetic_runs.make_run(
         tmp_path / "results",
         comm=False,
         timelines=False,
-        cases=report_synth.TRAINING_CASES[:3],
+        cases=synthetic_runs.TRAINING_CASES[:3],
         control_passes=[1.0, 1.0, 1.0, 1.25, 1.3, 1.3],
         clock_warnings={name: ["sm clock 1410 MHz, below its 1980 MHz maximum (thermal)"]},
     )
@@ -338,8 +338,8 @@ def test_drifting_controls_and_clock_warnings_are_shown(tmp_path: Path):
     drift = [w for w in warnings if "the controls drifted" in w]
     assert len(drift) == 1 and "the machine's speed changed during the run" in drift[0]
     assert any(name in w and "trial 6: sm clock 1410 MHz, below its 1980 MHz maximum (thermal)" in w for w in warnings)
-    steady = report_synth.make_run(
-        tmp_path / "results2", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:3]
+    steady = synthetic_runs.make_run(
+        tmp_path / "results2", comm=False, timelines=False, cases=synthetic_runs.TRAINING_CASES[:3]
     )
     assert not parse(write_report([steady], tmp_path / "s.html").read_text()).warnings
 
@@ -355,23 +355,23 @@ def test_headline_table_shows_trials_cv_and_control(many):
 
 # ---------------------------------------------------------------- files and errors
 def test_single_run_has_no_comparison(tmp_path: Path):
-    run = report_synth.make_run(
-        tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:2]
+    run = synthetic_runs.make_run(
+        tmp_path / "results", comm=False, timelines=False, cases=synthetic_runs.TRAINING_CASES[:2]
     )
     text = write_report([run], tmp_path / "r.html").read_text()
     assert 'id="comparison"' not in text and "Decision view" in text
 
 
 def test_disjoint_runs_render_with_a_note(tmp_path: Path):
-    a = report_synth.make_run(tmp_path, number=1, cases=report_synth.TRAINING_CASES[:1], comm=False)
-    b = report_synth.make_run(tmp_path, number=2, cases=report_synth.TRAINING_CASES[1:2], comm=False)
+    a = synthetic_runs.make_run(tmp_path, number=1, cases=synthetic_runs.TRAINING_CASES[:1], comm=False)
+    b = synthetic_runs.make_run(tmp_path, number=2, cases=synthetic_runs.TRAINING_CASES[1:2], comm=False)
     text = html.unescape(write_report([a, b], tmp_path / "r.html").read_text())
     assert "have no benchmark in common" in text
 
 
 def test_output_that_is_a_directory_is_refused(tmp_path: Path):
-    run = report_synth.make_run(
-        tmp_path / "results", comm=False, timelines=False, cases=report_synth.TRAINING_CASES[:1]
+    run = synthetic_runs.make_run(
+        tmp_path / "results", comm=False, timelines=False, cases=synthetic_runs.TRAINING_CASES[:1]
     )
     with pytest.raises(
         UsageError, match="-o/--output: expected the path of the HTML file to write, found a directory"

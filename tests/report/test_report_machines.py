@@ -9,15 +9,15 @@ import re
 from pathlib import Path
 
 import pytest
-import report_synth
-from report_synth import TRAINING_CASES, bench_id
 
 from dpbench.cli import main
 from dpbench.report.html import render_report
 from dpbench.report.machines import ratio_interval
 from dpbench.results.load import read_run
+from validation import synthetic_runs
+from validation.synthetic_runs import TRAINING_CASES, bench_id
 
-A100 = report_synth.default_machine(gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4, driver="560.1")
+A100 = synthetic_runs.default_machine(gpus=[{"name": "NVIDIA A100-SXM4-40GB"}] * 4, driver="560.1")
 TWICE = {bench_id(case): 2.0 for case in TRAINING_CASES}
 
 
@@ -37,8 +37,8 @@ def test_ratio_interval_is_welchs_on_the_logs():
 
 @pytest.mark.slow
 def test_runs_of_two_machines_are_columns_with_ratios_not_verdicts(tmp_path: Path):
-    h100 = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False)
-    a100 = report_synth.make_run(tmp_path, number=2, seed=2, machine=A100, slowdown=TWICE, timelines=False)
+    h100 = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False)
+    a100 = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=A100, slowdown=TWICE, timelines=False)
     page = render_report([read_run(h100), read_run(a100)])
     text = _text(page)
     assert 'id="machines"' in page and "Machines side by side" in text
@@ -67,16 +67,18 @@ def test_runs_of_two_machines_are_columns_with_ratios_not_verdicts(tmp_path: Pat
 @pytest.mark.slow
 def test_one_machine_has_no_machines_view_and_the_header_says_what_differs(tmp_path: Path):
     packages = {"torch": "2.13.0+cpu", "numpy": "2.2.6", "filelock": "3.20.0"}
-    base = report_synth.default_machine(torch="2.13.0+cpu", cuda=None, nccl=None, packages=packages, torch_build="CPU")
-    head = report_synth.default_machine(
+    base = synthetic_runs.default_machine(
+        torch="2.13.0+cpu", cuda=None, nccl=None, packages=packages, torch_build="CPU"
+    )
+    head = synthetic_runs.default_machine(
         torch="2.14.1+cu130",
         cuda="13.0",
         torch_build="CUDA 13.0",
         cudnn="92400",
         packages={**packages, "torch": "2.14.1+cu130", "filelock": "3.20.3", "triton": "3.6.0"},
     )
-    one = report_synth.make_run(tmp_path, number=1, seed=1, machine=base, timelines=False)
-    two = report_synth.make_run(tmp_path, number=2, seed=2, machine=head, timelines=False)
+    one = synthetic_runs.make_run(tmp_path, number=1, seed=1, machine=base, timelines=False)
+    two = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=head, timelines=False)
     page = render_report([read_run(one), read_run(two)])
     text = _text(page)
     assert 'id="machines"' not in page
@@ -89,9 +91,9 @@ def test_one_machine_has_no_machines_view_and_the_header_says_what_differs(tmp_p
 
 
 def test_compare_refuses_pooling_machines_and_points_to_the_report(tmp_path: Path, capsys):
-    one = report_synth.make_run(tmp_path, number=1, seed=1, timelines=False, comm=False)
-    two = report_synth.make_run(tmp_path, number=2, seed=2, machine=A100, timelines=False, comm=False)
-    three = report_synth.make_run(tmp_path, number=3, seed=3, timelines=False, comm=False)
+    one = synthetic_runs.make_run(tmp_path, number=1, seed=1, timelines=False, comm=False)
+    two = synthetic_runs.make_run(tmp_path, number=2, seed=2, machine=A100, timelines=False, comm=False)
+    three = synthetic_runs.make_run(tmp_path, number=3, seed=3, timelines=False, comm=False)
     assert main(["compare", "--baseline", str(one), str(two), "--candidate", str(three)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "runs from different machines (gpu:" in err[0], err

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import report_synth
-from report_synth import write_json
-
 from dpbench.report import load_runs, plots_resources
 from dpbench.report.sections import report_data
+from validation import synthetic_runs
+from validation.synthetic_runs import write_json
 
 MIB = 2**20
 
@@ -30,7 +29,7 @@ def _measured(params: int, peak: int) -> list[dict]:
 
 
 def test_the_error_table_lists_each_case_with_a_saved_estimate(tmp_path):
-    doc = report_synth.make_doc(comm=False)
+    doc = synthetic_runs.make_doc(comm=False)
     benches = doc["benchmarks"]
     benches[0]["extra_info"].update(
         memory_estimate=_estimate(10 * MIB, 55 * MIB), memory_per_rank=_measured(10 * MIB, 50 * MIB)

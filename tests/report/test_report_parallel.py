@@ -8,12 +8,12 @@ import signal
 import threading
 
 import pytest
-import report_synth
 
 from dpbench.report import load_runs
 from dpbench.report import sections as sections_mod
 from dpbench.report.figures import Part
 from dpbench.report.sections import build_sections, figure_section, report_data
+from validation import synthetic_runs
 
 pytestmark = pytest.mark.skipif(
     "fork" not in __import__("multiprocessing").get_all_start_methods(),
@@ -24,7 +24,9 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("parallel") / "results"
-    return load_runs([report_synth.make_run(root, number=i, name=f"r{i}", seed=i, trials=3, rounds=3) for i in (1, 2)])
+    return load_runs(
+        [synthetic_runs.make_run(root, number=i, name=f"r{i}", seed=i, trials=3, rounds=3) for i in (1, 2)]
+    )
 
 
 @pytest.fixture

@@ -10,20 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import report_synth
-from report_synth import write_json
 
 from dpbench.decision.configs import configurations
 from dpbench.report import load_runs, plots, plots_resources
 from dpbench.report.sections import PARTS, build_sections, report_data
 from dpbench.results.units import fmt_bytes
+from validation import synthetic_runs
+from validation.synthetic_runs import write_json
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def full_frame(tmp_path_factory) -> pd.DataFrame:
-    return load_runs(report_synth.make_run(tmp_path_factory.mktemp("plots") / "results", trials=4, rounds=3))
+    return load_runs(synthetic_runs.make_run(tmp_path_factory.mktemp("plots") / "results", trials=4, rounds=3))
 
 
 def configs_of(frame: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +136,7 @@ def test_phase_tables_list_phases_in_schema_order(sections, tmp_path: Path):
     # dp w2 of the dp_phases suite is the throughput suite's case (one case_key): its row is the
     # throughput suite's, so only the dp_phases-only phases of a separate case would show them.
     assert sections["phases"].tables[0].columns[4:] == ["forward", "backward", "communication", "optimizer"]
-    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[-1]], comm=False)
+    doc = synthetic_runs.make_doc(cases=[synthetic_runs.TRAINING_CASES[-1]], comm=False)
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
     part = plots_resources.phases(configs_of(frame), ["0001_x"])
     assert part.tables[0].columns[4:] == ["scatter", "replicate", "apply", "gather", "backward"]
@@ -148,7 +148,7 @@ def test_plain_pytest_benchmark_run_gets_the_parts_it_has(real_run: Path):
 
 
 def test_without_raw_samples_the_trials_still_plot(tmp_path: Path):
-    frame = load_runs(report_synth.make_run(tmp_path, save_data=False, comm=False, timelines=False))
+    frame = load_runs(synthetic_runs.make_run(tmp_path, save_data=False, comm=False, timelines=False))
     rows = configs_of(frame)
     part = plots.step_times(rows, ["0001_synth"])
     assert part.images and all(r[4] == "0" and r[5] == "6" for r in part.tables[0].rows)  # 0 rounds, 6 trials
@@ -156,7 +156,7 @@ def test_without_raw_samples_the_trials_still_plot(tmp_path: Path):
 
 
 def test_mathtext_in_names_is_plain_text(tmp_path: Path):
-    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:1], comm=False)
+    doc = synthetic_runs.make_doc(cases=synthetic_runs.TRAINING_CASES[:1], comm=False)
     doc["benchmarks"][0]["extra_info"]["workload"] = r"$\frac{unclosed"
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
     assert all(p.images or p.key == "headline" for s in build_sections(report_data(frame)) for p in s.parts)
@@ -184,7 +184,7 @@ def test_timeline_written_by_the_sampler_is_plotted(tmp_path: Path):
         )
     run_dir = tmp_path / "m"
     write_timeline(run_dir / "timelines" / "t.csv", build_frame(rows), build_marks([(0.1, "measure")]))
-    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]], comm=False)
+    doc = synthetic_runs.make_doc(cases=[synthetic_runs.TRAINING_CASES[1]], comm=False)
     doc["benchmarks"][0]["extra_info"]["trials"]["timelines"] = ["timelines/t.csv"] + [None] * 5
     frame = load_runs(write_json(run_dir / "0001_x.json", doc))
     part = plots_resources.timelines(configs_of(frame), ["0001_x"])
@@ -196,7 +196,7 @@ def test_timeline_written_by_the_sampler_is_plotted(tmp_path: Path):
 
 
 def test_unreadable_timelines_become_notes(tmp_path: Path):
-    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[1:3], comm=False)
+    doc = synthetic_runs.make_doc(cases=synthetic_runs.TRAINING_CASES[1:3], comm=False)
     doc["benchmarks"][0]["extra_info"]["sampler"]["timeline"] = "../../../etc/passwd"
     doc["benchmarks"][1]["extra_info"]["sampler"]["timeline"] = "missing.csv"
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))

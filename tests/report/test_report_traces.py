@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from report_synth import make_run
 
 from dpbench.report.html import render_report
 from dpbench.report.traces import build_traces
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import read_run
 from dpbench.traces.analysis import analyse_case, compare_two_pass
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "traces"))
-from _kineto import cpu_rank, write  # noqa: E402
+from tests.traces._kineto import cpu_rank, write
+from validation.synthetic_runs import make_run
 
 
 def _traced_run(results: Path) -> Path:

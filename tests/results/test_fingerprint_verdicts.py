@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 import pytest
-from report_synth import make_run
+from validation.synthetic_runs import make_run
 
 from dpbench.results import load_runs
 from dpbench.results.fingerprint import (

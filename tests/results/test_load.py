@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import report_synth
-from report_synth import write_json
+from validation import synthetic_runs
+from validation.synthetic_runs import write_json
 from dpbench.report import ResultsError, load_runs, resolve_runs
 from dpbench.results.load import read_run, resolve_run
 from dpbench.stats import log_t_interval
@@ -44,7 +44,7 @@ def test_real_pytest_benchmark_file_loads(real_run: Path):
 
 
 def test_frame_flattens_extra_info_and_machine(results: Path):
-    path = report_synth.make_run(results)
+    path = synthetic_runs.make_run(results)
     frame = load_runs(path)
     doc = json.loads(path.read_text())
     assert len(frame) == len(doc["benchmarks"])
@@ -64,9 +64,9 @@ def test_frame_flattens_extra_info_and_machine(results: Path):
 
 
 def test_resolve_files_directories_and_ids(results: Path):
-    a1 = report_synth.make_run(results, number=1, name="first")
-    a2 = report_synth.make_run(results, number=2, name="second")
-    b1 = report_synth.make_run(results, number=1, name="other", machine_id="Linux-CPython-3.12-64bit")
+    a1 = synthetic_runs.make_run(results, number=1, name="first")
+    a2 = synthetic_runs.make_run(results, number=2, name="second")
+    b1 = synthetic_runs.make_run(results, number=1, name="other", machine_id="Linux-CPython-3.12-64bit")
     assert resolve_runs([a1], results_dir=results) == [a1]
     assert sorted(resolve_runs([results])) == sorted([a2, b1])  # newest per machine
     assert sorted(resolve_runs([], results_dir=results)) == sorted([a2, b1])
@@ -99,7 +99,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path, setup, match):
 
 
 def _doc_with_extra(extra: dict) -> dict:
-    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[0]], comm=False)
+    doc = synthetic_runs.make_doc(cases=[synthetic_runs.TRAINING_CASES[0]], comm=False)
     doc["benchmarks"][0]["extra_info"] = extra
     return doc
 
@@ -129,7 +129,7 @@ def test_foreign_extra_info_is_fine(tmp_path: Path):
     (lambda b: b.update(extra_info=[1]), "'extra_info': expected an object"),
 ])
 def test_malformed_benchmarks_are_named(tmp_path: Path, mutate, match):
-    doc = report_synth.make_doc(comm=False)
+    doc = synthetic_runs.make_doc(comm=False)
     mutate(doc["benchmarks"][2])
     path = write_json(tmp_path / "r.json", doc)
     with pytest.raises(ResultsError, match=f"benchmark #2: {match}"):
@@ -155,7 +155,7 @@ def test_timeline_paths_are_confined_to_the_run_directory(tmp_path: Path):
 
 
 def test_labels_and_per_iteration_times_of_collectives(tmp_path: Path):
-    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[1]])
+    doc = synthetic_runs.make_doc(cases=[synthetic_runs.TRAINING_CASES[1]])
     doc["benchmarks"][0]["extra_info"]["requested_options"] = {"chunk_sizes": None, "mode": "x"}
     comm = doc["benchmarks"][1]
     comm["extra_info"]["iters_per_round"] = 5  # a collective repeated 5 times per timed round
@@ -168,7 +168,7 @@ def test_labels_and_per_iteration_times_of_collectives(tmp_path: Path):
 
 
 def test_extra_info_cannot_overwrite_the_report_columns(tmp_path: Path):
-    doc = report_synth.make_doc(cases=[report_synth.TRAINING_CASES[0]], comm=False)
+    doc = synthetic_runs.make_doc(cases=[synthetic_runs.TRAINING_CASES[0]], comm=False)
     bench = doc["benchmarks"][0]
     bench["extra_info"].update(fullname="spoofed", samples=[1.0], label="spoofed", trial_times=[9.0],
                                **{"stats.median": 0})
@@ -185,12 +185,12 @@ def test_labels_use_requested_options_not_every_resolved_default(tmp_path: Path)
     resolved = {"bucket_cap_mb": 25.0, "static_graph": False, "comm_hook": None, "accumulation_steps": 1}
     extra_benchmarks = []
     for requested in ({}, {"bucket_cap_mb": 25.0}):
-        doc = report_synth.make_doc(cases=[("ddp_knobs", "mlp", "ddp", resolved, 2, 0.02)], comm=False)
+        doc = synthetic_runs.make_doc(cases=[("ddp_knobs", "mlp", "ddp", resolved, 2, 0.02)], comm=False)
         bench = doc["benchmarks"][0]
         bench["name"] = bench["fullname"] = f"test_ddp_knob[{len(extra_benchmarks)}]"
         bench["extra_info"]["requested_options"] = requested
         extra_benchmarks.append(bench)
-    doc = report_synth.make_doc(cases=[], comm=False, extra_benchmarks=extra_benchmarks)
+    doc = synthetic_runs.make_doc(cases=[], comm=False, extra_benchmarks=extra_benchmarks)
     frame = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc))
     assert sorted(frame["strategy_label"]) == ["ddp", "ddp(bucket_cap_mb=25.0)"]
     assert frame["options.static_graph"].tolist() == [False, False]  # the resolved options stay in the frame
@@ -203,7 +203,7 @@ def _rows(path: Path) -> tuple[pd.DataFrame, dict]:
 
 
 def test_schema_2_round_trip(results: Path):
-    frame, raw = _rows(report_synth.make_run(results, schema=2, trials=4, rounds=3, timelines=False))
+    frame, raw = _rows(synthetic_runs.make_run(results, schema=2, trials=4, rounds=3, timelines=False))
     assert SCHEMA_VERSION == 2 and len(frame) == len(raw)
     for name, bench in raw.items():
         row, extra, trials = frame.loc[name], bench["extra_info"], bench["extra_info"]["trials"]
@@ -230,7 +230,7 @@ def test_schema_2_round_trip(results: Path):
 
 
 def test_schema_1_round_trip(results: Path):
-    frame, raw = _rows(report_synth.make_run(results, schema=1, timelines=False))
+    frame, raw = _rows(synthetic_runs.make_run(results, schema=1, timelines=False))
     for name, bench in raw.items():
         row, extra = frame.loc[name], bench["extra_info"]
         assert row["schema"] == 1 and row["trials_count"] == 1 and row["trial_controls"] == []
@@ -249,7 +249,7 @@ def test_schema_1_round_trip(results: Path):
 
 
 def test_schema_1_training_without_steps_per_round_has_no_per_step_time(tmp_path: Path):
-    doc = report_synth.make_doc(schema=1, cases=report_synth.TRAINING_CASES[:1], comm=False)
+    doc = synthetic_runs.make_doc(schema=1, cases=synthetic_runs.TRAINING_CASES[:1], comm=False)
     del doc["benchmarks"][0]["extra_info"]["steps_per_round"]
     row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
     assert pd.isna(row["step_time_s"]) and row["trial_times"] == [] and pd.isna(row["samples_per_s"])
@@ -257,7 +257,7 @@ def test_schema_1_training_without_steps_per_round_has_no_per_step_time(tmp_path
 
 
 def test_the_interval_is_computed_from_the_trials_where_the_writer_left_it_out(tmp_path: Path):
-    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:1], comm=False, trials=5)
+    doc = synthetic_runs.make_doc(cases=synthetic_runs.TRAINING_CASES[:1], comm=False, trials=5)
     extra = doc["benchmarks"][0]["extra_info"]
     written = extra.pop("step_time_ci95")
     row = load_runs(write_json(tmp_path / "m" / "0001_x.json", doc)).iloc[0]
@@ -266,19 +266,19 @@ def test_the_interval_is_computed_from_the_trials_where_the_writer_left_it_out(t
 
 
 def test_an_unknown_run_id_lists_the_saved_runs(results: Path):
-    report_synth.make_run(results, number=1, name="first", timelines=False)
-    report_synth.make_run(results, number=2, name="second", timelines=False)
+    synthetic_runs.make_run(results, number=1, name="first", timelines=False)
+    synthetic_runs.make_run(results, number=2, name="second", timelines=False)
     with pytest.raises(ResultsError) as info:
         resolve_runs(["0009"], results_dir=results)
     message = str(info.value)
     assert "'0009'" in message and "\n" not in message
-    assert f"saved runs under {results}/: {report_synth.MACHINE_ID}/0001_first, {report_synth.MACHINE_ID}/0002_second" \
+    assert f"saved runs under {results}/: {synthetic_runs.MACHINE_ID}/0001_first, {synthetic_runs.MACHINE_ID}/0002_second" \
         in message
 
 
 def test_clock_warnings_are_read_per_trial_or_from_the_kept_summary(tmp_path: Path):
-    doc = report_synth.make_doc(cases=report_synth.TRAINING_CASES[:2], comm=False, trials=3,
-                                clock_warnings={report_synth.bench_id(report_synth.TRAINING_CASES[0]): ["throttled"]})
+    doc = synthetic_runs.make_doc(cases=synthetic_runs.TRAINING_CASES[:2], comm=False, trials=3,
+                                clock_warnings={synthetic_runs.bench_id(synthetic_runs.TRAINING_CASES[0]): ["throttled"]})
     second = doc["benchmarks"][1]["extra_info"]
     second["trials"].pop("sampler")
     second["sampler"]["clock_warnings"] = ["clocks not locked", 42]

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_sharding.py"
 
 
 @pytest.mark.slow
 def test_bench_sharding_prints_every_variant_and_the_optimizer_state_split(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("bench_sharding", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = importlib.import_module("benchmarks.sharding")
     out_file = tmp_path / "sharding.json"
     assert (
         bench.main(

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,7 +23,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 _FAKE_PARENT = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {here!r})
     import torch
 
     def initialised(*args, **kwargs):
@@ -54,20 +54,16 @@ _FAKE_PARENT = textwrap.dedent("""
 
 @pytest.mark.slow  # a fresh interpreter importing torch: ~5-9 s on a busy 2-core machine
 def test_parent_side_of_every_strategy_never_touches_cuda():
-    out = subprocess.run(
-        [sys.executable, "-c", _FAKE_PARENT.format(here=HERE)], capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run([sys.executable, "-c", _FAKE_PARENT], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     # Every case got as far as starting workers; three ranks on two GPUs: gloo, cuda:0 shared.
     assert out.stdout.split() == ["9", "('cuda:0',", "'cuda:1',", "'cuda:0')", "gloo"]
 
 
 _REAL_PARENT = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {here!r})
     import torch
     import dpbench
-    from _toy_workloads import MLP
+    from tests.strategies._toy_workloads import MLP
 
     if __name__ == "__main__":
         for strategy in ("single", "dp", "ddp"):
@@ -84,7 +80,9 @@ _REAL_PARENT = textwrap.dedent("""
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_parent_never_initialises_cuda_on_a_gpu(tmp_path):
     script = tmp_path / "parent.py"
-    script.write_text(_REAL_PARENT.format(here=HERE))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    script.write_text(_REAL_PARENT)
+    # The checkout's root on the path: the parent and its workers import the toy model from tests/.
+    env = {**os.environ, "PYTHONPATH": str(Path(HERE).parents[1])}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "initialised False"

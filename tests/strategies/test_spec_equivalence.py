@@ -71,9 +71,9 @@ def user_module(tmp_path_factory):
 
     where = tmp_path_factory.mktemp("user")
     (where / "my_models.py").write_text(SOURCE)
-    sys.path.insert(0, str(where))
-    yield where
-    sys.path.remove(str(where))
+    with pytest.MonkeyPatch.context() as patch:  # the user's folder on the path, as their script has it
+        patch.syspath_prepend(str(where))
+        yield where
     sys.modules.pop("my_models", None)
 
 

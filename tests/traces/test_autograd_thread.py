@@ -20,9 +20,7 @@ AUTOGRAD_TID = 999_999
 
 
 def _verify():
-    spec = importlib.util.spec_from_file_location("gpu_check_verify", ROOT / "scripts" / "gpu_check_verify.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("tools.gpu_check_verify")
     return module
 
 

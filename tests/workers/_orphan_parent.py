@@ -1,8 +1,9 @@
 """A parent that opens a WorkerPool, reports it, then waits to be killed (run by test_lifeline.py).
 
-``python _orphan_parent.py idle|call|stage|alone``: between calls, inside a call that hangs on
-rank 0, with a registered staging directory (as the suites' timeline store) and no pool at all,
-or inside a hanging call with the reaper killed first (the workers' own parent watch alone).
+``python -m tests.workers._orphan_parent idle|call|stage|alone`` (from the checkout's root):
+between calls, inside a call that hangs on rank 0, with a registered staging directory (as the
+suites' timeline store) and no pool at all, or inside a hanging call with the reaper killed first
+(the workers' own parent watch alone).
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: _launch_helpers
-
-from _launch_helpers import sleep_on  # noqa: E402
-
-from dpbench.launcher import WorkerPool  # noqa: E402
-from dpbench.workers.lifeline import reaper  # noqa: E402
+from dpbench.launcher import WorkerPool
+from dpbench.workers.lifeline import reaper
+from tests._launch_helpers import sleep_on
 
 
 def main(mode: str) -> None:

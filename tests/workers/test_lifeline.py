@@ -54,7 +54,8 @@ def test_sigkill_of_the_parent_leaves_nothing_within_5_s(mode, tmp_path):
     err = tmp_path / "stderr.txt"  # a file, not a pipe: nobody reads it while the child runs
     with open(err, "w") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, str(HERE / "_orphan_parent.py"), mode],
+            [sys.executable, "-m", "tests.workers._orphan_parent", mode],
+            cwd=HERE.parents[1],
             env=env,
             stdout=subprocess.PIPE,
             stderr=err_file,
