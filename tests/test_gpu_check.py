@@ -438,7 +438,7 @@ def test_workflow_runs_the_suites_on_cuda_and_fails_without_it():
     steps = workflow["jobs"]["benchmarks"]["steps"]
     runs = [str(s.get("run", "")) for s in steps]
     assert "nvidia-smi" in runs[0]  # the inventory before anything else
-    check = next(i for i, r in enumerate(runs) if "gpu_inventory.py --require-cuda" in r)
+    check = next(i for i, r in enumerate(runs) if "-m tools.gpu_inventory --require-cuda" in r)
     assert "|| true" not in runs[check] and not steps[check].get("continue-on-error")
     measuring = [i for i, r in enumerate(runs) if "dpbench ab" in r or "pytest suites/" in r]
     assert measuring and check < min(measuring)

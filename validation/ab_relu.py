@@ -33,7 +33,7 @@ from dpbench.ab.settle import parse_budget, parse_max_trials  # noqa: E402
 
 SLOW_RELU = """
 
-# validate_ab_relu.py: every F.relu 3 ms slower (this scratch clone's head commit only).
+# validation.ab_relu: every F.relu 3 ms slower (this scratch clone's head commit only).
 def _slow_relu():
     import functools
     import time
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_trials = parse_max_trials(args.max_trials, trials=trials, min_pairs=2)
         parse_budget(args.budget)
     except ABError as e:
-        print(f"validate_ab_relu.py: error: {e}", file=sys.stderr)
+        print(f"validation.ab_relu: error: {e}", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="dpbench-ab-relu-"))
     try:

@@ -271,7 +271,7 @@ def _null_bounds(fam: _FamilyState, threshold: float) -> tuple[float, float]:
     span sessions; one run of several trials a side carries the between-run offset fitted from the
     comparison, log-normal across cases with at least BETWEEN_SPREAD_FLOOR of spread, or measured per
     case by ``--aa`` runs). Against the threshold only where ``judge_family(null="threshold")`` asks —
-    the gate's former rule, kept for comparison (simulate_gate.py --null threshold weighs it;
+    the gate's former rule, kept for comparison (``python -m validation.simulate_gate --null threshold`` weighs it;
     docs/calibration.md#gate-rule-history)."""
     if fam.against_no_change:
         return 0.0, 0.0

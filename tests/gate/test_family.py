@@ -260,7 +260,7 @@ def test_fit_between_recovers_the_median_offset_and_holds_the_spread_within_its_
 
 
 def test_the_simulations_null_override_swaps_the_two_tests_and_nothing_else():
-    """simulate_gate.py --null: the same +20% against no change without --aa (z = 4.30), and against +10%
+    """validation.simulate_gate --null: the same +20% against no change without --aa (z = 4.30), and against +10%
     with --aa (z = 2.05); an unknown null is refused."""
     b = judge_family(_twenty({0: 1.2}), threshold=0.1, alpha=0.05, null="no change")[0][0]
     assert b.p_value == pytest.approx(stats.norm.sf(_z(1.2, cases=19)), rel=1e-3) and b.verdict == Verdict.REGRESSED
