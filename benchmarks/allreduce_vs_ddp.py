@@ -16,8 +16,8 @@ import os
 import statistics
 import sys
 
-import dpbench  # noqa: E402
-from dpbench.launcher import available_cores  # noqa: E402
+import dpbench
+from dpbench.launcher import available_cores
 
 CONFIGS = [
     ("ddp", {}),

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dpbench.parallel import DataParallel  # noqa: E402
+from dpbench.parallel import DataParallel
 
 
 def make_model(width: int, depth: int, device: torch.device) -> nn.Module:

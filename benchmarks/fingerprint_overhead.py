@@ -33,8 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from dpbench.launcher.run import Run  # noqa: E402
-from dpbench.measure import TrainingCase, resolve_profile  # noqa: E402
+from dpbench.launcher.run import Run
+from dpbench.measure import TrainingCase, resolve_profile
 
 _FINGERPRINT = Run.fingerprint
 _CALLS: list[float] = []

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dpbench.stats import paired_ratio  # noqa: E402
+from dpbench.stats import paired_ratio
 
 __all__ = ["make_step", "measure", "main"]
 

@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 
-import dpbench  # noqa: E402
-from dpbench.launcher import WorkerPool, available_cores  # noqa: E402
-from dpbench.stats import paired_ratio  # noqa: E402
+import dpbench
+from dpbench.launcher import WorkerPool, available_cores
+from dpbench.stats import paired_ratio
 
 
 def bare_setup(ctx, workload_name: str, seed: int, lr: float) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch  # noqa: E402  (the benchmark side may use torch; the sampler never imports it)
 
-from dpbench.sampler import ResourceSampler  # noqa: E402
+from dpbench.sampler import ResourceSampler
 
 
 def workload(a: torch.Tensor, b: torch.Tensor, iterations: int) -> tuple[float, float]:

@@ -20,8 +20,8 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-import dpbench  # noqa: E402
-from dpbench.measure.derive import derive  # noqa: E402
+import dpbench
+from dpbench.measure.derive import derive
 
 VARIANTS = (
     ("ddp", {}),

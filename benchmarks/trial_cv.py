@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import dpbench  # noqa: E402
-from dpbench.launcher import available_cores  # noqa: E402
+import dpbench
+from dpbench.launcher import available_cores
 
 GLOBAL_BATCH = 64
 UNTIMED_STEPS = 2

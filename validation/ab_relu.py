@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from dpbench.ab.revisions import ABError
+from dpbench.ab.settle import parse_budget, parse_max_trials
 
-from dpbench.ab.revisions import ABError  # noqa: E402
-from dpbench.ab.settle import parse_budget, parse_max_trials  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SLOW_RELU = """
 

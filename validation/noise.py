@@ -34,14 +34,15 @@ from dpbench.gate.verdicts import Verdict
 from dpbench.stats import DisturbanceLimits, TrialSeries, disturbance_limits, left_out, median, percentile
 
 __all__ = [
-    "AFTERNOON",
     "ARMS",
     "CLEAN",
     "Disturbance",
-    "MIDDAY",
+    "HISTORY_RUNS",
+    "JUMPY",
+    "MODELS",
     "NOISE",
+    "QUICK_RUNS",
     "SeriesNoiseModel",
-    "TODAY",
     "TrialNoiseModel",
     "aa_false_alarms",
     "creep_levels",
@@ -74,7 +75,7 @@ class TrialNoiseModel:
     # trial_sd_slope · (its level − the median level) from log trial_sd (short steps are noisier).
     level_sd: float = 0.0
     trial_sd_slope: float = 0.0
-    jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (see TODAY below)
+    jumpy_fraction: float = 0.0  # a share of benchmarks whose tau is jumpy_sd instead (see JUMPY below)
     jumpy_sd: float = 0.0
     source: str = ""
     fitted: dict[str, Any] = field(default_factory=dict)  # per-benchmark estimates behind a fit
@@ -104,7 +105,7 @@ CLEAN = TrialNoiseModel(
 )
 # CLEAN plus a few cases (5 of 70) whose session offset is jumpy_sd: a harness or machine that moves some
 # cases far between sessions (measurements: docs/calibration.md#gate-noise-models).
-TODAY = TrialNoiseModel(
+JUMPY = TrialNoiseModel(
     **{
         **CLEAN.to_dict(),
         "jumpy_fraction": 5 / 70,
@@ -114,9 +115,10 @@ TODAY = TrialNoiseModel(
 )
 
 # The two models python -m validation.aa_check fitted on the 2-core development VM after the fresh-helper fix, as its
-# validation table records them (docs: the gate's validation page): four quick runs of one commit each.
+# validation table records them (docs: the gate's validation page), each named for the runs it was fitted
+# to: four quick runs of one commit (QUICK_RUNS), and runs 5-8 of the history check (HISTORY_RUNS).
 # The per-case offset the midday fit put at its floor (0) is 0.1% here, spread 0.
-MIDDAY = TrialNoiseModel(
+QUICK_RUNS = TrialNoiseModel(
     trial_sd=0.148,
     trial_sd_spread=0.20,
     trial_sd_slope=-0.24,
@@ -128,7 +130,7 @@ MIDDAY = TrialNoiseModel(
     control_run_sd=0.010,
     source="fitted: 4 quick runs, fresh helper each trial pass (2-core VM, midday)",
 )
-AFTERNOON = TrialNoiseModel(
+HISTORY_RUNS = TrialNoiseModel(
     trial_sd=0.158,
     trial_sd_spread=0.24,
     trial_sd_slope=-0.30,
@@ -142,6 +144,18 @@ AFTERNOON = TrialNoiseModel(
 )
 
 
+# Every model by the name the validation programs take (--scenario / --model).
+MODELS: dict[str, TrialNoiseModel] = {
+    "clean": CLEAN,
+    "uniform": TrialNoiseModel(
+        **{**CLEAN.to_dict(), "case_run_sd_spread": 0.0, "source": "clean, every case's between-run offset alike"}
+    ),
+    "jumpy": JUMPY,
+    "quick-runs": QUICK_RUNS,
+    "history-runs": HISTORY_RUNS,
+}
+
+
 # ---------------------------------------------------------------- series over commits (dpbench history)
 @dataclass(frozen=True, kw_only=True)
 class SeriesNoiseModel:
@@ -152,9 +166,9 @@ class SeriesNoiseModel:
     trial_cv: float = 0.05
     """Within a run, from fresh process to fresh process (log sd): the history's detection
     targets' 5%, not a fitted trial sd (docs/calibration.md#history-noise-model)."""
-    run_offset_cv: float = MIDDAY.run_sd
+    run_offset_cv: float = QUICK_RUNS.run_sd
     """One offset per run, shared by its trials (log sd): the run-wide offset of the model fitted
-    with a fresh forkserver helper each trial pass (:data:`MIDDAY`)."""
+    with a fresh forkserver helper each trial pass (:data:`QUICK_RUNS`)."""
     trials: int = 5
     """Trials per commit."""
 

@@ -2,7 +2,8 @@
 """How few paired trials any test needs to settle a gap, under a fitted noise model: the floor
 under "trials used" that no stopping rule can go below. Exact (no simulation): closed-form power.
 
-    python -m validation.sequential_power_floor [--model midday|afternoon|clean] [--gaps 0.2,0.5] [--max-pairs 12]
+    python -m validation.sequential_power_floor [--model quick-runs|history-runs|clean] [--gaps 0.2,0.5]
+                                               [--max-pairs 12]
 
 Per number of pairs n and true gap g (one configuration 1 + g times as fast), the probability that
 one look at n pairs claims ``faster`` at the claim level (two-sided 90%: one side's 5%):
@@ -24,9 +25,7 @@ import math
 from scipy.stats import binom, nct, norm, t
 
 from dpbench.decision.claims import MIN_CLAIM_CONFIDENCE
-from validation.noise import AFTERNOON, CLEAN, MIDDAY
-
-NOISE_MODELS = {"midday": MIDDAY, "afternoon": AFTERNOON, "clean": CLEAN}
+from validation.noise import MODELS
 
 
 def sign_power(n: int, d: float, sd: float, alpha: float) -> float:
@@ -53,11 +52,11 @@ def z_power(n: int, d: float, sd: float, alpha: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="midday", choices=sorted(NOISE_MODELS))
+    parser.add_argument("--model", default="quick-runs", choices=("quick-runs", "history-runs", "clean"))
     parser.add_argument("--gaps", default="0.2,0.5")
     parser.add_argument("--max-pairs", type=int, default=12)
     args = parser.parse_args()
-    model = NOISE_MODELS[args.model]
+    model = MODELS[args.model]
     sd = math.sqrt(2) * model.trial_sd
     alpha = 1 - MIN_CLAIM_CONFIDENCE
     print(f"noise model {args.model}: trial sd {model.trial_sd:.3f}, a pair's log ratio sd {sd:.3f}")

@@ -8,7 +8,7 @@ drawn, pair by pair, from the gate's noise model (``validation.noise``: each rou
 offset shared by its base and head trial). Seeded: the same arguments print the same numbers.
 
     python -m validation.simulate_ab_settle [--jobs 1000] [--benchmarks 20] [--trials 6] [--max-trials 18]
-                                  [--regressed 3] [--scenario clean|today|midday|afternoon] [--seed 51]
+                                  [--regressed 3] [--scenario clean|jumpy|quick-runs|history-runs] [--seed 51]
 
 Cells: A/A (nothing changed) and a few cases slowed 10% and 20%, each measured until settled
 (``--trials`` first rounds, at most ``--max-trials`` pairs, every look at alpha / looks) and fixed
@@ -23,16 +23,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from dpbench.ab.job import DEFAULT_TRIALS  # noqa: E402
-from dpbench.ab.settle import MAX_TRIALS_FACTOR, LookResult, OpenCase, SettlePlan, until_settled  # noqa: E402
-from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from dpbench.gate.family import Item, judge_family  # noqa: E402
-from dpbench.gate.judge import Pooled  # noqa: E402
-from dpbench.gate.next_step import plan as next_plan  # noqa: E402
-from dpbench.gate.verdicts import Verdict  # noqa: E402
-from validation.noise import AFTERNOON, CLEAN, MIDDAY, TODAY, draw_case_params, draw_side  # noqa: E402
-
-SCENARIOS = {"clean": CLEAN, "today": TODAY, "midday": MIDDAY, "afternoon": AFTERNOON}
+from dpbench.ab.job import DEFAULT_TRIALS
+from dpbench.ab.settle import MAX_TRIALS_FACTOR, LookResult, OpenCase, SettlePlan, until_settled
+from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from dpbench.gate.family import Item, judge_family
+from dpbench.gate.judge import Pooled
+from dpbench.gate.next_step import plan as next_plan
+from dpbench.gate.verdicts import Verdict
+from validation.noise import MODELS, draw_case_params, draw_side
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-trials", type=int, help=f"most pairs a case (default {MAX_TRIALS_FACTOR} × --trials)")
     p.add_argument("--regressed", type=int, default=3, help="cases slowed in the A/B cells (default 3)")
     p.add_argument("--effects", default="1.1,1.2", help="their slowdowns, comma-separated (default 1.1,1.2)")
-    p.add_argument("--scenario", choices=tuple(SCENARIOS), default="clean", help="the gate's noise model")
+    p.add_argument("--scenario", choices=tuple(MODELS), default="clean", help="the gate's noise model")
     p.add_argument("--seed", type=int, default=51)
     args = p.parse_args(argv)
-    model = SCENARIOS[args.scenario]
+    model = MODELS[args.scenario]
     max_trials = args.max_trials or MAX_TRIALS_FACTOR * args.trials
     settle = SettlePlan(trials=args.trials, max_trials=max_trials, budget_s=None, alpha=DEFAULT_ALPHA)
     print(

@@ -4,7 +4,7 @@ disturbances drawn from a real run's disturbed trials: false alarms per job with
 measured, with disturbed trials left out, and with them measured again (validation.noise).
 Seeded: the same arguments print the same numbers.
 
-    python -m validation.simulate_disturbed_gate [--run RUN] [--scenario clean|today] [--jobs 1000] [--rate 0.02]
+    python -m validation.simulate_disturbed_gate [--run RUN] [--scenario clean|jumpy] [--jobs 1000] [--rate 0.02]
 
 RUN: a saved run with disturbed trials (default: tests/data/quick-run-disturbed-trial.json.gz).
 """
@@ -18,12 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from dpbench.results.frame import runs_frame
+from dpbench.results.load import read_run
+from validation.noise import ARMS, MODELS, aa_false_alarms, measured_disturbances
 
-from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from dpbench.results.frame import runs_frame  # noqa: E402
-from dpbench.results.load import read_run  # noqa: E402
-from validation.noise import ARMS, CLEAN, TODAY, aa_false_alarms, measured_disturbances  # noqa: E402  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_RUN = ROOT / "tests" / "data" / "quick-run-disturbed-trial.json.gz"
 
@@ -49,7 +49,7 @@ def _interval(hits: int, n: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", type=Path, default=DEFAULT_RUN)
-    p.add_argument("--scenario", choices=("clean", "today"), default="clean")
+    p.add_argument("--scenario", choices=("clean", "jumpy"), default="clean")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--benchmarks", type=int, default=70)
     p.add_argument("--trials", type=int, default=5)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(found)} measured disturbances (control/step factors): {shown}")
     started = time.monotonic()
     got = aa_false_alarms(
-        {"clean": CLEAN, "today": TODAY}[args.scenario],
+        MODELS[args.scenario],
         found,
         jobs=args.jobs,
         benchmarks=args.benchmarks,

@@ -6,7 +6,7 @@ Every simulated job goes through the real ``dpbench.gate.family.judge_family`` (
 Seeded: the same arguments print the same numbers.
 
     python -m validation.simulate_gate --fit RUN [RUN ...] [--save-model model.json]   # fit the model from saved runs
-    python -m validation.simulate_gate [--model model.json | --scenario clean|uniform|today|midday|afternoon]
+    python -m validation.simulate_gate [--model model.json | --scenario clean|uniform|jumpy|quick-runs|history-runs]
                                        [--jobs 1000]
                              [--power] [--broad [--broad-jobs N]]
                              [--alpha 0.01] [--aa-runs N]   # N --aa runs of the baseline for compare
@@ -24,33 +24,21 @@ import sys
 import time
 from pathlib import Path
 
-from dpbench.ab.job import DEFAULT_TRIALS as AB_PAIRS  # noqa: E402
-from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD  # noqa: E402
-from dpbench.gate.family import Item, judge_family  # noqa: E402
-from dpbench.gate.verdicts import Verdict  # noqa: E402
+from dpbench.ab.job import DEFAULT_TRIALS as AB_PAIRS
+from dpbench.gate.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from dpbench.gate.family import Item, judge_family
+from dpbench.gate.verdicts import Verdict
 from validation.noise import (
-    AFTERNOON,
-    CLEAN,
-    MIDDAY,
-    TODAY,
+    MODELS,
     TrialNoiseModel,
     draw_case_params,
     draw_side,
     draw_sides,
     fit_noise_model,
     level_for,
-)  # noqa: E402
+)
 
 THRESHOLD, ALPHA = DEFAULT_THRESHOLD, DEFAULT_ALPHA  # what `dpbench compare` does by default
-SCENARIOS = {
-    "clean": CLEAN,
-    "uniform": TrialNoiseModel(
-        **{**CLEAN.to_dict(), "case_run_sd_spread": 0.0, "source": "clean, every case's between-run offset alike"}
-    ),
-    "today": TODAY,
-    "midday": MIDDAY,
-    "afternoon": AFTERNOON,
-}
 
 
 def interval(hits: int, n: int) -> tuple[float, float]:
@@ -246,10 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", metavar="FILE", help="simulate from this fitted model (JSON from --save-model)")
     p.add_argument(
         "--scenario",
-        choices=tuple(SCENARIOS),
+        choices=tuple(MODELS),
         default="clean",
         help="built-in model when no --model: clean (provisional), uniform (clean with every case's "
-        "between-run offset alike), today (a few cases jumping between sessions), midday or afternoon "
+        "between-run offset alike), jumpy (a few cases jumping between sessions), quick-runs or history-runs "
         "(the two models fitted on the development VM after the fresh-helper fix)",
     )
     p.add_argument("--jobs", type=int, default=1000)
@@ -318,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model:
         model = TrialNoiseModel(**json.loads(Path(args.model).read_text()))
     else:
-        model = SCENARIOS[args.scenario]
+        model = MODELS[args.scenario]
     started = time.perf_counter()
     if args.jobs > 0:
         targets(

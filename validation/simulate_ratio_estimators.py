@@ -18,7 +18,7 @@ import math
 import random
 import statistics
 
-from dpbench.stats import log_t_interval, paired_ratio  # noqa: E402
+from dpbench.stats import log_t_interval, paired_ratio
 
 
 def _old(ratios: list[float]) -> tuple[float, float, float, bool]:

@@ -3,7 +3,7 @@
 per job and trials used, drawn from the gate's noise models (validation.noise) with disturbed
 trials from a real run. Seeded: the same arguments print the same numbers.
 
-    python -m validation.simulate_sequential [--model midday|afternoon|clean] [--jobs 1000] [--max-trials 12]
+    python -m validation.simulate_sequential [--model quick-runs|history-runs|clean] [--jobs 1000] [--max-trials 12]
                                    [--error-budget 0.0625]
 
 One job is one question: C configurations (2, 4, 8) whose trials are drawn from the model (each its
@@ -29,26 +29,24 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim  # noqa: E402
-from dpbench.decision.contention import CONTENDED  # noqa: E402
-from dpbench.decision.model import Entry, Outcome, Question, answer_question  # noqa: E402
-from dpbench.decision.sequential import plan_looks  # noqa: E402
-from dpbench.measure.settle import Settling  # noqa: E402
-from dpbench.measure.trials import TrialResult, TrialSession  # noqa: E402
-from validation.noise import (  # noqa: E402
-    AFTERNOON,
-    CLEAN,
-    MIDDAY,
+from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim
+from dpbench.decision.contention import CONTENDED
+from dpbench.decision.model import Entry, Outcome, Question, answer_question
+from dpbench.decision.sequential import plan_looks
+from dpbench.measure.settle import Settling
+from dpbench.measure.trials import TrialResult, TrialSession
+from validation.noise import (
+    MODELS,
     Disturbance,
     draw_case_params,
     draw_side,
     measured_disturbances,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
+
 DEFAULT_RUN = ROOT / "tests" / "data" / "quick-run-disturbed-trial.json.gz"
-MODELS = {"midday": MIDDAY, "afternoon": AFTERNOON, "clean": CLEAN}
+SEQUENTIAL_MODELS = ("quick-runs", "history-runs", "clean")  # the fitted models and the provisional one
 GAPS = (0.0, 0.05, 0.10, 0.20, 0.50)
 CONFIGS = (2, 4, 8)
 QUESTION = Question(workload="sim", optimizer="sgd", precision="fp32", global_batch=1.0)
@@ -173,7 +171,7 @@ def run_cell(model, found, *, configs: int, gap: float, jobs: int, seed: int, pl
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=sorted(MODELS), default="midday")
+    p.add_argument("--model", choices=SEQUENTIAL_MODELS, default="quick-runs")
     p.add_argument("--run", type=Path, default=DEFAULT_RUN, help="a saved run whose disturbed trials are drawn from")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--max-trials", type=int, default=12)

@@ -12,7 +12,7 @@ import pytest
 
 from dpbench.decision.claims import Claim
 from dpbench.decision.sequential import miss_probability, plan_looks
-from validation.noise import CLEAN, MIDDAY
+from validation.noise import CLEAN, QUICK_RUNS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_the_exact_bound_holds_in_a_seeded_monte_carlo_through_the_session(sim):
     # (per comparison, one comparison per job), within the Monte Carlo's spread.
     plan = plan_looks(12)
     jobs = 300
-    r = sim.run_cell(MIDDAY, [], configs=2, gap=0.0, jobs=jobs, seed=7, plan=plan, rate=0.0)
+    r = sim.run_cell(QUICK_RUNS, [], configs=2, gap=0.0, jobs=jobs, seed=7, plan=plan, rate=0.0)
     sd = math.sqrt(plan.error * (1 - plan.error) / jobs)
     assert r["jobs_seq"] / jobs <= plan.error + 3 * sd
     assert plan.error == pytest.approx(miss_probability(plan.cuts))
