@@ -1,5 +1,5 @@
 """cluster: the suites across several nodes under torchrun — ``python -m dpbench.cluster
-[pytest arguments]`` on every node (:mod:`~dpbench.cluster.runner`). Global rank 0 is the head
+[pytest arguments]`` on every node (:mod:`~dpbench.cluster.main`). Global rank 0 is the head
 (:mod:`~dpbench.cluster.head`) and runs the one pytest session; every rank is an agent
 (:mod:`~dpbench.cluster.agent`) that starts the case's workers on its node; the head's
 :class:`~dpbench.cluster.remote.RemotePool` drives them, installed as the launcher's pool
@@ -30,7 +30,7 @@ _LAZY = {
     "RemotePool": "dpbench.cluster.remote",
     "active_session": "dpbench.cluster.remote",
     "cluster_facts": "dpbench.cluster.head",
-    "main": "dpbench.cluster.runner",
+    "main": "dpbench.cluster.main",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.cluster", _LAZY, __all__, globals())

@@ -1,8 +1,8 @@
 """``python -m dpbench.cluster [pytest arguments]``, on every node under torchrun
-(see :mod:`dpbench.cluster.runner`)."""
+(see :mod:`dpbench.cluster.main`)."""
 
 import sys
 
-from dpbench.cluster.runner import main
+from dpbench.cluster.main import main
 
 sys.exit(main())

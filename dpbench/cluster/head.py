@@ -1,6 +1,6 @@
 """The head of a cluster session (global rank 0): it gathers every agent, runs the one pytest
 session with the cluster's pools installed (:func:`dpbench.cluster.remote.heading`), then tells
-every agent how the session ended. See :mod:`dpbench.cluster.runner` for the whole picture.
+every agent how the session ended. See :mod:`dpbench.cluster.main` for the whole picture.
 """
 
 from __future__ import annotations

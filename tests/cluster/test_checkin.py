@@ -268,7 +268,7 @@ def test_while_the_store_answers_an_agent_waits_for_the_head_and_handover_ends_i
 
 def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsys):
     from dpbench.cluster.node import ClusterInfo
-    from dpbench.cluster.runner import _start_checkin
+    from dpbench.cluster.main import _start_checkin
 
     taken = socket.socket()
     taken.bind(("0.0.0.0", 0))
@@ -307,7 +307,7 @@ def test_the_cluster_runner_reaches_its_check_in_without_torch_or_the_pools():
     import sys
 
     probe = (
-        "import sys, dpbench.cluster, dpbench.cluster.runner, dpbench.cluster.node; "
+        "import sys, dpbench.cluster, dpbench.cluster.main, dpbench.cluster.node; "
         "print(sorted(m for m in ('torch', 'dpbench.workers.pool', 'dpbench.cluster.remote', "
         "'dpbench.launcher.run') if m in sys.modules))"
     )
