@@ -135,7 +135,36 @@ def quick_profile_table() -> str:
 
 
 # page (relative to docs/) -> {table name: generator}
+def _summary(package: str) -> str:
+    """The first sentence of a package's docstring, without its name and Sphinx roles."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((ROOT / "dpbench" / package / "__init__.py").read_text())) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    text = re.sub(rf"^(dpbench\.)?{package}:\s*", "", text)
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+    end = re.search(r"(?<=[a-z)`])\.(\s|$)", text)
+    return (text[: end.start()] if end else text).rstrip(".") + "."
+
+
+def packages_table() -> str:
+    """The package map in layer order, from the layout test's layers and each package's docstring:
+    the page cannot drift from the house rules the tests enforce."""
+    from tests.test_layout import FOUNDATION, LAYERS
+
+    rows = ["| layer | package | what it owns |", "|---|---|---|"]
+    rows += [f"| {i} | `dpbench/{name}/` | {_cell(_summary(name))} |" for i, name in enumerate(LAYERS, 1)]
+    foundation = ", ".join(f"`{name.removeprefix('dpbench.')}`" for name in sorted(FOUNDATION))
+    rows += [
+        "",
+        f"Layers, lowest first: {' < '.join(f'`{name}`' for name in LAYERS)} (< `cli`). A package imports "
+        f"only the layers below it and the root helpers ({foundation}).",
+    ]
+    return "\n".join(rows)
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
+    "architecture.md": {"packages": packages_table},
     "strategies.md": {"options": options_table},
     "suites.md": {"quick-profile": quick_profile_table},
 }

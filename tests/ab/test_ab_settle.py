@@ -23,6 +23,7 @@ from dpbench.ab.settle import (
     until_settled,
 )
 from dpbench.cli import main
+from validation.noise import CLEAN
 
 PLAN = SettlePlan(trials=6, max_trials=18, budget_s=None, alpha=0.01)
 
@@ -275,8 +276,7 @@ def test_without_settling_the_job_is_the_fixed_one(fake_job, tmp_path, capsys):
 
 # ---------------------------------------------------------------- the simulation, small
 def _simulation():
-    sim = importlib.import_module("validation.simulate_ab_settle")
-    return sim
+    return importlib.import_module("validation.simulate_ab_settle")
 
 
 def test_simulation_small():
@@ -285,11 +285,11 @@ def test_simulation_small():
     sim = _simulation()
     common = {"jobs": 15, "seed": 3, "benchmarks": 8, "trials": 4}
     settle = SettlePlan(trials=4, max_trials=12, budget_s=None, alpha=0.01)
-    aa = sim.cell(sim.CLEAN, slowed=0, effect=1.0, settle=settle, **common)
+    aa = sim.cell(CLEAN, slowed=0, effect=1.0, settle=settle, **common)
     assert not any(j.failed for j in aa)
-    slowed = sim.cell(sim.CLEAN, slowed=2, effect=1.5, settle=settle, **common)
+    slowed = sim.cell(CLEAN, slowed=2, effect=1.5, settle=settle, **common)
     assert [j.named for j in slowed] == [2] * 15 and not any(j.false_named for j in slowed)
-    fixed = sim.cell(sim.CLEAN, slowed=2, effect=1.5, settle=None, **common)
+    fixed = sim.cell(CLEAN, slowed=2, effect=1.5, settle=None, **common)
     assert all(j.case_pairs == 8 * 4 for j in fixed)
     # Beyond the first rounds only the open cases are measured: fewer pairs than every case at the rounds run.
     assert all(f.case_pairs <= s.case_pairs < 8 * s.rounds or s.rounds == 4 for s, f in zip(slowed, fixed))

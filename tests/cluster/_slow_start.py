@@ -12,8 +12,8 @@ import sys
 import time
 
 from dpbench.cluster.checkin import port_setting
-from dpbench.cluster.node import ClusterInfo
 from dpbench.cluster.main import _start_checkin
+from dpbench.cluster.node import ClusterInfo
 
 info = ClusterInfo.from_environ(os.environ)
 checkin = _start_checkin(info, port_setting(os.environ), f"rank {info.rank}, node {info.node_rank}")

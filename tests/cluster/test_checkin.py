@@ -267,8 +267,8 @@ def test_while_the_store_answers_an_agent_waits_for_the_head_and_handover_ends_i
 
 
 def test_a_head_that_cannot_bind_the_port_says_so_and_goes_on(monkeypatch, capsys):
-    from dpbench.cluster.node import ClusterInfo
     from dpbench.cluster.main import _start_checkin
+    from dpbench.cluster.node import ClusterInfo
 
     taken = socket.socket()
     taken.bind(("0.0.0.0", 0))

@@ -21,9 +21,9 @@ from _torchrun import ROOT
 from dpbench.cluster.agent import serve
 from dpbench.cluster.head import HeadSession, cluster_facts
 from dpbench.cluster.link import AgentLink
+from dpbench.cluster.main import main
 from dpbench.cluster.node import ClusterError, ClusterInfo, cluster_world_sizes
 from dpbench.cluster.remote import RemotePool
-from dpbench.cluster.main import main
 from dpbench.launcher import WorkerError, WorkerPool, WorkerTimeoutError, make_pool
 from dpbench.measure import resolve_profile
 from dpbench.workers.base import Pool, PoolLayout

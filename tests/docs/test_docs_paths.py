@@ -11,7 +11,8 @@ import pytest
 from _docs_pages import README, ROOT, pages
 
 _PATH = re.compile(r"`((?:dpbench|tests|scripts|benchmarks|validation|tools|suites|docs|\.github|\.ci)/[\w./-]*)`")
-_MODULE = re.compile(r"python -m ((?:benchmarks|validation|tools)(?:\.\w+)?)\b")
+# A placeholder (`python -m validation.NAME`) is not a module: names are lower case.
+_MODULE = re.compile(r"python -m ((?:benchmarks|validation|tools)(?:\.[a-z_][a-z0-9_]*)?)(?![\w.])")
 
 
 def named_paths(text: str) -> set[str]:
