@@ -186,7 +186,7 @@ class SessionSettings:
         """The one value the pytest session is handed (``--dpbench-settings``)."""
         out = {key: getattr(self, key) for key in self.__dataclass_fields__}
         out["strategies"] = [c.to_json() for c in self.strategies]
-        return json.dumps(out, sort_keys=True)
+        return json.dumps(out)  # in the fields' order, each dict in its own: nothing reordered
 
     @classmethod
     def from_json(cls, raw: str) -> SessionSettings:

@@ -58,13 +58,14 @@ class StrategyConfig:
         return dict(self.options)
 
     def to_json(self) -> dict[str, Any]:
-        """The configuration as JSON: its strategy and named options (the typed value is rebuilt from them)."""
-        return {"strategy": self.strategy, "options": self.as_dict()}
+        """The configuration as JSON: its strategy and named options as pairs, in the order given (its
+        :attr:`spec` names the case), from which the typed value is rebuilt."""
+        return {"strategy": self.strategy, "options": [[key, value] for key, value in self.options]}
 
     @classmethod
     def from_json(cls, value: Any) -> StrategyConfig:
         """The configuration :meth:`to_json` wrote."""
-        return cls(strategy=str(value["strategy"]), options=tuple(dict(value["options"]).items()))
+        return cls(strategy=str(value["strategy"]), options=tuple((str(k), v) for k, v in value["options"]))
 
 
 def _format(value: Any) -> str:
@@ -101,8 +102,8 @@ def merge_options(spec: str, named: dict[str, Any], given: Mapping[str, Any], *,
     if both:
         key = both[0]
         raise ValueError(
-            f"{key}: expected it once, in {spec!r} or {given_as}, found both "
-            f"({key}={_format(named[key])} and {key}={given[key]!r})"
+            f"{key}: expected it in {spec!r} or in {given_as}, found it in both "
+            f"({_format(named[key])} and {given[key]!r})"
         )
     return {**named, **given}
 
