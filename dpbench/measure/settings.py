@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
@@ -268,8 +268,6 @@ def build_settings(
     trials until settled when none is given."""
     given = {k: v for k, v in given.items() if v is not None and v != ()}
     env = {key: environ[var] for key, var in ENV.items() if environ.get(var)}
-    design = {k: given[k] for k in _DESIGN if k in given}
-    check_design(design, named, settled_by_default=settled_by_default)
 
     def source(key: str) -> tuple[Any, str] | None:
         if key in given:
@@ -288,34 +286,49 @@ def build_settings(
     if found := source("strategy_options"):
         values["strategy_options"] = _strategy_options(found[1], found[0])
     if found := source("workloads"):
-        raw, option = found
-        if isinstance(raw, str):
+        specs = found[0]
+        if isinstance(specs, str):
             from dpbench.workloads.spec_syntax import split_specs
 
-            raw = split_specs(raw)
-        values["workloads"] = tuple(raw)
+            specs = split_specs(specs)
+        values["workloads"] = tuple(specs)
         values["workloads_chosen"] = "workloads" in given
+    if "run_config" in given:
+        values["run_config"] = dict(given["run_config"])
+    if found := source("strategies"):
+        from dpbench.strategies.configs import parse_configs
+
+        placed = SessionSettings(**values)  # the world sizes the configurations are checked at
+        world = max_world(placed) if max_world else max(placed.world_sizes or (2,))
+        values["strategies"] = parse_configs(found[1], found[0], world_size=world)
+    return SessionSettings(**values, **_design(given, env, named, settled_by_default, default_budget))
+
+
+def _design(
+    given: Mapping[str, Any],
+    env: Mapping[str, str],
+    named: Callable[[str], str],
+    settled_by_default: bool,
+    default_budget: str | None,
+) -> dict[str, Any]:
+    """The trial design's settings: a fixed number of trials, or trials until settled with a maximum
+    and a budget; the environment's trial count only where the options ask for neither."""
+    design = {k: given[k] for k in _DESIGN if k in given}
+    check_design(design, named, settled_by_default=settled_by_default)
     if "until_settled" in design:
         until = bool(design["until_settled"])
     else:  # dpbench run: a maximum or a budget alone asks for trials until settled, as nothing at all does
         until = settled_by_default and "trials" not in design
     if until:
-        values["until_settled"] = True
+        out: dict[str, Any] = {"until_settled": True}
         if "max_trials" in design:
-            values["max_trials"] = parse_max_trials(named("max_trials"), design["max_trials"])
+            out["max_trials"] = parse_max_trials(named("max_trials"), design["max_trials"])
         budget = design.get("budget", default_budget)
         if budget is not None:
-            values["budget_s"] = parse_budget(named("budget"), budget)
-    elif "trials" in design:
-        values["trials"] = parse_trials(named("trials"), design["trials"])
-    elif "trials" in env:
-        values["trials"] = parse_trials(ENV["trials"], env["trials"])
-    if "run_config" in given:
-        values["run_config"] = dict(given["run_config"])
-    settings = SessionSettings(**values)
-    if found := source("strategies"):
-        from dpbench.strategies.configs import parse_configs
-
-        world = max_world(settings) if max_world else max(settings.world_sizes or (2,))
-        settings = replace(settings, strategies=parse_configs(found[1], found[0], world_size=world))
-    return settings
+            out["budget_s"] = parse_budget(named("budget"), budget)
+        return out
+    if "trials" in design:
+        return {"trials": parse_trials(named("trials"), design["trials"])}
+    if "trials" in env:
+        return {"trials": parse_trials(ENV["trials"], env["trials"])}
+    return {}

@@ -144,7 +144,7 @@ def resolve_run(options: RunOptions, cwd: Path, environ: Mapping[str, str] | Non
     def named(key: str) -> str:
         return _option(key) if key in changes else _file_key(config, key)
 
-    _check(config, named)
+    _check_workloads(config, named)
     settings = build_settings(
         {
             "workloads": config.workloads,
@@ -160,6 +160,7 @@ def resolve_run(options: RunOptions, cwd: Path, environ: Mapping[str, str] | Non
         settled_by_default=True,
         default_budget=DEFAULT_BUDGET,
     )
+    _check(config, named, device=settings.device)
     if config.max_trials is not None:  # saved with the run as a number, as the settings read it
         config = dataclasses.replace(config, max_trials=settings.max_trials)
     return RunPlan(config=config, settings=dataclasses.replace(settings, run_config=config.to_dict()))
@@ -192,20 +193,28 @@ def _file_key(config: RunConfig, key: str) -> str:
     return f"{config.source}: {prefix}{key}"
 
 
-def _check(config: RunConfig, named: Callable[[str], str]) -> None:
-    """Every setting usable, or one line naming it as the user gave it (``named``: an option or the file's key)."""
-    from dpbench.strategies import get_strategy
-    from dpbench.strategies.memory import PRECISIONS
+def _check_workloads(config: RunConfig, named: Callable[[str], str]) -> None:
+    """Each workload spec resolves and its model builds, or one line naming the spec as the user gave it."""
     from dpbench.workloads import check_model_builds, check_workload_specs
 
-    where = f" (from {config.source})" if config.source else ""
     if config.workloads:
         check_model_builds(named("workloads"), check_workload_specs(named("workloads"), config.workloads))
+
+
+def _check(config: RunConfig, named: Callable[[str], str], *, device: str | None) -> None:
+    """The settings the session's settings do not hold usable — the suites, the precision, the
+    ``device`` they ask for, each strategy's options — or one line naming it as the user gave it
+    (``named``: an option or the file's key)."""
+    from dpbench.strategies import get_strategy
+    from dpbench.strategies.memory import PRECISIONS
+
+    where = f" (from {config.source})" if config.source else ""
     if config.suites:
         check_names(named("suites"), ",".join(config.suites), SUITES)
     if config.precision:
         check_choice(named("precision"), config.precision, PRECISIONS)
-    _check_device(config.device, named("device"))
+    # CUDA asked for by the option, the config file or DPBENCH_DEVICE (the settings say which).
+    _check_device(device, named("device") if config.device else "DPBENCH_DEVICE")
     for name, options in _strategy_options(config).items():
         try:
             get_strategy(name).resolve_options(dict(options), device="cpu", world_size=2, global_batch=64)
@@ -215,10 +224,8 @@ def _check(config: RunConfig, named: Callable[[str], str]) -> None:
 
 
 def _check_device(device: str | None, option: str) -> None:
-    """CUDA asked for (by the option, the config file or ``DPBENCH_DEVICE``) where none is visible:
-    refused here rather than by the suites after pytest has started."""
-    if device is None and os.environ.get("DPBENCH_DEVICE") == "cuda":
-        device, option = "cuda", "DPBENCH_DEVICE"
+    """CUDA asked for (by ``option``) where none is visible: refused here rather than by the suites
+    after pytest has started."""
     if device != "cuda":
         return
     import torch
