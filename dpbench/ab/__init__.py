@@ -9,7 +9,8 @@ schedule of fresh pytest sessions, then the verdict through the judge the comman
 inconclusive in more rounds until settled, judged by the look the command line hands it (the gate's
 comparison, in process): ab never computes a statistic of its own.
 
-May import: ``dpbench.results`` (console helpers), ``dpbench.schema``, and ``dpbench.workers.machine``
+May import: ``dpbench.results`` (console helpers), ``dpbench.measure.settings`` (the trial-count and
+budget rules, and the duration text, shared with ``dpbench run``), ``dpbench.schema``, and ``dpbench.workers.machine``
 and ``dpbench.sampler.cpu`` for their files only (the probe loads them by path in a side's
 interpreter). Never torch (each side's suites run in subprocesses), never the gate's internals, and
 never the command line, which sits above it.

@@ -80,13 +80,14 @@ command line hands in ``dpbench compare`` with the user's own compare options; a
 
 
 def parse_trials(raw: str) -> int:
+    """``--trials``: ABBA rounds, a whole number >= 1 (:func:`dpbench.measure.settings.parse_count`),
+    refused as ab's input."""
+    from dpbench.measure.settings import parse_count
+
     try:
-        trials = int(raw)
-    except (TypeError, ValueError):
-        trials = 0
-    if trials < 1:
-        raise ABError(f"--trials: expected an int >= 1, found {raw!r}")
-    return trials
+        return parse_count("--trials", raw, minimum=1)
+    except ValueError as exc:
+        raise ABError(str(exc)) from None
 
 
 def abba_schedule(trials: int) -> list[tuple[str, int]]:

@@ -24,12 +24,13 @@ command line hands in the look (the gate's comparison, in this process): ab comp
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dpbench.ab.revisions import ABError
+from dpbench.measure.settings import duration_text, parse_count
+from dpbench.measure.settings import parse_budget as parse_duration
 
 __all__ = [
     "LOOKS",
@@ -39,7 +40,6 @@ __all__ = [
     "Outcome",
     "SettlePlan",
     "end_line",
-    "fmt_duration",
     "next_target",
     "parse_budget",
     "parse_max_trials",
@@ -48,19 +48,17 @@ __all__ = [
 
 LOOKS = 3  # the most looks a job plans: each judges at alpha / LOOKS (see the module's docstring)
 MAX_TRIALS_FACTOR = 3  # --max-trials by default: this many times --trials
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smh])")
-_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_budget(raw: str | None) -> float | None:
-    """``90s``, ``10m``, ``1h`` → seconds (None: no budget)."""
+    """``--budget``: ``90s``, ``10m``, ``1h`` → seconds (None: no budget), by the suites' rule
+    (:func:`dpbench.measure.settings.parse_budget`), refused as ab's input."""
     if raw is None:
         return None
-    found = _DURATION.fullmatch(str(raw).strip())
-    seconds = float(found[1]) * _SECONDS[found[2]] if found else 0.0
-    if seconds <= 0:
-        raise ABError(f"--budget: expected a duration such as 90s, 10m or 1h, found {raw!r}")
-    return seconds
+    try:
+        return parse_duration("--budget", raw, forms="90s, 10m or 1h")
+    except ValueError as exc:
+        raise ABError(str(exc)) from None
 
 
 def parse_max_trials(raw: str | None, *, trials: int, min_pairs: int) -> int:
@@ -69,8 +67,8 @@ def parse_max_trials(raw: str | None, *, trials: int, min_pairs: int) -> int:
     if raw is None:
         return max(MAX_TRIALS_FACTOR * trials, min_pairs)
     try:
-        value = int(raw)
-    except (TypeError, ValueError):
+        value = parse_count("--max-trials", raw, minimum=0)
+    except ValueError:
         raise ABError(f"--max-trials: expected an int >= --trials ({trials}), found {raw!r}") from None
     if value < min_pairs:
         raise ABError(f"--max-trials: expected at least the gate's minimum of {min_pairs} pairs, found {raw!r}")
@@ -156,16 +154,6 @@ def next_target(pairs: int, open_cases: Sequence[OpenCase], *, max_trials: int, 
     return max(pairs + 1, min(max_trials, target))
 
 
-def fmt_duration(seconds: float) -> str:
-    """``42 s``, ``3 min 5 s``, ``1 h 2 min``."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
-
-
 def _shown(case: OpenCase) -> str:
     """A case as the lines name it: its test and parameters, without the file (``test_throughput[…]``)."""
     return case.name.rsplit("::", 1)[-1]
@@ -176,10 +164,11 @@ def _plan_line(
 ) -> None:
     named = ", ".join(f"{_shown(c)} ({f'{c.pairs} pairs' if c.pairs else 'no estimate'})" for c in found.open)
     share = len(found.open) / max(found.cases, 1)
+    remaining = duration_text((target - pairs) * round_s * share, exact=True)
     say(
         f"{len(found.open)} of {found.cases} cases inconclusive after {pairs} pairs: {named}; measuring only "
-        f"them to {target} pairs (look {look + 1} of {looks}), about {fmt_duration((target - pairs) * round_s * share)}"
-        f" ({fmt_duration(round_s)} a round of all {found.cases} cases)"
+        f"them to {target} pairs (look {look + 1} of {looks}), about {remaining}"
+        f" ({duration_text(round_s, exact=True)} a round of all {found.cases} cases)"
     )
 
 
@@ -237,5 +226,5 @@ def end_line(outcome: Outcome, plan: SettlePlan, *, budget: str | None, trials: 
     }[outcome.stopped]
     return (
         f"until settled: {why}; {outcome.rounds} pairs at most, {outcome.looks} of {plan.looks} looks at alpha "
-        f"{plan.alpha:g}/{plan.looks}; {trials} trials in {fmt_duration(seconds)}"
+        f"{plan.alpha:g}/{plan.looks}; {trials} trials in {duration_text(seconds, exact=True)}"
     )

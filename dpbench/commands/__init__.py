@@ -5,9 +5,9 @@ package's public function and prints. :data:`SUBCOMMANDS` lists them in ``--help
 ``dpbench.cli`` builds the parser from it and turns a failure into an exit code. To add a
 subcommand, write such a module and add its line here.
 
-May import: every layer below (the gate, ab, history, predict, the report, the runner, results, and — only
-inside ``list``, ``estimate`` and ``run``'s handlers — strategies and workloads, which need torch);
-nothing imports it but ``dpbench.cli``.
+May import: every layer below (the gate, ab, history, predict, the report, the runner, measure's
+settings, results, and — only inside ``list`` and ``estimate``'s handlers — strategies and
+workloads, which need torch); nothing imports it but ``dpbench.cli``.
 """
 
 from __future__ import annotations

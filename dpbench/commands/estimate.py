@@ -41,8 +41,10 @@ def register_estimate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--global-batch", type=positive_int, metavar="N", help="samples per step (default: the spec's, else 32)"
     )
-    p.add_argument("--precision", default="fp32", metavar="P", help="fp32, bf16 or fp16 (default: fp32)")
-    p.add_argument("--optimizer", default="sgd", metavar="O", help="sgd or adamw (default: sgd)")
+    # No argparse default: a configuration's own precision or optimizer (fsdp@precision=bf16) is
+    # refused only beside one given here.
+    p.add_argument("--precision", metavar="P", help="fp32, bf16 or fp16 (default: fp32)")
+    p.add_argument("--optimizer", metavar="O", help="sgd or adamw (default: sgd)")
     p.add_argument("--device-memory", metavar="SIZE", help="memory per device, e.g. 80GB, 80GiB, 8e10: adds fits")
     p.add_argument("--no-activations", action="store_true", help="state only: skip the forward + backward")
     p.add_argument("--json", metavar="FILE", help="write the estimates as JSON, byte counts as integers (-: stdout)")
@@ -66,26 +68,28 @@ def _estimate(args: argparse.Namespace) -> int:
     from dpbench.strategies.estimate import EstimateError, Estimator
     from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, parse_bytes
 
+    given = {key: getattr(args, key) for key in ("precision", "optimizer") if getattr(args, key) is not None}
+    precision, optimizer = given.get("precision", "fp32"), given.get("optimizer", "sgd")
     try:
-        check_choice("--precision", args.precision, PRECISIONS)
-        check_choice("--optimizer", args.optimizer, OPTIMIZERS)
+        check_choice("--precision", precision, PRECISIONS)
+        check_choice("--optimizer", optimizer, OPTIMIZERS)
         device_memory = parse_bytes(args.device_memory, argument="--device-memory") if args.device_memory else None
         worlds = _ints(args.world_sizes, "--world-sizes") if args.world_sizes else DEFAULT_WORLD_SIZES
-        strategies = check_names("--strategies", args.strategies or ",".join(list_strategies()), list_strategies())
+        configs = _configurations(args.strategies, list_strategies(), world_size=max(worlds), given=given)
         estimator = Estimator(args.workload, activations=not args.no_activations)
     except (ValueError, EstimateError) as exc:
         return _fail(str(exc))
     batch = args.global_batch or estimator.workload.global_batch or DEFAULT_GLOBAL_BATCH
-    options = {"precision": args.precision, "optimizer": args.optimizer}
     rows: list[dict[str, Any]] = []
-    for strategy in strategies:
+    for config in configs:
+        options = {"precision": precision, "optimizer": optimizer, **config.as_dict()}
         for world in worlds:
             try:
-                case = estimator.case(strategy, world_size=world, global_batch=batch, options=options)
+                case = estimator.case(config.strategy, world_size=world, global_batch=batch, options=options)
             except (ValueError, EstimateError) as exc:
-                rows.append({"strategy": strategy, "world_size": world, "refused": str(exc).splitlines()[0]})
+                rows.append({"strategy": config.spec, "world_size": world, "refused": str(exc).splitlines()[0]})
                 continue
-            row = case.to_dict()
+            row = {**case.to_dict(), "strategy": config.spec}
             if device_memory is not None:
                 row["fits"] = case.need_bytes() <= device_memory
             rows.append(row)
@@ -93,8 +97,8 @@ def _estimate(args: argparse.Namespace) -> int:
         "workload": estimator.spec,
         "parameter_count": estimator.parameter_count,
         "global_batch": batch,
-        "precision": args.precision,
-        "optimizer": args.optimizer,
+        "precision": precision,
+        "optimizer": optimizer,
         "device_memory_bytes": device_memory,
         "cases": rows,
     }
@@ -106,6 +110,21 @@ def _estimate(args: argparse.Namespace) -> int:
             return 0
     print(estimate_table(doc))
     return 0
+
+
+def _configurations(raw: str | None, known: list[str], *, world_size: int, given: dict[str, Any]) -> tuple[Any, ...]:
+    """``--strategies``: names or configurations as ``dpbench run`` takes them (``fsdp@checkpoint=true``),
+    parsed once; an option a configuration names beside the same option given here is refused."""
+    from dpbench.strategies.configs import merge_options, parse_configs
+    from dpbench.workloads.spec_syntax import split_specs
+
+    items = split_specs(raw) if raw else tuple(known)
+    check_names("--strategies", ",".join(item.partition("@")[0] for item in items) or (raw or ""), known)
+    configs = parse_configs("--strategies", items, world_size=world_size)
+    for config in configs:
+        for key, value in given.items():
+            merge_options(config.spec, config.as_dict(), {key: value}, given_as=f"--{key}")
+    return configs
 
 
 def estimate_table(doc: dict[str, Any]) -> str:

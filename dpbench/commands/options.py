@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
 
 from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean
+from dpbench.results.console import check_choice, check_names, did_you_mean
 
 __all__ = [
     "RUNS_HELP",
@@ -64,29 +63,6 @@ class ExamplesFormatter(argparse.HelpFormatter):
         if text.startswith("examples:"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
-
-
-def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
-    """``value`` when it is one of ``choices``; else a :class:`UsageError` naming ``option``, the choices
-    and the closest one."""
-    if value not in choices:
-        raise UsageError(
-            f"{option}: expected one of {', '.join(choices)}, found {value!r}{did_you_mean(value, choices)}"
-        )
-    return value
-
-
-def check_names(option: str, raw: str, known: Sequence[str], *, what: str = "names") -> tuple[str, ...]:
-    """The comma-separated names in ``raw``, each one of ``known``; else a :class:`UsageError` naming
-    ``option``, the known names (``what`` they are) and the closest to the first unknown one."""
-    names = tuple(v.strip() for v in raw.split(",") if v.strip())
-    if not names:
-        raise UsageError(f"{option}: expected comma-separated {what} from {', '.join(known)}, found {raw!r}")
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        close = did_you_mean(unknown[0], known)
-        raise UsageError(f"{option}: expected {what} from {', '.join(known)}, found {unknown[0]!r}{close}")
-    return names
 
 
 def int_list(raw: str, option: str) -> list[int]:

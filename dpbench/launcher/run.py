@@ -8,12 +8,15 @@ in-process ones (single, dp, manual, torch-dp) get one worker process holding al
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.launcher.run_info import RunInfo
 from dpbench.launcher.step_stats import StepStats
 from dpbench.workers.base import Pool, WorkerError, default_threads
 from dpbench.workers.provider import make_pool, placement_for
+
+if TYPE_CHECKING:
+    from dpbench.strategies.configs import StrategyConfig
 
 __all__ = ["launch", "Run"]
 
@@ -22,7 +25,7 @@ _TINY = 1e-300
 
 
 def launch(
-    strategy: str,
+    strategy: str | StrategyConfig,
     workload: Any,
     *,
     world_size: int = 1,
@@ -36,8 +39,11 @@ def launch(
 ) -> Run:
     """Start ``strategy`` training ``workload``; return a :class:`Run` (also a context manager).
 
+    ``strategy`` is a registered name, a configuration as ``dpbench run --strategies`` takes one
+    (``"fsdp@replicate=2"``) or one already parsed (a :class:`dpbench.strategies.configs.StrategyConfig`).
     ``workload`` is a registered name or a :class:`dpbench.Workload`. ``options`` are the
-    strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``). All
+    strategy's own (see ``dpbench.strategies.get_strategy(name).option_defaults``), beside those
+    the configuration names; one named in both is refused. All
     arguments are checked before any process starts, and so is the memory: a case whose estimate
     exceeds the free device memory raises :class:`dpbench.launcher.fit.DoesNotFit` (a
     ``StrategyUnavailable``; see :mod:`dpbench.launcher.fit` for the switches).
@@ -48,8 +54,20 @@ def launch(
     refuse_unguarded_launch()
     from dpbench.strategies import get_strategy
     from dpbench.strategies.base import RunSpec, StrategyUnavailable
+    from dpbench.strategies.configs import StrategyConfig, merge_options, split_config
     from dpbench.workloads.base import Workload, check_first_batch, check_picklable
 
+    parsed = None  # a configuration parsed where it was named: checked here, not parsed again
+    if isinstance(strategy, StrategyConfig):
+        if options:
+            options = merge_options(strategy.spec, strategy.as_dict(), options, given_as="the keywords")
+        else:
+            parsed = strategy.typed
+        strategy = strategy.strategy
+    elif isinstance(strategy, str) and "@" in strategy:
+        name, named = split_config("strategy", strategy)
+        options = merge_options(strategy, named, options, given_as="the keywords")
+        strategy = name
     strategy_cls = get_strategy(strategy)
     workload = _resolve_workload(workload, Workload)
     _check_int("world_size", world_size, minimum=1)
@@ -73,8 +91,13 @@ def launch(
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if threads_per_worker is not None:
         _check_int("threads_per_worker", threads_per_worker, minimum=1)
-    # Parsed once, here: the dataclass travels to the placement, the estimate and the workers.
-    resolved = strategy_cls.parse_options(options, device=device, world_size=world_size, global_batch=global_batch)
+    # Parsed once (here, or where the configuration was named): the dataclass travels to the
+    # placement, the estimate and the workers; a parsed one is checked on this device and world.
+    if parsed is not None:
+        resolved = parsed
+        resolved.check(device=device, world_size=world_size, global_batch=global_batch)
+    else:
+        resolved = strategy_cls.parse_options(options, device=device, world_size=world_size, global_batch=global_batch)
     # dpbench.cluster: under a cluster session a multi-process strategy's ranks spread over the nodes.
     placement = placement_for(strategy_cls, world_size=world_size, device=device, options=resolved)
     check_picklable(workload)

@@ -5,8 +5,10 @@ Owns: :mod:`~dpbench.measure.cases` (a training or collective case and how one t
 :mod:`~dpbench.measure.trials` (the interleaved session and the worker clock pytest-benchmark
 reads), :mod:`~dpbench.measure.settle` (trials until the answer is settled, within a budget: what
 the session asks the decision model after each pass), :mod:`~dpbench.measure.remeasure`
-(disturbed trials found and measured again in one extra pass), :mod:`~dpbench.measure.profiles`
-(``quick``/``full`` and ``DPBENCH_*`` settings),
+(disturbed trials found and measured again in one extra pass), :mod:`~dpbench.measure.settings`
+(the session's settings, parsed once from options, config and ``DPBENCH_*``, handed to pytest as
+one JSON value; the trials/budget parsers), :mod:`~dpbench.measure.profiles` (``quick``/``full``
+sized for this machine from the settings),
 :mod:`~dpbench.measure.extra_info` (schema 2 results), :mod:`~dpbench.measure.collectives` (the
 collective micro-benchmark's worker side), :mod:`~dpbench.measure.derive` (MFU, tokens/s and
 exposed communication from a step time) and :mod:`~dpbench.measure.plugin` (the pytest plugin
@@ -32,7 +34,7 @@ from dpbench.measure.extra_info import (
     training_extra_info,
     trials_info,
 )
-from dpbench.measure.profiles import ProfileConfig, parse_trials, resolve_profile, strategy_cases
+from dpbench.measure.profiles import ProfileConfig, resolve_profile, strategy_cases
 from dpbench.measure.trials import CaseResult, TrialResult, TrialSession, advance_worker_clock, worker_clock
 
 __all__ = [
@@ -46,7 +48,6 @@ __all__ = [
     "collective_extra_info",
     "measure_collective",
     "measure_training",
-    "parse_trials",
     "publish",
     "reference_result",
     "relative_to",

@@ -8,6 +8,7 @@ trip to them is never part of a number.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -21,6 +22,7 @@ from dpbench.measure.trials import TrialResult
 if TYPE_CHECKING:
     from dpbench.launcher.run_info import RunInfo
     from dpbench.launcher.step_stats import StepStats
+    from dpbench.strategies.configs import StrategyConfig
 
 __all__ = [
     "FINGERPRINT_LOSSES",
@@ -145,7 +147,7 @@ class TrainingCase:
     world_size: int
     global_batch: int
     # The options asked for, by name: they name the case (id) and are saved as requested_options;
-    # launch parses them into the strategy's dataclass on the device the trial runs on.
+    # held as the strategy's dataclass once (configuration), which launch checks on the trial's device.
     options: dict[str, Any] = field(default_factory=dict)
     reference: TrainingCase | None = field(default=None, compare=False)
     traceable: ClassVar[bool] = True  # measure_trial takes trace= (dpbench.measure.tracing)
@@ -160,19 +162,30 @@ class TrainingCase:
     def label(self) -> str:
         return f"{self.id} (batch {self.global_batch})"
 
-    @property
+    # A cached_property writes the instance's __dict__ itself, so it works on a frozen dataclass.
+    @functools.cached_property
+    def configuration(self) -> StrategyConfig | str:
+        """The strategy with its options as the strategy's dataclass, built once per case; the name
+        alone where an option is no option of the strategy (launch then says which)."""
+        from dpbench.strategies.configs import StrategyConfig
+
+        try:
+            return StrategyConfig(strategy=self.strategy, options=tuple(self.options.items()))
+        except (TypeError, ValueError):  # an unknown strategy, or option name: launch says which
+            return self.strategy
+
+    @functools.cached_property
     def key(self) -> str:
         """Strategy, workload, world size, batch and *resolved* options: ``{}`` and
-        ``{"bucket_cap_mb": 25}`` are one configuration when 25 is the default."""
+        ``{"bucket_cap_mb": 25}`` are one configuration when 25 is the default (computed once)."""
         options = dict(self.options)
-        try:
-            from dpbench.strategies import get_strategy
-
-            options = get_strategy(self.strategy).resolve_options(
-                dict(self.options), device="cpu", world_size=self.world_size, global_batch=self.global_batch
-            )
-        except Exception:  # refused options: the trial reports why; the requested ones identify it
-            pass
+        configuration = self.configuration
+        if not isinstance(configuration, str):
+            try:  # checked as launch would on a CPU, the device every saved case_key was resolved on
+                configuration.typed.check(device="cpu", world_size=self.world_size, global_batch=self.global_batch)
+                options = configuration.typed.as_dict()
+            except Exception:  # refused options: the trial reports why; the requested ones identify it
+                pass
         workload = getattr(self.workload, "name", self.workload)
         return json.dumps(
             [
@@ -199,15 +212,16 @@ class TrainingCase:
         from dpbench.launcher import launch
         from dpbench.launcher.step_stats import merge_step_stats
 
+        configuration = self.configuration
         with launch(
-            self.strategy,
+            configuration,
             profile.workload(self.workload),  # resolved once per session, not once per trial
             world_size=self.world_size,
             global_batch=self.global_batch,
             device=profile.device,
             seed=0,
             lr=LR,
-            **self.options,
+            **(self.options if isinstance(configuration, str) else {}),
         ) as run:
             # Untimed: the first steps pay for allocator warm-up and DDP's bucket rebuild.
             probe = run.step(PROBE_STEPS)

@@ -1,5 +1,6 @@
 """Profiles: how big a suite run is (``quick`` on CPU, ``full`` on GPU runners), resolved once
-per session from ``DPBENCH_*`` settings, and the strategy × workload × world-size cases.
+per session from its settings (:mod:`dpbench.measure.settings`), and the strategy × workload ×
+world-size cases.
 
 Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 """
@@ -7,14 +8,18 @@ Nothing here imports torch or pytest; a bad setting is a ValueError naming it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.measure.cases import TrainingCase
+from dpbench.measure.collectives import default_sizes
 from dpbench.schema import Profile
 
-__all__ = ["ProfileConfig", "parse_strategies", "parse_trials", "resolve_profile", "strategy_cases"]
+if TYPE_CHECKING:
+    from dpbench.measure.settings import SessionSettings
+
+__all__ = ["ProfileConfig", "resolve_profile", "strategy_cases", "world_sizes_for"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -87,7 +92,8 @@ class ProfileConfig:
         return max(1, batch * self.per_replica_batch // self.global_batch)
 
     def with_configurations(self, configurations: tuple[Any, ...]) -> ProfileConfig:
-        """This profile measuring ``configurations`` (parsed: :func:`parse_strategies`), their strategies only."""
+        """This profile measuring ``configurations`` (parsed: :func:`dpbench.strategies.configs.parse_configs`),
+        their strategies only."""
         names = tuple(dict.fromkeys(c.strategy for c in configurations))
         return replace(self, strategies=names, configurations=configurations)
 
@@ -112,147 +118,145 @@ class ProfileConfig:
         return out
 
 
-def parse_strategies(what: str, raw: str, *, world_size: int = 2) -> tuple[Any, ...]:
-    """A comma-separated list of strategy configurations (``ddp``, ``ddp@bucket_cap_mb=100``), each
-    a known strategy with options it takes (:func:`dpbench.strategies.configs.parse_configs`); else
-    a ValueError naming ``what``."""
-    from dpbench.strategies.configs import parse_configs
-
-    return parse_configs(what, raw, world_size=world_size)
-
-
-def _strategy_options(raw: str) -> dict[str, dict[str, Any]]:
-    import json
-
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        raise ValueError(f'DPBENCH_STRATEGY_OPTIONS: expected JSON {{"strategy": {{"option": value}}}}, found {raw!r}')
-    return value
-
-
-def _int_list(env: str, raw: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in raw.split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"{env} must be a comma-separated list of integers, got {raw!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise ValueError(f"{env} must list integers >= 1, got {raw!r}")
-    return values
-
-
-def parse_trials(what: str, raw: Any) -> int:
-    """A trial count: an integer >= 1, or a ValueError naming ``what``."""
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = 0
-    if value < 1 or str(value) != str(raw).strip():
-        raise ValueError(f"{what} must be an integer >= 1 (fresh-process trials per case), got {raw!r}")
-    return value
-
-
 def resolve_profile(
     name: str | None = None,
     *,
     cuda_count: int,
     cpu_count: int | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
     cluster: Any = None,
+    settings: SessionSettings | None = None,
 ) -> ProfileConfig:
-    """Build the profile from ``DPBENCH_PROFILE`` (default: ``full`` with CUDA, else ``quick``).
+    """The profile of a session with ``settings`` (:class:`dpbench.measure.settings.SessionSettings`;
+    default: those of ``environ``'s ``DPBENCH_*`` variables alone), on a machine with ``cuda_count``
+    GPUs and ``cpu_count`` cores. ``name`` overrides the settings' profile (default: ``full`` with
+    CUDA, else ``quick``).
 
-    ``DPBENCH_DEVICE``, ``DPBENCH_WORLD_SIZES`` ("1,2,4") and ``DPBENCH_WORKLOADS`` (workload specs:
-    "mlp,lenet", "my_models:tiny_net@hidden=64") override the profile's choices. ``cluster`` (a
-    :class:`dpbench.cluster.ClusterInfo`; default: the active ``dpbench.cluster`` session's): world
-    sizes are bounded by the torchrun world —
-    see :func:`dpbench.cluster.cluster_world_sizes` — and a larger ``DPBENCH_WORLD_SIZES`` is an error.
+    ``cluster`` (a :class:`dpbench.cluster.ClusterInfo`; default: the active ``dpbench.cluster``
+    session's): world sizes are bounded by the torchrun world — see
+    :func:`dpbench.cluster.cluster_world_sizes` — and larger world sizes asked for are an error.
     """
-    from dpbench.measure.collectives import default_sizes
-
-    env = os.environ if environ is None else environ
     cpu_count = cpu_count or os.cpu_count() or 1
-    raw = name or env.get("DPBENCH_PROFILE") or (Profile.FULL.value if cuda_count else Profile.QUICK.value)
-    try:
-        profile = Profile(raw)
-    except ValueError:
-        raise ValueError(f"DPBENCH_PROFILE must be one of {[p.value for p in Profile]}, got {raw!r}") from None
-    device = env.get("DPBENCH_DEVICE") or ("cuda" if cuda_count else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"DPBENCH_DEVICE must be 'cpu' or 'cuda', got {device!r}")
+    cluster = _cluster_info(cluster)  # dpbench.cluster
+    if settings is None:
+        from dpbench.measure.settings import build_settings
+
+        settings = build_settings(
+            {},
+            named=str,
+            environ=os.environ if environ is None else environ,
+            settled_by_default=False,
+            max_world=lambda s: max(
+                world_sizes_for(s, name=name, cuda_count=cuda_count, cpu_count=cpu_count, cluster=cluster)
+            ),
+        )
+    profile = _profile(settings, name, cuda_count)
+    device = settings.device or ("cuda" if cuda_count else "cpu")
     if device == "cuda" and not cuda_count:
         raise ValueError("DPBENCH_DEVICE=cuda but no CUDA device is visible")
+    config: dict[str, Any] = dict(_SIZES[profile])
+    config["comm_sizes"] = tuple(default_sizes(**config.pop("comm_sizes")))
+    if settings.trials is not None:
+        config["trials"] = settings.trials
+    if settings.strategy_options:
+        config["strategy_options"] = settings.strategy_options
+    if settings.strategies:
+        config["configurations"] = settings.strategies
+        config["strategies"] = tuple(dict.fromkeys(c.strategy for c in settings.strategies))
+    if settings.workloads:
+        from dpbench.workloads import resolve_workload_specs
 
-    if profile is Profile.QUICK:
+        specs = settings.workloads
+        config["resolved_workloads"] = resolve_workload_specs(settings.workloads_named_by, specs)
+        config["workloads"] = specs
+        # Named for this session: every suite measures each; from DPBENCH_WORKLOADS, the first is
+        # the one-workload suites' workload.
+        config["scaling_workloads"] = specs if settings.workloads_chosen else specs[:1]
+        config["knob_workload"] = specs[0]
+        config["workloads_chosen"] = settings.workloads_chosen
+    world_sizes = world_sizes_for(settings, name=name, cuda_count=cuda_count, cpu_count=cpu_count, cluster=cluster)
+    return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
+
+
+_SIZES: dict[Profile, dict[str, Any]] = {
+    Profile.QUICK: dict(
+        workloads=("mlp", "lenet", "transformer"),
+        scaling_workloads=("mlp",),
+        knob_workload="mlp",
+        global_batch=64,
+        per_replica_batch=32,
+        trials=5,
+        rounds=2,
+        warmup_rounds=1,
+        target_round_s=0.2,
+        max_steps_per_round=20,
+        sample_interval=0.05,
+        comm_sizes=dict(max_bytes=16 << 20, factor=16),
+        comm_iters=5,
+        bucket_cap_sweep=(1.0, 25.0),
+    ),
+    Profile.FULL: dict(
+        workloads=("mlp", "lenet", "resnet18", "transformer", "dict_model"),
+        scaling_workloads=("mlp", "resnet18", "transformer"),
+        knob_workload="resnet18",
+        global_batch=256,
+        per_replica_batch=128,
+        trials=5,
+        rounds=5,
+        warmup_rounds=2,
+        target_round_s=0.5,
+        max_steps_per_round=50,
+        sample_interval=0.05,
+        comm_sizes=dict(max_bytes=256 << 20, factor=4),
+        comm_iters=20,
+        bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
+    ),
+}
+"""Each profile's sizes: ``quick`` for CPUs, ``full`` for GPU runners (``comm_sizes``: the
+collective sweep's arguments)."""
+
+
+def _profile(settings: SessionSettings, name: str | None, cuda_count: int) -> Profile:
+    raw = name or settings.profile or (Profile.FULL.value if cuda_count else Profile.QUICK.value)
+    try:
+        return Profile(raw)
+    except ValueError:
+        raise ValueError(f"DPBENCH_PROFILE must be one of {[p.value for p in Profile]}, got {raw!r}") from None
+
+
+def world_sizes_for(
+    settings: SessionSettings,
+    *,
+    name: str | None = None,
+    cuda_count: int,
+    cpu_count: int | None = None,
+    cluster: Any = None,
+) -> tuple[int, ...]:
+    """The world sizes of a session with ``settings``: theirs, else 1 up to what the machine holds
+    (bounded by the torchrun world, ``cluster``'s or the active session's)."""
+    cpu_count = cpu_count or os.cpu_count() or 1
+    cluster = _cluster_info(cluster)
+    device = settings.device or ("cuda" if cuda_count else "cpu")
+    if _profile(settings, name, cuda_count) is Profile.QUICK:
         # Up to the core count (capped at 4 so a big CPU box still finishes in minutes).
         max_world = _cuda_world(cuda_count) if device == "cuda" else min(cpu_count, 4)
-        config = dict(
-            workloads=("mlp", "lenet", "transformer"),
-            scaling_workloads=("mlp",),
-            knob_workload="mlp",
-            global_batch=64,
-            per_replica_batch=32,
-            trials=5,
-            rounds=2,
-            warmup_rounds=1,
-            target_round_s=0.2,
-            max_steps_per_round=20,
-            sample_interval=0.05,
-            comm_sizes=tuple(default_sizes(max_bytes=16 << 20, factor=16)),
-            comm_iters=5,
-            bucket_cap_sweep=(1.0, 25.0),
-        )
     else:
         max_world = _cuda_world(cuda_count) if device == "cuda" else cpu_count
-        config = dict(
-            workloads=("mlp", "lenet", "resnet18", "transformer", "dict_model"),
-            scaling_workloads=("mlp", "resnet18", "transformer"),
-            knob_workload="resnet18",
-            global_batch=256,
-            per_replica_batch=128,
-            trials=5,
-            rounds=5,
-            warmup_rounds=2,
-            target_round_s=0.5,
-            max_steps_per_round=50,
-            sample_interval=0.05,
-            comm_sizes=tuple(default_sizes(max_bytes=256 << 20, factor=4)),
-            comm_iters=20,
-            bucket_cap_sweep=(1.0, 5.0, 25.0, 100.0),
-        )
     world_sizes = tuple(range(1, max(max_world, 1) + 1))
-    cluster = _cluster_info(cluster)  # dpbench.cluster
     if cluster is not None:
         from dpbench.cluster.node import cluster_world_sizes
 
         world_sizes = cluster_world_sizes(max(max_world, 1), cluster)
-    if env.get("DPBENCH_TRIALS"):
-        config["trials"] = parse_trials("DPBENCH_TRIALS", env["DPBENCH_TRIALS"])
-    if env.get("DPBENCH_WORLD_SIZES"):
-        world_sizes = _int_list("DPBENCH_WORLD_SIZES", env["DPBENCH_WORLD_SIZES"])
-        if cluster is not None and max(world_sizes) > cluster.world_size:
+    if settings.world_sizes:
+        asked = settings.world_sizes
+        if cluster is not None and max(asked) > cluster.world_size:
             raise ValueError(
-                f"DPBENCH_WORLD_SIZES={env['DPBENCH_WORLD_SIZES']!r} asks for {max(world_sizes)} ranks, but the "
+                f"DPBENCH_WORLD_SIZES={','.join(map(str, asked))!r} asks for {max(asked)} ranks, but the "
                 f"torchrun world has {cluster.world_size} (WORLD_SIZE: {cluster.nodes} node(s) × "
                 f"{cluster.local_world_size} per node)"
             )
-    if env.get("DPBENCH_STRATEGY_OPTIONS"):
-        config["strategy_options"] = _strategy_options(env["DPBENCH_STRATEGY_OPTIONS"])
-    if env.get("DPBENCH_STRATEGIES"):
-        configurations = parse_strategies("DPBENCH_STRATEGIES", env["DPBENCH_STRATEGIES"], world_size=max(world_sizes))
-        config["configurations"] = configurations
-        config["strategies"] = tuple(dict.fromkeys(c.strategy for c in configurations))
-    if env.get("DPBENCH_WORKLOADS"):
-        from dpbench.workloads import resolve_workload_specs, split_specs
-
-        specs = split_specs(env["DPBENCH_WORKLOADS"])
-        config["resolved_workloads"] = resolve_workload_specs("DPBENCH_WORKLOADS", specs)
-        config["workloads"] = specs
-        config["scaling_workloads"] = config["workloads"][:1]
-        config["knob_workload"] = config["workloads"][0]
-    return ProfileConfig(name=profile, device=device, world_sizes=world_sizes, **config)
+        world_sizes = asked
+    return world_sizes
 
 
 def _cuda_world(cuda_count: int) -> int:

@@ -20,54 +20,18 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
 from dpbench.decision.contention import CONTENDED, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
 from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
+from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
 
-__all__ = ["DEFAULT_MAX_TRIALS", "Look", "Settling", "duration_text", "parse_budget", "parse_max_trials", "questions"]
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh])\s*$")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
-BUDGET_FORMS = "90s, 10m, 1h"
-"""The accepted forms of a budget, as errors list them."""
-
-
-def parse_budget(option: str, raw: Any) -> float:
-    """A wall-clock budget in seconds from ``90s``, ``10m``, ``1.5h``; a ValueError naming ``option``."""
-    match = _DURATION.match(str(raw))
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
-    if not seconds > 0:
-        raise ValueError(f"{option}: expected a duration such as {BUDGET_FORMS}, found {raw!r}")
-    return seconds
-
-
-def parse_max_trials(option: str, raw: Any) -> int:
-    """A maximum trial count, at least the fewest trials a claim at the claim level needs."""
-    floor = min_pairs(CLAIM_LEVEL)
-    text = str(raw).strip()
-    if not text.isdigit() or int(text) < floor:
-        raise ValueError(
-            f"{option}: expected an int >= {floor} (the fewest trials whose interval reaches the "
-            f"{CLAIM_LEVEL:.0%} claim level), found {raw!r}"
-        )
-    return int(text)
-
-
-def duration_text(seconds: float) -> str:
-    """``42 s``, ``8 min``, ``1.5 h``: a plan's durations, said roughly."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+__all__ = ["Look", "Settling", "questions"]
 
 
 def _span(low: float, high: float) -> str:

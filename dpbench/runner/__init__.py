@@ -4,11 +4,15 @@ workloads, strategies and world sizes asked for, from the command line and the c
 (``[tool.dpbench]`` in pyproject.toml, or dpbench.toml), then the saved run, the HTML report and a
 short decision per workload in the terminal.
 
-:mod:`.config` (the config file, typed and validated), :mod:`.summary` (the terminal decision).
-The subcommand itself is :mod:`dpbench.commands.run`.
+:mod:`.config` (the config file, typed and validated), :mod:`.run` (the command line's and the
+file's settings merged and checked, the session's settings parsed once from them
+(:mod:`dpbench.measure.settings`), the torch probe, pytest's command line with those settings as
+one JSON value, the slow-step estimate, the subprocess, the report), :mod:`.summary` (the terminal
+decision). The subcommand's shape (its options, help, examples) is :mod:`dpbench.commands.run`.
 
-May import: every layer below (workloads to check specs before anything starts, measure's
-profiles, results and report); nothing imports it but the command line.
+May import: every layer below (workloads to check specs before anything starts, strategies'
+configurations, measure's settings and profiles, results and report); nothing imports it but the
+command line.
 """
 
 from __future__ import annotations

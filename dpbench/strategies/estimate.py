@@ -155,8 +155,9 @@ class Estimator:
         options: CommonOptions | Mapping[str, Any] | None = None,
     ) -> CaseEstimate:
         """The estimate of ``strategy`` at ``world_size``; a world size or option the strategy refuses
-        raises its own error (``ValueError``). ``options``: the strategy's parsed options (a launch's),
-        or the names a user set (``dpbench estimate``)."""
+        raises its own error (``ValueError``). ``options``: the strategy's parsed options, taken as
+        checked where they were parsed (a launch's, on its device), or the names a user set
+        (``dpbench estimate``), parsed and checked here."""
         from dpbench.strategies import StrategyUnavailable, get_strategy
 
         if not isinstance(options, CommonOptions):
@@ -175,7 +176,6 @@ class Estimator:
             if not isinstance(options, cls.options_type):
                 raise TypeError(f"options: expected {cls.options_type.__name__}, found {type(options).__name__}")
             resolved = options
-            resolved.check(device="cuda", world_size=world_size, global_batch=global_batch)
         else:
             resolved = cls.parse_options(options, device="cuda", world_size=world_size, global_batch=global_batch)
         try:

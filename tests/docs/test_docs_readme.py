@@ -52,7 +52,7 @@ def test_what_scripts_bench_ends_with_is_what_dpbench_run_prints_last():
     report's path last: the pages say so."""
     script = (ROOT / "scripts" / "bench").read_text().strip().splitlines()
     assert script[-1].startswith("exec .venv/bin/dpbench run ")
-    run = (ROOT / "dpbench" / "commands" / "run.py").read_text()
+    run = (ROOT / "dpbench" / "runner" / "run.py").read_text()
     prints = [run.index('print(f"run saved:'), run.index("print_decision("), run.index('print(f"report:')]
     assert prints == sorted(prints)
     for text in (TEXT, page("getting-started.md")):

@@ -211,3 +211,34 @@ def test_a_pool_under_a_too_long_tmpdir_fails_in_one_line(tmp_path):
     )
     assert "AF_UNIX" not in proc.stderr
     assert list(deep.iterdir()) == []  # nothing of the pool's is left there
+
+
+def test_a_configuration_spec_is_read_as_its_keywords_are():
+    # The same refusal whether the option comes in the spec or as a keyword: the spec was parsed.
+    message = "ddp option bucket_cap_mb must be None or a positive number, got -1"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dpbench.launch("ddp@bucket_cap_mb=-1", HEALTHY)
+    with pytest.raises(ValueError, match=re.escape("Unknown option(s) 'bogus' for strategy 'ddp'")):
+        dpbench.launch("ddp@static_graph=true", HEALTHY, bogus=1)
+
+
+def test_an_option_in_the_spec_and_the_keywords_is_one_line_naming_both():
+    with pytest.raises(ValueError) as info:
+        dpbench.launch("ddp@bucket_cap_mb=10", HEALTHY, world_size=2, bucket_cap_mb=20)
+    assert (
+        str(info.value)
+        == "bucket_cap_mb: expected it in 'ddp@bucket_cap_mb=10' or in the keywords, found it in both (10 and 20)"
+    )
+
+
+def test_a_spec_and_a_parsed_configuration_launch_with_the_options_they_name():
+    from dpbench.strategies.configs import parse_configs
+
+    (parsed,) = parse_configs("test", "single@precision=bf16")
+    for strategy, keywords in (("single@precision=bf16", {}), (parsed, {}), ("single", {"precision": "bf16"})):
+        with dpbench.launch(strategy, HEALTHY, global_batch=8, **keywords) as run:
+            assert run.spec.strategy == "single" and run.spec.options.precision == "bf16"
+    # A parsed configuration is checked on the launch's device: bf16 runs on CPU, fp16 does not.
+    (fp16,) = parse_configs("test", "single@precision=fp16")
+    with pytest.raises(StrategyUnavailable, match="precision='fp16' needs device='cuda'"):
+        dpbench.launch(fp16, HEALTHY, global_batch=8)

@@ -162,3 +162,26 @@ def test_one_gpu_measures_two_ranks_sharing_it(profile):
     one = resolve_profile(profile, cuda_count=1, cpu_count=16, environ={})
     assert one.device == "cuda" and one.world_sizes == (1, 2)  # not 1 alone: nothing parallel would run
     assert resolve_profile(profile, cuda_count=4, cpu_count=16, environ={}).world_sizes == (1, 2, 3, 4)
+
+
+def test_a_case_holds_its_options_typed_once_and_its_key_resolves_them_on_cpu(monkeypatch):
+    from dpbench.strategies._options import CommonOptions
+
+    case = TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch=64, options={"static_graph": False})
+    assert isinstance(case.configuration.typed, CommonOptions) and case.configuration.typed.static_graph is False
+    assert (
+        case.key == TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch=64).key
+    )  # False: the default
+    # fp16 cannot run on a CPU: the case is identified by the options asked for, as every saved case_key was.
+    fp16 = TrainingCase(strategy="single", workload="mlp", world_size=1, global_batch=64, options={"precision": "fp16"})
+    assert fp16.key == '["training", "single", "mlp", 1, 64, {"precision": "\'fp16\'"}]'
+    # An option the strategy does not have: no dataclass; launch names it.
+    assert (
+        TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch=64, options={"x": 1}).configuration
+        == "ddp"
+    )
+    # Once per case, not on every access: the session reads the key many times.
+    checks = []
+    monkeypatch.setattr(type(case.configuration.typed), "check", lambda self, **kw: checks.append(kw))
+    again = TrainingCase(strategy="ddp", workload="mlp", world_size=2, global_batch=64, options={"bucket_cap_mb": 100})
+    assert again.key == again.key == again.key and len(checks) == 1

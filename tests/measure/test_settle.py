@@ -10,7 +10,8 @@ import pytest
 
 from dpbench.decision.sequential import plan_looks
 from dpbench.measure.remeasure import remeasure
-from dpbench.measure.settle import Settling, parse_budget, parse_max_trials
+from dpbench.measure.settings import parse_budget, parse_max_trials
+from dpbench.measure.settle import Settling
 from dpbench.measure.trials import TrialResult, TrialSession
 
 WOBBLE = (1.0, 1.01, 0.99, 1.005, 0.995)

@@ -170,3 +170,36 @@ def test_a_model_the_meta_device_cannot_build_is_one_line_with_the_spec(capsys, 
         f"dpbench estimate: error: workload '{path}:broken': the model cannot be built on the meta device: "
         "RuntimeError: weights are read from disk at build time\n"
     )
+
+
+def test_configurations_are_estimated_as_dpbench_run_names_them(capsys):
+    code, out, err = run(
+        capsys, "--workload", "transformer", "--strategies", "fsdp,fsdp@checkpoint=true,reshard_after_forward=false",
+        "--world-sizes", "2", "--global-batch", "8", "--json", "-",
+    )  # fmt: skip
+    assert code == 0, err
+    cases = {c["strategy"]: c for c in json.loads(out)["cases"]}
+    estimator = Estimator("transformer")
+    for spec, options in (
+        ("fsdp", {}),
+        ("fsdp@checkpoint=true,reshard_after_forward=false", {"checkpoint": True, "reshard_after_forward": False}),
+    ):
+        expected = estimator.case("fsdp", world_size=2, global_batch=8, options=options)
+        assert cases[spec]["ranks"] == expected.to_dict()["ranks"], spec
+    assert cases["fsdp@checkpoint=true,reshard_after_forward=false"]["ranks"] != cases["fsdp"]["ranks"]
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--strategies", "fsdp@precision=bf16", "--precision", "fp32"],
+         "precision: expected it in 'fsdp@precision=bf16' or in --precision, found it in both (bf16 and 'fp32')"),
+        (["--strategies", "fsdp@nosuch=1"], "--strategies: 'fsdp@nosuch=1': fsdp has no option 'nosuch'"),
+        (["--strategies", "fsdp@replicate=3", "--world-sizes", "2,4"],
+         "--strategies: 'fsdp@replicate=3': fsdp option replicate: expected a number of replica groups that divides"),
+    ],
+)  # fmt: skip
+def test_a_bad_configuration_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, "--workload", "mlp", *argv)
+    assert code == 2 and out == ""
+    assert err.startswith(f"dpbench estimate: error: {message}") and err.count("\n") == 1, err

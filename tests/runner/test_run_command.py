@@ -3,6 +3,7 @@ that saves nothing (failed, interrupted) leaves no results directory behind."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -115,9 +116,10 @@ def test_cuda_with_a_visible_gpu_goes_on_to_pytest(user_dir, monkeypatch, no_gpu
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     started = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, env: started.append(env) or subprocess.CompletedProcess(cmd, 5))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, env: started.append(cmd) or subprocess.CompletedProcess(cmd, 5))
     assert main(["run", "--workload", "mlp", "--device", "cuda"]) == 5  # pytest's exit: nothing saved
-    assert [env["DPBENCH_DEVICE"] for env in started] == ["cuda"]
+    (handed,) = [a for a in started[0] if a.startswith("--dpbench-settings=")]
+    assert json.loads(handed.partition("=")[2])["device"] == "cuda"
 
 
 @pytest.mark.parametrize("existed", [False, True])

@@ -3,13 +3,15 @@ name the file, the key and what was expected), overridden by the command line.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from dpbench.cli import build_parser
-from dpbench.commands.run import pytest_command, resolve_run_config
+from dpbench.commands.run import run_options
 from dpbench.runner.config import ConfigError, RunConfig, find_config, load_config
+from dpbench.runner.run import pytest_command, resolve_run, resolve_run_config
 
 PYPROJECT = """
 [project]
@@ -29,7 +31,15 @@ bucket_cap_mb = 5
 
 
 def _args(*argv: str):
-    return build_parser().parse_args(["run", *argv])
+    return run_options(build_parser().parse_args(["run", *argv]))
+
+
+def _settings(cmd: list[str]) -> dict:
+    """The one value the pytest session is handed."""
+    import json
+
+    (handed,) = [a for a in cmd if a.startswith("--dpbench-settings=")]
+    return json.loads(handed.partition("=")[2])
 
 
 def test_pyproject_tool_dpbench_is_read_and_typed(tmp_path):
@@ -46,14 +56,18 @@ def test_pyproject_tool_dpbench_is_read_and_typed(tmp_path):
 def test_dpbench_toml_wins_over_pyproject_and_the_command_line_over_both(tmp_path):
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     (tmp_path / "dpbench.toml").write_text('workloads = ["mlp"]\ntrials = 4\nworld_sizes = [1, 2, 3]\n')
-    config = resolve_run_config(_args("--trials", "2", "--strategies", "single,fsdp"), tmp_path)
+    plan = resolve_run(_args("--trials", "2", "--strategies", "single,fsdp"), tmp_path, environ={})
+    config = plan.config
     assert config.workloads == ("mlp",) and config.trials == 2 and config.world_sizes == (1, 2, 3)
     assert config.strategies == ("single", "fsdp") and config.source == str(tmp_path / "dpbench.toml")
-    cmd, env = pytest_command(config, ["--", "-x"])
-    assert cmd[cmd.index("--dpbench-workload") + 1] == "mlp" and cmd[-1] == "-x"
+    cmd, env = pytest_command(plan, ["--", "-x"])
+    settings = _settings(cmd)
+    assert settings["workloads"] == ["mlp"] and settings["workloads_chosen"] and cmd[-1] == "-x"
     assert "dpbench.suites.test_throughput" in cmd and "dpbench.suites.test_comm" not in cmd
-    assert cmd[cmd.index("--dpbench-trials") + 1] == "2" and env["DPBENCH_WORLD_SIZES"] == "1,2,3"
-    assert '"trials": 2' in env["DPBENCH_RUN_CONFIG"]  # the resolved configuration, saved with the run
+    assert settings["trials"] == 2 and not settings["until_settled"] and settings["world_sizes"] == [1, 2, 3]
+    assert [c["strategy"] for c in settings["strategies"]] == ["single", "fsdp"]
+    assert settings["run_config"]["trials"] == 2  # the resolved configuration, saved with the run
+    assert not any(key.startswith("DPBENCH_") and key not in os.environ for key in env)
 
 
 @pytest.mark.parametrize(
@@ -95,19 +109,16 @@ def test_unknown_strategies_and_options_are_refused_before_anything_runs(tmp_pat
 
 
 def test_until_settled_is_the_default_and_trials_a_fixed_design(tmp_path):
-    from dpbench.commands.run import DEFAULT_BUDGET, DEFAULT_MAX_TRIALS
-    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS as DESIGN_MAX
+    def handed(*argv: str) -> dict:
+        return _settings(pytest_command(resolve_run(_args(*argv), tmp_path, environ={}), [])[0])
 
-    assert DEFAULT_MAX_TRIALS == DESIGN_MAX
-    cmd, _ = pytest_command(resolve_run_config(_args(), tmp_path), [])
-    assert "--dpbench-until-settled" in cmd and "--dpbench-trials" not in cmd
-    assert (
-        cmd[cmd.index("--dpbench-max-trials") + 1] == "12" and cmd[cmd.index("--dpbench-budget") + 1] == DEFAULT_BUDGET
-    )
-    cmd, _ = pytest_command(resolve_run_config(_args("--max-trials", "8", "--budget", "90s"), tmp_path), [])
-    assert cmd[cmd.index("--dpbench-max-trials") + 1] == "8" and cmd[cmd.index("--dpbench-budget") + 1] == "90s"
-    cmd, _ = pytest_command(resolve_run_config(_args("--trials", "3"), tmp_path), [])
-    assert "--dpbench-until-settled" not in cmd and cmd[cmd.index("--dpbench-trials") + 1] == "3"
+    settings = handed()
+    assert settings["until_settled"] and settings["trials"] is None
+    assert settings["max_trials"] == 12 and settings["budget_s"] == 30 * 60  # DEFAULT_BUDGET
+    settings = handed("--max-trials", "8", "--budget", "90s")
+    assert settings["until_settled"] and settings["max_trials"] == 8 and settings["budget_s"] == 90
+    settings = handed("--trials", "3")
+    assert not settings["until_settled"] and settings["trials"] == 3 and settings["budget_s"] is None
 
 
 def test_the_command_line_design_wins_over_the_files(tmp_path):

@@ -83,6 +83,13 @@ def pytest_addoption(parser: Any) -> None:
         "ddp@bucket_cap_mb=100, a case of its own (env DPBENCH_STRATEGIES)",
     )
     group.addoption(
+        "--dpbench-settings",
+        metavar="JSON",
+        default=None,
+        help="the session's settings as one value, as dpbench run hands them in (instead of the options "
+        "above and the DPBENCH_* variables)",
+    )
+    group.addoption(
         "--dpbench-device-memory",
         metavar="SIZE",
         default=None,

@@ -18,7 +18,7 @@ import pytest
 import torch
 from pytest_benchmark.utils import get_machine_id
 
-from dpbench.measure import TrialSession, parse_trials, resolve_profile, worker_clock
+from dpbench.measure import TrialSession, resolve_profile, worker_clock
 from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import failures, signals, storage
 from dpbench.measure.plugin.selection import suites_dir
@@ -49,29 +49,15 @@ def pytest_configure(config):
     storage.use_results_storage(config)
     # Resolved once: the test modules parametrize from it at collection time.
     try:
-        profile = resolve_profile(cuda_count=_cuda_count())
-        if config.getoption("dpbench_trials", None) is not None:
-            profile = dataclasses.replace(
-                profile, trials=parse_trials("--dpbench-trials", config.getoption("dpbench_trials"))
-            )
-        if config.getoption("dpbench_strategies", None):
-            from dpbench.measure.profiles import parse_strategies
-
-            chosen = parse_strategies(
-                "--dpbench-strategies", config.getoption("dpbench_strategies"), world_size=max(profile.world_sizes)
-            )
-            profile = profile.with_configurations(chosen)
-        specs = config.getoption("dpbench_workloads", None)
-        if specs:
-            from dpbench.workloads import resolve_workload_specs
-
-            resolved = resolve_workload_specs("--dpbench-workload", tuple(specs))
-            profile = profile.with_workloads(tuple(specs), resolved)
-        settling = _settling(config)
+        cuda_count = _cuda_count()
+        settings = session_settings(config, cuda_count=cuda_count)
+        profile = resolve_profile(cuda_count=cuda_count, settings=settings)
+        settling = _design(settings)
         state.convergence = resolve_convergence()  # the convergence suite's DPBENCH_* settings
         _memory_check(config)
     except ValueError as exc:  # a bad DPBENCH_* variable or option: one clear line, not a traceback
         raise pytest.UsageError(str(exc)) from None
+    state.settings = settings
     if config.getoption("benchmark_disable", False):
         # --benchmark-disable is a smoke run: every case once, one round, no statistics.
         profile = dataclasses.replace(profile, trials=1, rounds=1, warmup_rounds=0)
@@ -104,25 +90,56 @@ def pytest_configure(config):
     )
 
 
+_OPTIONS = {
+    "trials": "dpbench_trials",
+    "until_settled": "dpbench_until_settled",
+    "max_trials": "dpbench_max_trials",
+    "budget": "dpbench_budget",
+    "workloads": "dpbench_workloads",
+    "strategies": "dpbench_strategies",
+}
+"""Each setting the suites' options give, and the option's ``dest``."""
+
+
+def _option(key: str) -> str:
+    return "--" + _OPTIONS[key].replace("_", "-").replace("workloads", "workload")
+
+
+def session_settings(config, *, cuda_count: int = 0):
+    """The session's :class:`~dpbench.measure.settings.SessionSettings`: the one value ``dpbench run``
+    hands in (``--dpbench-settings``), else the suites' options over the ``DPBENCH_*`` variables."""
+    from dpbench.measure.profiles import world_sizes_for
+    from dpbench.measure.settings import SessionSettings, build_settings
+
+    given = {key: config.getoption(dest, None) for key, dest in _OPTIONS.items()}
+    handed = config.getoption("dpbench_settings", None)
+    if handed is not None:
+        beside = [_option(key) for key, value in given.items() if value not in (None, False)]
+        if beside:
+            raise ValueError(f"{beside[0]}: expected it in dpbench run's options, found it beside --dpbench-settings")
+        return SessionSettings.from_json(handed)
+    if given["workloads"]:
+        given["workloads"] = tuple(given["workloads"])
+    return build_settings(
+        given,
+        named=_option,
+        environ=os.environ,
+        settled_by_default=False,
+        max_world=lambda settings: max(world_sizes_for(settings, cuda_count=cuda_count)),
+    )
+
+
+def _design(settings):
+    """The sequential design the settings ask for (None: a fixed number of trials)."""
+    from dpbench.measure.settle import Settling
+
+    return Settling.design(settings.max_trials, budget_s=settings.budget_s) if settings.until_settled else None
+
+
 def _settling(config):
     """The sequential design when ``--dpbench-until-settled`` asks for one (None: a fixed design);
     a ValueError for options that contradict it or do not parse."""
-    from dpbench.measure.settle import DEFAULT_MAX_TRIALS, Settling, parse_budget, parse_max_trials
-
-    until = config.getoption("dpbench_until_settled", False)
-    maximum, budget = config.getoption("dpbench_max_trials", None), config.getoption("dpbench_budget", None)
-    if not until:
-        for option, value in (("--dpbench-max-trials", maximum), ("--dpbench-budget", budget)):
-            if value is not None:
-                raise ValueError(f"{option}: expected it with --dpbench-until-settled, found it alone")
-        return None
-    if config.getoption("dpbench_trials", None) is not None:
-        raise ValueError(
-            "--dpbench-trials: a fixed number of trials, found with --dpbench-until-settled (trials until "
-            "settled): choose one"
-        )
-    most = DEFAULT_MAX_TRIALS if maximum is None else parse_max_trials("--dpbench-max-trials", maximum)
-    return Settling.design(most, budget_s=None if budget is None else parse_budget("--dpbench-budget", budget))
+    return _design(session_settings(config))
 
 
 def _memory_check(config):
@@ -283,10 +300,8 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     done = state.remeasured
     if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
         facts["dpbench"]["remeasure"] = done.to_dict()
-    if os.environ.get("DPBENCH_RUN_CONFIG"):  # `dpbench run`'s resolved configuration (config file + options)
-        import json
-
-        facts["dpbench"]["run_config"] = json.loads(os.environ["DPBENCH_RUN_CONFIG"])
+    if state.settings.run_config is not None:  # `dpbench run`'s resolved configuration (config file + options)
+        facts["dpbench"]["run_config"] = state.settings.run_config
     from dpbench.workers.runtime_env import user_runtime_env
 
     # The user's OpenMP/MKL settings, passed to the workers unchanged (dpbench adds none).
@@ -444,7 +459,7 @@ def pytest_unconfigure(config):
 # ---------------------------------------------------------------- fixtures the suites use
 @pytest.fixture(scope="session")
 def profile(request):
-    """The session's :class:`dpbench.measure.profiles.ProfileConfig` (``DPBENCH_*``, ``--dpbench-trials``)."""
+    """The session's :class:`dpbench.measure.profiles.ProfileConfig`, from its settings."""
     return session_of(request.config).profile
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dpbench.measure.plugin.terminal import Progress
     from dpbench.measure.profiles import ProfileConfig
     from dpbench.measure.remeasure import Remeasured
+    from dpbench.measure.settings import SessionSettings
     from dpbench.measure.trials import TrialSession
     from dpbench.traces.store import TraceStore
 
@@ -34,9 +35,11 @@ class DpbenchSession:
     A field is None until the hook that sets it has run: an interrupted or misconfigured session
     ends with some of them never set, and ``pytest_unconfigure`` reads whatever is there."""
 
+    settings: SessionSettings | None = None
+    """The session's settings, parsed once: ``dpbench run``'s value, else the ``--dpbench-*``
+    options over the ``DPBENCH_*`` variables."""
     profile: ProfileConfig | None = None
-    """The resolved profile (``DPBENCH_*``, ``--dpbench-trials``, ``--dpbench-strategies``,
-    ``--dpbench-workload``); the suites parametrize from it at collection time."""
+    """The profile the settings resolve to on this machine; the suites parametrize from it at collection time."""
     convergence: ConvergenceSettings | None = None
     """The convergence suite's ``DPBENCH_*`` settings, resolved once with the profile."""
     timelines: TimelineStore | None = None
