@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.schema import Phase, StrategyName, coarsest_precision
 from dpbench.strategies._options import CommonOptions, CompileOptions, is_int_in, is_positive_number
@@ -17,9 +17,16 @@ from dpbench.strategies.base import (
     take_slice,
 )
 
-__all__ = ["DDP", "DDPOptions", "COMM_HOOKS"]
+if TYPE_CHECKING:
+    from dpbench.strategies.schedule import BucketSync, StepSchedule
+
+__all__ = ["DDP", "DDPOptions", "COMM_HOOKS", "ddp_buckets"]
 
 COMM_HOOKS = ("fp16", "bf16", "powersgd")
+# DDP keeps its first bucket small so the first all-reduce starts early (torch's
+# dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb.
+_FIRST_BUCKET_BYTES = 1 << 20
+_DEFAULT_BUCKET_CAP_MB = 25.0
 _BOOL_OPTIONS = (
     "gradient_as_bucket_view",
     "static_graph",
@@ -159,6 +166,22 @@ class DDP(Strategy):
         buckets = 0 if options.gradient_as_bucket_view else sum(p.nbytes for p in params if p.trainable)
         return [full_state(params, options.optimizer, comm_buffer_bytes=buckets)] * world_size
 
+    @classmethod
+    def step_schedule(cls, options: DDPOptions) -> StepSchedule:
+        """With ``broadcast_buffers`` a broadcast of rank 0's buffers before the first forward (DDP
+        syncs them synchronously, once per step); the buckets all-reduced in ready order,
+        overlapping the rest of backward; ``accumulation_steps`` micro-batches, all but the last
+        under ``no_sync()``. The overlap slowdown is fitted on its cases (every collective of its
+        step overlaps backward or waits for it)."""
+        from dpbench.strategies.schedule import StepSchedule
+
+        return StepSchedule(
+            gradients=ddp_buckets(options.bucket_cap_mb),
+            micro_batches=int(options.accumulation_steps or 1),
+            buffer_broadcast=bool(options.broadcast_buffers),
+            calibrates_overlap=True,
+        )
+
     def setup(self) -> None:
         import torch
         from torch.nn.parallel import DistributedDataParallel
@@ -256,6 +279,15 @@ class DDP(Strategy):
             comm_dtype=hook,
             broadcast_buffers=self.spec.options.broadcast_buffers,
         )
+
+
+def ddp_buckets(bucket_cap_mb: float | None) -> BucketSync:
+    """DDP's gradient buckets: a small first one, then ``bucket_cap_mb`` (None: DDP's 25) each,
+    each all-reduced as soon as backward has made it ready."""
+    from dpbench.strategies.schedule import BucketSync
+
+    cap = int(float(bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * (1 << 20))
+    return BucketSync(first_bytes=_FIRST_BUCKET_BYTES, cap_bytes=cap, overlap=True)
 
 
 def _cuda_count() -> int:

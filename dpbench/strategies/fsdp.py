@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
 from dpbench.strategies.blocks import find_blocks, parse_units
+
+if TYPE_CHECKING:
+    from dpbench.strategies.schedule import StepSchedule
 
 __all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "parse_mixed_precision"]
 
@@ -220,6 +223,22 @@ class FSDP(Strategy):
             gathered = root + sum(sizes[-2:]) + sum(sizes[:-2]) // reshard
         largest = max([root, *sizes])  # one unit's unsharded gradients, before its reduce-scatter
         return state.held_bytes() + activation(batch) + largest + int(gathered * _param_scale(options))
+
+    @classmethod
+    def step_schedule(cls, options: FSDPOptions) -> StepSchedule:
+        """Per unit an all-gather in forward and a reduce-scatter in backward, with a second all-gather
+        in backward unless the units keep their parameters (``reshard_after_forward`` False, or a
+        group of 1); HSDP (``replicate``) all-reduces the shards across the replica groups; the
+        optimizer steps the shard."""
+        from dpbench.strategies.schedule import ShardedUnits, StepSchedule
+
+        reshard = options.reshard_after_forward
+        # `True != 1` is False in Python, and True is an int: True (reshard to every rank) is tested first.
+        again = reshard is True or (isinstance(reshard, int) and not isinstance(reshard, bool) and reshard != 1)
+        return StepSchedule(
+            gradients=ShardedUnits(gathers_in_backward=again, replicate=int(options.replicate or 1)),
+            sharded_optimizer=True,
+        )
 
     def make_precision(self) -> Any:
         from dpbench.strategies._precision import Precision

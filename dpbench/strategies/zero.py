@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CommonOptions, is_positive_number
@@ -17,6 +17,9 @@ from dpbench.strategies.base import (
     to_device,
 )
 from dpbench.strategies.ddp import DDP, DDPOptions
+
+if TYPE_CHECKING:
+    from dpbench.strategies.schedule import StepSchedule
 
 __all__ = ["Zero", "ZeroOptions", "zero_partition"]
 
@@ -101,6 +104,21 @@ class Zero(Strategy):
             )
             for rank, own in enumerate(zero_partition(params, world_size))
         ]
+
+    @classmethod
+    def step_schedule(cls, options: ZeroOptions) -> StepSchedule:
+        """DDP's step (its DDP keeps ``broadcast_buffers`` on): the buffers' broadcast, the buckets
+        all-reduced overlapping backward; then the optimizer on this rank's partition (1/N of it),
+        and every rank broadcasts its partition."""
+        from dpbench.strategies.ddp import ddp_buckets
+        from dpbench.strategies.schedule import StepSchedule
+
+        return StepSchedule(
+            gradients=ddp_buckets(options.bucket_cap_mb),
+            buffer_broadcast=True,
+            sharded_optimizer=True,
+            partition_broadcast=True,
+        )
 
     def setup(self) -> None:
         from torch.distributed.optim import ZeroRedundancyOptimizer
