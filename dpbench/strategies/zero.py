@@ -196,7 +196,8 @@ class Zero(Strategy):
     def collective_plan(self) -> list[Any]:
         import torch.distributed as dist
 
-        from dpbench.strategies.profiling import Collective, ddp_collectives
+        from dpbench.strategies.ddp import ddp_collectives
+        from dpbench.strategies.profiling import Collective
 
         params = list(self.ddp.module.parameters())
         local = [(params[i].numel(), str(params[i].dtype).replace("torch.", "")) for i in self._local_indices()]
