@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CommonOptions, is_positive_number
 from dpbench.strategies.base import Placement, Strategy, call_model, to_device
 from dpbench.strategies.ddp import DDP
-
-if TYPE_CHECKING:
-    from dpbench.strategies.schedule import StepSchedule
+from dpbench.strategies.schedule import BucketSync, StepSchedule
 
 __all__ = ["AllReduce", "AllReduceOptions", "MODES"]
 
@@ -84,8 +82,6 @@ class AllReduce(Strategy):
         """Flat buckets of ``bucket_cap_mb`` (no small first one) all-reduced after backward, or with
         ``mode="overlap"`` as backward makes each ready; ``per-param`` as ``bucketed`` (a run does
         not record each parameter's size). Forward and backward are timed as one phase."""
-        from dpbench.strategies.schedule import BucketSync, StepSchedule
-
         cap = int(float(options.bucket_cap_mb or 25.0) * (1 << 20))
         return StepSchedule(
             gradients=BucketSync(first_bytes=None, cap_bytes=cap, overlap=options.mode == "overlap"),

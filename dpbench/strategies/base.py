@@ -25,15 +25,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from dpbench.strategies._options import CommonOptions
 from dpbench.strategies._precision import Precision
 from dpbench.strategies._timing import PhaseTimer
 from dpbench.strategies.errors import StrategyUnavailable
-
-if TYPE_CHECKING:
-    from dpbench.strategies.schedule import StepSchedule
+from dpbench.strategies.schedule import StepSchedule
 
 __all__ = [
     "Strategy",

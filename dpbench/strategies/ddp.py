@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpbench.schema import Phase, StrategyName, coarsest_precision
 from dpbench.strategies._options import CommonOptions, CompileOptions, is_int_in, is_positive_number
@@ -16,9 +16,7 @@ from dpbench.strategies.base import (
     split_sizes,
     take_slice,
 )
-
-if TYPE_CHECKING:
-    from dpbench.strategies.schedule import BucketSync, StepSchedule
+from dpbench.strategies.schedule import BucketSync, StepSchedule
 
 __all__ = ["DDP", "DDPOptions", "COMM_HOOKS", "ddp_buckets", "ddp_collectives"]
 
@@ -174,8 +172,6 @@ class DDP(Strategy):
         overlapping the rest of backward; ``accumulation_steps`` micro-batches, all but the last
         under ``no_sync()``. The overlap slowdown is fitted on its cases (every collective of its
         step overlaps backward or waits for it)."""
-        from dpbench.strategies.schedule import StepSchedule
-
         return StepSchedule(
             gradients=ddp_buckets(options.bucket_cap_mb),
             micro_batches=int(options.accumulation_steps or 1),
@@ -283,8 +279,6 @@ class DDP(Strategy):
 def ddp_buckets(bucket_cap_mb: float | None) -> BucketSync:
     """DDP's gradient buckets: a small first one, then ``bucket_cap_mb`` (None: DDP's 25) each,
     each all-reduced as soon as backward has made it ready."""
-    from dpbench.strategies.schedule import BucketSync
-
     cap = int(float(bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * (1 << 20))
     return BucketSync(first_bytes=_FIRST_BUCKET_BYTES, cap_bytes=cap, overlap=True)
 

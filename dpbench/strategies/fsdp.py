@@ -5,15 +5,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
 from dpbench.strategies.blocks import find_blocks, parse_units
-
-if TYPE_CHECKING:
-    from dpbench.strategies.schedule import StepSchedule
+from dpbench.strategies.schedule import ShardedUnits, StepSchedule
 
 __all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "gathers_in_backward", "parse_mixed_precision"]
 
@@ -230,8 +228,6 @@ class FSDP(Strategy):
         in backward unless the units keep their parameters (``reshard_after_forward`` False, or a
         group of 1); HSDP (``replicate``) all-reduces the shards across the replica groups; the
         optimizer steps the shard."""
-        from dpbench.strategies.schedule import ShardedUnits, StepSchedule
-
         again = gathers_in_backward(options.reshard_after_forward)
         return StepSchedule(
             gradients=ShardedUnits(gathers_in_backward=again, replicate=int(options.replicate or 1)),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CommonOptions, is_positive_number
@@ -16,10 +16,8 @@ from dpbench.strategies.base import (
     optimizer_state_tensors,
     to_device,
 )
-from dpbench.strategies.ddp import DDP, DDPOptions
-
-if TYPE_CHECKING:
-    from dpbench.strategies.schedule import StepSchedule
+from dpbench.strategies.ddp import DDP, DDPOptions, ddp_buckets
+from dpbench.strategies.schedule import StepSchedule
 
 __all__ = ["Zero", "ZeroOptions", "zero_partition"]
 
@@ -110,9 +108,6 @@ class Zero(Strategy):
         """DDP's step (its DDP keeps ``broadcast_buffers`` on): the buffers' broadcast, the buckets
         all-reduced overlapping backward; then the optimizer on this rank's partition (1/N of it),
         and every rank broadcasts its partition."""
-        from dpbench.strategies.ddp import ddp_buckets
-        from dpbench.strategies.schedule import StepSchedule
-
         return StepSchedule(
             gradients=ddp_buckets(options.bucket_cap_mb),
             buffer_broadcast=True,
