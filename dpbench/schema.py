@@ -15,6 +15,7 @@ __all__ = [
     "READABLE_SCHEMAS",
     "Kind",
     "StrategyName",
+    "BASELINE_STRATEGY",
     "Phase",
     "EXTRA_INFO_FIELDS",
     "Profile",
@@ -47,6 +48,11 @@ class StrategyName(str, Enum):
     ALLREDUCE = "allreduce"
     FSDP = "fsdp"  # FSDP2 fully_shard
     ZERO = "zero"  # DDP + ZeroRedundancyOptimizer (ZeRO-1)
+
+
+BASELINE_STRATEGY = StrategyName.SINGLE.value
+"""The strategy every other is compared with ("× single"): one replica on one device, so it runs at
+world size 1 only. A role, named once here, that results, decisions and recipes refer to."""
 
 
 class Phase(str, Enum):

@@ -315,3 +315,84 @@ def test_a_small_module_is_a_concept_of_its_own():
     assert not unnamed, f"under {MIN_LINES} lines and not named a concept in SMALL_CONCEPTS: {unnamed}"
     stale = sorted(set(SMALL_CONCEPTS) - small)
     assert not stale, f"SMALL_CONCEPTS names modules that are gone or no longer small: {stale}"
+
+
+# A strategy's own logic lives in its file (GUIDE, habit 2): outside ``dpbench/strategies/`` no module
+# branches on a strategy's name. Each exception is ``path: what`` (as the finder reports it, less the
+# line) and says why it is one.
+NAME_BRANCH_ALLOWED = {
+    "dpbench/schema.py: StrategyName.SINGLE": "BASELINE_STRATEGY, the baseline role, defined beside the names",
+    "dpbench/decision/model.py: dict key 'single'": "the decision's saved JSON field naming the baseline, no branch",
+    "dpbench/measure/profiles.py: StrategyName.SINGLE": "single's one rank in the suites' world sizes: the "
+    "module is being rewritten (issue 61, one settings object); BASELINE_STRATEGY replaces it there",
+}
+
+
+def strategy_name_branches(root: Path, names: set[str]) -> list[str]:
+    """``path:line: what`` for each branch on a strategy's name in a module outside ``strategies/``:
+    any ``StrategyName.<X>``, or a string literal equal to a name compared (``==``, ``!=``, ``in``,
+    ``is``, ``match``) or used as a dict key."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).as_posix()
+        if relative.startswith(f"{root.name}/strategies/"):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        uses = sorted((node.lineno, what) for node in ast.walk(tree) for what in _name_uses(node, names))
+        found += [f"{relative}:{line}: {what}" for line, what in uses]
+    return found
+
+
+def _literal_names(node: ast.AST | None, names: set[str]) -> list[str]:
+    """The strategy names ``node`` is, or holds as a tuple, list or set of literals."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [n for element in node.elts for n in _literal_names(element, names)]
+    return []
+
+
+def _name_uses(node: ast.AST, names: set[str]) -> list[str]:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "StrategyName":
+        return [f"StrategyName.{node.attr}"]
+    if isinstance(node, ast.Compare):
+        return [f"compared with {n!r}" for side in (node.left, *node.comparators) for n in _literal_names(side, names)]
+    if isinstance(node, ast.Dict):
+        return [f"dict key {n!r}" for key in node.keys for n in _literal_names(key, names)]
+    if isinstance(node, ast.MatchValue):
+        return [f"matched with {n!r}" for n in _literal_names(node.value, names)]
+    return []
+
+
+def test_the_name_branch_finder_finds_them(tmp_path: Path):
+    pkg = tmp_path / "dpbench"
+    (pkg / "strategies").mkdir(parents=True)
+    (pkg / "strategies" / "ddp.py").write_text('if strategy == "ddp":\n    pass\n')  # its own file: allowed
+    (pkg / "a.py").write_text(
+        "from dpbench.schema import StrategyName\n"
+        "if s == StrategyName.FSDP.value:\n    pass\n"
+        'if s in ("zero", "other"):\n    pass\n'
+        'OVERLAP = {"allreduce": 1}\n'
+        'NAMES = ("ddp", "zero")  # a tuple of names, no branch\n'
+        'if "sharded" != s:\n    pass\n'
+    )
+    assert strategy_name_branches(pkg, {"ddp", "fsdp", "zero", "allreduce"}) == [
+        "dpbench/a.py:2: StrategyName.FSDP",
+        "dpbench/a.py:4: compared with 'zero'",
+        "dpbench/a.py:6: dict key 'allreduce'",
+    ]
+
+
+def test_no_module_outside_strategies_branches_on_a_strategy_name():
+    from dpbench.strategies import list_strategies
+
+    found = {_without_line(f) for f in strategy_name_branches(ROOT, set(list_strategies()))}
+    unexplained = sorted(found - set(NAME_BRANCH_ALLOWED))
+    assert not unexplained, "strategy-name branches outside dpbench/strategies/: " + "; ".join(unexplained)
+    stale = sorted(set(NAME_BRANCH_ALLOWED) - found)
+    assert not stale, f"NAME_BRANCH_ALLOWED names what no module does any more: {stale}"
+
+
+def _without_line(found: str) -> str:
+    path, _, what = found.split(":", 2)
+    return f"{path}:{what}"

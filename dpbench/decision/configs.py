@@ -15,11 +15,12 @@ import math
 
 import pandas as pd
 
+from dpbench.schema import BASELINE_STRATEGY
 from dpbench.stats import PairedRatio, paired_ratio
 
 __all__ = ["SINGLE", "configurations", "single_for", "throughputs", "vs_single"]
 
-SINGLE = "single"
+SINGLE = BASELINE_STRATEGY
 SUITE_METRICS = ("scaling_efficiency", "relative_to_ddp", "baseline_samples_per_s", "sampler.timeline")
 
 

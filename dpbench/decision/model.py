@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
+from dpbench.schema import BASELINE_STRATEGY
 from dpbench.stats import PairedRatio, median, paired_ratio
 
 __all__ = ["Answer", "Comparison", "Decision", "Entry", "Outcome", "Question", "Standing", "answer_question"]
@@ -271,7 +272,7 @@ def answer_question(
         (e.name, f"computes something else than single: {e.departs}") for e in entries if e.departs and _kept(e)
     ]
     ranked = [e for e in entries if _kept(e) and not e.departs]
-    single = next((e for e in ranked if e.strategy == "single"), None)
+    single = next((e for e in ranked if e.strategy == BASELINE_STRATEGY), None)
     common = dict(
         question=question,
         run=run,

@@ -27,6 +27,7 @@ from typing import Any
 
 from dpbench.measure.cases import TrainingDetail, fingerprint_record
 from dpbench.measure.trials import CaseResult, TrialResult
+from dpbench.schema import BASELINE_STRATEGY
 from dpbench.stats import log_t_interval
 
 __all__ = [
@@ -255,7 +256,7 @@ def convergence_cases(settings: ConvergenceSettings) -> list[ConvergenceCase]:
                     options=dict(recipe.options),
                 )
             )
-        single = next((c for c in made if c.strategy == "single"), None)
+        single = next((c for c in made if c.strategy == BASELINE_STRATEGY), None)
         cases += [c if c is single else _with_reference(c, single) for c in made]
     return cases
 

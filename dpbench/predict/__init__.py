@@ -14,10 +14,11 @@ factor, fitted by least squares on log time — and its inputs:
 And the step model built on it:
 
 - :mod:`~dpbench.predict.profile`: a :class:`StepProfile` (compute per phase, gradient buckets or
-  FSDP units, the buffers DDP broadcasts, the trial spread) read from a saved run, or built by hand.
+  sharded units, the buffers broadcast, the trial spread) read from a saved run, or built by hand.
 - :mod:`~dpbench.predict.schedule`: a step replayed on a compute and a communication stream.
-- :mod:`~dpbench.predict.step`: each strategy's schedule → :func:`predict_step` →
-  :class:`StepPrediction`.
+- :mod:`~dpbench.predict.step`: the schedule a strategy declares
+  (:func:`dpbench.strategies.step_schedule`) → :func:`predict_step` → :class:`StepPrediction`;
+  no strategy's name is known here.
 - :mod:`~dpbench.predict.forecast`: a saved run → :func:`step_predictions` → :class:`StepForecast`
   (every configuration × world size, and the pick at each), with :func:`run_collective_model` (the
   collective model from ``--collectives``/``--link`` or the run's own comm-suite benchmarks); what
@@ -29,8 +30,8 @@ It sits beside the gate: above ``dpbench.results`` (it reads saved runs), below 
 the command line, which show its predictions.
 
 May import: ``dpbench.results`` (reading saved runs, console helpers, units), ``dpbench.errors``,
-``dpbench.stats``, ``dpbench.schema`` (the strategy names); numpy and scipy. Never torch, never the
-gate, the report or the command line.
+``dpbench.stats``, ``dpbench.strategies`` (the registry and each strategy's step schedule: its class
+side, torch-free); numpy and scipy. Never torch, never the gate, the report or the command line.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ to pick at each: :func:`step_predictions`, what ``dpbench predict RUN`` prints a
 section can render (it returns a typed :class:`StepForecast`; it computes nothing a renderer must
 redo).
 
-The overlap slowdown is measured from the run where it can be: each ddp case at two ranks or more
-records its step, its compute-only step and its collectives replayed alone; the slowdown is the
-value (in [0, 1]) at which the ddp schedule, with those collectives, gives the measured step
-(the median over such cases). Otherwise it is stated (:func:`~dpbench.predict.step.stated_overlap`).
+The overlap slowdown is measured from the run where it can be: each case at two ranks or more of
+a strategy whose schedule calibrates it (``StepSchedule.calibrates_overlap``: ddp's) records its
+step, its compute-only step and its collectives replayed alone; the slowdown is the value (in
+[0, 1]) at which that schedule, with those collectives, gives the measured step (the median over
+such cases). Otherwise it is stated (:func:`~dpbench.predict.step.stated_overlap`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dpbench.predict.step import (
     step_tasks,
     with_derived_collectives,
 )
-from dpbench.schema import StrategyName
+from dpbench.strategies import step_schedule
 
 __all__ = [
     "StepForecast",
@@ -119,13 +120,16 @@ def _has_collectives(run: Any) -> bool:
     return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
 
 
-def _ddp_cases(run: Any) -> list[dict[str, Any]]:
+def _calibrating_cases(run: Any) -> list[dict[str, Any]]:
+    """The run's multi-rank cases whose schedule calibrates the overlap slowdown, with what the fit reads."""
     out = []
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
+        schedule = step_schedule(str(info.get("strategy")), info.get("options") or {})
         if (
             info.get("kind") == "training"
-            and info.get("strategy") == StrategyName.DDP.value
+            and schedule is not None
+            and schedule.calibrates_overlap
             and int(info.get("world_size") or 1) > 1
             and all(isinstance(info.get(k), (int, float)) for k in ("compute_only_step_s", "collective_time_s"))
         ):
@@ -134,8 +138,8 @@ def _ddp_cases(run: Any) -> list[dict[str, Any]]:
 
 
 def _fit_slowdown(profile: StepProfile, collective_s: float, measured_s: float) -> float:
-    """The slowdown at which ddp's schedule, its collectives (the buckets' all-reduces, the buffers'
-    broadcast) sharing ``collective_s`` by bytes, gives ``measured_s``."""
+    """The slowdown at which the profile's schedule, its collectives (the buckets' all-reduces, the
+    buffers' broadcast) sharing ``collective_s`` by bytes, gives ``measured_s``."""
 
     def send(collective: str, nbytes: float, group: int, spans: bool) -> float:
         return nbytes
@@ -163,7 +167,7 @@ def _fit_slowdown(profile: StepProfile, collective_s: float, measured_s: float) 
 def measure_overlap(run: Any) -> OverlapSlowdown | None:
     """The overlap slowdown the run's multi-rank ddp cases measure (their median), or None."""
     fitted = []
-    for info in _ddp_cases(run):
+    for info in _calibrating_cases(run):
         try:
             profile = profile_from_benchmark(info, origin=run.run_id)
         except UsageError:  # a case without the phases measures no slowdown; the others still do
@@ -272,8 +276,8 @@ def step_predictions(
             f"compute scaled from {', '.join(map(str, measured_threads)) or 'unrecorded'} thread(s) per rank as "
             f"measured to {threads_per_rank}, linearly"
         )
-    if any(p.strategy == StrategyName.ALLREDUCE.value for p in profiles):
-        notes.append("allreduce times forward and backward as one phase: split 1:2 where its overlap mode needs it")
+    for note in dict.fromkeys(note for p in profiles for note in p.schedule.notes):
+        notes.append(note)
     missing = sorted({p.workload for p in predictions if memory is not None and p.memory_per_rank_bytes is None})
     if missing:
         notes.append(f"memory not estimated for {', '.join(missing)}: the estimator cannot build the workload here")

@@ -49,12 +49,9 @@ _DEVICE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf)?\s*$")
 # NCCL's own debug lines (NCCL_DEBUG=INFO) interleave with the table: ``host:pid:tid [0] NCCL INFO …``.
 _NCCL_DEBUG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b")
-_NAME_ALIASES = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "bcast": "broadcast",
-}
+# Binary and file names spell a collective without its underscore (allreduce, allgather,
+# reducescatter), or broadcast as nccl-tests' bcast.
+_NAME_ALIASES = {name.replace("_", ""): name for name in COLLECTIVES if "_" in name} | {"bcast": "broadcast"}
 
 
 def _collective_in(text: str) -> str | None:

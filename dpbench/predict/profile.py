@@ -7,16 +7,16 @@ From a training benchmark's ``extra_info`` (schema 2):
   ``compute``, ``communication``, ``optimizer``), scaled so that they add up to the step's
   compute: the whole measured step at world size 1 (nothing to send: its local copies are compute),
   else the compute-only step (``compute_only_step_s``, the same rank's step with gradient sync off);
-- **gradient groups**: the parameter bytes (``parameter_count``, fp32) cut as the strategy cuts
-  them — DDP's buckets (a first bucket of 1 MiB, then ``bucket_cap_mb``, default 25 MiB), the
-  allreduce strategy's flat buckets, FSDP's units (``shard_units.count`` of equal size). A run
-  does not record each parameter's size, so a bucket's edge may fall inside a parameter; each group
-  is ready when the backward has produced its share of the bytes;
-- **the buffer bytes** (``buffer_bytes``): what DDP's ``broadcast_buffers`` sends before a step's
-  first forward (ddp with the option on, its default; zero, whose DDP keeps it on); absent from
-  older runs, where no broadcast is modelled;
-- **gradient accumulation**: ddp's ``accumulation_steps`` option (micro-batches per step), read
-  from the resolved options;
+- **the schedule**: what the strategy declares one step issues for the case's resolved options
+  (:func:`dpbench.strategies.step_schedule`: its buckets or units, micro-batches, broadcasts, what
+  it shards); a strategy that declares none is not predicted;
+- **gradient groups**: the parameter bytes (``parameter_count``, fp32) cut as the schedule cuts
+  them — flat buckets (a first bucket's cap, then the others'), or sharded units
+  (``shard_units.count`` of equal size). A run does not record each parameter's size, so a
+  bucket's edge may fall inside a parameter; each group is ready when the backward has produced its
+  share of the bytes;
+- **the buffer bytes** (``buffer_bytes``): what a schedule's buffer broadcast sends before a step's
+  first forward; absent from older runs, where no broadcast is modelled;
 - **the trial spread**: the measured step's 95% interval over trials (``step_time_ci95``), as
   ratios to its median.
 """
@@ -25,40 +25,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from dpbench.errors import UsageError
-from dpbench.schema import StrategyName
+from dpbench.strategies import BucketSync, StepSchedule, scheduled_strategies, step_schedule
 
 __all__ = [
     "GradientGroup",
     "case_label",
-    "PREDICTED_STRATEGIES",
     "StepProfile",
     "gradient_groups",
     "profile_from_benchmark",
     "profiles_from_run",
 ]
 
-PREDICTED_STRATEGIES = (
-    StrategyName.DDP.value,
-    StrategyName.ALLREDUCE.value,
-    StrategyName.FSDP.value,
-    StrategyName.ZERO.value,
-)
-"""The strategies whose step is replayed against a collective model (one process per rank)."""
-_DDP_FIRST_BUCKET = 1 << 20  # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
-_DEFAULT_CAP_MB = 25.0
 _PARAM_BYTES = 4  # parameters and gradients are fp32 (precision is autocast)
 _RECORDED_BY = "the scaling, throughput or sharding suite (dpbench run --suites scaling)"
 
 
 @dataclass(kw_only=True, frozen=True)
 class GradientGroup:
-    """Gradients sent together: one DDP or allreduce bucket, one FSDP unit."""
+    """Gradients sent together: one flat bucket, or one sharded unit."""
 
     bytes: int
-    """Bytes of the group (an FSDP unit's whole parameters: what its all-gather assembles)."""
+    """Bytes of the group (a sharded unit's whole parameters: what its all-gather assembles)."""
     ready_fraction: float
     """The share of the backward done when the group's last gradient is ready (1: at its end)."""
 
@@ -88,9 +79,9 @@ class StepProfile:
     param_bytes: int
     """The model's parameter bytes (whole, unsharded)."""
     buckets: tuple[GradientGroup, ...] = ()
-    """DDP's or allreduce's gradient buckets in the order they are ready (empty for fsdp)."""
+    """The schedule's flat gradient buckets in the order they are ready (empty for sharded units)."""
     units: tuple[GradientGroup, ...] = ()
-    """FSDP's units in forward order (empty for the others)."""
+    """The schedule's sharded units in forward order (empty for buckets)."""
     step_time_s: float
     """The measured step, s (the median over trials)."""
     spread: tuple[float, float] = (1.0, 1.0)
@@ -109,20 +100,26 @@ class StepProfile:
         """Forward + backward + optimizer, s: the step with nothing sent."""
         return self.forward_s + self.backward_s + self.optimizer_s
 
+    @cached_property
+    def schedule(self) -> StepSchedule:
+        """What the strategy declares one step issues with these options (see :mod:`dpbench.strategies.schedule`)."""
+        found = step_schedule(self.strategy, self.options)
+        if found is None:
+            raise UsageError(
+                f"{self.origin or self.label}: expected one of {', '.join(scheduled_strategies())}, "
+                f"found {self.strategy!r}"
+            )
+        return found
+
     @property
     def accumulation_steps(self) -> int:
-        """Micro-batches per step: ddp's ``accumulation_steps`` (all but the last under ``no_sync()``); else 1."""
-        if self.strategy != StrategyName.DDP.value:
-            return 1
-        return int(self.options.get("accumulation_steps") or 1)
+        """Micro-batches per step (all but the last send nothing)."""
+        return self.schedule.micro_batches
 
     @property
     def broadcasts_buffers(self) -> bool:
-        """Whether the strategy broadcasts rank 0's buffers before each step's first forward: ddp with
-        ``broadcast_buffers`` (its default), zero (its DDP keeps DDP's default)."""
-        if self.strategy == StrategyName.DDP.value:
-            return bool(self.options.get("broadcast_buffers", True))
-        return self.strategy == StrategyName.ZERO.value
+        """Whether the strategy broadcasts rank 0's buffers before each step's first forward."""
+        return self.schedule.buffer_broadcast
 
 
 def gradient_groups(total_bytes: int, *, first_bytes: int | None, cap_bytes: int) -> tuple[GradientGroup, ...]:
@@ -152,11 +149,11 @@ def case_label(strategy: str, requested: Mapping[str, Any]) -> str:
     return strategy + "@" + ",".join(f"{k}={v}" for k, v in sorted(requested.items()))
 
 
-def _phase_split(info: Mapping[str, Any], strategy: str, where: str) -> tuple[float, float, float]:
-    """(forward, backward, optimizer) shares from ``phases``; a UsageError naming what records them."""
+def _phase_split(info: Mapping[str, Any], fused: bool, where: str) -> tuple[float, float, float]:
+    """(forward, backward, optimizer) shares from ``phases``; a UsageError naming what records them.
+    ``fused``: forward and backward timed as one phase (``compute``), split 1:2 here."""
     phases = info.get("phases") or {}
-    if strategy == StrategyName.ALLREDUCE.value:
-        # allreduce times forward and backward as one phase; its own split is not recorded
+    if fused:
         if not all(isinstance(phases.get(k), (int, float)) for k in ("compute", "optimizer")):
             raise UsageError(
                 f"{where}: no phase timings (extra_info.phases compute, optimizer): expected {_RECORDED_BY}"
@@ -186,13 +183,10 @@ def _compute_total(info: Mapping[str, Any], world: int, where: str) -> float:
     )
 
 
-def _groups(strategy: str, options: Mapping[str, Any], info: Mapping[str, Any], param_bytes: int) -> dict[str, Any]:
-    mib = 1 << 20
-    cap = int(float(options.get("bucket_cap_mb") or _DEFAULT_CAP_MB) * mib)
-    if strategy in (StrategyName.DDP.value, StrategyName.ZERO.value):
-        return {"buckets": gradient_groups(param_bytes, first_bytes=_DDP_FIRST_BUCKET, cap_bytes=cap)}
-    if strategy == StrategyName.ALLREDUCE.value:
-        return {"buckets": gradient_groups(param_bytes, first_bytes=None, cap_bytes=cap)}
+def _groups(schedule: StepSchedule, info: Mapping[str, Any], param_bytes: int) -> dict[str, Any]:
+    sync = schedule.gradients
+    if isinstance(sync, BucketSync):
+        return {"buckets": gradient_groups(param_bytes, first_bytes=sync.first_bytes, cap_bytes=sync.cap_bytes)}
     units = info.get("shard_units") or {}
     count = max(1, int(units.get("count") or 1))
     sizes = [param_bytes // count] * count
@@ -210,16 +204,17 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
     world = int(info.get("world_size") or 1)
     label = case_label(strategy, info.get("requested_options") or {})
     where = f"{origin or 'run'}: {label} {info.get('workload_spec') or info.get('workload')} w{world}"
-    if strategy not in PREDICTED_STRATEGIES:
-        raise UsageError(f"{where}: expected one of {', '.join(PREDICTED_STRATEGIES)}, found {strategy!r}")
-    forward, backward, optimizer = _phase_split(info, strategy, where)
+    options = dict(info.get("options") or {})
+    schedule = step_schedule(strategy, options)
+    if schedule is None:
+        raise UsageError(f"{where}: expected one of {', '.join(scheduled_strategies())}, found {strategy!r}")
+    forward, backward, optimizer = _phase_split(info, schedule.fused_compute, where)
     total = _compute_total(info, world, where)
     scale = total / (forward + backward + optimizer) if forward + backward + optimizer > 0 else 0.0
     count = info.get("parameter_count") or (info.get("memory_estimate") or {}).get("parameter_count")
     if not count:
         raise UsageError(f"{where}: no parameter count (extra_info.parameter_count): expected a run of schema 2")
     param_bytes = int(count) * _PARAM_BYTES
-    options = dict(info.get("options") or {})
     ci = info.get("step_time_ci95")
     step = float(info["step_time_s"])
     spread = (float(ci[0]) / step, float(ci[1]) / step) if ci and step > 0 else (1.0, 1.0)
@@ -241,7 +236,7 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
         threads_per_rank=int(info["threads_per_worker"]) if info.get("threads_per_worker") else None,
         origin=where,
         buffer_bytes=int(info["buffer_bytes"]) if isinstance(info.get("buffer_bytes"), int) else None,
-        **_groups(strategy, options, info, param_bytes),
+        **_groups(schedule, info, param_bytes),
     )
 
 
@@ -250,12 +245,13 @@ _SUITE_ORDER = ("scaling", "throughput", "sharding", "allreduce", "ddp_knobs")
 
 def profiles_from_run(run: Any, *, world_size: int | None = None) -> list[StepProfile]:
     """One profile per workload and strategy configuration of a saved run (a ``dpbench.results.Run``),
-    from its smallest world size measured (or ``world_size``); the strategies it cannot replay
-    (in-process ones: single, dp, torch-dp, manual) are left out."""
+    from its smallest world size measured (or ``world_size``); the strategies that declare no step
+    schedule (the in-process ones) are left out."""
+    scheduled = scheduled_strategies()
     chosen: dict[tuple[str, str], tuple[int, int, Mapping[str, Any]]] = {}
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
-        if info.get("kind") != "training" or info.get("strategy") not in PREDICTED_STRATEGIES:
+        if info.get("kind") != "training" or info.get("strategy") not in scheduled:
             continue
         world = int(info.get("world_size") or 1)
         if world_size is not None and world != world_size:

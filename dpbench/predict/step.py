@@ -1,35 +1,32 @@
 """The step model: a :class:`~dpbench.predict.profile.StepProfile` and a
 :class:`~dpbench.predict.collectives.CollectiveModel` → each strategy's step at another world size.
 
-Each strategy's schedule is replayed on a compute stream and one communication stream
+The step is the schedule the strategy declares (:class:`dpbench.strategies.StepSchedule`; this
+module knows no strategy's name), replayed on a compute stream and one communication stream
 (:func:`dpbench.predict.schedule.replay`):
 
-- **ddp**: with ``broadcast_buffers`` (its default) and buffers, one broadcast of rank 0's buffers
-  (``buffer_bytes``) that the first forward waits for (DDP syncs them synchronously, once per step);
-  then the buckets all-reduced in the order they are ready, overlapping the rest of backward; the
-  optimizer after the last one. With ``accumulation_steps`` K: K micro-batches, each a forward and
-  a backward of 1/K of the measured ones; the first K − 1 run under ``no_sync()`` and send nothing,
-  the last one's backward all-reduces the buckets; the optimizer once. Under strong scaling the
-  micro-batch shrinks with the per-rank batch, and a world size that leaves a rank fewer samples
-  than K is refused, as ddp refuses it.
-- **zero** (ZeRO-1): ddp's buffer broadcast (its DDP keeps ``broadcast_buffers`` on) and
-  all-reduces, the optimizer on this rank's partition (1/N of it), then every rank broadcasts its
-  partition (N broadcasts of 1/N of the parameters).
-- **allreduce**: ``bucketed`` (its default) and ``per-param``: the buckets all-reduced after
-  backward, nothing overlapped (per-param modelled as bucketed: a run does not record each
-  parameter's size); ``overlap``: as ddp, with its own buckets.
-- **fsdp**: per unit an all-gather in forward, prefetched one unit ahead; in backward, when it
-  reshards, a second all-gather (the next unit's prefetched when a unit's backward starts), and a
-  reduce-scatter of the unit's gradients; the optimizer steps the shard (1/N). **HSDP**
-  (``replicate=R``): the all-gather and reduce-scatter inside a shard group of N/R ranks, then an
+- **flat buckets** (ddp, zero, allreduce): with a buffer broadcast and buffers, one broadcast of
+  rank 0's buffers (``buffer_bytes``) that the first forward waits for; then the buckets
+  all-reduced in the order they are ready, overlapping the rest of backward where the schedule
+  overlaps (else every one after backward); the optimizer after the last one. With K
+  micro-batches: each a forward and a backward of 1/K of the measured ones; the first K − 1 send
+  nothing, the last one's backward all-reduces the buckets; the optimizer once. Under strong
+  scaling the micro-batch shrinks with the per-rank batch, and a world size that leaves a rank
+  fewer samples than K is refused, as ddp refuses it.
+- **a sharded optimizer** (zero, fsdp): the optimizer steps 1/N of the parameters; **a partition
+  broadcast** (zero): then every rank broadcasts its partition (N broadcasts of 1/N of the
+  parameters).
+- **sharded units** (fsdp): per unit an all-gather in forward, prefetched one unit ahead; in
+  backward, when it reshards, a second all-gather (the next unit's prefetched when a unit's backward
+  starts), and a reduce-scatter of the unit's gradients. With replica groups (HSDP,
+  ``replicate=R``): the all-gather and reduce-scatter inside a shard group of N/R ranks, then an
   all-reduce of the shard across the R groups.
 
-Only ddp accumulates gradients (zero, allreduce and fsdp have no accumulation option), and only
-ddp and zero (both DDP) broadcast buffers; a run that does not record ``buffer_bytes`` (older
-runs) has no broadcast replayed.
+A run that does not record ``buffer_bytes`` (older runs) has no broadcast replayed.
 
 Compute that overlaps a collective runs at ``1 − overlap_slowdown`` of its speed (see
-:class:`OverlapSlowdown`: measured from the run where it has a multi-rank ddp case).
+:class:`OverlapSlowdown`: measured from the run where it has a multi-rank case of the schedule that
+calibrates it).
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from dpbench.predict.collectives import CollectiveModel
 from dpbench.predict.model import INTER, INTRA, TierFit
 from dpbench.predict.profile import StepProfile
 from dpbench.predict.schedule import COMM, COMPUTE, Task, replay
-from dpbench.schema import StrategyName
+from dpbench.strategies import BucketSync, ShardedUnits
 
 __all__ = [
     "OverlapSlowdown",
@@ -140,15 +137,8 @@ class StepPrediction:
 
 
 def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
-    """The collectives the profile's strategy issues (ddp's broadcast only where it sends buffers)."""
-    if profile.strategy == StrategyName.FSDP.value:
-        base = ("all_gather", "reduce_scatter")
-        return base + ("all_reduce",) if int(profile.options.get("replicate") or 1) > 1 else base
-    if profile.strategy == StrategyName.ZERO.value:
-        return ("all_reduce", "broadcast")
-    if profile.broadcasts_buffers and profile.buffer_bytes:
-        return ("all_reduce", "broadcast")
-    return ("all_reduce",)
+    """The collectives the profile's schedule issues (a buffer broadcast only where there are buffers)."""
+    return profile.schedule.collectives(buffer_bytes=profile.buffer_bytes)
 
 
 def with_derived_collectives(model: CollectiveModel) -> CollectiveModel:
@@ -199,7 +189,7 @@ def _buffer_broadcast(p: StepProfile, *, send: Send, world: int, spans: bool) ->
 
 
 def _bucket_tasks(
-    p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, overlap: bool
+    p: StepProfile, sync: BucketSync, *, forward: float, backward: float, send: Send, world: int, spans: bool
 ) -> tuple[list[Task], list[Task]]:
     """The buffers' broadcast, then forward and backward per micro-batch, the last one's backward cut at
     each bucket's ready point when ``overlap``, and the buckets' all-reduces (in the last backward only:
@@ -217,7 +207,7 @@ def _bucket_tasks(
     last = "forward" if micro == 1 else f"forward micro-batch {micro - 1}"
     compute.append(Task(name=last, seconds=forward / micro, after_end=synced if micro == 1 else ()))
     backward /= micro  # the last micro-batch's: the one whose gradients are all-reduced
-    if overlap:
+    if sync.overlap:
         done = 0.0
         for i, b in enumerate(p.buckets):
             compute.append(Task(name=f"backward to bucket {i}", seconds=backward * (b.ready_fraction - done)))
@@ -244,20 +234,26 @@ def _bucket_tasks(
     return compute, comm
 
 
-def _fsdp_tasks(
-    p: StepProfile, *, forward: float, backward: float, send: Send, world: int, spans: bool, gpus_per_node: int
+def _unit_tasks(
+    p: StepProfile,
+    sync: ShardedUnits,
+    *,
+    forward: float,
+    backward: float,
+    send: Send,
+    world: int,
+    spans: bool,
+    gpus_per_node: int,
 ) -> tuple[list[Task], list[Task]]:
-    replicate = int(p.options.get("replicate") or 1) if world > 1 else 1  # one rank: nothing to replicate
+    replicate = sync.replicate if world > 1 else 1  # one rank: nothing to replicate
     if world % replicate:
         raise UsageError(
-            f"--world-sizes: {world}: fsdp option replicate={replicate} (HSDP) must divide the world size, "
+            f"--world-sizes: {world}: {p.strategy} option replicate={replicate} (HSDP) must divide the world size, "
             f"found {world} % {replicate} = {world % replicate}"
         )
     shard = world // replicate
     shard_spans = shard > gpus_per_node
-    reshard = p.options.get("reshard_after_forward", True)
-    # Backward gathers again unless the unit kept its parameters (False, or an int of 1; True is no int here)
-    again = reshard is True or (isinstance(reshard, int) and not isinstance(reshard, bool) and reshard != 1)
+    again = sync.gathers_in_backward
     units = p.units or ()
     k = len(units)
     total = sum(u.bytes for u in units) or 1
@@ -330,21 +326,28 @@ def step_tasks(
     """The profile's step at ``world_size`` as tasks on the two streams, and its compute alone, s;
     ``batch_scale`` multiplies forward and backward (the per-rank batch's change), ``thread_scale``
     every compute phase (fewer threads per rank: more than 1)."""
+    schedule = p.schedule
     forward, backward = p.forward_s * batch_scale * thread_scale, p.backward_s * batch_scale * thread_scale
-    sharded = p.strategy in (StrategyName.ZERO.value, StrategyName.FSDP.value)
-    optimizer = p.optimizer_s * (p.world_size / world_size if sharded else 1.0) * thread_scale
+    optimizer = p.optimizer_s * (p.world_size / world_size if schedule.sharded_optimizer else 1.0) * thread_scale
     spans = world_size > gpus_per_node
-    if p.strategy == StrategyName.FSDP.value:
-        compute, comm = _fsdp_tasks(
-            p, forward=forward, backward=backward, send=send, world=world_size, spans=spans, gpus_per_node=gpus_per_node
+    sync = schedule.gradients
+    if isinstance(sync, ShardedUnits):
+        compute, comm = _unit_tasks(
+            p,
+            sync,
+            forward=forward,
+            backward=backward,
+            send=send,
+            world=world_size,
+            spans=spans,
+            gpus_per_node=gpus_per_node,
         )
     else:
-        overlap = p.strategy != StrategyName.ALLREDUCE.value or p.options.get("mode") == "overlap"
         compute, comm = _bucket_tasks(
-            p, forward=forward, backward=backward, send=send, world=world_size, spans=spans, overlap=overlap
+            p, sync, forward=forward, backward=backward, send=send, world=world_size, spans=spans
         )
     compute.append(Task(name="optimizer", seconds=optimizer, after_end=((COMM, len(comm) - 1),) if comm else ()))
-    if p.strategy == StrategyName.ZERO.value:  # each rank broadcasts its partition after its step
+    if schedule.partition_broadcast:  # each rank broadcasts its partition after its step
         part = p.param_bytes / world_size
         comm += [
             Task(

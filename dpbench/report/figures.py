@@ -30,6 +30,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from dpbench.schema import StrategyName
+
 __all__ = [
     "Image",
     "Part",
@@ -159,25 +161,19 @@ def case_order(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["case"].astype(str)))
 
 
-# A fixed colour per known strategy, so ddp is the same blue in every figure of every report.
+# A fixed colour per known strategy, so ddp is the same blue in every figure of every report: one
+# per schema.StrategyName member, in its order (single, dp, torch-dp, ddp, manual, allreduce, fsdp,
+# zero); a member past them takes the next of _MORE, as an unknown name does.
 # Red and green are left out: the decision view uses them for slower / regressed and improved.
-_STRATEGY_COLOURS = {
-    "single": "#7f7f7f",
-    "ddp": "#1f77b4",
-    "dp": "#ff7f0e",
-    "torch-dp": "#8c564b",
-    "manual": "#9467bd",
-    "allreduce": "#17becf",
-    "fsdp": "#e377c2",
-    "zero": "#bcbd22",
-}
+_KNOWN_COLOURS = ("#7f7f7f", "#ff7f0e", "#8c564b", "#1f77b4", "#9467bd", "#17becf", "#e377c2", "#bcbd22")
+_STRATEGY_COLOURS = dict(zip((name.value for name in StrategyName), _KNOWN_COLOURS, strict=False))
 _MORE = ["#393b79", "#8c6d31", "#7b4173", "#637939", "#5254a3", "#843c39"]  # unknown names, in order seen
 
 
 def strategy_color(strategy: object) -> tuple:
     name = str(strategy) if isinstance(strategy, str) and strategy else "?"
     if name not in _STRATEGY_COLOURS:
-        _STRATEGY_COLOURS[name] = _MORE[(len(_STRATEGY_COLOURS) - 8) % len(_MORE)]
+        _STRATEGY_COLOURS[name] = _MORE[(len(_STRATEGY_COLOURS) - len(_KNOWN_COLOURS)) % len(_MORE)]
     return matplotlib.colors.to_rgba(_STRATEGY_COLOURS[name])
 
 

@@ -15,7 +15,7 @@ import math
 import matplotlib.ticker
 import pandas as pd
 
-from dpbench.decision.configs import single_for, vs_single
+from dpbench.decision.configs import SINGLE, single_for, vs_single
 from dpbench.report.figures import (
     Part,
     Table,
@@ -161,7 +161,7 @@ def _throughput_table(rows: pd.DataFrame) -> Table:
     table = []
     for _, r in rows.iterrows():
         single = singles.get((str(r["run"]), str(r["workload"]), float(r["batch"])))
-        ratio = vs_single(r, single) if single is not None and r["strategy"] != "single" else None
+        ratio = vs_single(r, single) if single is not None and r["strategy"] != SINGLE else None
         table.append(
             [
                 str(r["run"]),

@@ -99,6 +99,13 @@ class CommonOptions:
         parsed.check(device=device, world_size=world_size, global_batch=global_batch)
         return parsed
 
+    @classmethod
+    def from_saved(cls, options: Mapping[str, Any]) -> CommonOptions:
+        """The options a saved case recorded (its resolved dict): names this version does not know
+        left out, missing ones at their defaults; not checked again (the case ran with them)."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in options.items() if name in known})
+
     def check(self, *, device: str, world_size: int, global_batch: int) -> None:
         """Refuse a bad value (``ValueError``) or one this machine cannot run (:class:`StrategyUnavailable`).
 

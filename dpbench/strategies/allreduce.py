@@ -9,6 +9,7 @@ from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CommonOptions, is_positive_number
 from dpbench.strategies.base import Placement, Strategy, call_model, to_device
 from dpbench.strategies.ddp import DDP
+from dpbench.strategies.schedule import BucketSync, StepSchedule
 
 __all__ = ["AllReduce", "AllReduceOptions", "MODES"]
 
@@ -75,6 +76,18 @@ class AllReduce(Strategy):
 
         flat = 0 if options.mode == "per-param" else sum(p.nbytes for p in params if p.trainable)
         return [full_state(params, options.optimizer, comm_buffer_bytes=flat)] * world_size
+
+    @classmethod
+    def step_schedule(cls, options: AllReduceOptions) -> StepSchedule:
+        """Flat buckets of ``bucket_cap_mb`` (no small first one) all-reduced after backward, or with
+        ``mode="overlap"`` as backward makes each ready; ``per-param`` as ``bucketed`` (a run does
+        not record each parameter's size). Forward and backward are timed as one phase."""
+        cap = int(float(options.bucket_cap_mb or 25.0) * (1 << 20))
+        return StepSchedule(
+            gradients=BucketSync(first_bytes=None, cap_bytes=cap, overlap=options.mode == "overlap"),
+            fused_compute=True,
+            notes=("allreduce times forward and backward as one phase: split 1:2 where its overlap mode needs it",),
+        )
 
     def setup(self) -> None:
         import torch.distributed as dist

@@ -31,6 +31,7 @@ from dpbench.strategies._options import CommonOptions
 from dpbench.strategies._precision import Precision
 from dpbench.strategies._timing import PhaseTimer
 from dpbench.strategies.errors import StrategyUnavailable
+from dpbench.strategies.schedule import StepSchedule
 
 __all__ = [
     "Strategy",
@@ -200,6 +201,13 @@ class Strategy(ABC):
         """One worker's peak: what it holds plus ``activation(batch)``, what one forward + backward of
         its ``batch`` samples holds at its peak beyond the gradients (activations, temporaries)."""
         return state.held_bytes() + activation(batch)
+
+    @classmethod
+    def step_schedule(cls, options: CommonOptions) -> StepSchedule | None:
+        """What one step issues (:class:`~dpbench.strategies.schedule.StepSchedule`: its collectives,
+        buckets or units, what it shards and broadcasts), for the step model to replay (parent side,
+        torch-free); None: no schedule to replay (one process holding every replica)."""
+        return None
 
     # -- worker side -----------------------------------------------------------------
     def __init__(self, spec: RunSpec, workload: Any, ctx: Any):

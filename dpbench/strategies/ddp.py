@@ -16,10 +16,16 @@ from dpbench.strategies.base import (
     split_sizes,
     take_slice,
 )
+from dpbench.strategies.schedule import BucketSync, StepSchedule
 
-__all__ = ["DDP", "DDPOptions", "COMM_HOOKS"]
+__all__ = ["DDP", "DDPOptions", "COMM_HOOKS", "ddp_buckets", "ddp_collectives"]
 
 COMM_HOOKS = ("fp16", "bf16", "powersgd")
+# DDP keeps its first bucket small so the first all-reduce starts early (torch's
+# dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb.
+_FIRST_BUCKET_BYTES = 1 << 20
+_DEFAULT_BUCKET_CAP_MB = 25.0
+_COMM_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}  # the compression hooks' wire dtypes
 _BOOL_OPTIONS = (
     "gradient_as_bucket_view",
     "static_graph",
@@ -159,6 +165,20 @@ class DDP(Strategy):
         buckets = 0 if options.gradient_as_bucket_view else sum(p.nbytes for p in params if p.trainable)
         return [full_state(params, options.optimizer, comm_buffer_bytes=buckets)] * world_size
 
+    @classmethod
+    def step_schedule(cls, options: DDPOptions) -> StepSchedule:
+        """With ``broadcast_buffers`` a broadcast of rank 0's buffers before the first forward (DDP
+        syncs them synchronously, once per step); the buckets all-reduced in ready order,
+        overlapping the rest of backward; ``accumulation_steps`` micro-batches, all but the last
+        under ``no_sync()``. The overlap slowdown is fitted on its cases (every collective of its
+        step overlaps backward or waits for it)."""
+        return StepSchedule(
+            gradients=ddp_buckets(options.bucket_cap_mb),
+            micro_batches=int(options.accumulation_steps or 1),
+            buffer_broadcast=bool(options.broadcast_buffers),
+            calibrates_overlap=True,
+        )
+
     def setup(self) -> None:
         import torch
         from torch.nn.parallel import DistributedDataParallel
@@ -245,8 +265,6 @@ class DDP(Strategy):
         return coarsest_precision(super().numerics(), hook) if hook in ("fp16", "bf16") else super().numerics()
 
     def collective_plan(self) -> list[Any] | None:
-        from dpbench.strategies.profiling import ddp_collectives
-
         hook = self.spec.options.comm_hook
         if hook == "powersgd":
             return None  # low-rank factors whose sizes PowerSGD chooses as it runs
@@ -256,6 +274,48 @@ class DDP(Strategy):
             comm_dtype=hook,
             broadcast_buffers=self.spec.options.broadcast_buffers,
         )
+
+
+def ddp_buckets(bucket_cap_mb: float | None) -> BucketSync:
+    """DDP's gradient buckets: a small first one, then ``bucket_cap_mb`` (None: DDP's 25) each,
+    each all-reduced as soon as backward has made it ready."""
+    cap = int(float(bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * (1 << 20))
+    return BucketSync(first_bytes=_FIRST_BUCKET_BYTES, cap_bytes=cap, overlap=True)
+
+
+def ddp_collectives(
+    module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None, broadcast_buffers: bool
+) -> list[Any]:
+    """DDP's step: one all-reduce per gradient bucket (reverse parameter order, DDP's caps) and,
+    with ``broadcast_buffers``, one broadcast of the buffers per dtype (torch flattens them by dtype)
+    once per step, however many micro-batches it has."""
+    from dpbench.strategies.profiling import Collective
+
+    params = [p for p in module.parameters() if p.requires_grad]
+    cap = int((bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * 1024 * 1024)
+    plan: list[Collective] = []
+    numel = nbytes = 0
+    dtype = None
+    for p in reversed(params):
+        limit = _FIRST_BUCKET_BYTES if not plan else cap
+        name = _COMM_DTYPES.get(comm_dtype or "", str(p.dtype).replace("torch.", ""))
+        if numel and (nbytes + p.numel() * p.element_size() > limit or name != dtype):
+            plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
+            numel = nbytes = 0
+        numel += p.numel()
+        nbytes += p.numel() * p.element_size()
+        dtype = name
+    if numel:
+        plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
+    buffers: dict[str, int] = {}
+    for b in module.buffers():
+        key = str(b.dtype).replace("torch.", "")
+        buffers[key] = buffers.get(key, 0) + b.numel()
+    if broadcast_buffers:
+        # DDP syncs buffers before a forward only when the forward before it synced gradients
+        # (require_forward_param_sync): under no_sync() the first micro-batch broadcasts, the rest do not.
+        plan += [Collective(op="broadcast", numel=n, dtype=d) for d, n in buffers.items() if n]
+    return plan
 
 
 def _cuda_count() -> int:

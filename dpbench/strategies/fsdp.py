@@ -11,8 +11,9 @@ from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CompileOptions
 from dpbench.strategies.base import Placement, Strategy, StrategyUnavailable, call_model, to_device
 from dpbench.strategies.blocks import find_blocks, parse_units
+from dpbench.strategies.schedule import ShardedUnits, StepSchedule
 
-__all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "parse_mixed_precision"]
+__all__ = ["FSDP", "FSDPOptions", "SHARD_UNITS", "MP_DTYPES", "gathers_in_backward", "parse_mixed_precision"]
 
 SHARD_UNITS = ("block", "layer", "model")
 MP_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -221,6 +222,18 @@ class FSDP(Strategy):
         largest = max([root, *sizes])  # one unit's unsharded gradients, before its reduce-scatter
         return state.held_bytes() + activation(batch) + largest + int(gathered * _param_scale(options))
 
+    @classmethod
+    def step_schedule(cls, options: FSDPOptions) -> StepSchedule:
+        """Per unit an all-gather in forward and a reduce-scatter in backward, with a second all-gather
+        in backward unless the units keep their parameters (``reshard_after_forward`` False, or a
+        group of 1); HSDP (``replicate``) all-reduces the shards across the replica groups; the
+        optimizer steps the shard."""
+        again = gathers_in_backward(options.reshard_after_forward)
+        return StepSchedule(
+            gradients=ShardedUnits(gathers_in_backward=again, replicate=int(options.replicate or 1)),
+            sharded_optimizer=True,
+        )
+
     def make_precision(self) -> Any:
         from dpbench.strategies._precision import Precision
 
@@ -403,16 +416,20 @@ class FSDP(Strategy):
             own = str(params[0].dtype).replace("torch.", "")
             gather = MP_DTYPES[dtypes[0]] if dtypes else own
             reduce = MP_DTYPES[dtypes[1]] if dtypes and dtypes[1] else gather
-            # Backward gathers again unless the unit kept its parameters (False, or an int of 1).
-            reshard = self.spec.options.reshard_after_forward
-            # `True != 1` is False in Python: True (reshard to every rank) is tested first.
-            again = reshard is True or (reshard is not False and reshard != 1)
-            gathers = 2 if reshards and again else 1
+            gathers = 2 if reshards and gathers_in_backward(self.spec.options.reshard_after_forward) else 1
             plan += [Collective(op="all_gather", numel=padded, dtype=gather, group=within)] * gathers
             plan.append(Collective(op="reduce_scatter", numel=padded, dtype=reduce, group=within))
             if replicate > 1:
                 plan.append(Collective(op="all_reduce", numel=padded // world, dtype=reduce, group="replicate"))
         return plan
+
+
+def gathers_in_backward(reshard_after_forward: bool | int) -> bool:
+    """Whether backward gathers a unit again: unless it kept its parameters after forward (False, or
+    a group of 1 rank)."""
+    reshard = reshard_after_forward
+    # True is an int and `True != 1` is False in Python: True (reshard to every rank) is tested first.
+    return reshard is True or (isinstance(reshard, int) and not isinstance(reshard, bool) and reshard != 1)
 
 
 def _unit_facts(model: Any, units: list[Any], *, rule: str, found_by: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.parallel import scatter
 from dpbench.schema import Phase, StrategyName
 from dpbench.strategies._options import CommonOptions
 from dpbench.strategies.base import Placement, Strategy, call_model
@@ -69,6 +68,11 @@ class Manual(Strategy):
         return state.held_bytes() + activation(-(-batch // world_size))
 
     def setup(self) -> None:
+        # Imported here, not at the top: dpbench.parallel imports torch, and the class side
+        # (options, placement, memory) is read by torch-free callers.
+        from dpbench.parallel import scatter
+
+        self.scatter = scatter
         base = self.build_model()
         self.replicas = [copy.deepcopy(base).to(device) for device in self.spec.devices]
         self.optimizers_per_replica = [self.make_optimizer(r.parameters()) for r in self.replicas]
@@ -86,8 +90,8 @@ class Manual(Strategy):
         total = 0.0
         with self.phases(Phase.COMPUTE):
             # d2l's split_batch: scatter the global batch, one shard per device.
-            shards_x = scatter(inputs, self.spec.devices, chunk_sizes=list(sizes))
-            shards_y = scatter(target, self.spec.devices, chunk_sizes=list(sizes))
+            shards_x = self.scatter(inputs, self.spec.devices, chunk_sizes=list(sizes))
+            shards_y = self.scatter(target, self.spec.devices, chunk_sizes=list(sizes))
             for replica, x, y, size in zip(self.replicas, shards_x, shards_y, sizes):
                 with self.autocast():
                     loss = self.workload.loss(call_model(replica, x), y)

@@ -32,7 +32,6 @@ from dpbench.strategies._options import CommonOptions
 
 __all__ = [
     "Collective",
-    "ddp_collectives",
     "replay_seconds",
     "twin_step_times",
     "memory_report",
@@ -40,12 +39,6 @@ __all__ = [
     "rank_metrics",
     "combine",
 ]
-
-# DDP's first bucket is kept small so the first all-reduce starts early (torch's
-# dist._DEFAULT_FIRST_BUCKET_BYTES); later buckets hold up to bucket_cap_mb (default 25).
-_DDP_FIRST_BUCKET_BYTES = 1024 * 1024
-_DDP_DEFAULT_CAP_MB = 25.0
-_COMM_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -58,39 +51,6 @@ class Collective:
     dtype: str
     src: int = 0
     group: str = "world"  # or a named subgroup of the strategy's (HSDP: "shard", "replicate")
-
-
-def ddp_collectives(
-    module: Any, *, bucket_cap_mb: float | None, comm_dtype: str | None, broadcast_buffers: bool
-) -> list[Collective]:
-    """DDP's step: one all-reduce per gradient bucket (reverse parameter order, DDP's caps) and,
-    with ``broadcast_buffers``, one broadcast of the buffers per dtype (torch flattens them by dtype)
-    once per step, however many micro-batches it has."""
-    params = [p for p in module.parameters() if p.requires_grad]
-    cap = int((bucket_cap_mb or _DDP_DEFAULT_CAP_MB) * 1024 * 1024)
-    plan: list[Collective] = []
-    numel = nbytes = 0
-    dtype = None
-    for p in reversed(params):
-        limit = _DDP_FIRST_BUCKET_BYTES if not plan else cap
-        name = _COMM_DTYPES.get(comm_dtype or "", str(p.dtype).replace("torch.", ""))
-        if numel and (nbytes + p.numel() * p.element_size() > limit or name != dtype):
-            plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
-            numel = nbytes = 0
-        numel += p.numel()
-        nbytes += p.numel() * p.element_size()
-        dtype = name
-    if numel:
-        plan.append(Collective(op="all_reduce", numel=numel, dtype=dtype))
-    buffers: dict[str, int] = {}
-    for b in module.buffers():
-        key = str(b.dtype).replace("torch.", "")
-        buffers[key] = buffers.get(key, 0) + b.numel()
-    if broadcast_buffers:
-        # DDP syncs buffers before a forward only when the forward before it synced gradients
-        # (require_forward_param_sync): under no_sync() the first micro-batch broadcasts, the rest do not.
-        plan += [Collective(op="broadcast", numel=n, dtype=d) for d, n in buffers.items() if n]
-    return plan
 
 
 def _sync(devices: list[str]) -> None:

@@ -16,7 +16,8 @@ from dpbench.strategies.base import (
     optimizer_state_tensors,
     to_device,
 )
-from dpbench.strategies.ddp import DDP, DDPOptions
+from dpbench.strategies.ddp import DDP, DDPOptions, ddp_buckets
+from dpbench.strategies.schedule import StepSchedule
 
 __all__ = ["Zero", "ZeroOptions", "zero_partition"]
 
@@ -102,6 +103,18 @@ class Zero(Strategy):
             for rank, own in enumerate(zero_partition(params, world_size))
         ]
 
+    @classmethod
+    def step_schedule(cls, options: ZeroOptions) -> StepSchedule:
+        """DDP's step (its DDP keeps ``broadcast_buffers`` on): the buffers' broadcast, the buckets
+        all-reduced overlapping backward; then the optimizer on this rank's partition (1/N of it),
+        and every rank broadcasts its partition."""
+        return StepSchedule(
+            gradients=ddp_buckets(options.bucket_cap_mb),
+            buffer_broadcast=True,
+            sharded_optimizer=True,
+            partition_broadcast=True,
+        )
+
     def setup(self) -> None:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         from torch.nn.parallel import DistributedDataParallel
@@ -178,7 +191,8 @@ class Zero(Strategy):
     def collective_plan(self) -> list[Any]:
         import torch.distributed as dist
 
-        from dpbench.strategies.profiling import Collective, ddp_collectives
+        from dpbench.strategies.ddp import ddp_collectives
+        from dpbench.strategies.profiling import Collective
 
         params = list(self.ddp.module.parameters())
         local = [(params[i].numel(), str(params[i].dtype).replace("torch.", "")) for i in self._local_indices()]

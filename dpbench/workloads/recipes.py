@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpbench.schema import BASELINE_STRATEGY
 from dpbench.workloads.base import Workload, cross_entropy
 from dpbench.workloads.digits import digits_mlp, digits_split, digits_unavailable
 from dpbench.workloads.fashion_mnist import load_fashion_mnist
@@ -147,7 +148,7 @@ class Recipe:
         return [
             (strategy, size)
             for strategy in self.strategies
-            for size in ((1,) if strategy == "single" else self.replicas)
+            for size in ((1,) if strategy == BASELINE_STRATEGY else self.replicas)
         ]
 
     def splits(self, *, fashion_mnist_root: str | None = None) -> tuple[Split, Split]:
