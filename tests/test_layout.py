@@ -323,8 +323,6 @@ def test_a_small_module_is_a_concept_of_its_own():
 NAME_BRANCH_ALLOWED = {
     "dpbench/schema.py: StrategyName.SINGLE": "BASELINE_STRATEGY, the baseline role, defined beside the names",
     "dpbench/decision/model.py: dict key 'single'": "the decision's saved JSON field naming the baseline, no branch",
-    "dpbench/measure/profiles.py: StrategyName.SINGLE": "single's one rank in the suites' world sizes: the "
-    "module is being rewritten (issue 61, one settings object); BASELINE_STRATEGY replaces it there",
 }
 
 

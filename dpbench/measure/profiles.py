@@ -288,13 +288,13 @@ def strategy_cases(
     ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak;
     ``options``: per strategy name, the options of its cases; ``configurations``: named ones
     (:class:`dpbench.strategies.configs.StrategyConfig`), a case each, their options over ``options``."""
-    from dpbench.schema import StrategyName
+    from dpbench.schema import BASELINE_STRATEGY, StrategyName
 
     options = options or {}
     cases = []
     for workload in workloads:
         for strategy in StrategyName:
-            sizes = (1,) if strategy is StrategyName.SINGLE else world_sizes
+            sizes = (1,) if strategy.value == BASELINE_STRATEGY else world_sizes  # the baseline runs one rank
             base = dict(options.get(strategy.value, {}))
             named = [c.as_dict() for c in configurations if c.strategy == strategy.value]
             cases += [
