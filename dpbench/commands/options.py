@@ -11,8 +11,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean
+from dpbench.errors import UsageError, did_you_mean
 
 __all__ = [
     "RUNS_HELP",

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_dir, examples, int_list, positive_int
-from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean, write_json
+from dpbench.errors import UsageError, did_you_mean
+from dpbench.results.console import write_json
 
 __all__ = ["LINK_HELP", "MEMORY_KINDS", "memory_estimator", "register_predict"]
 

@@ -16,11 +16,11 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpbench.errors import UsageError
+from dpbench.errors import UsageError, did_you_mean
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
-from dpbench.results.console import did_you_mean, paint, visible_len
+from dpbench.results.console import paint, visible_len
 from dpbench.results.units import fmt_ratio, fmt_seconds
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "exit_code",
     "keyword_matcher",
     "parse_columns",
+    "parse_sort",
     "render",
     "summary_headline",
 ]
@@ -93,6 +94,13 @@ def parse_columns(text: str) -> tuple[str, ...]:
     if not names:
         raise UsageError(f"--columns: expected names from {', '.join(COLUMNS)}, found none")
     return names
+
+
+def parse_sort(text: str) -> str:
+    """``--sort change`` → the key, checked against :data:`SORTS`."""
+    if text not in SORTS:
+        raise UsageError(f"--sort: expected one of {', '.join(SORTS)}, found {text!r}{did_you_mean(text, SORTS)}")
+    return text
 
 
 def exit_code(cmp: Comparison, *, fail_on_inconclusive: bool = False) -> int:
@@ -159,9 +167,7 @@ def _sorted(benchmarks: Sequence[BenchmarkComparison], sort: str, names: dict[st
         "name": lambda b: names[b.name],
         "p": lambda b: b.p_value if math.isfinite(b.p_value) else math.inf,
     }
-    if sort not in keys:
-        raise UsageError(f"--sort: expected one of {', '.join(SORTS)}, found {sort!r}{did_you_mean(sort, SORTS)}")
-    return sorted(benchmarks, key=keys[sort])
+    return sorted(benchmarks, key=keys[parse_sort(sort)])
 
 
 def _fit(text: str, width: int) -> str:

@@ -1,5 +1,6 @@
 """What everything that prints for a person shares on the terminal: colour only where a person
-reads it, the width to fit, JSON to a file or to stdout (``-``), and "did you mean" for names.
+reads it, the width to fit, JSON to a file or to stdout (``-``). ("Did you mean" for names is
+:func:`dpbench.errors.did_you_mean`: the layers below this one refuse names too.)
 
 It sits in ``results`` because the lowest layer that prints (the saved-run listing) is here; the
 gate, the report and the commands above use the same helpers, so every output reads alike. The
@@ -8,19 +9,16 @@ command line's own shared options live in :mod:`dpbench.commands.options`.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable
 from typing import Any, TextIO
 
 __all__ = [
     "COLOURS",
     "colour_wanted",
-    "did_you_mean",
     "paint",
     "terminal_width",
     "write_json",
@@ -57,12 +55,6 @@ def terminal_width(stream: TextIO = sys.stdout) -> int | None:
     if not (isatty and isatty()):
         return None
     return shutil.get_terminal_size().columns
-
-
-def did_you_mean(value: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'list'?)`` for the closest known name, or '' when none is close."""
-    close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def write_json(dest: str, doc: Any, *, indent: int = 1) -> None:

@@ -10,11 +10,11 @@ workload specs; values are read as there (ints, floats, ``true``/``false``, ``no
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dpbench.errors import did_you_mean
 from dpbench.workloads.spec_syntax import parse_value, split_specs
 
 __all__ = ["StrategyConfig", "parse_configs"]
@@ -43,11 +43,6 @@ def _format(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) or value is None else str(value)
 
 
-def _closest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def parse_configs(what: str, raw: str | Sequence[str], *, world_size: int = 2) -> tuple[StrategyConfig, ...]:
     """The configurations of ``raw`` (a comma-separated list or its items), each a known strategy
     whose options it takes with values it accepts at ``world_size`` ranks; else a ValueError in one
@@ -65,7 +60,7 @@ def parse_configs(what: str, raw: str | Sequence[str], *, world_size: int = 2) -
         name = name.strip()
         if name not in known:
             raise ValueError(
-                f"{what}: expected strategy names from {', '.join(known)}, found {name!r}{_closest(name, known)}"
+                f"{what}: expected strategy names from {', '.join(known)}, found {name!r}{did_you_mean(name, known)}"
             )
         options: dict[str, Any] = {}
         for pair in tail.split(",") if at else ():
@@ -81,7 +76,7 @@ def parse_configs(what: str, raw: str | Sequence[str], *, world_size: int = 2) -
         unknown = [k for k in options if k not in own]
         if unknown:
             raise ValueError(
-                f"{what}: {item!r}: {name} has no option {unknown[0]!r}{_closest(unknown[0], own)}; "
+                f"{what}: {item!r}: {name} has no option {unknown[0]!r}{did_you_mean(unknown[0], own)}; "
                 f"its options: {', '.join(own)}"
             )
         try:
