@@ -127,7 +127,7 @@ def test_a_file_spec_imports_the_file_by_its_path(user_dir, monkeypatch):
         ("my_models:tiny", r"module 'my_models' has no attribute 'tiny'; its Workload attributes: fixed, tiny_net$"),
         ("my_models:not_a_workload", r"not_a_workload is a int, expected a dpbench.Workload or a callable"),
         ("my_models:returns_int", r"returns_int\(\) returned a int, expected a dpbench.Workload"),
-        ("my_models:tiny_net@hiden=3", r"override 'hiden' is no argument of tiny_net \(did you mean 'hidden'\?\); known"),
+        ("my_models:tiny_net@hiden=3", r"'hiden' is no argument of tiny_net \(did you mean 'hidden'\?\); known"),
         ("my_models:fixed@hidden=3", r"fixed is a Workload, which takes no overrides"),
         ("missing/file.py:net", r"expected a Python file, found no file 'missing/file.py'"),
     ],
