@@ -21,7 +21,7 @@ from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
 from dpbench.results.console import paint, visible_len
-from dpbench.results.units import fmt_ratio, fmt_seconds
+from dpbench.results.units import fmt_p, fmt_ratio, fmt_time
 
 __all__ = [
     "COLUMNS",
@@ -134,24 +134,15 @@ def summary_headline(cmp: Comparison, *, fail_on_inconclusive: bool = False, rea
     return f"{head}: " + "; ".join(([reason] if reason else []) + parts)
 
 
-def _time(value: float, unit: str) -> str:
-    text = fmt_seconds(value)
-    return text if text == "–" else f"{text}{unit.removeprefix('s')}"
-
-
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2g}"
-
-
 def _cells(b: BenchmarkComparison, name: str) -> dict[str, str]:
     return {
         "benchmark": name,
         "change": fmt_ratio(b.ratio),
-        "baseline": _time(b.baseline_s, b.unit),
-        "candidate": _time(b.candidate_s, b.unit),
+        "baseline": fmt_time(b.baseline_s, b.unit),
+        "candidate": fmt_time(b.candidate_s, b.unit),
         "trials": f"{b.pairs} pairs" if b.pairs else f"{b.baseline_trials} vs {b.candidate_trials}",
-        "p": _p(b.p_value),
-        "holm": _p(b.p_adjusted),
+        "p": fmt_p(b.p_value),
+        "holm": fmt_p(b.p_adjusted),
         "control": fmt_ratio(b.control_ratio),
         "verdict": b.verdict.value.upper() if b.verdict == Verdict.REGRESSED else b.verdict.value,
     }
