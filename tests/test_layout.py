@@ -279,7 +279,6 @@ SMALL_CONCEPTS = {
     "dpbench/cluster/parent_watch.py": "a rank's watch on its parent process",
     "dpbench/cluster/link.py": "the head-agent connection",
     "dpbench/decision/contention.py": "other processes' CPU share per trial",
-    "dpbench/results/units.py": "the unit formatting every command prints with",
     "dpbench/traces/store.py": "where a session's trace files live until the run is saved",
     "dpbench/history/git.py": "commit order and links from git",
     "dpbench/sampler/errors.py": "the sampler's warnings and error log",
