@@ -62,9 +62,10 @@ def _ints(raw: str, argument: str) -> tuple[int, ...]:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from dpbench.schema import OPTIMIZERS, PRECISIONS
     from dpbench.strategies import list_strategies
     from dpbench.strategies.estimate import EstimateError, Estimator
-    from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, parse_bytes
+    from dpbench.strategies.memory import parse_bytes
 
     try:
         check_choice("--precision", args.precision, PRECISIONS)
