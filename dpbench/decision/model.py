@@ -24,12 +24,13 @@ beaten by anything the view claims. Each other configuration is then judged agai
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
+from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, paired_ratio
 
 __all__ = ["Answer", "Comparison", "Decision", "Entry", "Outcome", "Question", "Standing", "answer_question"]
@@ -56,6 +57,25 @@ class Question:
     """The training precision ('' where not recorded)."""
     global_batch: float = math.nan
     """Samples per step, summed over replicas."""
+
+    @classmethod
+    def of(cls, *, workload: str, global_batch: Any, options: Mapping[str, Any]) -> Question:
+        """The question a configuration answers — built here for a saved run's rows
+        (:func:`dpbench.decision.questions.question_of`) and for the cases a session is measuring
+        (:mod:`dpbench.measure.settle`) alike: ``workload`` at the optimizer and precision
+        ``options`` name (where they name none, the strategies' defaults,
+        :data:`dpbench.schema.DEFAULT_OPTIMIZER` and ``DEFAULT_PRECISION``) and ``global_batch``
+        (NaN where it is not a number)."""
+        return cls(
+            workload=workload,
+            optimizer=str(options.get("optimizer", DEFAULT_OPTIMIZER)),
+            precision=str(options.get("precision", DEFAULT_PRECISION)),
+            global_batch=(
+                float(global_batch)
+                if isinstance(global_batch, (int, float)) and global_batch == global_batch
+                else math.nan
+            ),
+        )
 
     @property
     def recipe(self) -> str:

@@ -43,14 +43,10 @@ def _text(row: pd.Series, column: str) -> str:
 
 
 def question_of(row: pd.Series) -> Question:
-    """The question a configuration answers: its workload at its recipe."""
-    batch = row.get("batch")
-    return Question(
-        workload=str(row["workload"]),
-        optimizer=_text(row, "optimizer"),
-        precision=_text(row, "precision"),
-        global_batch=float(batch) if isinstance(batch, (int, float)) and batch == batch else math.nan,
-    )
+    """The question a saved configuration answers: its workload at the recipe its run recorded
+    (an optimizer or precision it did not record stays '': the file does not say)."""
+    recorded = {"optimizer": _text(row, "optimizer"), "precision": _text(row, "precision")}
+    return Question.of(workload=str(row["workload"]), global_batch=row.get("batch"), options=recorded)
 
 
 def _name(row: pd.Series) -> str:

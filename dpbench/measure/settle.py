@@ -80,13 +80,10 @@ def _question(case: Any) -> Question | None:
     strategy = getattr(case, "strategy", None)
     if not strategy or getattr(case, "global_batch", None) is None:
         return None
-    options = getattr(case, "options", None) or {}
-    return Question(
+    return Question.of(
         workload=str(getattr(case.workload, "name", case.workload)),
-        # The strategies' shared defaults (CommonOptions): a case that names none trains with them.
-        optimizer=str(options.get("optimizer", "sgd")),
-        precision=str(options.get("precision", "fp32")),
-        global_batch=float(case.global_batch),
+        global_batch=case.global_batch,
+        options=getattr(case, "options", None) or {},
     )
 
 
