@@ -28,7 +28,7 @@ import pandas as pd
 
 from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, Decision, Standing
-from dpbench.decision.questions import decide, training_rows
+from dpbench.decision.questions import training_rows
 from dpbench.decision.words import claim_text, headline, rate_text
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.formats import HEADER
@@ -322,13 +322,12 @@ def decisions(
     configs: pd.DataFrame,
     runs: Sequence[str],
     comparisons: Sequence[RunComparison] = (),
-    decision: Decision | None = None,
+    *,
+    decision: Decision,
 ) -> list[WorkloadDecision]:
-    """Per question of the decision (:func:`dpbench.decision.decide`, computed once by the caller):
-    its headline, heatmaps and claims; the workload's first question also carries the weak-scaling
-    efficiency and the change between runs."""
-    if decision is None:
-        decision = decide(configs, runs)
+    """Per question of ``decision`` (:func:`dpbench.decision.decide`, computed once by the caller,
+    with the fingerprint's departures): its headline, heatmaps and claims; the workload's first
+    question also carries the weak-scaling efficiency and the change between runs."""
     training = training_rows(configs)
     out = []
     seen: set[str] = set()
