@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
+from dpbench.decision.contention import contention_text, is_busy
 from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, paired_ratio
 
@@ -312,7 +313,7 @@ def answer_question(
             trials=len(_kept(e)),
             vs_leader=None if e is leader else _compare(e, leader, level=level, margin=margin),
             vs_single=None if single is None or e is single else _compare(e, single, level=level, margin=margin),
-            busy=e.busy_share == e.busy_share and e.busy_share > busy_limit,
+            busy=is_busy(e.busy_share, busy_limit),
         )
 
     others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
@@ -321,7 +322,7 @@ def answer_question(
         return Answer(outcome=Outcome.ALONE, leader=leader.name, standings=standings, **common)
     claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
     reasons = [
-        f"other processes used {s.entry.busy_share:.0%} of the CPUs during {s.name}'s trials"
+        contention_text(s.entry.busy_share, f"{s.name}'s")
         for s in standings[:2]  # the leader and its runner-up: the claims that crown rest on them
         if s.busy
     ]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
-from dpbench.decision.contention import CONTENDED, trial_shares
+from dpbench.decision.contention import CONTENDED, is_busy, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
 from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
 from dpbench.measure.trials import CaseResult
@@ -156,7 +156,7 @@ class Settling:
             answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
         )
         names = {n for a in answers for n in a.open_configurations()}
-        names |= {e.name for es in grouped.values() for e in es if e.busy_share > self.busy_limit}
+        names |= {e.name for es in grouped.values() for e in es if is_busy(e.busy_share, self.busy_limit)}
         unsettled = frozenset(keys[n] for n in names)
         # Collective cases (no question) run until the minimum, as every case does.
         opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)

@@ -136,3 +136,10 @@ def test_a_question_is_built_one_way_for_a_saved_row_and_a_measured_case():
     assert question_of(row) == case
     # A saved row that recorded no recipe says nothing about it.
     assert question_of(pd.Series({"workload": "mlp", "batch": float("nan")})).title == "mlp"
+
+
+def test_a_busy_case_is_judged_and_said_one_way():
+    from dpbench.decision.contention import CONTENDED, contention_text, is_busy
+
+    assert is_busy(CONTENDED + 0.01) and not is_busy(CONTENDED) and not is_busy(math.nan)
+    assert contention_text(0.78, "ddp w2's") == "other processes used 78% of the CPUs during ddp w2's trials"
