@@ -17,9 +17,9 @@ names too.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["UsageError", "did_you_mean"]
+__all__ = ["UsageError", "check_choice", "did_you_mean", "expected_one_of"]
 
 # difflib's own default: a name at least this similar (its ratio) is offered.
 _CLOSE = 0.6
@@ -38,3 +38,16 @@ def did_you_mean(value: str, known: Iterable[str], *, most: int = 1) -> str:
         return ""
     names = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
     return f" (did you mean {names}?)"
+
+
+def expected_one_of(option: str, value: str, choices: Sequence[str]) -> str:
+    """``--sort: expected one of verdict, change, name, p, found 'chnage' (did you mean 'change'?)``."""
+    return f"{option}: expected one of {', '.join(choices)}, found {value!r}{did_you_mean(value, choices)}"
+
+
+def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` when it is one of ``choices``; else a :class:`UsageError` naming ``option``, the
+    choices and the closest one (:func:`expected_one_of`)."""
+    if value not in choices:
+        raise UsageError(expected_one_of(option, value, choices))
+    return value

@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from dpbench.commands.options import ExamplesFormatter, check_choice, check_names, examples, positive_int
+from dpbench.commands.options import ExamplesFormatter, check_names, examples, positive_int
+from dpbench.errors import check_choice
 
 __all__ = ["register_estimate", "estimate_table"]
 

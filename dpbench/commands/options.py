@@ -11,7 +11,8 @@ import re
 import sys
 from collections.abc import Sequence
 
-from dpbench.errors import UsageError, did_you_mean
+# check_choice is the root's (the gate checks choices too); named here with the parsers' other checks.
+from dpbench.errors import UsageError, check_choice, did_you_mean, expected_one_of
 
 __all__ = [
     "RUNS_HELP",
@@ -63,16 +64,6 @@ class ExamplesFormatter(argparse.HelpFormatter):
         if text.startswith("examples:"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
-
-
-def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
-    """``value`` when it is one of ``choices``; else a :class:`UsageError` naming ``option``, the choices
-    and the closest one."""
-    if value not in choices:
-        raise UsageError(
-            f"{option}: expected one of {', '.join(choices)}, found {value!r}{did_you_mean(value, choices)}"
-        )
-    return value
 
 
 def check_names(option: str, raw: str, known: Sequence[str], *, what: str = "names") -> tuple[str, ...]:
@@ -180,7 +171,7 @@ class SuggestingParser(argparse.ArgumentParser):
         if choice:
             choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
             found = choice.group(1)
-            return f"{name}: expected one of {', '.join(choices)}, found {found!r}{did_you_mean(found, choices)}"
+            return expected_one_of(name, found, choices)
         invalid = _INVALID_VALUE.fullmatch(detail)
         if invalid:
             kind, found = invalid.groups()

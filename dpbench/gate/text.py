@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpbench.errors import UsageError, did_you_mean
+from dpbench.errors import UsageError, check_choice, did_you_mean
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
@@ -98,9 +98,7 @@ def parse_columns(text: str) -> tuple[str, ...]:
 
 def parse_sort(text: str) -> str:
     """``--sort change`` → the key, checked against :data:`SORTS`."""
-    if text not in SORTS:
-        raise UsageError(f"--sort: expected one of {', '.join(SORTS)}, found {text!r}{did_you_mean(text, SORTS)}")
-    return text
+    return check_choice("--sort", text, SORTS)
 
 
 def exit_code(cmp: Comparison, *, fail_on_inconclusive: bool = False) -> int:
