@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["UsageError", "check_choice", "did_you_mean", "expected_one_of"]
+__all__ = ["UsageError", "check_choice", "did_you_mean", "expected_names_from", "expected_one_of"]
 
 # difflib's own default: a name at least this similar (its ratio) is offered.
 _CLOSE = 0.6
@@ -43,6 +43,12 @@ def did_you_mean(value: str, known: Iterable[str], *, most: int = 1) -> str:
 def expected_one_of(option: str, value: str, choices: Sequence[str]) -> str:
     """``--sort: expected one of verdict, change, name, p, found 'chnage' (did you mean 'change'?)``."""
     return f"{option}: expected one of {', '.join(choices)}, found {value!r}{did_you_mean(value, choices)}"
+
+
+def expected_names_from(option: str, value: str, known: Sequence[str], *, what: str = "names") -> str:
+    """``--columns: expected names from benchmark, change, …, found 'verdit' (did you mean 'verdict'?)``:
+    one name of a list that is none of ``known`` (``what`` they are)."""
+    return f"{option}: expected {what} from {', '.join(known)}, found {value!r}{did_you_mean(value, known)}"
 
 
 def check_choice(option: str, value: str, choices: Sequence[str]) -> str:

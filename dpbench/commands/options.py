@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 # check_choice is the root's (the gate checks choices too); named here with the parsers' other checks.
-from dpbench.errors import UsageError, check_choice, did_you_mean, expected_one_of
+from dpbench.errors import UsageError, check_choice, did_you_mean, expected_names_from, expected_one_of
 
 __all__ = [
     "RUNS_HELP",
@@ -74,8 +74,7 @@ def check_names(option: str, raw: str, known: Sequence[str], *, what: str = "nam
         raise UsageError(f"{option}: expected comma-separated {what} from {', '.join(known)}, found {raw!r}")
     unknown = [n for n in names if n not in known]
     if unknown:
-        close = did_you_mean(unknown[0], known)
-        raise UsageError(f"{option}: expected {what} from {', '.join(known)}, found {unknown[0]!r}{close}")
+        raise UsageError(expected_names_from(option, unknown[0], known, what=what))
     return names
 
 

@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpbench.errors import UsageError, check_choice, did_you_mean
+from dpbench.errors import UsageError, check_choice, expected_names_from
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
@@ -88,9 +88,7 @@ def parse_columns(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     for name in names:
         if name not in COLUMNS:
-            raise UsageError(
-                f"--columns: expected names from {', '.join(COLUMNS)}, found {name!r}{did_you_mean(name, COLUMNS)}"
-            )
+            raise UsageError(expected_names_from("--columns", name, COLUMNS))
     if not names:
         raise UsageError(f"--columns: expected names from {', '.join(COLUMNS)}, found none")
     return names

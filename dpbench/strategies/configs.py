@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.errors import did_you_mean
+from dpbench.errors import did_you_mean, expected_names_from
 from dpbench.workloads.spec_syntax import parse_value, split_specs
 
 __all__ = ["StrategyConfig", "parse_configs"]
@@ -59,9 +59,7 @@ def parse_configs(what: str, raw: str | Sequence[str], *, world_size: int = 2) -
         name, at, tail = item.partition("@")
         name = name.strip()
         if name not in known:
-            raise ValueError(
-                f"{what}: expected strategy names from {', '.join(known)}, found {name!r}{did_you_mean(name, known)}"
-            )
+            raise ValueError(expected_names_from(what, name, known, what="strategy names"))
         options: dict[str, Any] = {}
         for pair in tail.split(",") if at else ():
             key, eq, value = pair.partition("=")
