@@ -19,6 +19,10 @@ __all__ = [
     "Phase",
     "EXTRA_INFO_FIELDS",
     "Profile",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "DEFAULT_OPTIMIZER",
+    "DEFAULT_PRECISION",
     "PRECISIONS_FINEST_FIRST",
     "coarsest_precision",
 ]
@@ -73,6 +77,14 @@ class Profile(str, Enum):
     QUICK = "quick"
     FULL = "full"
 
+
+# The optimizers and precisions every strategy trains with (options.optimizer, options.precision),
+# in the order errors and help list them, and what a case that names none trains with: the
+# strategies' options default to these, and a question (dpbench.decision) fills them in the same way.
+OPTIMIZERS = ("sgd", "adamw")
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEFAULT_OPTIMIZER = "sgd"
+DEFAULT_PRECISION = "fp32"
 
 # The precisions a step computes in (options.precision, fingerprint.precision), finest first:
 # fp32 keeps 24 significant bits, fp16 11, bf16 8.

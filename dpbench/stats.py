@@ -18,9 +18,12 @@ __all__ = [
     "CONTROL_CAP",
     "DISTURBED_SPREADS",
     "MIN_CLAIM_CONFIDENCE",
+    "REMEASURE_SHARE",
     "DisturbanceLimits",
     "PairedRatio",
     "TrialSeries",
+    "busy_run_line",
+    "busy_throughout",
     "coefficient_of_variation",
     "disturbance_limits",
     "find_disturbed",
@@ -202,6 +205,10 @@ TRIAL_FLOOR = 2.0  # nor a trial at most this many times its case's median
 # the spread itself is the disturbance, and limits taken from it alone would flag nothing.
 CONTROL_CAP = 2.0
 TRIAL_CAP = 3.0
+# At most this share of the planned trials is measured again (at least one): the extra pass costs
+# at most about a fifth of the planned passes' time. More disturbed than that, and the machine was
+# busy: the run says its results are unreliable (busy_run_line, which the session and the report print).
+REMEASURE_SHARE = 0.2
 TRIAL_RULE_MIN = 3  # the trial rule needs a median that one trial cannot move: three trials or more
 MIN_KEPT = 2  # disturbed trials are left out only while this many (and half the case's) remain
 
@@ -229,9 +236,8 @@ class DisturbanceLimits:
 
     @property
     def noisy(self) -> bool:
-        """The run's controls spread so wide that the control limit hit its cap: the machine was
-        busy throughout, not for a trial or two (the run's results are unreliable)."""
-        return DISTURBED_SPREADS * self.control_spread > math.log(CONTROL_CAP)
+        """The run's controls spread so wide that the control limit hit its cap (:func:`busy_throughout`)."""
+        return busy_throughout(self.control_spread)
 
     def why(self, series: TrialSeries, index: int) -> str | None:
         """Why trial ``index`` of ``series`` is disturbed, or None: its control against its
@@ -256,6 +262,33 @@ class DisturbanceLimits:
                     f"(limit {self.trial_limit:.2f}x; its control did not see it)"
                 )
         return None
+
+
+def busy_throughout(control_spread: float) -> bool:
+    """A run's controls (``control_spread``: their robust sd of log control / its placement's median)
+    spread so wide that the control limit hit its cap: the machine was busy throughout, not for a
+    trial or two (the run's results are unreliable). False for NaN (not known)."""
+    return DISTURBED_SPREADS * control_spread > math.log(CONTROL_CAP)
+
+
+def busy_run_line(
+    *, disturbed: int, total: int, unreplaced: int, control_spread: float, share: float = REMEASURE_SHARE
+) -> str | None:
+    """The run's line where more than ``share`` of its ``total`` trials were ``disturbed``
+    (``unreplaced`` of them not measured again), or where its controls spread so wide that the
+    machine was busy throughout (:func:`busy_throughout`); else None."""
+    if total and busy_throughout(control_spread) and disturbed <= share * total:
+        return (
+            f"the machine was busy throughout: the controls spread by ±{math.expm1(control_spread):.0%} (robust sd), "
+            f"{disturbed} of {total} trials stood out: results are unreliable"
+        )
+    if not total or disturbed <= share * total:
+        return None
+    left = f", {unreplaced} of them not measured again" if unreplaced else ", each measured again"
+    return (
+        f"the machine was busy during {disturbed / total:.0%} of the trials ({disturbed} of {total}{left}): "
+        "results are unreliable"
+    )
 
 
 def _robust_sd(deviations: Sequence[float]) -> float:

@@ -265,7 +265,6 @@ MAX_LINES = 600
 MIN_LINES = 60
 SMALL_CONCEPTS = {
     "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
-    "dpbench/errors.py": "UsageError, the one error for input the user got wrong, at every layer",
     "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
     "dpbench/strategies/_compile.py": "the compile option: torch.compile outside every timed region",
@@ -278,8 +277,6 @@ SMALL_CONCEPTS = {
     "dpbench/measure/derive.py": "MFU, tokens/s, exposed communication from case metrics",
     "dpbench/cluster/parent_watch.py": "a rank's watch on its parent process",
     "dpbench/cluster/link.py": "the head-agent connection",
-    "dpbench/decision/contention.py": "other processes' CPU share per trial",
-    "dpbench/results/units.py": "the unit formatting every command prints with",
     "dpbench/traces/store.py": "where a session's trace files live until the run is saved",
     "dpbench/history/git.py": "commit order and links from git",
     "dpbench/sampler/errors.py": "the sampler's warnings and error log",

@@ -167,3 +167,19 @@ def test_the_threshold_rule_is_strict_at_its_bounds_and_one_sided_each_way():
     assert [rule.beyond(r) for r in (0.5, 0.95, 1.0, 1.05, 2.0)] == [True, False, False, False, True]
     assert rule.log_up == math.log1p(0.1) and rule.log_down == math.log1p(-0.1)
     assert Threshold(1.0).log_down == -math.inf and not Threshold(1.0).faster(0.0)
+
+
+def test_the_busy_run_line_is_one_sentence_for_the_session_and_the_report():
+    from dpbench.stats import REMEASURE_SHARE, busy_run_line
+
+    # 20%: what the extra pass may replace
+    assert busy_run_line(disturbed=2, total=10, unreplaced=0, control_spread=0.0) is None
+    assert busy_run_line(disturbed=3, total=10, unreplaced=1, control_spread=0.0) == (
+        "the machine was busy during 30% of the trials (3 of 10, 1 of them not measured again): results are unreliable"
+    )
+    assert busy_run_line(disturbed=1, total=10, unreplaced=1, control_spread=0.5) == (
+        "the machine was busy throughout: the controls spread by ±65% (robust sd), 1 of 10 trials stood out: "
+        "results are unreliable"
+    )
+    assert busy_run_line(disturbed=0, total=0, unreplaced=0, control_spread=math.nan) is None
+    assert REMEASURE_SHARE == 0.2

@@ -31,7 +31,15 @@ from typing import Any
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import TREND_MIN_CASES, Pooled, lognormal_ml, lognormal_trend_ml, within_run_variance
 from dpbench.gate.verdicts import Verdict
-from dpbench.stats import DisturbanceLimits, TrialSeries, disturbance_limits, left_out, median, percentile
+from dpbench.stats import (
+    REMEASURE_SHARE,
+    DisturbanceLimits,
+    TrialSeries,
+    disturbance_limits,
+    left_out,
+    median,
+    percentile,
+)
 
 __all__ = [
     "ARMS",
@@ -402,7 +410,6 @@ def draw_sides(
 #
 # A false alarm is a job in which any benchmark is REGRESSED. Used by ``scripts/`` and the tests only.
 ARMS = ("raw", "left_out", "remeasured")
-REMEASURE_SHARE = 0.2  # as dpbench.measure.remeasure (the gate may not import measure)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from dpbench.commands.options import (
     add_results_dir,
     examples,
 )
-from dpbench.errors import UsageError
+from dpbench.errors import UsageError, did_you_mean
 from dpbench.results.load import MACHINE_FIELDS
 
 __all__ = [
@@ -211,8 +211,6 @@ def _differ_in(raw: str) -> tuple[str, ...]:
     fields = tuple(f.strip() for f in raw.split(",") if f.strip())
     unknown = [f for f in fields if f not in MACHINE_FIELDS]
     if unknown:
-        from dpbench.results.console import did_you_mean
-
         close = did_you_mean(unknown[0], MACHINE_FIELDS)
         raise UsageError(f"--differ-in: expected fields of {', '.join(MACHINE_FIELDS)}, found {unknown[0]!r}{close}")
     return fields
@@ -298,19 +296,14 @@ def add_text_arguments(p: argparse.ArgumentParser) -> None:
 
 def text_options(args: argparse.Namespace, stream: TextIO):
     """The :class:`~dpbench.gate.text.TextOptions` the arguments ask for, printing to ``stream``."""
-    from dpbench.gate.text import SORTS, TextOptions, parse_columns
-    from dpbench.results.console import colour_wanted, did_you_mean, terminal_width
+    from dpbench.gate.text import TextOptions, keyword_matcher, parse_columns, parse_sort
+    from dpbench.results.console import colour_wanted, terminal_width
 
-    if args.sort not in SORTS:
-        raise UsageError(
-            f"--sort: expected one of {', '.join(SORTS)}, found {args.sort!r}{did_you_mean(args.sort, SORTS)}"
-        )
-    from dpbench.gate.text import keyword_matcher
-
+    sort = parse_sort(args.sort)
     keyword_matcher(args.keyword)  # a malformed -k is bad input before anything is loaded
     return TextOptions(
         show_all=args.show_all,
-        sort=args.sort,
+        sort=sort,
         keyword=args.keyword,
         columns=parse_columns(args.columns),
         width=terminal_width(stream),

@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from dpbench.commands.options import ExamplesFormatter, check_choice, check_names, examples, positive_int
+from dpbench.commands.options import ExamplesFormatter, check_names, examples, positive_int
+from dpbench.errors import check_choice
 
 __all__ = ["register_estimate", "estimate_table"]
 
@@ -64,9 +65,10 @@ def _ints(raw: str, argument: str) -> tuple[int, ...]:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from dpbench.schema import OPTIMIZERS, PRECISIONS
     from dpbench.strategies import list_strategies
     from dpbench.strategies.estimate import EstimateError, Estimator
-    from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, parse_bytes
+    from dpbench.strategies.memory import parse_bytes
 
     given = {key: getattr(args, key) for key in ("precision", "optimizer") if getattr(args, key) is not None}
     precision, optimizer = given.get("precision", "fp32"), given.get("optimizer", "sgd")

@@ -71,6 +71,7 @@ def _run_history(args: argparse.Namespace) -> int:
     from dpbench.history.git import repo_url
     from dpbench.history.series import load_history, run_files
     from dpbench.report.history_page import render_history_page
+    from dpbench.results.units import fmt_p
 
     if args.fail_on_new < 0:
         raise UsageError(f"--fail-on-new: expected a number of commits >= 0, found {args.fail_on_new}")
@@ -100,7 +101,7 @@ def _run_history(args: argparse.Namespace) -> int:
         print(
             f"dpbench history: new regression: {series.name} on {series.machine}, "
             f"{change.commit_range[0][:10]}..{change.commit_range[1][:10]}, ratio {change.change.ratio:.3f}, "
-            f"p = {change.change.p:.1g}",
+            f"p = {fmt_p(change.change.p, digits=1)}",
             file=sys.stderr,
         )
     if new:

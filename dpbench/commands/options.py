@@ -10,8 +10,9 @@ import argparse
 import re
 import sys
 
-from dpbench.errors import UsageError
-from dpbench.results.console import check_choice, check_names, did_you_mean
+# The checks are the root's (the gate and dpbench run check choices and names too); named here with
+# the parsers' other checks.
+from dpbench.errors import UsageError, check_choice, check_names, did_you_mean, expected_one_of
 
 __all__ = [
     "RUNS_HELP",
@@ -157,7 +158,7 @@ class SuggestingParser(argparse.ArgumentParser):
         if choice:
             choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
             found = choice.group(1)
-            return f"{name}: expected one of {', '.join(choices)}, found {found!r}{did_you_mean(found, choices)}"
+            return expected_one_of(name, found, choices)
         invalid = _INVALID_VALUE.fullmatch(detail)
         if invalid:
             kind, found = invalid.groups()

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_dir, examples, int_list, positive_int
-from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean, write_json
+from dpbench.errors import UsageError, did_you_mean, expected_one_of
+from dpbench.results.console import write_json
 
 __all__ = ["LINK_HELP", "MEMORY_KINDS", "memory_estimator", "register_predict"]
 
@@ -64,9 +64,8 @@ def _resolve_target(args: argparse.Namespace) -> Any:
     try:
         return read_run(resolve_run(args.target, results_dir=args.results))
     except ResultsError as exc:
-        hint = did_you_mean(args.target, TARGETS)
-        if hint:
-            raise UsageError(f"TARGET: expected one of {', '.join(TARGETS)}, found {args.target!r}{hint}") from None
+        if did_you_mean(args.target, TARGETS):  # a misspelt target, not a run
+            raise UsageError(expected_one_of("TARGET", args.target, TARGETS)) from None
         raise UsageError(f"TARGET: {exc}") from None
 
 

@@ -15,11 +15,22 @@ from typing import Any
 
 from dpbench.stats import median
 
-__all__ = ["CONTENDED", "foreign_cpu", "trial_shares"]
+__all__ = ["CONTENDED", "contention_text", "is_busy", "foreign_cpu", "trial_shares"]
 
 # Quiet runs on the development VM leave other processes 0–7% of the CPUs (upper quartile over a
 # run's trials); runs taken beside a test suite 43–92% (medians): docs/validation/gate.md#contention.
 CONTENDED = 0.2
+
+
+def is_busy(share: float, limit: float = CONTENDED) -> bool:
+    """Other processes used more than ``limit`` of the machine (``share``, 0–1; NaN: not sampled, not busy)."""
+    return share == share and share > limit
+
+
+def contention_text(share: float, whose: str) -> str:
+    """``other processes used 78% of the CPUs during the candidate's trials``: what a busy case's
+    trials met, ``whose`` naming them ("ddp w2's", "its", "the candidate's")."""
+    return f"other processes used {share:.0%} of the CPUs during {whose} trials"
 
 
 def _trial_share(sampler: Any, cpu_count: int) -> float:

@@ -24,13 +24,14 @@ beaten by anything the view claims. Each other configuration is then judged agai
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
-from dpbench.schema import BASELINE_STRATEGY
+from dpbench.decision.contention import contention_text, is_busy
+from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, paired_ratio
 
 __all__ = ["Answer", "Comparison", "Decision", "Entry", "Outcome", "Question", "Standing", "answer_question"]
@@ -57,6 +58,25 @@ class Question:
     """The training precision ('' where not recorded)."""
     global_batch: float = math.nan
     """Samples per step, summed over replicas."""
+
+    @classmethod
+    def of(cls, *, workload: str, global_batch: Any, options: Mapping[str, Any]) -> Question:
+        """The question a configuration answers — built here for a saved run's rows
+        (:func:`dpbench.decision.questions.question_of`) and for the cases a session is measuring
+        (:mod:`dpbench.measure.settle`) alike: ``workload`` at the optimizer and precision
+        ``options`` name (where they name none, the strategies' defaults,
+        :data:`dpbench.schema.DEFAULT_OPTIMIZER` and ``DEFAULT_PRECISION``) and ``global_batch``
+        (NaN where it is not a number)."""
+        return cls(
+            workload=workload,
+            optimizer=str(options.get("optimizer", DEFAULT_OPTIMIZER)),
+            precision=str(options.get("precision", DEFAULT_PRECISION)),
+            global_batch=(
+                float(global_batch)
+                if isinstance(global_batch, (int, float)) and global_batch == global_batch
+                else math.nan
+            ),
+        )
 
     @property
     def recipe(self) -> str:
@@ -293,7 +313,7 @@ def answer_question(
             trials=len(_kept(e)),
             vs_leader=None if e is leader else _compare(e, leader, level=level, margin=margin),
             vs_single=None if single is None or e is single else _compare(e, single, level=level, margin=margin),
-            busy=e.busy_share == e.busy_share and e.busy_share > busy_limit,
+            busy=is_busy(e.busy_share, busy_limit),
         )
 
     others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
@@ -302,7 +322,7 @@ def answer_question(
         return Answer(outcome=Outcome.ALONE, leader=leader.name, standings=standings, **common)
     claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
     reasons = [
-        f"other processes used {s.entry.busy_share:.0%} of the CPUs during {s.name}'s trials"
+        contention_text(s.entry.busy_share, f"{s.name}'s")
         for s in standings[:2]  # the leader and its runner-up: the claims that crown rest on them
         if s.busy
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -43,14 +43,10 @@ def _text(row: pd.Series, column: str) -> str:
 
 
 def question_of(row: pd.Series) -> Question:
-    """The question a configuration answers: its workload at its recipe."""
-    batch = row.get("batch")
-    return Question(
-        workload=str(row["workload"]),
-        optimizer=_text(row, "optimizer"),
-        precision=_text(row, "precision"),
-        global_batch=float(batch) if isinstance(batch, (int, float)) and batch == batch else math.nan,
-    )
+    """The question a saved configuration answers: its workload at the recipe its run recorded
+    (an optimizer or precision it did not record stays '': the file does not say)."""
+    recorded = {"optimizer": _text(row, "optimizer"), "precision": _text(row, "precision")}
+    return Question.of(workload=str(row["workload"]), global_batch=row.get("batch"), options=recorded)
 
 
 def _name(row: pd.Series) -> str:
@@ -84,20 +80,21 @@ def decide(
     configs: pd.DataFrame,
     runs: Sequence[str],
     *,
-    departures: dict[tuple[str, str], str] | None = None,
+    departures: Mapping[tuple[str, str], str],
     level: float = CLAIM_LEVEL,
     margin: float = LEVEL_MARGIN,
     busy_limit: float = CONTENDED,
 ) -> Decision:
     """Every question of ``configs`` (the configurations frame), each on the newest of ``runs``
     that measured its workload. ``departures``: (run, case) → why its fingerprint departs from
-    single's (:mod:`dpbench.results`' fingerprint check), left out of the ranking and said.
+    single's (:func:`dpbench.results.fingerprint.departures`), left out of the ranking and said. It
+    has no default, so no caller ranks a configuration that computes something else by forgetting
+    it; ``{}`` says that nothing was checked.
 
     A run measured until settled records, per case, the level its design allowed at its last look
     (``claim_level``, :mod:`dpbench.decision.sequential`): a question whose cases carry one is
     answered at it (the lowest where they differ) instead of ``level``, and its answer states it."""
     rows = training_rows(configs)
-    departures = departures or {}
     answers: list[Answer] = []
     notes: list[str] = []
     for workload in dict.fromkeys(rows["workload"].astype(str)):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, min_pairs
-from dpbench.decision.contention import CONTENDED
+from dpbench.decision.contention import CONTENDED, is_busy
 from dpbench.decision.model import Entry, Question, answer_question
 
 __all__ = [
@@ -211,5 +211,5 @@ def open_cases(
     for question, entries in questions.items():
         answer = answer_question(question, entries, busy_limit=busy_limit, level=plan.level_at(look), margin=margin)
         still.update(answer.open_configurations())
-        still.update(e.name for e in entries if e.busy_share == e.busy_share and e.busy_share > busy_limit)
+        still.update(e.name for e in entries if is_busy(e.busy_share, busy_limit))
     return still

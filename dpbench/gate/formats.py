@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
-from dpbench.results.units import fmt_ratio, fmt_seconds
+from dpbench.results.units import fmt_p, fmt_ratio, fmt_time
 
 __all__ = [
     "HEADER",
@@ -28,10 +28,6 @@ __all__ = [
 HEADER = ["benchmark", "baseline", "candidate", "change", "trials", "p", "test", "control", "verdict"]
 
 
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2g}"
-
-
 def display_names(names: list[str]) -> dict[str, str]:
     """Full pytest names → the test id alone (``test_x[case]``) wherever that stays unique."""
     short = {n: n.rsplit("::", 1)[-1] for n in names}
@@ -41,21 +37,16 @@ def display_names(names: list[str]) -> dict[str, str]:
     return {n: (s if counts[s] == 1 else n) for n, s in short.items()}
 
 
-def _time(value: float, unit: str) -> str:
-    text = fmt_seconds(value)
-    return text if text == "–" else f"{text}{unit.removeprefix('s')}"  # "12.3 ms/step"
-
-
 def _row(b: BenchmarkComparison, name: str) -> list[str]:
     verdict = b.verdict.value.upper() if b.verdict == Verdict.REGRESSED else b.verdict.value
     trials = f"{b.baseline_trials} vs {b.candidate_trials}"
     return [
         name,
-        _time(b.baseline_s, b.unit),
-        _time(b.candidate_s, b.unit),
+        fmt_time(b.baseline_s, b.unit),
+        fmt_time(b.candidate_s, b.unit),
         fmt_ratio(b.ratio),
         trials,
-        _p(b.p_value),
+        fmt_p(b.p_value),
         b.test or "–",
         fmt_ratio(b.control_ratio),
         verdict,
@@ -100,7 +91,7 @@ def family_line(cmp: Comparison) -> str:
     if f.shift_basis == "controls" and math.isfinite(f.broad_change):
         parts.append(
             f"the benchmarks as a whole moved {fmt_ratio(f.broad_change)} against the controls (beyond the "
-            f"threshold, p = {_p(f.broad_p)}): each case is judged beyond the controls"
+            f"threshold, p = {fmt_p(f.broad_p)}): each case is judged beyond the controls"
         )
     elif f.shift_basis == "interleaved":
         parts.append(
@@ -221,7 +212,7 @@ def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:
     for b in cmp.benchmarks:
         if b.verdict == Verdict.MISSING or math.isnan(b.candidate_s):
             continue
-        extra = f"verdict: {b.verdict.value}; change vs baseline: {fmt_ratio(b.ratio)}; p: {_p(b.p_value)}"
+        extra = f"verdict: {b.verdict.value}; change vs baseline: {fmt_ratio(b.ratio)}; p: {fmt_p(b.p_value)}"
         out.append(
             {"name": b.name, "unit": b.unit, "value": b.candidate_s, "extra": f"{extra}; trials: {b.candidate_trials}"}
         )

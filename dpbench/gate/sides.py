@@ -5,7 +5,8 @@ what the machine did. They are a few short matmul chains after each trial; conte
 processes that comes and goes (a test suite, a build, another job on a shared runner) can slow the
 longer multi-process trials and miss the controls. The sampler measured it anyway: the share of the
 CPUs other processes used during each trial (:func:`dpbench.decision.contention.foreign_cpu`). Where a
-side's median share is beyond :data:`CONTENDED`, a broad verdict becomes ``unsettled``.
+side's median share is beyond :data:`~dpbench.decision.contention.CONTENDED`, a broad verdict becomes
+``unsettled``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from dpbench.decision.contention import CONTENDED
+from dpbench.decision.contention import contention_text, is_busy
 from dpbench.stats import median
 
 __all__ = ["contention_note", "kept", "notes"]
@@ -29,17 +30,17 @@ def _share(frame: pd.DataFrame) -> float:
 
 
 def contention_note(baseline: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str]) -> str:
-    """'' when neither side's trials met other processes' load beyond :data:`CONTENDED` (or nothing was
-    sampled); else what they met, e.g. "other processes used 78% of the CPUs during the candidate's
-    trials (43% during the baseline's)"."""
+    """'' when neither side's trials met other processes' load beyond
+    :data:`~dpbench.decision.contention.CONTENDED` (or nothing was sampled); else what they met, e.g.
+    "other processes used 78% of the CPUs during the candidate's trials (43% during the baseline's)"."""
     shares = {names[0]: _share(baseline), names[1]: _share(candidate)}
     known = {k: v for k, v in shares.items() if not math.isnan(v)}
-    if not known or max(known.values()) <= CONTENDED:
+    if not known or not is_busy(max(known.values())):
         return ""
     worst = max(known, key=lambda k: known[k])
     other = next((k for k in known if k != worst), None)
     tail = f" ({known[other]:.0%} during the {other}'s)" if other is not None else ""
-    return f"other processes used {known[worst]:.0%} of the CPUs during the {worst}'s trials{tail}"
+    return contention_text(known[worst], f"the {worst}'s") + tail
 
 
 # Disturbed trials on either side of a comparison: what the gate judges, and what its verdicts say.

@@ -16,12 +16,12 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpbench.errors import UsageError
+from dpbench.errors import UsageError, check_choice, expected_names_from
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
-from dpbench.results.console import did_you_mean, paint, visible_len
-from dpbench.results.units import fmt_ratio, fmt_seconds
+from dpbench.results.console import paint, visible_len
+from dpbench.results.units import fmt_p, fmt_ratio, fmt_time
 
 __all__ = [
     "COLUMNS",
@@ -31,6 +31,7 @@ __all__ = [
     "exit_code",
     "keyword_matcher",
     "parse_columns",
+    "parse_sort",
     "render",
     "summary_headline",
 ]
@@ -87,12 +88,15 @@ def parse_columns(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     for name in names:
         if name not in COLUMNS:
-            raise UsageError(
-                f"--columns: expected names from {', '.join(COLUMNS)}, found {name!r}{did_you_mean(name, COLUMNS)}"
-            )
+            raise UsageError(expected_names_from("--columns", name, COLUMNS))
     if not names:
         raise UsageError(f"--columns: expected names from {', '.join(COLUMNS)}, found none")
     return names
+
+
+def parse_sort(text: str) -> str:
+    """``--sort change`` → the key, checked against :data:`SORTS`."""
+    return check_choice("--sort", text, SORTS)
 
 
 def exit_code(cmp: Comparison, *, fail_on_inconclusive: bool = False) -> int:
@@ -126,24 +130,15 @@ def summary_headline(cmp: Comparison, *, fail_on_inconclusive: bool = False, rea
     return f"{head}: " + "; ".join(([reason] if reason else []) + parts)
 
 
-def _time(value: float, unit: str) -> str:
-    text = fmt_seconds(value)
-    return text if text == "–" else f"{text}{unit.removeprefix('s')}"
-
-
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2g}"
-
-
 def _cells(b: BenchmarkComparison, name: str) -> dict[str, str]:
     return {
         "benchmark": name,
         "change": fmt_ratio(b.ratio),
-        "baseline": _time(b.baseline_s, b.unit),
-        "candidate": _time(b.candidate_s, b.unit),
+        "baseline": fmt_time(b.baseline_s, b.unit),
+        "candidate": fmt_time(b.candidate_s, b.unit),
         "trials": f"{b.pairs} pairs" if b.pairs else f"{b.baseline_trials} vs {b.candidate_trials}",
-        "p": _p(b.p_value),
-        "holm": _p(b.p_adjusted),
+        "p": fmt_p(b.p_value),
+        "holm": fmt_p(b.p_adjusted),
         "control": fmt_ratio(b.control_ratio),
         "verdict": b.verdict.value.upper() if b.verdict == Verdict.REGRESSED else b.verdict.value,
     }
@@ -159,9 +154,7 @@ def _sorted(benchmarks: Sequence[BenchmarkComparison], sort: str, names: dict[st
         "name": lambda b: names[b.name],
         "p": lambda b: b.p_value if math.isfinite(b.p_value) else math.inf,
     }
-    if sort not in keys:
-        raise UsageError(f"--sort: expected one of {', '.join(SORTS)}, found {sort!r}{did_you_mean(sort, SORTS)}")
-    return sorted(benchmarks, key=keys[sort])
+    return sorted(benchmarks, key=keys[parse_sort(sort)])
 
 
 def _fit(text: str, width: int) -> str:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from dpbench.history.series import History, Series, SeriesChange
-from dpbench.results.units import fmt_ratio
+from dpbench.results.units import fmt_p, fmt_ratio
 from dpbench.stats import or_none
 
 __all__ = ["history_json", "history_markdown"]
@@ -87,10 +87,6 @@ def _short(commit: str) -> str:
     return commit[:10]
 
 
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.1g}"
-
-
 def history_markdown(history: History, *, newest: int = 0) -> str:
     """The regressions (newest first), improvements counted, skipped files named."""
     changes = history.changes()
@@ -118,7 +114,7 @@ def history_markdown(history: History, *, newest: int = 0) -> str:
             lines.append(
                 f"| `{s.name}` | {s.machine} | {_short(c.commit_range[0])}..{_short(c.commit_range[1])} | "
                 f"{ch.before.median_s * 1e3:.3g} ms → {ch.after.median_s * 1e3:.3g} ms | "
-                f"{fmt_ratio(ch.ratio)} | {_p(ch.p)} | {mark} |"
+                f"{fmt_ratio(ch.ratio)} | {fmt_p(ch.p, digits=1)} | {mark} |"
             )
     for path, error in history.skipped:
         lines.append(f"\n> skipped {path}: {error}")

@@ -8,11 +8,12 @@ rules, and how their limits come from the run's own measured spread, are
 :func:`dpbench.stats.disturbance_limits`.
 
 After the planned passes the session judges every trial (:func:`judge`), then measures the
-disturbed ones again, each in fresh workers like every trial, at most :data:`REMEASURE_SHARE` of
-the planned trials (:func:`plan`): a re-measurement that is clean takes its slot, and the
-disturbed trial is kept in the results, marked, under ``measured`` (:func:`settle`); one disturbed
-again leaves the slot as it was, marked. What no re-measurement replaced is left out of every
-estimate while enough trials remain (:func:`dpbench.stats.left_out`).
+disturbed ones again, each in fresh workers like every trial, at most
+:data:`~dpbench.stats.REMEASURE_SHARE` of the planned trials (:func:`plan`): a re-measurement that
+is clean takes its slot, and the disturbed trial is kept in the results, marked, under
+``measured`` (:func:`settle`); one disturbed again leaves the slot as it was, marked. What no
+re-measurement replaced is left out of every estimate while enough trials remain
+(:func:`dpbench.stats.left_out`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.measure.trials import CaseResult, TrialResult, TrialSession
-from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, DisturbanceLimits, TrialSeries, disturbance_limits
+from dpbench.stats import REMEASURE_SHARE, DisturbanceLimits, TrialSeries, busy_run_line, disturbance_limits
 
-__all__ = ["REMEASURE_SHARE", "Remeasured", "busy_line", "judge", "plan", "remeasure", "settle", "snapshot"]
-
-# At most this share of the planned trials is measured again (at least one): the extra pass costs
-# at most about a fifth of the planned passes' time. More disturbed than that, and the machine was
-# busy: the run says its results are unreliable (busy_line; the report says the same).
-REMEASURE_SHARE = 0.2
+__all__ = ["Remeasured", "busy_line", "judge", "plan", "remeasure", "settle", "snapshot"]
 
 
 def _series(result: CaseResult) -> TrialSeries:
@@ -107,23 +103,16 @@ def settle(result: CaseResult, slot: int, measured: TrialResult, limits: Disturb
 def busy_line(
     results: dict[str, CaseResult], share: float = REMEASURE_SHARE, limits: DisturbanceLimits | None = None
 ) -> str | None:
-    """The run's first line where more than ``share`` of its trials were disturbed, or its controls
-    spread so wide that the machine was busy throughout (``limits.noisy``), else None."""
-    total = sum(len(r.trials) for r in results.values())
+    """The run's first line (:func:`dpbench.stats.busy_run_line`) where more than ``share`` of its
+    trials were disturbed, or its controls spread so wide that the machine was busy throughout;
+    else None."""
     flags = [f for r in results.values() for f in r.disturbed if f is not None]
-    if total and limits is not None and limits.noisy and len(flags) <= share * total:
-        return (
-            f"the machine was busy throughout: the controls spread by ±{math.expm1(limits.control_spread):.0%} "
-            f"(robust sd; a quiet machine's stay within ±{math.expm1(math.log(CONTROL_CAP) / DISTURBED_SPREADS):.0%}), "
-            f"{len(flags)} of {total} trials stood out: results are unreliable"
-        )
-    if not total or len(flags) <= share * total:
-        return None
-    unreplaced = sum(1 for f in flags if not f.get("replaced"))
-    left = f", {unreplaced} of them not measured again" if unreplaced else ", each measured again"
-    return (
-        f"the machine was busy during {len(flags) / total:.0%} of the trials ({len(flags)} of {total}{left}): "
-        "results are unreliable"
+    return busy_run_line(
+        disturbed=len(flags),
+        total=sum(len(r.trials) for r in results.values()),
+        unreplaced=sum(1 for f in flags if not f.get("replaced")),
+        control_spread=limits.control_spread if limits is not None else math.nan,
+        share=share,
     )
 
 

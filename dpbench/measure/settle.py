@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.decision.contention import CONTENDED, trial_shares
+from dpbench.decision.contention import CONTENDED, is_busy, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
 from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
 from dpbench.measure.settings import duration_text
@@ -44,13 +44,10 @@ def _question(case: Any) -> Question | None:
     strategy = getattr(case, "strategy", None)
     if not strategy or getattr(case, "global_batch", None) is None:
         return None
-    options = getattr(case, "options", None) or {}
-    return Question(
+    return Question.of(
         workload=str(getattr(case.workload, "name", case.workload)),
-        # The strategies' shared defaults (CommonOptions): a case that names none trains with them.
-        optimizer=str(options.get("optimizer", "sgd")),
-        precision=str(options.get("precision", "fp32")),
-        global_batch=float(case.global_batch),
+        global_batch=case.global_batch,
+        options=getattr(case, "options", None) or {},
     )
 
 
@@ -123,7 +120,7 @@ class Settling:
             answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
         )
         names = {n for a in answers for n in a.open_configurations()}
-        names |= {e.name for es in grouped.values() for e in es if e.busy_share > self.busy_limit}
+        names |= {e.name for es in grouped.values() for e in es if is_busy(e.busy_share, self.busy_limit)}
         unsettled = frozenset(keys[n] for n in names)
         # Collective cases (no question) run until the minimum, as every case does.
         opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)

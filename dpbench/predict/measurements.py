@@ -14,8 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpbench.errors import UsageError
-from dpbench.results.console import did_you_mean
+from dpbench.errors import UsageError, did_you_mean
 
 __all__ = ["COLLECTIVES", "Measurement", "read_comm_run", "read_measurements", "read_nccl_tests"]
 

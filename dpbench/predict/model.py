@@ -290,7 +290,7 @@ def parse_link(text: str) -> Link:
 
 def _did_you_mean_link(key: str) -> str:
     """`` (did you mean 'inter'?)`` for a mistyped ``--link`` key."""
-    from dpbench.results.console import did_you_mean
+    from dpbench.errors import did_you_mean
 
     return did_you_mean(key, _LINK_KEYS)
 

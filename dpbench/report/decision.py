@@ -27,8 +27,9 @@ import matplotlib.colors
 import pandas as pd
 
 from dpbench.decision.claims import Claim
+from dpbench.decision.contention import contention_text
 from dpbench.decision.model import Answer, Decision, Standing
-from dpbench.decision.questions import decide, training_rows
+from dpbench.decision.questions import training_rows
 from dpbench.decision.words import claim_text, headline, rate_text
 from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
 from dpbench.gate.formats import HEADER
@@ -205,7 +206,7 @@ def _claims(answer: Answer) -> list[str]:
     for s in answer.standings:
         against = "the leader" if s.vs_leader is None else claim_text(s.vs_leader, answer.leader or "the leader")
         single = f"; {claim_text(s.vs_single, 'single')}" if s.vs_single is not None else ""
-        busy = f"; other processes used {s.entry.busy_share:.0%} of the CPUs during its trials" if s.busy else ""
+        busy = f"; {contention_text(s.entry.busy_share, 'its')}" if s.busy else ""
         out.append(f"{s.name} ({rate_text(s.samples_per_s)}, {s.trials} trials): {against}{single}{busy}")
     out += [f"{name}: left out of the ranking: {why}" for name, why in answer.excluded]
     return out
@@ -322,13 +323,12 @@ def decisions(
     configs: pd.DataFrame,
     runs: Sequence[str],
     comparisons: Sequence[RunComparison] = (),
-    decision: Decision | None = None,
+    *,
+    decision: Decision,
 ) -> list[WorkloadDecision]:
-    """Per question of the decision (:func:`dpbench.decision.decide`, computed once by the caller):
-    its headline, heatmaps and claims; the workload's first question also carries the weak-scaling
-    efficiency and the change between runs."""
-    if decision is None:
-        decision = decide(configs, runs)
+    """Per question of ``decision`` (:func:`dpbench.decision.decide`, computed once by the caller,
+    with the fingerprint's departures): its headline, heatmaps and claims; the workload's first
+    question also carries the weak-scaling efficiency and the change between runs."""
     training = training_rows(configs)
     out = []
     seen: set[str] = set()

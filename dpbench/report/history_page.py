@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from dpbench.history.series import History, Series, SeriesChange
-from dpbench.results.units import fmt_ratio
+from dpbench.results.units import fmt_p, fmt_ratio
 from dpbench.schema import __version__
 
 __all__ = ["render_history_page"]
@@ -81,7 +81,7 @@ def _plot(s: Series, commits_url: str | None) -> dict[str, Any]:
                 "x1": _x(c.change.last_before, n),
                 "x2": _x(c.change.first_after, n),
                 "cls": "accepted" if c.accepted else c.direction,
-                "title": f"{fmt_ratio(c.change.ratio)} at {c.commit[:10]} (p = {c.change.p:.1g})",
+                "title": f"{fmt_ratio(c.change.ratio)} at {c.commit[:10]} (p = {fmt_p(c.change.p, digits=1)})",
             }
         )
     return {
@@ -117,7 +117,7 @@ def _change_row(s: Series, c: SeriesChange, url: str | None) -> dict[str, Any]:
         "before": f"{ch.before.median_s * 1e3:.3g} ms [{ch.before.lo_s * 1e3:.3g}, {ch.before.hi_s * 1e3:.3g}]",
         "after": f"{ch.after.median_s * 1e3:.3g} ms [{ch.after.lo_s * 1e3:.3g}, {ch.after.hi_s * 1e3:.3g}]",
         "change": fmt_ratio(ch.ratio),
-        "p": f"{ch.p:.1g}",
+        "p": fmt_p(ch.p, digits=1),
         "steps": len(ch.steps),
         "control": control,
         "accepted": c.accepted.reason if c.accepted else None,

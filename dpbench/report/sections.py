@@ -136,7 +136,7 @@ def decision_section(data: ReportData) -> Section:
             "recipe (optimizer, precision, global batch), on its newest run — the answer, then each configuration "
             "against single (blue faster, red slower; framed: a claim); every claim is listed under it."
         ),
-        data=decisions(data.configs, data.runs, data.judged(), data.decided()),
+        data=decisions(data.configs, data.runs, data.judged(), decision=data.decided()),
     )
 
 

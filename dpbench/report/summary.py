@@ -10,10 +10,9 @@ import math
 
 import pandas as pd
 
-from dpbench.stats import CONTROL_CAP, DISTURBED_SPREADS, median, positive
+from dpbench.stats import busy_run_line, median, positive
 
 __all__ = [
-    "BUSY_SHARE",
     "DRIFT_THRESHOLD",
     "busy_line",
     "ci_name",
@@ -24,9 +23,6 @@ __all__ = [
 ]
 
 DRIFT_THRESHOLD = 0.10  # controls that move more than this across a run's trial passes are reported
-# More disturbed trials than the re-measurement pass may replace (dpbench.measure.remeasure): the
-# machine was busy, and the run says its results are unreliable.
-BUSY_SHARE = 0.20
 
 
 def ci_name(confidence: float) -> str:
@@ -72,23 +68,12 @@ def busy_share(rows: pd.DataFrame) -> tuple[int, int, int]:
 
 
 def busy_line(run: str, rows: pd.DataFrame) -> str | None:
-    """``the machine was busy during 35% of the trials: results are unreliable`` where more than
-    :data:`BUSY_SHARE` of a run's trials were disturbed (beyond what the re-measurement pass may
-    replace), else None."""
+    """``RUN: the machine was busy during 35% of the trials …: results are unreliable`` — the line the
+    session printed (:func:`dpbench.stats.busy_run_line`), from the saved run — else None."""
     disturbed, total, unreplaced = busy_share(rows)
     spread = rows["run_control_spread"].iloc[0] if "run_control_spread" in rows and len(rows) else math.nan
-    if total and DISTURBED_SPREADS * spread > math.log(CONTROL_CAP) and disturbed <= BUSY_SHARE * total:
-        return (
-            f"{run}: the machine was busy throughout: the controls spread by ±{math.expm1(spread):.0%} (robust sd), "
-            f"{disturbed} of {total} trials stood out: results are unreliable"
-        )
-    if not total or disturbed <= BUSY_SHARE * total:
-        return None
-    left = f", {unreplaced} of them not measured again" if unreplaced else ", each measured again"
-    return (
-        f"{run}: the machine was busy during {disturbed / total:.0%} of the trials ({disturbed} of {total}{left}): "
-        "results are unreliable"
-    )
+    line = busy_run_line(disturbed=disturbed, total=total, unreplaced=unreplaced, control_spread=spread)
+    return f"{run}: {line}" if line else None
 
 
 def disturbed_lines(run: str, rows: pd.DataFrame) -> list[str]:

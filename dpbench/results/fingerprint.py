@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpbench.schema import PRECISIONS_FINEST_FIRST, coarsest_precision
+from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, PRECISIONS_FINEST_FIRST, coarsest_precision
 
 __all__ = [
     "TOLERANCES",
@@ -152,7 +152,9 @@ def compare_fingerprints(
         return FingerprintVerdict(
             status=FingerprintStatus.NO_SINGLE, reason=f"{reference} recorded no fingerprint to compare with"
         )
-    precision = coarsest_precision(str(fingerprint.get("precision") or "fp32"), str(single.get("precision") or "fp32"))
+    precision = coarsest_precision(
+        str(fingerprint.get("precision") or DEFAULT_PRECISION), str(single.get("precision") or DEFAULT_PRECISION)
+    )
     tolerance = Tolerance(precision=precision, relative=TOLERANCES.get(precision, TOLERANCES["fp32"]))
     steps = min(len(fingerprint.get("losses") or []), len(single.get("losses") or []))
     common = {"reference": reference, "tolerance": tolerance, "compared_steps": steps}
@@ -205,7 +207,7 @@ def _recipe(row: pd.Series) -> tuple[Any, ...]:
         str(_cell(row, "run")),
         str(_cell(row, "workload")),
         None if batch is None else float(batch),
-        optimizer or "sgd",
+        optimizer or DEFAULT_OPTIMIZER,
         _cell(row, "lr"),
         _cell(row, "seed"),
     )
@@ -221,7 +223,7 @@ def _name(row: pd.Series) -> str:
 
 def _precision(row: pd.Series) -> str:
     fingerprint = _cell(row, "fingerprint")
-    return str(fingerprint.get("precision") or "fp32") if isinstance(fingerprint, Mapping) else "fp32"
+    return str(fingerprint.get("precision") or DEFAULT_PRECISION) if isinstance(fingerprint, Mapping) else DEFAULT_PRECISION
 
 
 def _recipe_text(key: tuple[Any, ...]) -> str:

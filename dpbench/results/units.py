@@ -1,10 +1,11 @@
-"""Human-readable numbers for the report's tables and the compare table."""
+"""Human-readable numbers for the report's tables, the compare table and history's outputs: one
+function per kind of number, so a p-value or a step time reads the same wherever it is printed."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["fmt_bytes", "fmt_num", "fmt_pct", "fmt_ratio", "fmt_seconds"]
+__all__ = ["fmt_bytes", "fmt_num", "fmt_p", "fmt_pct", "fmt_ratio", "fmt_seconds", "fmt_time"]
 
 
 def _is_missing(value: Any) -> bool:
@@ -30,6 +31,21 @@ def fmt_seconds(value: Any) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.3g} {unit}"
     return f"{v / 1e-9:.3g} ns"
+
+
+def fmt_time(value: Any, unit: str) -> str:
+    """``0.0123`` in ``s/step`` → ``12.3 ms/step``: the seconds scaled (:func:`fmt_seconds`), what
+    ``unit`` says after the ``s`` kept."""
+    text = fmt_seconds(value)
+    return text if text == "–" else f"{text}{unit.removeprefix('s')}"
+
+
+def fmt_p(value: Any, *, digits: int = 2) -> str:
+    """A p-value to ``digits`` significant digits (``0.0031``; history's change points, all far
+    below its alpha, to one)."""
+    if _is_missing(value):
+        return "–"
+    return f"{float(value):.{digits}g}"
 
 
 def fmt_bytes(value: Any) -> str:

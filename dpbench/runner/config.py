@@ -137,7 +137,7 @@ def load_config(path: Path, table: dict[str, Any]) -> RunConfig:
         if key not in known:
             from dpbench.workloads.spec_syntax import close_names
 
-            raise ConfigError(f"{path}: {prefix}{key}: unknown key; {close_names(key, sorted(known), what='keys')}")
+            raise ConfigError(f"{path}: {prefix}{key}: unknown key{close_names(key, sorted(known), what='keys')}")
     values: dict[str, Any] = {"source": str(path)}
     if "workloads" in table:
         raw = table["workloads"]

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpbench._atomic import no_empty_directories
+from dpbench.errors import check_choice, check_names
 from dpbench.measure.settings import SessionSettings, build_settings, check_design
-from dpbench.results.console import check_choice, check_names
 from dpbench.runner.config import (
     SUITES,
     WORKLOAD_SUITES,

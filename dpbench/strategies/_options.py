@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 from dpbench.strategies.errors import StrategyUnavailable
 
 __all__ = [
-    "OPTIMIZERS",
-    "PRECISIONS",
     "SHARED_OPTIONS",
     "CommonOptions",
     "CompileOptions",
@@ -44,8 +43,6 @@ __all__ = [
     "is_int_in",
 ]
 
-OPTIMIZERS = ("sgd", "adamw")
-PRECISIONS = ("fp32", "bf16", "fp16")
 # The options strategies share, in the order they follow each strategy's own options in a resolved
 # dict. Saved results record that dict key by key, so this order is part of the results format.
 SHARED_OPTIONS = ("checkpoint", "compile", "optimizer", "precision")
@@ -71,10 +68,10 @@ class CommonOptions:
     # The strategy these options belong to: the first word of every error message.
     strategy: ClassVar[str] = "strategy"
 
-    optimizer: str = "sgd"
+    optimizer: str = DEFAULT_OPTIMIZER
     """``"sgd"`` (plain SGD, no momentum) or ``"adamw"`` (torch's defaults apart from ``lr``)."""
 
-    precision: str = "fp32"
+    precision: str = DEFAULT_PRECISION
     """``"fp32"``, ``"bf16"`` (autocast, CPU and CUDA) or ``"fp16"`` (autocast + GradScaler, CUDA only)."""
 
     checkpoint: bool = False

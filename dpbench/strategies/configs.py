@@ -15,11 +15,11 @@ read the same syntax (:func:`split_config`, :func:`merge_options`).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dpbench.errors import did_you_mean, expected_names_from
 from dpbench.workloads.spec_syntax import parse_value, split_specs
 
 if TYPE_CHECKING:
@@ -72,11 +72,6 @@ def _format(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) or value is None else str(value)
 
 
-def _closest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def split_config(what: str, item: str) -> tuple[str, dict[str, Any]]:
     """``ddp@bucket_cap_mb=100,static_graph=true`` → ``("ddp", {"bucket_cap_mb": 100, "static_graph": True})``:
     the syntax only (the strategy and option names are the caller's to check); a ValueError in one
@@ -123,16 +118,14 @@ def parse_configs(what: str, raw: str | Sequence[str], *, world_size: int = 2) -
     for item in items:
         name = item.partition("@")[0].strip()
         if name not in known:
-            raise ValueError(
-                f"{what}: expected strategy names from {', '.join(known)}, found {name!r}{_closest(name, known)}"
-            )
+            raise ValueError(expected_names_from(what, name, known, what="strategy names"))
         name, options = split_config(what, item)
         cls = get_strategy(name)
         own = list(cls.option_defaults)
         unknown = [k for k in options if k not in own]
         if unknown:
             raise ValueError(
-                f"{what}: {item!r}: {name} has no option {unknown[0]!r}{_closest(unknown[0], own)}; "
+                f"{what}: {item!r}: {name} has no option {unknown[0]!r}{did_you_mean(unknown[0], own)}; "
                 f"its options: {', '.join(own)}"
             )
         typed = cls.options_type(**options)

@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The optimizers and precisions the estimator checks (defined in dpbench.schema, named here for its callers).
+from dpbench.schema import OPTIMIZERS, PRECISIONS
+
 __all__ = [
     "OPTIMIZERS",
     "PRECISIONS",
@@ -35,8 +38,6 @@ __all__ = [
     "format_bytes",
 ]
 
-OPTIMIZERS = ("sgd", "adamw")
-PRECISIONS = ("fp32", "bf16", "fp16")
 # AdamW's step counter: a 0-dim float32 tensor per parameter (torch's _get_scalar_dtype()).
 _ADAMW_STEP_BYTES = 4
 

@@ -20,7 +20,6 @@ Hugging Face libraries are set offline before ``transformers`` is imported.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import os
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpbench.errors import did_you_mean
 from dpbench.workloads.base import Workload
 from dpbench.workloads.data import check_batch_args, step_generator
 from dpbench.workloads.spec_syntax import SpecError, close_names, parse_int_tuple
@@ -90,12 +90,11 @@ def supported_types() -> dict[str, tuple[str, str]]:
 
 
 def _unsupported(model_type: Any, supported: dict[str, tuple[str, str]]) -> str:
-    """``'did you mean …? N model types are supported …'`` — the list is too long to print whole."""
-    close = difflib.get_close_matches(str(model_type), list(supported), n=4, cutoff=0.6)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
+    """``" (did you mean 'gpt2'?); N model types are supported …"`` — the list is too long to print
+    whole, so up to four close names are offered."""
     return (
-        f"{hint}{len(supported)} model types are supported, those transformers maps to a causal-LM, "
-        f"masked-LM, seq2seq-LM or image-classification head"
+        f"{did_you_mean(str(model_type), supported, most=4)}; {len(supported)} model types are supported, "
+        "those transformers maps to a causal-LM, masked-LM, seq2seq-LM or image-classification head"
     )
 
 
@@ -147,14 +146,14 @@ def _base_config(target: str, spec: str) -> tuple[str, dict[str, Any]]:
         supported = supported_types()
         if model_type not in supported:
             raise _error(
-                f"workload spec {spec!r}: {path}: model_type {model_type!r} is not supported; "
+                f"workload spec {spec!r}: {path}: model_type {model_type!r} is not supported"
                 f"{_unsupported(model_type, supported)}"
             )
         return model_type, {k: v for k, v in raw.items() if k != "model_type"}
     supported = supported_types()
     if target not in supported:
         raise _error(
-            f"workload spec {spec!r}: unknown hf model type {target!r}; "
+            f"workload spec {spec!r}: unknown hf model type {target!r}"
             f"{_unsupported(target, supported)} (or hf:PATH to a config directory)"
         )
     return target, {}
@@ -198,7 +197,7 @@ def _checked_overrides(
             continue  # a property: its setter checks the value
         if key not in values:
             raise _error(
-                f"workload spec {spec!r}: override {key!r} is no field of the {model_type} config; "
+                f"workload spec {spec!r}: override {key!r} is no field of the {model_type} config"
                 f"{close_names(key, sorted({*values, *settable, *own_keys}), what='fields')}"
             )
         default = values[key]

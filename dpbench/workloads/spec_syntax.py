@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from dpbench.errors import did_you_mean
 
 __all__ = [
     "GLOBAL_BATCH_KEY",
@@ -121,11 +122,11 @@ def split_specs(raw: str) -> tuple[str, ...]:
 
 
 def close_names(name: str, known: list[str] | tuple[str, ...], *, what: str) -> str:
-    """``"did you mean …? Known <what>: …"``: the close names first (difflib), then a bounded list."""
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    """``" (did you mean 'x'?); known <what>: a, b, …"``, to follow the refused name: the closest
+    names (:func:`dpbench.errors.did_you_mean`; up to three, since the list may be cut), then a
+    bounded list."""
     listed = ", ".join(sorted(known)[:40]) + (", …" if len(known) > 40 else "")
-    hint = f"did you mean {', '.join(close)}? " if close else ""
-    return f"{hint}known {what}: {listed or 'none'}"
+    return f"{did_you_mean(name, known, most=3)}; known {what}: {listed or 'none'}"
 
 
 def parse_int_tuple(spec: str, key: str, value: Any) -> tuple[int, ...]:

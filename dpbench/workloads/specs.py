@@ -24,7 +24,6 @@ there), so a user's lambdas and local classes work under every strategy.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import importlib
 import importlib.util
@@ -34,6 +33,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from dpbench.errors import did_you_mean
 from dpbench.workloads.base import Workload
 from dpbench.workloads.registry import builtin_factory, get_workload, list_workloads
 from dpbench.workloads.spec_syntax import (
@@ -157,8 +157,7 @@ def meta_sizes(spec: str | Workload) -> tuple[int, int]:
 
 def _registered(parsed: WorkloadSpec, overrides: dict[str, Any]) -> Workload:
     if parsed.target not in list_workloads():
-        close = difflib.get_close_matches(parsed.target, list_workloads(), n=3, cutoff=0.6)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(parsed.target, list_workloads(), most=3)
         if "." in parsed.target or "/" in parsed.target:
             hint = " (a module or a file needs :ATTR, e.g. my_models:tiny_net)"
         raise SpecError(
@@ -185,7 +184,7 @@ def _call_factory(parsed: WorkloadSpec, factory: Any, overrides: dict[str, Any])
         for key in overrides:
             if key not in known:
                 raise SpecError(
-                    f"workload spec {parsed.text!r}: override {key!r} is no argument of {_qualname(factory)}; "
+                    f"workload spec {parsed.text!r}: override {key!r} is no argument of {_qualname(factory)}"
                     f"{close_names(key, known, what='arguments')}"
                 )
         for key, value in list(overrides.items()):

@@ -57,13 +57,23 @@ def _run(seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def test_the_decision_cannot_be_asked_for_without_the_fingerprint_departures():
+    # A configuration whose fingerprint departs from single's computes something else: a decision
+    # that forgot the departures would rank it. Neither the model nor the report's view has a default.
+    frame = _run(0)
+    with pytest.raises(TypeError, match="departures"):
+        decide(frame, ["0001_x"])
+    with pytest.raises(TypeError, match="decision"):
+        decisions(frame, ["0001_x"])
+
+
 RATIO = re.compile(r"(\d+\.\d\d)×")
 
 
 @pytest.mark.parametrize("seed", range(150))
 def test_no_view_contradicts_the_model(seed):
     frame = _run(seed)
-    decision = decide(frame, ["0001_x"])
+    decision = decide(frame, ["0001_x"], departures={})  # no fingerprints: nothing departs
     doc = decision.to_dict()
     level = doc["level"]
     terminal = summary_lines(decision)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from dpbench.decision.claims import Claim, claim_of, min_pairs, trials_to_settle
@@ -120,3 +121,25 @@ def test_a_long_spec_is_never_broken_across_lines():
     answer = answer_question(q, [_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 0.5)], busy_limit=0.2)
     lines = summary_lines(Decision(answers=(answer,)))
     assert any(spec in line for line in lines)
+
+
+def test_a_question_is_built_one_way_for_a_saved_row_and_a_measured_case():
+    from dpbench.decision.questions import question_of
+    from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
+
+    # A case that names no optimizer or precision trains with the strategies' defaults.
+    assert Question.of(workload="mlp", global_batch=64, options={}) == Question(
+        workload="mlp", optimizer=DEFAULT_OPTIMIZER, precision=DEFAULT_PRECISION, global_batch=64.0
+    )
+    row = pd.Series({"workload": "mlp", "batch": 64.0, "optimizer": "adamw", "precision": "bf16"})
+    case = Question.of(workload="mlp", global_batch=64, options={"optimizer": "adamw", "precision": "bf16"})
+    assert question_of(row) == case
+    # A saved row that recorded no recipe says nothing about it.
+    assert question_of(pd.Series({"workload": "mlp", "batch": float("nan")})).title == "mlp"
+
+
+def test_a_busy_case_is_judged_and_said_one_way():
+    from dpbench.decision.contention import CONTENDED, contention_text, is_busy
+
+    assert is_busy(CONTENDED + 0.01) and not is_busy(CONTENDED) and not is_busy(math.nan)
+    assert contention_text(0.78, "ddp w2's") == "other processes used 78% of the CPUs during ddp w2's trials"

@@ -42,12 +42,12 @@ def _claim(decision) -> Claim:
 
 
 def test_without_a_recorded_level_the_fixed_design_claims():
-    decision = decide(_configs(None), ["r1"])
+    decision = decide(_configs(None), ["r1"], departures={})
     assert _claim(decision) is Claim.SLOWER and decision.answers[0].level == decision.level == CLAIM_LEVEL
 
 
 def test_the_recorded_level_is_the_one_claims_are_made_at_and_the_one_stated():
-    decision = decide(_configs(0.9375), ["r1"])
+    decision = decide(_configs(0.9375), ["r1"], departures={})
     assert _claim(decision) is Claim.UNSETTLED
     assert decision.answers[0].level == decision.level == 0.9375  # the level every view states once
     assert decision.answers[0].standing("single w1").vs_leader.ratio.confidence == pytest.approx(1 - 2 / 256)

@@ -153,7 +153,7 @@ def test_unknown_workload_names_are_refused_in_one_line_listing_the_known_ones()
         resolve_profile(cuda_count=0, cpu_count=2, environ={"DPBENCH_WORKLOADS": "mlp, mpl,lenett"})
     assert str(info.value) == (
         "DPBENCH_WORKLOADS: Unknown workload 'mpl'. Available names: dict_model, lenet, mlp, resnet18, transformer "
-        "(did you mean mlp?); other specs: MODULE:ATTR, path/to/file.py:ATTR, hf:MODEL_TYPE, hf:PATH"
+        "(did you mean 'mlp'?); other specs: MODULE:ATTR, path/to/file.py:ATTR, hf:MODEL_TYPE, hf:PATH"
     )
 
 

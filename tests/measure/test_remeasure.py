@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from dpbench.measure.extra_info import publish, trials_info
-from dpbench.measure.remeasure import REMEASURE_SHARE, plan, remeasure
+from dpbench.measure.remeasure import plan, remeasure
 from dpbench.measure.trials import TrialResult, TrialSession
-from dpbench.stats import paired_ratio
+from dpbench.stats import REMEASURE_SHARE, paired_ratio
 
 CLEAN_CONTROL = 0.001
 

@@ -76,7 +76,7 @@ def test_dpbench_toml_wins_over_pyproject_and_the_command_line_over_both(tmp_pat
         ("trials = 0", "tool.dpbench.trials: expected an int >= 1, found 0"),
         (
             "trails = 3",
-            r"tool.dpbench.trails: unknown key; did you mean trials, strategies, max_trials\? "
+            r"tool.dpbench.trails: unknown key \(did you mean 'trials', 'strategies' or 'max_trials'\?\); "
             r"known keys: budget, device",
         ),
         ('world_sizes = "1,2"', "tool.dpbench.world_sizes: expected a non-empty list of ints >= 1, found '1,2'"),

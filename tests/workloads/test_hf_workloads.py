@@ -110,9 +110,9 @@ def test_a_config_directory_is_read_and_overridden(tmp_path):
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("hf:gpt3", r"unknown hf model type 'gpt3'; did you mean .*gpt2.*\? \d+ model types are supported"),
+        ("hf:gpt3", r"unknown hf model type 'gpt3' \(did you mean .*'gpt2'.*\?\); \d+ model types are supported"),
         ("hf:openai-community/gpt2", r"is no local directory; dpbench downloads nothing, so a hub id is refused"),
-        ("hf:gpt2@n_layr=2", r"override 'n_layr' is no field of the gpt2 config; did you mean n_layer\?"),
+        ("hf:gpt2@n_layr=2", r"'n_layr' is no field of the gpt2 config \(did you mean 'n_layer'\?\); known fields"),
         ("hf:gpt2@n_embd=30,n_head=4", r"refused"),
         ("hf:gpt2@seq_len=2048", r"seq_len: expected at most the config's 1024 positions, found 2048"),
     ],

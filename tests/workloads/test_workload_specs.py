@@ -87,9 +87,9 @@ def test_a_registered_name_resolves_to_the_registered_workload_and_overrides_cal
 
 
 def test_unknown_names_and_overrides_list_close_names():
-    with pytest.raises(SpecError, match=r"Unknown workload 'mpl'\. Available names: .*\(did you mean mlp\?\)"):
+    with pytest.raises(SpecError, match=r"Unknown workload 'mpl'\. Available names: .*\(did you mean 'mlp'\?\)"):
         resolve_workload("mpl")
-    with pytest.raises(SpecError, match=r"override 'hiden' is no argument of mlp_workload; did you mean hidden\?"):
+    with pytest.raises(SpecError, match=r"no argument of mlp_workload \(did you mean 'hidden'\?\); known arguments"):
         resolve_workload("mlp@hiden=3")
     with pytest.raises(SpecError, match="hidden must be >= 1, got 0"):
         resolve_workload("mlp@hidden=0")
@@ -127,7 +127,7 @@ def test_a_file_spec_imports_the_file_by_its_path(user_dir, monkeypatch):
         ("my_models:tiny", r"module 'my_models' has no attribute 'tiny'; its Workload attributes: fixed, tiny_net$"),
         ("my_models:not_a_workload", r"not_a_workload is a int, expected a dpbench.Workload or a callable"),
         ("my_models:returns_int", r"returns_int\(\) returned a int, expected a dpbench.Workload"),
-        ("my_models:tiny_net@hiden=3", r"override 'hiden' is no argument of tiny_net; did you mean hidden\?"),
+        ("my_models:tiny_net@hiden=3", r"'hiden' is no argument of tiny_net \(did you mean 'hidden'\?\); known"),
         ("my_models:fixed@hidden=3", r"fixed is a Workload, which takes no overrides"),
         ("missing/file.py:net", r"expected a Python file, found no file 'missing/file.py'"),
     ],
