@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim
 from dpbench.decision.contention import CONTENDED
-from dpbench.decision.model import Entry, Outcome, Question, answer_question
+from dpbench.decision.model import AnswerOutcome, Entry, Question, answer_question
 from dpbench.decision.sequential import plan_looks
 from dpbench.measure.settle import Settling
 from dpbench.measure.trials import TrialResult, TrialSession
@@ -165,7 +165,7 @@ def run_cell(model, found, *, configs: int, gap: float, jobs: int, seed: int, pl
             wrong = false_claims(answer, true)
             out[f"fixed{n}"] += wrong
             out[f"jobs{n}"] += wrong > 0
-            out[f"settled{n}"] += answer.outcome is not Outcome.UNSETTLED
+            out[f"settled{n}"] += answer.outcome is not AnswerOutcome.UNSETTLED
     return out
 
 

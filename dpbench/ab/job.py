@@ -50,7 +50,7 @@ from dpbench.ab.revisions import (
     run_logged,
     say,
 )
-from dpbench.ab.settle import Look, SettlePlan, end_line, until_settled
+from dpbench.ab.settle import PairsLook, SettlePlan, end_line, until_settled
 
 __all__ = [
     "DEFAULT_TRIALS",
@@ -281,7 +281,7 @@ def run_ab(
     keep: bool = False,
     judge: Judge | None = None,
     settle: SettlePlan | None = None,
-    look: Look | None = None,
+    look: PairsLook | None = None,
     budget: str | None = None,
 ) -> int:
     """Prepare, measure alternately, compare. Returns the exit code (compare's, or 4 / 130 / 143).

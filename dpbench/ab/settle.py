@@ -34,10 +34,10 @@ from dpbench.measure.settings import parse_budget as parse_duration
 
 __all__ = [
     "LOOKS",
-    "Look",
+    "PairsLook",
     "LookResult",
     "OpenCase",
-    "Outcome",
+    "SettleOutcome",
     "SettlePlan",
     "end_line",
     "next_target",
@@ -121,7 +121,7 @@ class LookResult:
     """the cases still inconclusive"""
 
 
-Look = Callable[[Sequence[str], Sequence[str], float], LookResult]
+PairsLook = Callable[[Sequence[str], Sequence[str], float], LookResult]
 """Judges the saved pairs in this process: (base runs, head runs, alpha) → what is still open. The
 command line hands in the gate's comparison; the verdict itself is still printed by the judge."""
 
@@ -130,7 +130,7 @@ RunRound = Callable[[int, Sequence[str]], None]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Outcome:
+class SettleOutcome:
     """Why the extra rounds stopped, and what they cost."""
 
     stopped: str
@@ -175,14 +175,14 @@ def _plan_line(
 def until_settled(
     plan: SettlePlan,
     *,
-    look: Look,
+    look: PairsLook,
     run_round: RunRound,
     runs: Callable[[], tuple[Sequence[str], Sequence[str]]],
     started: float,
     first_rounds_s: float,
     say: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
-) -> Outcome:
+) -> SettleOutcome:
     """After the first ``plan.trials`` rounds (``first_rounds_s`` seconds; the job began at ``started``
     on ``clock``): look, and run more rounds of the open cases until settled, the maximum or the budget.
     ``runs``: each side's saved runs so far (the look judges them). The verdict is the caller's: a
@@ -192,7 +192,7 @@ def until_settled(
     found = look(*runs(), plan.look_alpha)
     while found.open:
         if pairs >= plan.max_trials:
-            return Outcome(stopped="max", open=found.open, rounds=pairs, looks=looks)
+            return SettleOutcome(stopped="max", open=found.open, rounds=pairs, looks=looks)
         target = next_target(pairs, found.open, max_trials=plan.max_trials, last=looks + 1 >= plan.looks)
         _plan_line(found, pairs=pairs, target=target, look=looks, looks=plan.looks, round_s=every_case_s, say=say)
         selection = [c.name for c in found.open]
@@ -208,15 +208,15 @@ def until_settled(
             expected = clock() - began
             pairs, ran = pairs + 1, ran + 1
         if not ran:
-            return Outcome(stopped="budget", open=found.open, rounds=pairs, looks=looks)
+            return SettleOutcome(stopped="budget", open=found.open, rounds=pairs, looks=looks)
         looks += 1
         found = look(*runs(), plan.look_alpha)
         if found.open and pairs < target:
-            return Outcome(stopped="budget", open=found.open, rounds=pairs, looks=looks)
-    return Outcome(stopped="settled", open=(), rounds=pairs, looks=looks)
+            return SettleOutcome(stopped="budget", open=found.open, rounds=pairs, looks=looks)
+    return SettleOutcome(stopped="settled", open=(), rounds=pairs, looks=looks)
 
 
-def end_line(outcome: Outcome, plan: SettlePlan, *, budget: str | None, trials: int, seconds: float) -> str:
+def end_line(outcome: SettleOutcome, plan: SettlePlan, *, budget: str | None, trials: int, seconds: float) -> str:
     """The job's last line: what stopped the rounds, what is still open, the trials and the time."""
     still = ", ".join(_shown(c) for c in outcome.open)
     why = {

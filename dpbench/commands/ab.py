@@ -12,7 +12,15 @@ from dpbench.ab.bisect import bisect_environments, check_bisect, report
 from dpbench.ab.environments import SideSpec, parse_sides
 from dpbench.ab.job import DEFAULT_TRIALS, WORKDIR_NAME, Judge, parse_trials, run_ab
 from dpbench.ab.revisions import ABError
-from dpbench.ab.settle import MAX_TRIALS_FACTOR, Look, LookResult, OpenCase, SettlePlan, parse_budget, parse_max_trials
+from dpbench.ab.settle import (
+    MAX_TRIALS_FACTOR,
+    LookResult,
+    OpenCase,
+    PairsLook,
+    SettlePlan,
+    parse_budget,
+    parse_max_trials,
+)
 from dpbench.commands.options import ExamplesFormatter, examples
 from dpbench.errors import UsageError
 
@@ -40,7 +48,7 @@ def _settle_plan(args: argparse.Namespace, trials: int) -> SettlePlan | None:
     return None if off else SettlePlan(trials=trials, max_trials=max_trials, budget_s=budget, alpha=alpha)
 
 
-def _look(args: argparse.Namespace) -> Look:
+def _look(args: argparse.Namespace) -> PairsLook:
     """The gate's paired comparison of the saved pairs, in this process: which cases are inconclusive,
     and how many pairs its next-step estimate says each needs."""
     from dpbench.gate.compare import DEFAULT_THRESHOLD, compare_runs, parse_threshold

@@ -34,10 +34,19 @@ from dpbench.decision.contention import contention_text, is_busy
 from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, paired_ratio
 
-__all__ = ["Answer", "Comparison", "Decision", "Entry", "Outcome", "Question", "Standing", "answer_question"]
+__all__ = [
+    "Answer",
+    "ConfigComparison",
+    "Decision",
+    "Entry",
+    "AnswerOutcome",
+    "Question",
+    "Standing",
+    "answer_question",
+]
 
 
-class Outcome(str, Enum):
+class AnswerOutcome(str, Enum):
     """What a question's answer is (a saved identifier)."""
 
     FASTEST = "fastest"
@@ -110,7 +119,7 @@ class Entry:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Comparison:
+class ConfigComparison:
     """One configuration against another, trial i against trial i, as a claim."""
 
     ratio: PairedRatio
@@ -141,9 +150,9 @@ class Standing:
     """The median of its kept trials' throughput (what a table shows beside the ratios)."""
     trials: int
     """Its kept trials."""
-    vs_leader: Comparison | None = None
+    vs_leader: ConfigComparison | None = None
     """Its throughput over the leader's (None for the leader itself)."""
-    vs_single: Comparison | None = None
+    vs_single: ConfigComparison | None = None
     """Its throughput over ``single``'s at the recipe (None for single, or where none ran)."""
     busy: bool = False
     """Other processes took more than the contention limit of the machine during its trials."""
@@ -159,7 +168,7 @@ class Answer:
 
     question: Question
     run: str
-    outcome: Outcome
+    outcome: AnswerOutcome
     leader: str | None
     """The configuration with the highest paired throughput (None when nothing was measured)."""
     standings: tuple[Standing, ...] = ()
@@ -191,7 +200,7 @@ class Answer:
     def open_configurations(self) -> tuple[str, ...]:
         """What more trials could still change: the leader, the unsettled and the busy ones
         (empty once the answer is settled)."""
-        if self.outcome is not Outcome.UNSETTLED:
+        if self.outcome is not AnswerOutcome.UNSETTLED:
             return ()
         names = [self.leader] if self.leader else []
         if self.reasons:  # a busy leader or runner-up: new pairs of both are what can settle it
@@ -233,11 +242,11 @@ def _num(value: float) -> float | None:
     return None if not isinstance(value, (int, float)) or not math.isfinite(value) else float(value)
 
 
-def _compare(numerator: Entry, denominator: Entry, *, level: float, margin: float) -> Comparison:
+def _compare(numerator: Entry, denominator: Entry, *, level: float, margin: float) -> ConfigComparison:
     ratio = paired_ratio(numerator.throughputs, denominator.throughputs, level)
     claim = claim_of(ratio, margin=margin, level=level)
     settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
-    return Comparison(ratio=ratio, claim=claim, settle_trials=settle)
+    return ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle)
 
 
 def _kept(entry: Entry) -> list[float]:
@@ -302,7 +311,9 @@ def answer_question(
         margin=margin,
     )
     if not ranked:
-        return Answer(outcome=Outcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common)
+        return Answer(
+            outcome=AnswerOutcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common
+        )
     reference = single or max(ranked, key=lambda e: len(_kept(e)))
     leader = _leader(ranked, reference, level=level, margin=margin)
 
@@ -319,7 +330,7 @@ def answer_question(
     others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
     standings = (standing(leader), *others)
     if not others:
-        return Answer(outcome=Outcome.ALONE, leader=leader.name, standings=standings, **common)
+        return Answer(outcome=AnswerOutcome.ALONE, leader=leader.name, standings=standings, **common)
     claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
     reasons = [
         contention_text(s.entry.busy_share, f"{s.name}'s")
@@ -327,11 +338,11 @@ def answer_question(
         if s.busy
     ]
     if reasons or Claim.UNSETTLED in claims:
-        outcome = Outcome.UNSETTLED
+        outcome = AnswerOutcome.UNSETTLED
     elif Claim.LEVEL in claims:
-        outcome = Outcome.LEVEL
+        outcome = AnswerOutcome.LEVEL
     else:
-        outcome = Outcome.FASTEST
+        outcome = AnswerOutcome.FASTEST
     level_with = tuple(s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.LEVEL)
     return Answer(
         outcome=outcome,

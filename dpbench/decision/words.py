@@ -9,7 +9,7 @@ import math
 import textwrap
 
 from dpbench.decision.claims import Claim
-from dpbench.decision.model import Answer, Comparison, Decision, Outcome, Standing
+from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
 
 __all__ = [
     "WIDTH",
@@ -47,18 +47,18 @@ def level_line(decision: Decision) -> str:
     )
 
 
-def interval_text(c: Comparison) -> str:
+def interval_text(c: ConfigComparison) -> str:
     r = c.ratio
     if r.pairs < 2 or not math.isfinite(r.lo):
         return f"{r.pairs} pair{'s' if r.pairs != 1 else ''}: no interval"
     return f"CI {r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs"
 
 
-def _settle(c: Comparison) -> str:
+def _settle(c: ConfigComparison) -> str:
     return f"settles at ~{c.settle_trials} trials" if c.settle_trials else "many more trials needed"
 
 
-def claim_text(c: Comparison, other: str) -> str:
+def claim_text(c: ConfigComparison, other: str) -> str:
     """``0.83× ddp w2 (CI 0.80–0.86, 5 pairs): slower``: a ratio with its claim against ``other``."""
     said = {
         Claim.FASTER: "faster",
@@ -89,11 +89,11 @@ def headline(answer: Answer) -> str:
     rate = rate_text(lead.samples_per_s)
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
-    if answer.outcome is Outcome.ALONE:
+    if answer.outcome is AnswerOutcome.ALONE:
         return f"{where}: only {lead.name} ran, at {rate}{single}."
-    if answer.outcome is Outcome.FASTEST:
+    if answer.outcome is AnswerOutcome.FASTEST:
         return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
-    if answer.outcome is Outcome.LEVEL:
+    if answer.outcome is AnswerOutcome.LEVEL:
         tail = f"; slower: the other {len(slower)}" if slower else ""
         return (
             f"{where}: no single fastest: {lead.name} ({rate}{single}) is level with "
@@ -115,7 +115,9 @@ def _row(s: Standing, answer: Answer) -> str:
     """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
     busy = " · busy" if s.busy else ""
     if s.name == answer.leader:
-        lead = {Outcome.FASTEST: "the fastest", Outcome.LEVEL: "leads a level set"}.get(answer.outcome, "leads")
+        lead = {AnswerOutcome.FASTEST: "the fastest", AnswerOutcome.LEVEL: "leads a level set"}.get(
+            answer.outcome, "leads"
+        )
         return lead + busy
     c = s.vs_leader
     assert c is not None

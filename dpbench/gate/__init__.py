@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
 
-__all__ = ["Comparison", "Verdict", "compare_frames", "compare_runs"]
+__all__ = ["GateComparison", "Verdict", "compare_frames", "compare_runs"]
 
 _LAZY = {
-    "Comparison": "dpbench.gate.compare",
+    "GateComparison": "dpbench.gate.compare",
     "Verdict": "dpbench.gate.compare",
     "compare_frames": "dpbench.gate.compare",
     "compare_runs": "dpbench.gate.compare",

@@ -31,7 +31,7 @@ from dpbench.errors import UsageError
 from dpbench.gate.family import Item, judge_family
 from dpbench.gate.judge import Pooled
 from dpbench.gate.sides import contention_note, kept, notes
-from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Family, GateWarning, Verdict, WarningKind
+from dpbench.gate.verdicts import BenchmarkComparison, Family, GateComparison, GateWarning, Verdict, WarningKind
 from dpbench.results.load import (
     DEFAULT_RESULTS_DIR,
     MACHINE_FIELDS,
@@ -45,7 +45,7 @@ from dpbench.stats import Threshold, median
 
 __all__ = [
     "BenchmarkComparison",
-    "Comparison",
+    "GateComparison",
     "Family",
     "Pooled",
     "Verdict",
@@ -258,7 +258,7 @@ def compare_frames(
     allow_missing: bool = False,
     paired: bool = False,
     baseline_levels: dict[str, tuple[Pooled, str]] | None = None,
-) -> Comparison:
+) -> GateComparison:
     """Compare two sides, each a frame from :func:`dpbench.results.frame.runs_frame` of one or more runs.
 
     ``aa``: more runs of the baseline's code on its machine (A/A references): the between-run
@@ -295,7 +295,7 @@ def compare_frames(
     for frame in aa or []:
         _check_aa(baseline, frame)
         references.append(pool_side(frame, "--aa run"))
-    cmp = Comparison(
+    cmp = GateComparison(
         baseline=baseline_name,
         candidate=candidate_name,
         threshold=threshold,
@@ -389,7 +389,7 @@ def compare_runs(
     allow_missing: bool = False,
     paired: bool = False,
     baseline_levels: Callable[[pd.DataFrame], tuple[dict[str, tuple[Pooled, str]], list[str]]] | None = None,
-) -> Comparison:
+) -> GateComparison:
     """Resolve and load each side's runs (files, directories → their newest run, or ids) and
     compare them; ``aa`` optionally names more runs of the baseline's code. ``baseline_levels``
     maps the baseline's frame to replacement baselines and warnings (``--history``: built by

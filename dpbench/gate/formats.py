@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
+from dpbench.gate.compare import BenchmarkComparison, GateComparison, Verdict
 from dpbench.results.units import fmt_p, fmt_ratio, fmt_time
 
 __all__ = [
@@ -53,12 +53,12 @@ def _row(b: BenchmarkComparison, name: str) -> list[str]:
     ]
 
 
-def rows(cmp: Comparison) -> list[list[str]]:
+def rows(cmp: GateComparison) -> list[list[str]]:
     names = display_names([b.name for b in cmp.benchmarks])
     return [_row(b, names[b.name]) for b in cmp.benchmarks]
 
 
-def summary_line(cmp: Comparison) -> str:
+def summary_line(cmp: GateComparison) -> str:
     """``regressed 1, improved 0, unchanged 12, …`` — every verdict, zeros included."""
     return ", ".join(f"{verdict} {count}" for verdict, count in cmp.counts.items())
 
@@ -67,7 +67,7 @@ def _pct(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.1%}"
 
 
-def family_line(cmp: Comparison) -> str:
+def family_line(cmp: GateComparison) -> str:
     """What the comparison estimated from all its benchmarks: the test's assumptions, in one line."""
     f = cmp.family
     parts = [
@@ -108,7 +108,7 @@ def family_line(cmp: Comparison) -> str:
     return "; ".join(parts)
 
 
-def verdict_line(cmp: Comparison) -> str:
+def verdict_line(cmp: GateComparison) -> str:
     rule = f"slower than the machine's move by > {cmp.threshold:.1%} with p < {cmp.alpha:g} after Holm"
     short = display_names([b.name for b in cmp.benchmarks])
     # The job's own verdict on a move of (nearly) everything comes first: it is what the reader must act on.
@@ -127,7 +127,7 @@ def verdict_line(cmp: Comparison) -> str:
     return "; ".join(parts)
 
 
-def to_text(cmp: Comparison) -> str:
+def to_text(cmp: GateComparison) -> str:
     """A plain-text table for the terminal; the counts and the verdict last."""
     table = [HEADER] + rows(cmp)
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
@@ -149,7 +149,7 @@ def _md(text: str) -> str:
     return text.replace("\n", " ")
 
 
-def to_markdown(cmp: Comparison) -> str:
+def to_markdown(cmp: GateComparison) -> str:
     """A summary for a pull-request comment."""
     icon = "❌" if cmp.exit_code else "✅"
     lines = [
@@ -171,7 +171,7 @@ def to_markdown(cmp: Comparison) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def to_json(cmp: Comparison, *, next_steps: bool = False) -> dict[str, Any]:
+def to_json(cmp: GateComparison, *, next_steps: bool = False) -> dict[str, Any]:
     """The comparison as JSON; ``next_steps``: each benchmark also carries its ``next_step`` (the
     terminal's plan for an inconclusive case; '' for the others)."""
 
@@ -196,7 +196,7 @@ def to_json(cmp: Comparison, *, next_steps: bool = False) -> dict[str, Any]:
     }
 
 
-def _benchmark_json(cmp: Comparison, b: BenchmarkComparison, clean, next_steps: bool) -> dict[str, Any]:
+def _benchmark_json(cmp: GateComparison, b: BenchmarkComparison, clean, next_steps: bool) -> dict[str, Any]:
     out = {k: clean(v) for k, v in asdict(b).items()}
     if next_steps:
         from dpbench.gate.next_step import next_step
@@ -206,7 +206,7 @@ def _benchmark_json(cmp: Comparison, b: BenchmarkComparison, clean, next_steps: 
     return out
 
 
-def to_github_action_benchmark(cmp: Comparison) -> list[dict[str, Any]]:
+def to_github_action_benchmark(cmp: GateComparison) -> list[dict[str, Any]]:
     """The candidate's numbers in github-action-benchmark's ``customSmallerIsBetter`` format."""
     out = []
     for b in cmp.benchmarks:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from dpbench.errors import UsageError, check_choice, expected_names_from
 from dpbench.gate.formats import display_names, family_line
 from dpbench.gate.next_step import LEGEND, plan
-from dpbench.gate.verdicts import BenchmarkComparison, Comparison, Verdict
+from dpbench.gate.verdicts import BenchmarkComparison, GateComparison, Verdict
 from dpbench.results.console import paint, visible_len
 from dpbench.results.units import fmt_p, fmt_ratio, fmt_time
 
@@ -99,12 +99,12 @@ def parse_sort(text: str) -> str:
     return check_choice("--sort", text, SORTS)
 
 
-def exit_code(cmp: Comparison, *, fail_on_inconclusive: bool = False) -> int:
-    """The comparison's exit code (:meth:`Comparison.exit_decision`)."""
+def exit_code(cmp: GateComparison, *, fail_on_inconclusive: bool = False) -> int:
+    """The comparison's exit code (:meth:`GateComparison.exit_decision`)."""
     return cmp.exit_decision(fail_on_inconclusive=fail_on_inconclusive)[0]
 
 
-def summary_headline(cmp: Comparison, *, fail_on_inconclusive: bool = False, reason: str = "") -> str:
+def summary_headline(cmp: GateComparison, *, fail_on_inconclusive: bool = False, reason: str = "") -> str:
     """The first line: ``PASS``/``FAIL``, a job-level ``reason`` when there is one, the counts, the
     job-wise false-alarm rate and what the exit code means."""
     counts = cmp.counts
@@ -171,7 +171,7 @@ def _wrap(text: str, width: int | None, indent: str) -> list[str]:
     return textwrap.wrap(text, width=max(width, 40), initial_indent=indent, subsequent_indent=indent + "  ")
 
 
-def _table(shown: list[BenchmarkComparison], cmp: Comparison, options: TextOptions) -> list[str]:
+def _table(shown: list[BenchmarkComparison], cmp: GateComparison, options: TextOptions) -> list[str]:
     names = display_names([b.name for b in cmp.benchmarks])
     size, method = cmp.family.size, cmp.family.method
     aa = math.isfinite(cmp.family.between_run_sd_aa)
@@ -213,7 +213,7 @@ def _table(shown: list[BenchmarkComparison], cmp: Comparison, options: TextOptio
     return lines
 
 
-def render(cmp: Comparison, options: TextOptions = TextOptions()) -> str:
+def render(cmp: GateComparison, options: TextOptions = TextOptions()) -> str:
     """The terminal's text for a comparison (ends with a newline)."""
     headline = summary_headline(cmp, fail_on_inconclusive=options.fail_on_inconclusive, reason=options.reason)
     code = exit_code(cmp, fail_on_inconclusive=options.fail_on_inconclusive)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["BenchmarkComparison", "Comparison", "Family", "GateWarning", "Verdict", "WarningKind"]
+__all__ = ["BenchmarkComparison", "GateComparison", "Family", "GateWarning", "Verdict", "WarningKind"]
 
 
 class Verdict(str, Enum):
@@ -105,7 +105,7 @@ class GateWarning(str):
 
 
 @dataclass(kw_only=True)
-class Comparison:
+class GateComparison:
     baseline: str
     candidate: str
     threshold: float

@@ -22,7 +22,7 @@ from dpbench.errors import UsageError
 from dpbench.history.accepted import Accepted
 from dpbench.history.changepoints import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Change, SeriesChanges, find_changes
 from dpbench.history.git import commit_order, descendants
-from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, Run, read_run, resolve_runs
+from dpbench.results.load import DEFAULT_RESULTS_DIR, MACHINE_FIELDS, ResultsError, SavedRun, read_run, resolve_runs
 from dpbench.stats import log_t_interval, median, positive
 
 __all__ = [
@@ -169,12 +169,12 @@ def load_history(files: Sequence[Path], **kwargs: Any) -> History:
 
 
 # ---------------------------------------------------------------- ordering
-def _commit_of(run: Run) -> str | None:
+def _commit_of(run: SavedRun) -> str | None:
     commit = run.commit_info.get("id")
     return commit.lower() if isinstance(commit, str) and commit else None
 
 
-def _order(runs: Sequence[Run], cwd: Path | None) -> tuple[str, str, dict[str, int] | None]:
+def _order(runs: Sequence[SavedRun], cwd: Path | None) -> tuple[str, str, dict[str, int] | None]:
     """(order, the sentence that says so, commit -> git position or None)."""
     missing = sum(_commit_of(r) is None for r in runs)
     if missing:
@@ -259,7 +259,7 @@ def _judge(series: Series, accepted: Sequence[Accepted], order: list[str] | None
         series.changes.append(named)
 
 
-def _rows(runs: Sequence[Run]):
+def _rows(runs: Sequence[SavedRun]):
     from dpbench.results.frame import runs_frame
 
     frame = runs_frame(runs)
@@ -268,7 +268,7 @@ def _rows(runs: Sequence[Run]):
 
 
 def build_history(
-    runs: Sequence[Run],
+    runs: Sequence[SavedRun],
     *,
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,

@@ -31,7 +31,7 @@ from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
 
-__all__ = ["Look", "Settling", "questions"]
+__all__ = ["TrialsLook", "Settling", "questions"]
 
 
 def _span(low: float, high: float) -> str:
@@ -80,7 +80,7 @@ def questions(
 
 
 @dataclass(frozen=True, kw_only=True)
-class Look:
+class TrialsLook:
     """What one look found."""
 
     trials: int
@@ -111,7 +111,7 @@ class Settling:
     def design(cls, max_trials: int = DEFAULT_MAX_TRIALS, *, budget_s: float | None = None) -> Settling:
         return cls(plan=plan_looks(max_trials), budget_s=budget_s)
 
-    def look(self, cases: Mapping[str, Any], results: Mapping[str, CaseResult], trials: int) -> Look:
+    def look(self, cases: Mapping[str, Any], results: Mapping[str, CaseResult], trials: int) -> TrialsLook:
         """After ``trials`` passes: which of ``cases`` stay open (every one before the minimum;
         none at the maximum; collective cases none from the minimum on)."""
         grouped, keys = questions(cases, results, cpu_count=self.cpu_count)
@@ -125,7 +125,7 @@ class Settling:
         # Collective cases (no question) run until the minimum, as every case does.
         opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)
         still = frozenset(cases) if trials < self.plan.min_trials else frozenset(keys[n] for n in opened)
-        return Look(trials=trials, open_keys=still, unsettled=unsettled, answers=answers)
+        return TrialsLook(trials=trials, open_keys=still, unsettled=unsettled, answers=answers)
 
     def plan_line(self, *, cases: int, trial_s: float) -> str:
         """Upfront, once the first pass has timed a trial: ``24 cases; ~12 s a trial from the first
@@ -144,7 +144,7 @@ class Settling:
             f"{self.plan.look_level:.1%}; about {_span(min(low, high), high)}; {budget}{short}"
         )
 
-    def end_line(self, look: Look | None, *, why: str, passes: int, trial_s: float) -> str:
+    def end_line(self, look: TrialsLook | None, *, why: str, passes: int, trial_s: float) -> str:
         """What stopped the trials — ``settled``, ``maximum``, ``budget``, or ``design`` (no look left
         before the maximum may claim more) — what is still unsettled and about what more trials
         would cost."""

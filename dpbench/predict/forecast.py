@@ -228,7 +228,7 @@ def step_predictions(
     memory_kind: str = "not estimated",
     threads_per_rank: int | None = None,
 ) -> StepForecast:
-    """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.Run``)
+    """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.SavedRun``)
     predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
     with the run's own measurement beside where it has one; ``overlap``: the slowdown to use
     (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank

@@ -244,7 +244,7 @@ _SUITE_ORDER = ("scaling", "throughput", "sharding", "allreduce", "ddp_knobs")
 
 
 def profiles_from_run(run: Any, *, world_size: int | None = None) -> list[StepProfile]:
-    """One profile per workload and strategy configuration of a saved run (a ``dpbench.results.Run``),
+    """One profile per workload and strategy configuration of a saved run (a ``dpbench.results.SavedRun``),
     from its smallest world size measured (or ``world_size``); the strategies that declare no step
     schedule (the in-process ones) are left out."""
     scheduled = scheduled_strategies()

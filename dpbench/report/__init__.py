@@ -18,7 +18,7 @@ from dpbench._lazy import lazy_attributes
 
 __all__ = [
     "ResultsError",
-    "Run",
+    "SavedRun",
     "load_runs",
     "read_run",
     "render_report",
@@ -29,7 +29,7 @@ __all__ = [
 
 _LAZY = {
     "ResultsError": "dpbench.results.load",
-    "Run": "dpbench.results.load",
+    "SavedRun": "dpbench.results.load",
     "read_run": "dpbench.results.load",
     "resolve_runs": "dpbench.results.load",
     "load_runs": "dpbench.results.frame",

@@ -31,7 +31,7 @@ from dpbench.decision.contention import contention_text
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import training_rows
 from dpbench.decision.words import claim_text, headline, rate_text
-from dpbench.gate.compare import BenchmarkComparison, Comparison, Verdict
+from dpbench.gate.compare import BenchmarkComparison, GateComparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
 from dpbench.report.figures import strategy_color
@@ -80,7 +80,7 @@ class RunComparison:
 
     baseline: str
     candidate: str
-    comparison: Comparison | None = None
+    comparison: GateComparison | None = None
     note: str | None = None
 
 
@@ -249,7 +249,7 @@ def _efficiency_grid(group: pd.DataFrame) -> Grid | None:
 
 
 # ---------------------------------------------------------------- change between runs
-def _by_fullname(comparison: Comparison) -> dict[str, tuple[BenchmarkComparison, list[str]]]:
+def _by_fullname(comparison: GateComparison) -> dict[str, tuple[BenchmarkComparison, list[str]]]:
     return {b.name: (b, row) for b, row in zip(comparison.benchmarks, gate_rows(comparison))}
 
 

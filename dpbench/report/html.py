@@ -24,7 +24,7 @@ from dpbench.predict.forecast import StepForecast
 from dpbench.report.machines import environment_lines
 from dpbench.report.sections import build_sections, report_data
 from dpbench.results.frame import runs_frame
-from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, Run, read_run, resolve_runs
+from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, SavedRun, read_run, resolve_runs
 from dpbench.schema import __version__
 
 __all__ = ["render_report", "render_report_and_decision", "write_report", "write_report_and_decision"]
@@ -52,7 +52,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _runtime_env(run: Run) -> str | None:
+def _runtime_env(run: SavedRun) -> str | None:
     """The OpenMP/MKL/malloc variables the run's workers inherited (``harness_settings.user_runtime_env``):
     each distinct setting once; "none set" when every benchmark recorded an empty one; None (–) if none recorded."""
     envs = []
@@ -68,7 +68,7 @@ def _runtime_env(run: Run) -> str | None:
     return " | ".join(d if d != "{}" else "none set" for d in distinct)
 
 
-def _provenance(run: Run, short_name: str) -> dict[str, Any]:
+def _provenance(run: SavedRun, short_name: str) -> dict[str, Any]:
     m, c = run.machine_info, run.commit_info
     gpus = m.get("gpus") if isinstance(m.get("gpus"), list) else []
     gpu_text = ", ".join(_text(g.get("name")) for g in gpus if isinstance(g, dict)) or "none"
@@ -115,13 +115,13 @@ def _script() -> tuple[str, str]:
     return text, f"'sha256-{digest}'"
 
 
-def render_report(runs: Sequence[Run], *, title: str = "dpbench report") -> str:
+def render_report(runs: Sequence[SavedRun], *, title: str = "dpbench report") -> str:
     """The HTML text of a report over ``runs`` (as returned by :func:`read_run`)."""
     return render_report_and_decision(runs, title=title)[0]
 
 
 def render_report_and_decision(
-    runs: Sequence[Run], *, title: str = "dpbench report", forecasts: Sequence[StepForecast | None] = ()
+    runs: Sequence[SavedRun], *, title: str = "dpbench report", forecasts: Sequence[StepForecast | None] = ()
 ) -> tuple[str, Decision]:
     """The HTML text of a report over ``runs`` and the decision model it renders (computed once:
     the terminal and ``--json`` render the same object); ``forecasts``: per run, in the order of
@@ -172,7 +172,7 @@ def write_report_and_decision(
     *,
     results_dir: str | os.PathLike = DEFAULT_RESULTS_DIR,
     title: str = "dpbench report",
-    predict: Callable[[Sequence[Run]], Sequence[StepForecast | None]] | None = None,
+    predict: Callable[[Sequence[SavedRun]], Sequence[StepForecast | None]] | None = None,
 ) -> tuple[Path, Decision]:
     """:func:`write_report`, and the decision model the page renders; ``predict``: the runs read →
     their forecasts (see :func:`render_report_and_decision`), asked before anything is written, so

@@ -24,7 +24,7 @@ import pandas as pd
 
 from dpbench.ab.provenance import provenance_lines
 from dpbench.report.figures import Table
-from dpbench.results.load import Run
+from dpbench.results.load import SavedRun
 from dpbench.stats import positive
 
 __all__ = ["HARDWARE", "MachinesView", "environment_lines", "hardware_difference", "machines_view", "ratio_interval"]
@@ -144,7 +144,7 @@ def machines_view(frame: pd.DataFrame, configs: pd.DataFrame, runs: Sequence[str
     return view
 
 
-def _facts(run: Run) -> dict[str, Any]:
+def _facts(run: SavedRun) -> dict[str, Any]:
     """A saved run's environment in the shape the provenance lines read (``machine_info``)."""
     m = run.machine_info
     return {
@@ -160,7 +160,7 @@ def _facts(run: Run) -> dict[str, Any]:
     }
 
 
-def environment_lines(runs: Sequence[Run], names: Sequence[str]) -> list[str]:
+def environment_lines(runs: Sequence[SavedRun], names: Sequence[str]) -> list[str]:
     """For each run after the first whose environment differs from the first's: what differs."""
     if len(runs) < 2:
         return []

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dpbench._lazy import lazy_attributes
 
-__all__ = ["ResultsError", "Run", "load_runs", "read_run", "resolve_runs", "runs_frame"]
+__all__ = ["ResultsError", "SavedRun", "load_runs", "read_run", "resolve_runs", "runs_frame"]
 
 _LAZY = {
     "ResultsError": "dpbench.results.load",
-    "Run": "dpbench.results.load",
+    "SavedRun": "dpbench.results.load",
     "read_run": "dpbench.results.load",
     "resolve_runs": "dpbench.results.load",
     "load_runs": "dpbench.results.frame",

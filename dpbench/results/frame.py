@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from dpbench.results.disturbed import mark_disturbed
-from dpbench.results.load import DEFAULT_RESULTS_DIR, Run, is_dpbench, read_run, resolve_runs
+from dpbench.results.load import DEFAULT_RESULTS_DIR, SavedRun, is_dpbench, read_run, resolve_runs
 from dpbench.decision.contention import foreign_cpu
 from dpbench.stats import coefficient_of_variation, log_t_interval, median, positive
 from dpbench.results.units import fmt_bytes
@@ -206,7 +206,7 @@ def _label(row: dict[str, Any], extra: dict[str, Any], name: str) -> None:
     row["label"] = f"{row['strategy_label']} w{ws}" if strategy and ws is not None else row["strategy_label"]
 
 
-def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
+def _benchmark_row(run: SavedRun, bench: dict[str, Any]) -> dict[str, Any]:
     extra = bench.get("extra_info") or {}
     stats = bench["stats"]
     row: dict[str, Any] = {
@@ -231,12 +231,12 @@ def _benchmark_row(run: Run, bench: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _short_run_names(runs: Sequence[Run]) -> dict[str, str]:
+def _short_run_names(runs: Sequence[SavedRun]) -> dict[str, str]:
     stems = [r.path.stem for r in runs]
     return {r.run_id: (r.path.stem if stems.count(r.path.stem) == 1 else r.run_id) for r in runs}
 
 
-def runs_frame(runs: Sequence[Run]) -> pd.DataFrame:
+def runs_frame(runs: Sequence[SavedRun]) -> pd.DataFrame:
     """One row per benchmark per run; ``run`` is a short unique name of the run."""
     short = _short_run_names(runs)
     rows = []

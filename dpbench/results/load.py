@@ -21,7 +21,7 @@ __all__ = [
     "MACHINE_FIELDS",
     "DPBENCH_MARKERS",
     "ResultsError",
-    "Run",
+    "SavedRun",
     "DEFAULT_RESULTS_DIR",
     "is_dpbench",
     "read_run",
@@ -59,7 +59,7 @@ class ResultsError(ValueError):
 
 
 @dataclass
-class Run:
+class SavedRun:
     """One saved pytest-benchmark run, as read from disk."""
 
     path: Path
@@ -251,7 +251,7 @@ def _check_benchmark(path: Path, index: int, bench: Any) -> None:
             raise ResultsError(f"{where}: extra_info.{key}: expected a string, found {type(value).__name__}")
 
 
-def read_run(path: str | os.PathLike) -> Run:
+def read_run(path: str | os.PathLike) -> SavedRun:
     """Read and validate one pytest-benchmark results file."""
     path = Path(path)
     try:
@@ -278,7 +278,7 @@ def read_run(path: str | os.PathLike) -> Run:
         _check_benchmark(path, i, bench)
     machine = doc["machine_info"] if isinstance(doc["machine_info"], dict) else {}
     commit = doc.get("commit_info") if isinstance(doc.get("commit_info"), dict) else {}
-    return Run(
+    return SavedRun(
         path=path,
         machine_info=machine,
         commit_info=commit,

@@ -14,7 +14,7 @@ from dpbench.ab.settle import (
     LOOKS,
     LookResult,
     OpenCase,
-    Outcome,
+    SettleOutcome,
     SettlePlan,
     end_line,
     next_target,
@@ -74,7 +74,7 @@ def _settle(plan: SettlePlan, look: FakeLook, clock: Clock | None = None, first_
 def test_a_settled_job_stops_after_the_first_rounds():
     look = FakeLook([])
     outcome, rounds, said = _settle(PLAN, look)
-    assert outcome == Outcome(stopped="settled", open=(), rounds=6, looks=1)
+    assert outcome == SettleOutcome(stopped="settled", open=(), rounds=6, looks=1)
     assert rounds == [] and said == []
     assert [alpha for *_, alpha in look.calls] == [0.01 / LOOKS]
 
@@ -84,7 +84,7 @@ def test_an_inconclusive_case_gets_more_rounds_and_only_it_runs():
     look = FakeLook([x], [])
     outcome, rounds, said = _settle(PLAN, look)
     assert rounds == [(7, [x.name]), (8, [x.name]), (9, [x.name])]
-    assert outcome == Outcome(stopped="settled", open=(), rounds=9, looks=2)
+    assert outcome == SettleOutcome(stopped="settled", open=(), rounds=9, looks=2)
     # The second look saw the 9 runs a side; every look judged at alpha / looks.
     assert [len(base) for base, _, _ in look.calls] == [6, 9]
     assert {alpha for *_, alpha in look.calls} == {0.01 / 3}
@@ -98,7 +98,7 @@ def test_the_maximum_stops_it_and_the_last_look_is_at_the_maximum():
     x = OpenCase(name="x", pairs=8)
     outcome, rounds, _ = _settle(PLAN, FakeLook([x]))
     assert [trial for trial, _ in rounds] == list(range(7, 19))
-    assert outcome == Outcome(stopped="max", open=(x,), rounds=18, looks=3)
+    assert outcome == SettleOutcome(stopped="max", open=(x,), rounds=18, looks=3)
 
 
 def test_the_budget_stops_it():
@@ -109,11 +109,11 @@ def test_the_budget_stops_it():
     plan = SettlePlan(trials=6, max_trials=18, budget_s=85.0, alpha=0.01)
     outcome, rounds, _ = _settle(plan, FakeLook([x]), clock)
     assert [trial for trial, _ in rounds] == [7, 8]
-    assert outcome == Outcome(stopped="budget", open=(x,), rounds=8, looks=2)
+    assert outcome == SettleOutcome(stopped="budget", open=(x,), rounds=8, looks=2)
     # No room for even one round: no more rounds, no more looks.
     clock.now = 84.0
     outcome, rounds, _ = _settle(plan, FakeLook([x]), clock)
-    assert rounds == [] and outcome == Outcome(stopped="budget", open=(x,), rounds=6, looks=1)
+    assert rounds == [] and outcome == SettleOutcome(stopped="budget", open=(x,), rounds=6, looks=1)
 
 
 def test_next_target_follows_the_estimate_within_the_maximum():
@@ -134,15 +134,15 @@ def test_looks_and_their_alpha():
 
 def test_end_lines():
     x = OpenCase(name="x", pairs=None)
-    settled = Outcome(stopped="settled", open=(), rounds=9, looks=2)
+    settled = SettleOutcome(stopped="settled", open=(), rounds=9, looks=2)
     assert end_line(settled, PLAN, budget=None, trials=26, seconds=421) == (
         "until settled: every case settled; 9 pairs at most, 2 of 3 looks at alpha 0.01/3; 26 trials in 7 min 1 s"
     )
-    stopped = Outcome(stopped="max", open=(x,), rounds=18, looks=3)
+    stopped = SettleOutcome(stopped="max", open=(x,), rounds=18, looks=3)
     assert end_line(stopped, PLAN, budget=None, trials=36, seconds=59).startswith(
         "until settled: stopped at --max-trials 18 with 1 still inconclusive: x; 18 pairs at most"
     )
-    spent = Outcome(stopped="budget", open=(x,), rounds=8, looks=2)
+    spent = SettleOutcome(stopped="budget", open=(x,), rounds=8, looks=2)
     assert "stopped by --budget 10m with 1 still inconclusive: x;" in end_line(
         spent, PLAN, budget="10m", trials=16, seconds=600
     )

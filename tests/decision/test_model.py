@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dpbench.decision.claims import Claim, claim_of, min_pairs, trials_to_settle
-from dpbench.decision.model import Entry, Outcome, Question, answer_question
+from dpbench.decision.model import AnswerOutcome, Entry, Question, answer_question
 from dpbench.decision.words import headline
 from dpbench.stats import paired_ratio
 
@@ -29,7 +29,7 @@ def _answer(*entries: Entry):
 
 def test_the_fastest_is_crowned_when_every_other_is_slower():
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 2.0), _entry("dp w2", "dp", 1.25))
-    assert (a.outcome, a.leader) == (Outcome.FASTEST, "ddp w2")
+    assert (a.outcome, a.leader) == (AnswerOutcome.FASTEST, "ddp w2")
     assert [s.name for s in a.standings] == ["ddp w2", "dp w2", "single w1"]
     assert [s.vs_leader.claim for s in a.standings[1:]] == [Claim.SLOWER, Claim.SLOWER]
     assert headline(a) == (
@@ -42,7 +42,7 @@ def test_an_interval_that_holds_one_but_is_wider_than_the_margin_is_unsettled_ne
     swings = (0.5, 2.0, 0.6, 1.8, 1.02)
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w1", "ddp", swings))
     ddp = a.standing("ddp w1")
-    assert a.outcome is Outcome.UNSETTLED
+    assert a.outcome is AnswerOutcome.UNSETTLED
     assert (ddp.vs_single or a.standing("single w1").vs_leader).claim is Claim.UNSETTLED
     assert "the fastest" not in headline(a) and "no difference" not in headline(a)
     assert headline(a).startswith("mlp (sgd · fp32 · global batch 64): not settled: ")
@@ -50,7 +50,7 @@ def test_an_interval_that_holds_one_but_is_wider_than_the_margin_is_unsettled_ne
 
 def test_level_only_inside_the_margin():
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", (1.01, 0.99, 1.02, 1.0, 0.995)))
-    assert a.outcome is Outcome.LEVEL
+    assert a.outcome is AnswerOutcome.LEVEL
     assert a.level_with in (("single w1",), ("ddp w2",))
     assert "level with" in headline(a)
 
@@ -66,14 +66,14 @@ def test_four_pairs_that_all_agree_are_too_few_to_claim_and_say_how_many_would()
 
 def test_a_busy_leader_leaves_the_question_unsettled_at_any_trial_count():
     a = _answer(_entry("single w1", "single", 1.0, busy_share=0.8), _entry("ddp w2", "ddp", 0.5))
-    assert a.leader == "single w1" and a.outcome is Outcome.UNSETTLED
+    assert a.leader == "single w1" and a.outcome is AnswerOutcome.UNSETTLED
     assert a.reasons == ("other processes used 80% of the CPUs during single w1's trials",)
     assert set(a.open_configurations()) == {"single w1", "ddp w2"}
 
 
 def test_a_departing_configuration_is_never_ranked_and_says_why():
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 3.0, departs="loss 2.31 vs 2.30"))
-    assert a.leader == "single w1" and a.outcome is Outcome.ALONE
+    assert a.leader == "single w1" and a.outcome is AnswerOutcome.ALONE
     assert a.excluded == (("ddp w2", "computes something else than single: loss 2.31 vs 2.30"),)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from dpbench.results.frame import runs_frame
-from dpbench.results.load import Run
+from dpbench.results.load import SavedRun
 from validation import synthetic_runs
 
 SLOW = "test_throughput[ddp-mlp-w2]"
@@ -20,7 +20,7 @@ _numbers = itertools.count(1)
 def frames(*docs: dict) -> pd.DataFrame:
     """One side built in memory (no files), each document one run."""
     runs = [
-        Run(
+        SavedRun(
             path=Path(f"/nowhere/m/{next(_numbers):04d}_x.json"),
             machine_info=doc["machine_info"],
             commit_info=doc["commit_info"],

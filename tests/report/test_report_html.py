@@ -400,12 +400,12 @@ def test_bad_run_leaves_no_output(tmp_path: Path):
 
 def test_provenance_names_the_runtime_settings_the_workers_inherited():
     from dpbench.report.html import _runtime_env
-    from dpbench.results.load import Run
+    from dpbench.results.load import SavedRun
 
     def run(*envs):
         benches = [{"extra_info": {"harness_settings": {"user_runtime_env": env}}} for env in envs]
         benches.append({"extra_info": {"kind": "collective"}})  # records none: not counted
-        return Run(
+        return SavedRun(
             path=Path("/nowhere/m/0001_x.json"),
             machine_info={},
             commit_info={},
