@@ -67,7 +67,7 @@ def _run_history(args: argparse.Namespace) -> int:
     from dpbench.gate.compare import parse_threshold
     from dpbench.history.accepted import read_accepted
     from dpbench.history.changepoints import DEFAULT_ALPHA
-    from dpbench.history.format import history_json, history_markdown
+    from dpbench.history.formats import history_json, history_markdown
     from dpbench.history.git import repo_url
     from dpbench.history.series import load_history, run_files
     from dpbench.report.history_page import render_history_page

@@ -5,7 +5,7 @@
 workload at one recipe — (:mod:`~dpbench.decision.model`), how saved runs become questions
 (:mod:`~dpbench.decision.questions`), when trials may stop without inflating false claims
 (:mod:`~dpbench.decision.sequential`) and the sentences every view prints
-(:mod:`~dpbench.decision.words`). The terminal, the HTML report, ``--json`` and ``dpbench run``
+(:mod:`~dpbench.decision.text`). The terminal, the HTML report, ``--json`` and ``dpbench run``
 render a :class:`Decision`; none ranks or tests on its own.
 
 It sits low, beside the statistics: the measuring session asks it whether a question is settled
@@ -53,8 +53,8 @@ _LAZY = {
     "LookPlan": "dpbench.decision.sequential",
     "open_cases": "dpbench.decision.sequential",
     "plan_looks": "dpbench.decision.sequential",
-    "headline": "dpbench.decision.words",
-    "summary_lines": "dpbench.decision.words",
+    "headline": "dpbench.decision.text",
+    "summary_lines": "dpbench.decision.text",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.decision", _LAZY, __all__, globals())

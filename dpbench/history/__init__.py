@@ -2,7 +2,7 @@
 (:mod:`~dpbench.history.git`), each series' change points confirmed by a test between its
 segments (:mod:`~dpbench.history.changepoints`), the changes a team accepted
 (:mod:`~dpbench.history.accepted`), and ``dpbench history``'s JSON and Markdown
-(:mod:`~dpbench.history.format`). Synthetic series for the checks of the detection rates
+(:mod:`~dpbench.history.formats`). Synthetic series for the checks of the detection rates
 are drawn outside the package, by the ``validation`` package's noise model.
 
 May import: ``dpbench.results`` (reading saved runs), ``dpbench.stats``, ``dpbench.schema``.

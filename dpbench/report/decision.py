@@ -3,7 +3,7 @@
 
 Per question, on the newest run that has its workload:
 
-- its headline (:func:`dpbench.decision.words.headline`), generated from the answer's claims;
+- its headline (:func:`dpbench.decision.text.headline`), generated from the answer's claims;
 - a heatmap (strategies × world sizes) of **× single** at the recipe: each configuration's claim
   against single (the model's paired ratio), framed and bold where it is a claim (faster or
   slower at the stated level);
@@ -30,12 +30,12 @@ from dpbench.decision.claims import Claim
 from dpbench.decision.contention import contention_text
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import training_rows
-from dpbench.decision.words import claim_text, headline, rate_text
+from dpbench.decision.text import claim_text, headline, rate_text
 from dpbench.gate.compare import BenchmarkComparison, GateComparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
 from dpbench.report.figures import strategy_color
-from dpbench.report.summary import ci_name
+from dpbench.report.run_notes import ci_name
 from dpbench.results.units import fmt_ratio
 from dpbench.stats import MIN_CLAIM_CONFIDENCE
 

@@ -27,7 +27,7 @@ import pandas as pd
 from dpbench.decision.configs import configurations
 from dpbench.decision.model import Decision
 from dpbench.decision.questions import decide
-from dpbench.decision.words import level_line
+from dpbench.decision.text import level_line
 from dpbench.gate.compare import compare_frames
 from dpbench.predict.forecast import StepForecast
 from dpbench.predict.step_text import PICK_LINE
@@ -37,7 +37,7 @@ from dpbench.report.decision import RunComparison, decisions
 from dpbench.report.figures import Part, strategy_color
 from dpbench.report.machines import hardware_difference, machines_view
 from dpbench.report.predicted import forecast_blocks
-from dpbench.report.summary import run_warnings, trial_notes
+from dpbench.report.run_notes import run_warnings, trial_notes
 from dpbench.report.traces import OPEN_OFFLINE, build_traces
 from dpbench.results.load import ResultsError
 

@@ -1,5 +1,5 @@
 """The decision at the end of a suite session, and for ``dpbench report``: per workload, the
-headline of each question and each configuration against its leader (:mod:`dpbench.decision.words`).
+headline of each question and each configuration against its leader (:mod:`dpbench.decision.text`).
 
 A pytest plugin of its own (the ``pytest11`` entry point ``dpbench-decision``): the measuring
 plugin lives below the report and never imports it, so the report hooks into the session itself,
@@ -39,7 +39,7 @@ def decision_text(
 ) -> str:
     """The terminal's decision over saved run files ('' when none of them trains a workload); the
     headlines alone where every row would take more than ``max_lines``."""
-    from dpbench.decision.words import summary_lines
+    from dpbench.decision.text import summary_lines
 
     lines = summary_lines(decision if decision is not None else decision_of(files), max_lines=max_lines)
     return "\n".join(lines) + "\n" if lines else ""

@@ -17,6 +17,6 @@ command line.
 
 from __future__ import annotations
 
-from dpbench.runner.summary import print_decision
+from dpbench.runner.text import print_decision
 
 __all__ = ["print_decision"]

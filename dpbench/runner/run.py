@@ -324,7 +324,7 @@ def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = 
         print(f"dpbench run: no run named {config.save} was saved (pytest exit {status}); no report", file=sys.stderr)
         return status or 1
     from dpbench.report.html import write_report_and_decision
-    from dpbench.runner.summary import print_decision
+    from dpbench.runner.text import print_decision
 
     report, decision = write_report_and_decision([str(new[-1])], config.report, results_dir=results)
     print(f"run saved: {new[-1]}")

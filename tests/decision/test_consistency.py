@@ -15,7 +15,7 @@ import pytest
 
 from dpbench.decision.claims import LEVEL_MARGIN
 from dpbench.decision.questions import decide
-from dpbench.decision.words import headline, summary_lines
+from dpbench.decision.text import headline, summary_lines
 from dpbench.report.decision import decisions
 
 STRATEGIES = ["ddp", "dp", "fsdp", "zero", "allreduce", "manual", "ddp(bucket_cap_mb=1.0)"]

@@ -11,7 +11,7 @@ import pytest
 
 from dpbench.decision.claims import Claim, claim_of, min_pairs, trials_to_settle
 from dpbench.decision.model import AnswerOutcome, Entry, Question, answer_question
-from dpbench.decision.words import headline
+from dpbench.decision.text import headline
 from dpbench.stats import paired_ratio
 
 Q = Question(workload="mlp", optimizer="sgd", precision="fp32", global_batch=64)
@@ -112,7 +112,7 @@ def test_trials_to_settle_grows_as_the_gap_nears_the_margin():
 
 def test_a_long_spec_is_never_broken_across_lines():
     from dpbench.decision.model import Decision
-    from dpbench.decision.words import summary_lines
+    from dpbench.decision.text import summary_lines
 
     spec = "hf:vit@num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64," + (
         "image_size=16,patch_size=8"

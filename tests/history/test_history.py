@@ -14,7 +14,7 @@ import scipy.stats  # noqa: F401  imported at collection, so no test pays for it
 from dpbench.cli import main
 from dpbench.errors import UsageError
 from dpbench.history.accepted import read_accepted
-from dpbench.history.format import history_json, history_markdown
+from dpbench.history.formats import history_json, history_markdown
 from dpbench.history.series import accepted_baseline, load_history, run_files
 from validation.synthetic_runs import synthetic_run
 

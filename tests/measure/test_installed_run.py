@@ -79,7 +79,7 @@ def test_dpbench_run_from_the_wheel_saves_reports_and_decides(installed, user_di
     assert all(i["parameter_count"] > 0 and i["workload_spec"] == i["workload"] for i in infos)
     assert (user_dir / "report.html").is_file() and "my_models:tiny_net" in (user_dir / "report.html").read_text()
     assert "decision (per question" in proc.stdout
-    # The decision once, one headline per question (dpbench.decision.words), then the report's path last.
+    # The decision once, one headline per question (dpbench.decision.text), then the report's path last.
     decision = proc.stdout[proc.stdout.index("decision (per question") :]
     assert decision.rstrip().splitlines()[-1].startswith("report: ")
     decision = decision.replace("\n    ", " ")  # a headline wraps at 100 columns

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 
-from dpbench.measure.plugin.terminal import Progress, clock_text, progress_line
+from dpbench.measure.plugin.text import Progress, clock_text, progress_line
 
 
 def test_clock_text():

@@ -97,7 +97,7 @@ def test_the_page_says_it_and_no_headline_carries_the_wild_trial(saved, tmp_path
 
 
 def test_the_real_run_was_not_busy_but_a_run_with_a_third_disturbed_says_so(frame):
-    from dpbench.report.summary import busy_line, busy_share
+    from dpbench.report.run_notes import busy_line, busy_share
 
     assert busy_share(frame) == (16, 280, 16) and busy_line("0001_quick", frame) is None
     rows = pd.DataFrame(

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from dpbench.report.session_summary import TERMINAL_LINES, decision_text
-from dpbench.runner.summary import print_decision
+from dpbench.runner.text import print_decision
 
 QUICK = Path(__file__).parents[1] / "gate" / "data" / "quick-throughput.json.gz"
 
@@ -51,7 +51,7 @@ def test_a_run_without_training_benchmarks_says_so(tmp_path):
 
 def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
     from dpbench.cli import main
-    from dpbench.decision.words import summary_lines
+    from dpbench.decision.text import summary_lines
     from dpbench.report.session_summary import decision_of
 
     path = tmp_path / "0001_quick.json"

@@ -23,7 +23,7 @@ from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import failures, signals, storage
 from dpbench.measure.plugin.selection import suites_dir
 from dpbench.measure.plugin.state import DpbenchSession, measuring_session, session_of, start_session
-from dpbench.measure.plugin.terminal import Progress, say, table_note
+from dpbench.measure.plugin.text import Progress, say, table_note
 from dpbench.workers.machine import machine_facts
 
 __all__ = ["profile", "timelines", "trials", "unavailable_to_skip"]

@@ -18,7 +18,7 @@ import pytest
 if TYPE_CHECKING:
     from dpbench.measure.convergence import ConvergenceSettings
     from dpbench.measure.plugin.storage import TimelineStore
-    from dpbench.measure.plugin.terminal import Progress
+    from dpbench.measure.plugin.text import Progress
     from dpbench.measure.profiles import ProfileConfig
     from dpbench.measure.remeasure import Remeasured
     from dpbench.measure.settings import SessionSettings
