@@ -147,7 +147,7 @@ def _forecaster(args: argparse.Namespace) -> Callable[[Sequence[Any]], list[Any]
 
 def _run_report(args: argparse.Namespace) -> int:
     from dpbench.report.html import write_report_and_decision
-    from dpbench.report.session_summary import decision_text
+    from dpbench.report.text import decision_text
     from dpbench.results.console import write_json
 
     path, decision = write_report_and_decision(

@@ -23,7 +23,7 @@ And the step model built on it:
   (every configuration × world size, and the pick at each), with :func:`run_collective_model` (the
   collective model from ``--collectives``/``--link`` or the run's own comm-suite benchmarks); what
   the report's forecast section renders.
-- :mod:`~dpbench.predict.step_text`: what ``dpbench predict RUN`` prints and its JSON, and the
+- :mod:`~dpbench.predict.text`: what ``dpbench predict RUN`` prints and its JSON, and the
   cells the report's table shares with it.
 
 It sits beside the gate: above ``dpbench.results`` (it reads saved runs), below the report and
@@ -90,8 +90,8 @@ _LAZY = {
     "StrategyPick": "dpbench.predict.forecast",
     "step_predictions": "dpbench.predict.forecast",
     "run_collective_model": "dpbench.predict.forecast",
-    "format_steps": "dpbench.predict.step_text",
-    "steps_document": "dpbench.predict.step_text",
+    "format_steps": "dpbench.predict.text",
+    "steps_document": "dpbench.predict.text",
 }
 
 __getattr__, __dir__ = lazy_attributes("dpbench.predict", _LAZY, __all__, globals())

@@ -1,7 +1,7 @@
 """The report's "Predicted at other world sizes" section: each run's
 :class:`~dpbench.predict.StepForecast` (what ``dpbench predict RUN`` prints) as one block per run,
 one table per workload. The cells and the lines under them are ``dpbench predict``'s own
-(:mod:`dpbench.predict.step_text`): the section computes no number of its own.
+(:mod:`dpbench.predict.text`): the section computes no number of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dpbench.predict.forecast import StepForecast
-from dpbench.predict.step_text import basis_lines, by_workload, heading, prediction_cells
+from dpbench.predict.text import basis_lines, by_workload, heading, prediction_cells
 from dpbench.report.figures import Table
 
 __all__ = ["COLUMNS", "ForecastBlock", "WorkloadForecast", "forecast_blocks"]
@@ -27,7 +27,7 @@ COLUMNS = [
     "measured step",
     "error",
 ]
-"""The table's columns: ``dpbench predict``'s (:data:`~dpbench.predict.step_text.STEP_COLUMNS`), spelled out."""
+"""The table's columns: ``dpbench predict``'s (:data:`~dpbench.predict.text.STEP_COLUMNS`), spelled out."""
 
 
 @dataclass(kw_only=True, frozen=True)

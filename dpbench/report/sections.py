@@ -30,7 +30,7 @@ from dpbench.decision.questions import decide
 from dpbench.decision.text import level_line
 from dpbench.gate.compare import compare_frames
 from dpbench.predict.forecast import StepForecast
-from dpbench.predict.step_text import PICK_LINE
+from dpbench.predict.text import PICK_LINE
 from dpbench.report import convergence, plots, plots_resources
 from dpbench.report.comparison import comparison_tables
 from dpbench.report.decision import RunComparison, decisions

@@ -1,5 +1,5 @@
 """The decision in the terminal after ``dpbench run``: the words of the decision model the report
-rendered (:func:`dpbench.report.session_summary.decision_text`), so the terminal, the report and
+rendered (:func:`dpbench.report.text.decision_text`), so the terminal, the report and
 ``--json`` render one object."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def print_decision(
     run_file: str | Path | None = None, *, decision: Decision | None = None, out: TextIO | None = None
 ) -> None:
     """Print the decision of the run saved in ``run_file`` (or the ``decision`` already computed)."""
-    from dpbench.report.session_summary import TERMINAL_LINES, decision_text
+    from dpbench.report.text import TERMINAL_LINES, decision_text
 
     out = out or sys.stdout
     files = [run_file] if run_file is not None else []

@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from dpbench.report.session_summary import TERMINAL_LINES, decision_text
+from dpbench.report.text import TERMINAL_LINES, decision_text
 from dpbench.runner.text import print_decision
 
 QUICK = Path(__file__).parents[1] / "gate" / "data" / "quick-throughput.json.gz"
@@ -52,7 +52,7 @@ def test_a_run_without_training_benchmarks_says_so(tmp_path):
 def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
     from dpbench.cli import main
     from dpbench.decision.text import summary_lines
-    from dpbench.report.session_summary import decision_of
+    from dpbench.report.text import decision_of
 
     path = tmp_path / "0001_quick.json"
     path.write_bytes(gzip.decompress(QUICK.read_bytes()))
@@ -70,7 +70,7 @@ def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
 def test_a_configuration_whose_fingerprint_departs_is_left_out_of_every_view(tmp_path):
     """The quick run with fingerprints planted: mlp's ddp w2 trained something else than single (its
     loss at step 3 is 1% off): the decision never ranks it and says why, in the terminal and the JSON."""
-    from dpbench.report.session_summary import decision_of
+    from dpbench.report.text import decision_of
 
     run = json.loads(gzip.decompress(QUICK.read_bytes()))
     losses = [2.3, 2.1, 1.9, 1.8]
