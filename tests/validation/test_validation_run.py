@@ -1,0 +1,82 @@
+"""Every program of ``validation/`` runs end to end at its smallest size (pyperf's habit with its
+examples): a simulation at 20 jobs, a validation on the smallest real run it accepts. Each asserts
+its exit code and what it printed or wrote; the full-size numbers are on the validation pages.
+
+The simulations whose tests live beside the code they check run there: simulate_gate
+(tests/gate/test_family_simulation.py), simulate_ab_settle (tests/ab/test_ab_settle.py),
+simulate_sequential and sequential_power_floor (tests/decision/).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STEP_RUN = ROOT / "tests" / "predict" / "data" / "step_run.json"  # scaling at 1 and 2 ranks, and comm
+
+
+def _count(out: str, pattern: str) -> int:
+    return sum(1 for line in out.splitlines() if re.fullmatch(pattern, line))
+
+
+@pytest.mark.parametrize(
+    "module, argv, expected",
+    [
+        pytest.param(
+            "validation.simulate_disturbed_gate",
+            ["--jobs", "20", "--benchmarks", "5"],
+            {
+                # the default run: tests/data/quick-run-disturbed-trial.json.gz
+                r"16 measured disturbances \(control/step factors\): .*": 1,
+                r"20 A/A jobs \(clean\), 5 benchmarks x 5 trials a side, .*": 1,
+                r"  (raw|left_out|remeasured) +false alarms per job: \d+/20 = .*": 3,
+            },
+            marks=pytest.mark.slow,  # 20 jobs x 3 arms through the gate: ~2-4 s
+            id="simulate_disturbed_gate",
+        ),
+        pytest.param(
+            "validation.simulate_history",
+            ["--series", "20", "--alpha", "0.001"],
+            {
+                r"\| alpha \| stationary: changes / 100 series \| 10% step at commit \+-1 \| .*": 1,
+                r"\| 0\.001 \| [\d.]+ \| [\d.]+% \| [\d.]+ \| [\d.]+% \| [\d.]+% \| \d+ \|": 1,
+            },
+            id="simulate_history",
+        ),
+        pytest.param(
+            "validation.simulate_ratio_estimators",
+            ["--reps", "200"],
+            {
+                r"estimator  false claims  power at exp\(2sd\)  coverage  \| one wild pair: .*": 1,
+                r"(GM \+ t|median\+sign) +[\d.]+%  +[\d.]+%  +[\d.]+%  \| +[\d.]+  +[\d.]+%": 2,
+            },
+            id="simulate_ratio_estimators",
+        ),
+    ],
+)
+def test_the_program_runs_at_its_smallest(module, argv, expected, capsys):
+    assert importlib.import_module(module).main(argv) == 0
+    out = capsys.readouterr().out
+    for pattern, count in expected.items():
+        assert _count(out, pattern) == count, f"{pattern!r} in:\n{out}"
+
+
+def test_predict_step_predicts_each_strategy_of_a_saved_run_at_two_ranks(tmp_path, capsys):
+    out_file = tmp_path / "predict.json"
+    argv = [str(STEP_RUN), "--json", str(out_file)]
+    assert importlib.import_module("validation.predict_step").main(argv) == 0
+    out = capsys.readouterr().out
+    found = json.loads(out_file.read_text())
+    # the run's world-size-2 cases of the strategies the step model forecasts
+    assert sorted(r["strategy"] for r in found["rows"]) == ["allreduce", "ddp", "fsdp", "zero"]
+    assert found["summary"]["cases"] == 4 and set(found["summary"]["workloads"]) == {"mlp"}
+    for row in found["rows"]:
+        assert row["lo_s"] <= row["predicted_s"] <= row["hi_s"] and row["measured_s"] > 0
+        assert row["error"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
+    assert _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| [\d.]+ ms \| .*") == 4
+    assert "4 cases: median absolute percentage error " in out
