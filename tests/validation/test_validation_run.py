@@ -80,3 +80,23 @@ def test_predict_step_predicts_each_strategy_of_a_saved_run_at_two_ranks(tmp_pat
         assert row["error"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
     assert _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| [\d.]+ ms \| .*") == 4
     assert "4 cases: median absolute percentage error " in out
+
+
+@pytest.mark.slow  # two pytest sessions of the suites, three small collectives each
+def test_aa_check_compares_two_clean_runs_and_fits_their_noise(tmp_path, monkeypatch, capsys):
+    # Two trials of three collectives (4 KiB, 64 KiB, 1 MiB): the fewest cases the noise model's
+    # spreads across cases can be fitted from. The workloads narrowed so the sessions collect little.
+    monkeypatch.setenv("DPBENCH_TRIALS", "2")
+    monkeypatch.setenv("DPBENCH_WORKLOADS", "mlp")
+    storage = tmp_path / "aa"
+    select = "test_collective and all_reduce and (4KiB or 1MiB) and not bucket"
+    argv = ["--runs", "2", "--storage", str(storage), "--", "-k", select]
+    assert importlib.import_module("validation.aa_check").main(argv) == 0
+    out = capsys.readouterr().out
+    assert len(sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_aa[12].json"))) == 2
+    assert _count(out, r"1-2 +0  .*") == 1  # the one pair, exit 0
+    jumps = r" +[\d.]+  test_collective\[(4|64)KiB-all_reduce\]| +[\d.]+  test_collective\[1MiB-all_reduce\]"
+    assert _count(out, jumps) == 3  # each case's between-run jump
+    model = json.loads((storage / "noise_model.json").read_text())
+    assert model["source"].startswith("aa_check, 2 runs in ") and model["trial_sd"] >= 0
+    assert out.rstrip().endswith("all pairs exit 0")
