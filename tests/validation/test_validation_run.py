@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,32 @@ def test_aa_check_compares_two_clean_runs_and_fits_their_noise(tmp_path, monkeyp
     model = json.loads((storage / "noise_model.json").read_text())
     assert model["source"].startswith("aa_check, 2 runs in ") and model["trial_sd"] >= 0
     assert out.rstrip().endswith("all pairs exit 0")
+
+
+@pytest.mark.slow  # dpbench run: two configurations of mlp, two trials each, with a busy loop beside one
+def test_busy_leaves_the_question_unsettled_naming_the_busy_configuration(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its work directory: under tmp_path
+    assert importlib.import_module("validation.busy").main(["--trials", "2", "--busy", "single"]) == 0
+    out = capsys.readouterr().out
+    (decision,) = tmp_path.glob("dpbench-busy-*/decision.json")
+    (question,) = json.loads(decision.read_text())["questions"]
+    assert question["workload"] == "mlp" and question["outcome"] == "unsettled"
+    assert any(r.startswith("other processes used ") and "single w1's trials" in r for r in question["reasons"])
+    assert {c["configuration"] for c in question["configurations"]} == {"single w1", "ddp w2"}
+    assert _count(out, r"exit 0; busy loop beside single's trials for \d+ s; files in .*") == 1
+    assert _count(out, r"    single w1: other processes' CPU share \d+%") == 1
+
+
+@pytest.mark.slow  # dpbench run twice: two configurations of mlp, two trials each
+def test_decision_aa_counts_the_comparisons_of_two_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its work directory: under tmp_path
+    argv = ["--runs", "2", "--workloads", "mlp", "--", "--strategies", "single,ddp", "--world-sizes", "1"]
+    assert importlib.import_module("validation.decision_aa").main([*argv, "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    (work,) = tmp_path.glob("dpbench-aa-*")
+    assert sorted(p.name for p in work.glob("decision*.json")) == ["decision1.json", "decision2.json"]
+    # ddp w1 against single and against the leader; two pairs of trials can settle neither (the
+    # sign test's interval claims from five pairs): nothing claimed, nothing contradicted.
+    assert _count(out, r"run [12]: 0 of 2 comparisons settled \(0%\); 0 claims") == 2
+    assert _count(out, r"runs 1 and 2: 0 contradictions") == 1
+    assert "contradictions over 1 pairs of runs: 0" in out
