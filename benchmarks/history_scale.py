@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmarks", type=int, default=70)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/history-scale"))
     args = parser.parse_args(argv)
+    if args.benchmarks < 4:  # write() plants its steps in the 4th and the (10 mod N)th series
+        parser.error(f"--benchmarks: expected 4 or more, found {args.benchmarks}")
     if not any(args.dir.glob("*/*.json")):
         write(args.dir, args.commits, args.benchmarks)
     start, cpu = time.perf_counter(), time.process_time()
