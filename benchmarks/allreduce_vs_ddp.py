@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="steps per round")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.rounds * args.steps < 2:  # the p95 column is a quantile of the step times
+        parser.error(f"--rounds x --steps: expected 2 or more step times, found {args.rounds * args.steps}")
 
     common = dict(world_size=args.world_size, global_batch=args.global_batch, device=args.device, seed=0, lr=0.05)
     runs = []

@@ -6,7 +6,7 @@ fresh spawned process (``real_step_peak``). Time: ``single`` with and without it
 trials interleaved (plain, checkpointed, plain, …), each trial's median step; the paired ratio
 checkpointed ÷ plain with its interval (``dpbench.stats.paired_ratio``, the gate's estimator).
 
-    .venv/bin/python -m benchmarks.checkpointing [--trials 6] [--steps 20]
+    .venv/bin/python -m benchmarks.checkpointing [--trials 6] [--steps 20] [--workloads transformer,hf:gpt2]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 HF_GPT2 = "hf:gpt2@n_layer=4,n_embd=64,n_head=2,vocab_size=1000,n_positions=64,seq_len=64"
 CASES = [("transformer", 64), (HF_GPT2, 16)]
+NAMES = [spec.split("@")[0] for spec, _ in CASES]  # what --workloads selects by
 
 
 def _real(spec: str, batch: int, checkpoint: bool) -> int:
@@ -35,7 +36,7 @@ def _step_time(spec: str, batch: int, checkpoint: bool, steps: int) -> float:
         return statistics.median(run.step(steps).step_times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     from dpbench.stats import paired_ratio
     from dpbench.strategies.activations import fake_step_peak
     from dpbench.workloads import resolve_workload
@@ -43,8 +44,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
-    jobs = [(spec, batch, ckpt) for spec, batch in CASES for ckpt in (False, True)]
+    parser.add_argument("--workloads", default="", help=f"comma-separated, of {', '.join(NAMES)} (default: all)")
+    args = parser.parse_args(argv)
+    chosen = [name for name in args.workloads.split(",") if name] or list(NAMES)
+    unknown = sorted(set(chosen) - set(NAMES))
+    if unknown:
+        parser.error(f"--workloads: expected names of {', '.join(NAMES)}, found {', '.join(unknown)}")
+    cases = [(spec, batch) for spec, batch in CASES if spec.split("@")[0] in chosen]
+    jobs = [(spec, batch, ckpt) for spec, batch in cases for ckpt in (False, True)]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         real = dict(zip(jobs, pool.map(_real, *zip(*jobs))))
     print("| workload | batch | checkpoint | estimated peak (bytes) | measured peak (bytes) | error |")
@@ -55,7 +62,7 @@ def main() -> None:
         print(
             f"| `{spec}` | {batch} | {ckpt} | {estimate:,} | {measured:,} | {(estimate - measured) / measured:+.2%} |"
         )
-    for spec, batch in CASES:
+    for spec, batch in cases:
         saved_est = fake_step_peak(resolve_workload(spec), batch) - fake_step_peak(
             resolve_workload(spec), batch, checkpoint=True
         )
@@ -71,7 +78,8 @@ def main() -> None:
             f"{ratio.lo:.3f}–{ratio.hi:.3f}, {args.trials} interleaved pairs; plain median "
             f"{statistics.median(plain) * 1e3:.1f} ms)"
         )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -79,12 +79,12 @@ def _case(spec: str) -> TrainingCase:
     return TrainingCase(strategy=strategy, workload=workload, world_size=int(world), global_batch=64)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--cases", default="ddp:mlp:2,fsdp:transformer:2", help="strategy:workload:world_size,…")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
     profile = resolve_profile(cuda_count=torch.cuda.device_count(), cpu_count=os.cpu_count(), environ=dict(os.environ))
@@ -159,7 +159,8 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

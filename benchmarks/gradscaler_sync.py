@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("bench_gradscaler_sync: CUDA unavailable (use --device cpu to check the script)", file=sys.stderr)
+        print("benchmarks.gradscaler_sync: CUDA unavailable (use --device cpu to check the script)", file=sys.stderr)
         return 2
     out = measure(workload=args.workload, batch=args.batch, rounds=args.rounds, steps=args.steps, device=args.device)
     lo, hi = out["ratio_ci95"]

@@ -36,12 +36,14 @@ def write(directory: Path, commits: int, benchmarks: int, seed: int = 19) -> Non
         (machine / f"{c + 1:04d}_c{c}.json").write_text(json.dumps(doc))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=500)
     parser.add_argument("--benchmarks", type=int, default=70)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/history-scale"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.benchmarks < 4:  # write() plants its steps in the 4th and the (10 mod N)th series
+        parser.error(f"--benchmarks: expected 4 or more, found {args.benchmarks}")
     if not any(args.dir.glob("*/*.json")):
         write(args.dir, args.commits, args.benchmarks)
     start, cpu = time.perf_counter(), time.process_time()
@@ -57,7 +59,8 @@ def main() -> None:
         f"{cpu_done - cpu:.1f} s CPU (this process); page {len(page) / 1e6:.2f} MB; "
         f"{len(history.changes())} changes reported ({out})"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,17 +4,19 @@ Prints a Markdown table: per workload, batch and precision, the peak of one forw
 estimated without memory (``fake_step_peak``) and measured on real CPU tensors with the same
 counter in a fresh spawned process (``real_step_peak``), and the relative error.
 
-    .venv/bin/python -m benchmarks.memory_estimate
+    .venv/bin/python -m benchmarks.memory_estimate [--workloads mlp,hf:gpt2]
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 HF_GPT2 = "hf:gpt2@n_layer=2,n_embd=64,n_head=2,vocab_size=1000,n_positions=64,seq_len=32"
 CASES = [("mlp", 64), ("lenet", 64), ("transformer", 8), ("resnet18", 32), (HF_GPT2, 8)]
+NAMES = [spec.split("@")[0] for spec, _ in CASES]  # what --workloads selects by
 
 
 def _real(spec: str, batch: int, precision: str) -> int:
@@ -24,11 +26,19 @@ def _real(spec: str, batch: int, precision: str) -> int:
     return real_step_peak(resolve_workload(spec), batch, precision=precision)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default="", help=f"comma-separated, of {', '.join(NAMES)} (default: all)")
+    args = parser.parse_args(argv)
+    chosen = [name for name in args.workloads.split(",") if name] or list(NAMES)
+    unknown = sorted(set(chosen) - set(NAMES))
+    if unknown:
+        parser.error(f"--workloads: expected names of {', '.join(NAMES)}, found {', '.join(unknown)}")
     from dpbench.strategies.activations import fake_step_peak
     from dpbench.workloads import resolve_workload
 
-    jobs = [(spec, batch, precision) for spec, batch in CASES for precision in ("fp32", "bf16")]
+    cases = [(spec, batch) for spec, batch in CASES if spec.split("@")[0] in chosen]
+    jobs = [(spec, batch, precision) for spec, batch in cases for precision in ("fp32", "bf16")]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         real = list(pool.map(_real, *zip(*jobs)))
     print("| workload | batch | precision | estimated (bytes) | measured (bytes) | error | estimate time (s) |")
@@ -39,7 +49,8 @@ def main() -> None:
         seconds = time.perf_counter() - start
         error = (estimate - measured) / measured
         print(f"| `{spec}` | {batch} | {precision} | {estimate:,} | {measured:,} | {error:+.2%} | {seconds:.2f} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

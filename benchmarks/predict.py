@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 5.0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", nargs="?", default=str(ROOT / "tests" / "predict" / "data" / "step_run.json"))
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     argv = [
         sys.executable,
         "-c",

@@ -60,13 +60,13 @@ def _by_case(doc: dict) -> dict[str, dict]:
     return {b["fullname"]: b["extra_info"] for b in doc["benchmarks"] if b["extra_info"].get("kind") == "training"}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--suites", default="suites/")
     parser.add_argument("-k", dest="select", default=None)
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     walls, overheads, timed, agreement = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="dpbench-trace-overhead-") as tmp:
         for i in range(args.passes):
@@ -104,7 +104,8 @@ def main() -> None:
         args.json.write_text(
             json.dumps({"summary": summary, "overheads": overheads, "timed": timed, "agreement": agreement}, indent=1)
         )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,6 +6,7 @@ reachable package index (one line, no .venv left behind)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -290,6 +291,27 @@ def test_a_traced_case_without_communication_fails_the_traces_step():
         "no collective matched across the ranks: no arrival skew",
     ]
     assert verify.traced_case_problems({"extra_info": {"world_size": 1, "trace_breakdown": {}}}) is None
+
+
+def test_the_traces_step_passes_a_run_whose_traced_cases_communicate_and_fails_one_that_does_not(tmp_path, capsys):
+    verify = importlib.import_module("tools.gpu_check_verify")
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    untraced = {"name": "test_collective[4KiB-all_reduce]", "extra_info": {"world_size": 2}}
+    good.write_text(json.dumps({"benchmarks": [_traced([0.001, 0.0012]), untraced]}))
+    bad.write_text(json.dumps({"benchmarks": [_traced([0.0, 0.001])]}))
+    assert verify.main(["traces", str(good)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "ok test_throughput[ddp-mlp-w2]: communication 1, 1.2 ms/step per rank (host transport), 3 collectives "
+        "matched, median skew 0.2 ms",
+        "traces: 1 of 1 traced case(s) show communication on every rank",
+    ]
+    assert verify.main(["traces", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "    no communication in the trace of rank(s) [0]" in out
+    assert out.endswith("traces: 1 of 2 traced case(s) show communication on every rank\n")
+    good.write_text(json.dumps({"benchmarks": [untraced]}))
+    assert verify.main(["traces", str(good)]) == 1  # nothing traced: nothing was checked
+    assert capsys.readouterr().out.startswith("no traced case with two or more ranks in ")
 
 
 # -- python -m benchmarks.gradscaler_sync ------------------------------------------------------------

@@ -54,12 +54,12 @@ def check(model_type: str, timeout: int) -> dict[str, str]:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--types", default="", help="comma-separated model types (default: every supported one)")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per type")
     parser.add_argument("--json", default="", help="write the results here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)  # transformers' warnings about default configs
     signal.signal(signal.SIGALRM, _alarm)
@@ -88,7 +88,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=1, sort_keys=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -140,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         f"trial spread alone (no run-to-run offset; {JUMP_DRAWS:,} simulated sets of {len(paths)} runs, seed 0) "
         f"expect {expected:.1f}"
     )
+    model = None
     if len(paths) >= 2:
-        model = fit_noise_model(frames, source=f"aa_check, {len(paths)} runs in {storage}")
+        try:
+            model = fit_noise_model(frames, source=f"aa_check, {len(paths)} runs in {storage}")
+        except ValueError as exc:  # a selection of one or two cases is too few to fit spreads across cases
+            print(f"\nno noise model fitted from these runs: {exc}")
+    if model is not None:
         print("\nnoise model fitted from these runs (log-scale sds):")
         print(json.dumps({**model.to_dict(), **{k: v for k, v in model.percentiles().items()}}, indent=1))
         (storage / "noise_model.json").write_text(json.dumps(model.to_dict(), indent=1) + "\n")

@@ -28,12 +28,12 @@ def _spin(stop) -> None:  # another process's busy loop
         sum(i * i for i in range(10_000))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2)
     parser.add_argument("--busy", default="single", help="the strategy whose trials run beside a busy loop")
     parser.add_argument("--workload", default="mlp")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="dpbench-busy-"))
     cmd = [sys.executable, "-m", "dpbench.cli", "run", "--workload", args.workload, "--strategies", "single,ddp"]
     cmd += ["--world-sizes", "1,2", "--trials", str(args.trials), "--results", str(work / "results")]

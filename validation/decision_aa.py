@@ -41,12 +41,12 @@ def relations(decision: dict) -> tuple[set[tuple[str, str, str]], int, int]:
     return found, settled, total
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workloads", default="mlp,lenet,transformer")
     parser.add_argument("rest", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="dpbench-aa-"))
     decisions, times = [], []
     for i in range(args.runs):

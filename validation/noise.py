@@ -408,7 +408,7 @@ def draw_sides(
 #   (a further trial of the same session, itself disturbed with the same probability), a clean one
 #   taking the slot.
 #
-# A false alarm is a job in which any benchmark is REGRESSED. Used by ``scripts/`` and the tests only.
+# A false alarm is a job in which any benchmark is REGRESSED. Used by ``validation`` and the tests only.
 ARMS = ("raw", "left_out", "remeasured")
 
 

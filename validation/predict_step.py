@@ -66,7 +66,7 @@ def _contention(run: Any, workload: str, strategy: str) -> float | None:
     return pairs[0] if pairs else None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from scipy.stats import kendalltau
 
     from dpbench.predict import fit_collectives, predict_step, read_comm_run, step_predictions
@@ -77,7 +77,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a saved run with the scaling suite at 1 and 2 ranks and the comm suite")
     parser.add_argument("--json", help="write every record as JSON here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     run = read_run(args.run)
     model = fit_collectives(read_comm_run(args.run))
     device = next(

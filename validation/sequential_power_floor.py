@@ -50,12 +50,12 @@ def z_power(n: int, d: float, sd: float, alpha: float) -> float:
     return float(norm.cdf(d * math.sqrt(n) / sd - norm.ppf(1 - alpha / 2)))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="quick-runs", choices=("quick-runs", "history-runs", "clean"))
     parser.add_argument("--gaps", default="0.2,0.5")
     parser.add_argument("--max-pairs", type=int, default=12)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     model = MODELS[args.model]
     sd = math.sqrt(2) * model.trial_sd
     alpha = 1 - MIN_CLAIM_CONFIDENCE

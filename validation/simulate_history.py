@@ -62,13 +62,13 @@ def rates(series: int, seed: int, commits: int, alpha: float) -> dict[str, float
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=19)
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--alpha", type=float, nargs="*", default=[DEFAULT_ALPHA])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(
         f"noise: {NOISE}; threshold {DEFAULT_THRESHOLD:.0%}; {args.commits} commits; {args.series} series per "
         f"scenario; seed {args.seed}"
@@ -85,7 +85,8 @@ def main() -> None:
             f"| {alpha:g} | {r['false_per_100']:.1f} | {r['step_hit']:.1%} | {r['step_width']:.1f} | "
             f"{r['creep_hit']:.1%} | {r['creep_covers']:.1%} | {time.perf_counter() - start:.0f} |"
         )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -293,3 +293,22 @@ def test_simulation_small():
     assert all(j.case_pairs == 8 * 4 for j in fixed)
     # Beyond the first rounds only the open cases are measured: fewer pairs than every case at the rounds run.
     assert all(f.case_pairs <= s.case_pairs < 8 * s.rounds or s.rounds == 4 for s, f in zip(slowed, fixed))
+
+
+def test_simulation_main_prints_both_designs_per_cell(capsys):
+    """The program itself, at 20 jobs of 4 cases: a row per cell and design; the fixed design
+    measures every case the first rounds' pairs and no more."""
+    argv = ["--jobs", "20", "--benchmarks", "4", "--trials", "4"]
+    assert importlib.import_module("validation.simulate_ab_settle").main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [
+        line.split(" | ") for line in out.splitlines() if line.startswith("| A/A |") or line.startswith("| 3 cases")
+    ]
+    assert [(row[0], row[1]) for row in rows] == [
+        (cell, design)
+        for cell in ("| A/A", "| 3 cases +10%", "| 3 cases +20%")
+        for design in ("until settled", "fixed")
+    ]
+    fixed = [row for row in rows if row[1] == "fixed"]
+    assert all(row[6] == "4.0" and row[7] == "16" for row in fixed)  # 4 rounds, 4 cases x 4 pairs
+    assert all(float(row[6]) >= 4.0 for row in rows)  # until settled starts with the same 4 rounds

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from scipy.stats import norm
 
 ROOT = Path(__file__).resolve().parents[2]
-SD = math.sqrt(2) * 0.148  # the midday model's pair spread, as the validation page quotes it
+SD = math.sqrt(2) * 0.148  # the quick-runs model's pair spread, as the validation page quotes it
 D = math.log1p(0.2)
 
 
@@ -45,3 +46,17 @@ def test_the_t_power_matches_a_seeded_draw(floor):
         xs = [rng.gauss(D, SD) for _ in range(n)]
         claimed += statistics.fmean(xs) / (statistics.stdev(xs) / math.sqrt(n)) > crit
     assert claimed / draws == pytest.approx(floor.t_power(n, D, SD, 0.10), abs=0.015)
+
+
+def test_main_prints_the_three_powers_per_pair_count_as_the_functions_give_them(floor, capsys):
+    assert importlib.import_module("validation.sequential_power_floor").main(["--gaps", "0.2", "--max-pairs", "6"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if re.fullmatch(r" +\d+ +[\d.]+ +[\d.]+ +[\d.]+", line)]
+    assert [int(row[0]) for row in rows] == [2, 3, 4, 5, 6]
+    sd, alpha = math.sqrt(2) * floor.MODELS["quick-runs"].trial_sd, 1 - floor.MIN_CLAIM_CONFIDENCE
+    for n, sign, t_claims, z in rows:
+        n = int(n)
+        assert float(sign) == round(floor.sign_power(n, D, sd, alpha), 2)
+        assert float(t_claims) == round(floor.t_power(n, D, sd, alpha), 2)
+        assert float(z) == round(floor.z_power(n, D, sd, alpha), 2)
+    assert "\ngap 20%\npairs   sign      t  z (sd known)\n" in out

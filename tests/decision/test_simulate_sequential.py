@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,13 @@ def test_the_cells_are_seeded(sim):
     one = sim.run_cell(CLEAN, [], configs=3, gap=0.1, jobs=10, seed=3, plan=plan, rate=0.0)
     random.seed(0)  # the cells draw from their own generator, not the module's
     assert one == sim.run_cell(CLEAN, [], configs=3, gap=0.1, jobs=10, seed=3, plan=plan, rate=0.0)
+
+
+def test_main_prints_one_row_per_gap_and_configuration_count(capsys):
+    argv = ["--jobs", "20", "--gaps", "0,0.5", "--configs", "2"]
+    assert importlib.import_module("validation.simulate_sequential").main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| true gap | configurations | false claims per job: sequential | fixed 5 | fixed 8 " in out
+    rows = [line for line in out.splitlines() if re.fullmatch(r"\| (A/A|50%) \| 2 \|( [^|]+ \|){7}", line)]
+    assert [row.split(" | ")[0] for row in rows] == ["| A/A", "| 50%"]
+    assert "20 jobs a cell; disturbed: 2% of trials, 16 measured disturbances" in out  # the default run's 16

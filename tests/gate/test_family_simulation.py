@@ -7,8 +7,10 @@ benchmarks; docs/validation/gate.md), kept small and seeded: a rate check that f
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
+import re
 import statistics
 
 import pytest
@@ -169,3 +171,13 @@ def test_with_aa_runs_a_25pc_slowdown_of_a_steady_case_is_caught_far_more_often_
     assert with_aa >= 7 and with_aa >= without + 5
     failed, _ = _jobs(UNIFORM, jobs=20, seed=5, benchmarks=30, trials=5, paired=False, aa_runs=3)
     assert failed <= 1  # the full simulation's A/A rate with --aa is ~0.3-1.3%: 2 of 20 would be p < 0.03
+
+
+def test_the_program_prints_every_target_line_of_compare(capsys):
+    """``python -m validation.simulate_gate`` itself, at 20 jobs of 5 cases, compare only."""
+    argv = ["--jobs", "20", "--benchmarks", "5", "--compare-only"]
+    assert importlib.import_module("validation.simulate_gate").main(argv) == 0
+    out = capsys.readouterr().out
+    assert "5 benchmarks, 5 trials a side for compare" in out
+    targets = [line for line in out.splitlines() if re.fullmatch(r"  compare    .*:\s+\d+/20 = .*", line)]
+    assert len(targets) == 6 and "\n  paired ab " not in out
