@@ -83,12 +83,12 @@ def run_ab(clone: Path, base: str, head: str, args: argparse.Namespace, out: Pat
     # -P: the working directory (the clone) stays off the path, so this checkout's dpbench, which
     # the interpreter's editable install finds, runs ab.
     boot = "import sys; from dpbench.cli import main; sys.exit(main(sys.argv[1:]))"
-    cmd = [sys.executable, "-c", boot, "ab", base, head, "--python", sys.executable, "--trials", str(args.trials)]
+    cmd = [sys.executable, "-P", "-c", boot, "ab", base, head, "--python", sys.executable, "--trials", str(args.trials)]
     cmd += ["--workdir", str(out / "work"), "--json", str(out / "compare.json")]
     cmd += ["--max-trials", str(args.max_trials)] + (["--budget", args.budget] if args.budget else [])
     cmd += ["--", *SELECTION]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPBENCH_") and k != "PYTHONPATH"}
-    print("$ " + " ".join(cmd[:1] + ["-c", "…"] + cmd[3:]), flush=True)
+    print("$ " + " ".join(cmd[:2] + ["-c", "…"] + cmd[4:]), flush=True)
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=clone, env={**env, **SUITE_ENV}, stdout=subprocess.PIPE, text=True)
     lines = []
