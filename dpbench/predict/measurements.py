@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpbench.errors import UsageError, did_you_mean
+from dpbench.errors import UsageError, check_choice
 
 __all__ = ["COLLECTIVES", "Measurement", "read_comm_run", "read_measurements", "read_nccl_tests"]
 
@@ -67,11 +67,7 @@ def _collective_in(text: str) -> str | None:
 
 
 def _check_collective(name: str, what: str) -> str:
-    if name not in COLLECTIVES:
-        raise UsageError(
-            f"{what}: expected one of {', '.join(COLLECTIVES)}, found {name!r}{did_you_mean(name, COLLECTIVES)}"
-        )
-    return name
+    return check_choice(what, name, COLLECTIVES)
 
 
 def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[Measurement]:

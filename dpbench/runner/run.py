@@ -205,8 +205,8 @@ def _check(config: RunConfig, named: Callable[[str], str], *, device: str | None
     """The settings the session's settings do not hold usable — the suites, the precision, the
     ``device`` they ask for, each strategy's options — or one line naming it as the user gave it
     (``named``: an option or the file's key)."""
+    from dpbench.schema import PRECISIONS
     from dpbench.strategies import get_strategy
-    from dpbench.strategies.memory import PRECISIONS
 
     where = f" (from {config.source})" if config.source else ""
     if config.suites:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 from dpbench.strategies._options import CommonOptions
-from dpbench.strategies.memory import OPTIMIZERS, PRECISIONS, ParamShape, model_params
+from dpbench.strategies.memory import ParamShape, model_params
 
 __all__ = ["CaseEstimate", "Estimator", "RankEstimate", "EstimateError"]
 
@@ -162,8 +163,8 @@ class Estimator:
 
         if not isinstance(options, CommonOptions):
             options = dict(options or {})
-            _check_name("precision", options.get("precision", "fp32"), PRECISIONS)
-            _check_name("optimizer", options.get("optimizer", "sgd"), OPTIMIZERS)
+            _check_name("precision", options.get("precision", DEFAULT_PRECISION), PRECISIONS)
+            _check_name("optimizer", options.get("optimizer", DEFAULT_OPTIMIZER), OPTIMIZERS)
         cls = get_strategy(strategy)
         if global_batch < world_size:  # launch's own rule: every replica gets at least one sample
             raise ValueError(

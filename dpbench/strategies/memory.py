@@ -23,11 +23,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 # The optimizers and precisions the estimator checks (defined in dpbench.schema, named here for its callers).
-from dpbench.schema import OPTIMIZERS, PRECISIONS
+from dpbench.schema import OPTIMIZERS
 
 __all__ = [
-    "OPTIMIZERS",
-    "PRECISIONS",
     "ParamShape",
     "StateMemory",
     "model_params",

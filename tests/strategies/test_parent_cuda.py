@@ -35,7 +35,7 @@ _FAKE_PARENT = textwrap.dedent("""
 
     import dpbench
     import dpbench.launcher.run as run_module
-    from _toy_workloads import MLP
+    from tests.strategies._toy_workloads import MLP
 
     started = []
     class Started:  # where the workers would start
@@ -43,9 +43,9 @@ _FAKE_PARENT = textwrap.dedent("""
             started.append(spec)
 
     run_module.Run = Started
-    cases = [("single", 1, {{}}), ("dp", 2, {{}}), ("manual", 2, {{}}), ("torch-dp", 2, {{}}),
-             ("ddp", 2, {{"accumulation_steps": 2}}), ("allreduce", 2, {{}}), ("zero", 2, {{}}),
-             ("fsdp", 2, {{}}), ("ddp", 3, {{}})]
+    cases = [("single", 1, {}), ("dp", 2, {}), ("manual", 2, {}), ("torch-dp", 2, {}),
+             ("ddp", 2, {"accumulation_steps": 2}), ("allreduce", 2, {}), ("zero", 2, {}),
+             ("fsdp", 2, {}), ("ddp", 3, {})]
     for strategy, world_size, options in cases:
         dpbench.launch(strategy, MLP, world_size=world_size, global_batch=8, device="cuda", **options)
     print(len(started), [s.devices for s in started][-1], [s.backend for s in started][-1])
@@ -54,7 +54,9 @@ _FAKE_PARENT = textwrap.dedent("""
 
 @pytest.mark.slow  # a fresh interpreter importing torch: ~5-9 s on a busy 2-core machine
 def test_parent_side_of_every_strategy_never_touches_cuda():
-    out = subprocess.run([sys.executable, "-c", _FAKE_PARENT], capture_output=True, text=True, timeout=120)
+    # From the checkout's root: -c puts the working directory on the path, and the toy model is in tests/.
+    root = Path(HERE).parents[1]
+    out = subprocess.run([sys.executable, "-c", _FAKE_PARENT], capture_output=True, text=True, timeout=120, cwd=root)
     assert out.returncode == 0, out.stderr[-3000:]
     # Every case got as far as starting workers; three ranks on two GPUs: gloo, cuda:0 shared.
     assert out.stdout.split() == ["9", "('cuda:0',", "'cuda:1',", "'cuda:0')", "gloo"]
