@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in names:
         print(f"benchmarks: NAME: expected one of {', '.join(names)}, found {name!r}", file=sys.stderr)
         return 2
+    sys.argv[0] = f"python -m benchmarks {name}"  # the name argparse gives in its usage and errors
     return importlib.import_module(f"benchmarks.{name}").main(rest) or 0
 
 

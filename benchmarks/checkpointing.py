@@ -16,9 +16,11 @@ import multiprocessing
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 
+from dpbench.errors import UsageError, check_names
+
 HF_GPT2 = "hf:gpt2@n_layer=4,n_embd=64,n_head=2,vocab_size=1000,n_positions=64,seq_len=64"
 CASES = [("transformer", 64), (HF_GPT2, 16)]
-NAMES = [spec.split("@")[0] for spec, _ in CASES]  # what --workloads selects by
+NAMES = list(dict.fromkeys(spec.split("@")[0] for spec, _ in CASES))  # what --workloads selects by
 
 
 def _real(spec: str, batch: int, checkpoint: bool) -> int:
@@ -46,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workloads", default="", help=f"comma-separated, of {', '.join(NAMES)} (default: all)")
     args = parser.parse_args(argv)
-    chosen = [name for name in args.workloads.split(",") if name] or list(NAMES)
-    unknown = sorted(set(chosen) - set(NAMES))
-    if unknown:
-        parser.error(f"--workloads: expected names of {', '.join(NAMES)}, found {', '.join(unknown)}")
+    try:
+        chosen = check_names("--workloads", args.workloads, NAMES) if args.workloads else NAMES
+    except UsageError as e:
+        parser.error(str(e))
     cases = [(spec, batch) for spec, batch in CASES if spec.split("@")[0] in chosen]
     jobs = [(spec, batch, ckpt) for spec, batch in cases for ckpt in (False, True)]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:

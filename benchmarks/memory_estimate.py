@@ -14,9 +14,11 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from dpbench.errors import UsageError, check_names
+
 HF_GPT2 = "hf:gpt2@n_layer=2,n_embd=64,n_head=2,vocab_size=1000,n_positions=64,seq_len=32"
 CASES = [("mlp", 64), ("lenet", 64), ("transformer", 8), ("resnet18", 32), (HF_GPT2, 8)]
-NAMES = [spec.split("@")[0] for spec, _ in CASES]  # what --workloads selects by
+NAMES = list(dict.fromkeys(spec.split("@")[0] for spec, _ in CASES))  # what --workloads selects by
 
 
 def _real(spec: str, batch: int, precision: str) -> int:
@@ -30,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="", help=f"comma-separated, of {', '.join(NAMES)} (default: all)")
     args = parser.parse_args(argv)
-    chosen = [name for name in args.workloads.split(",") if name] or list(NAMES)
-    unknown = sorted(set(chosen) - set(NAMES))
-    if unknown:
-        parser.error(f"--workloads: expected names of {', '.join(NAMES)}, found {', '.join(unknown)}")
+    try:
+        chosen = check_names("--workloads", args.workloads, NAMES) if args.workloads else NAMES
+    except UsageError as e:
+        parser.error(str(e))
     from dpbench.strategies.activations import fake_step_peak
     from dpbench.workloads import resolve_workload
 
