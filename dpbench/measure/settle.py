@@ -127,11 +127,13 @@ class Settling:
         still = frozenset(cases) if trials < self.plan.min_trials else frozenset(keys[n] for n in opened)
         return TrialsLook(trials=trials, open_keys=still, unsettled=unsettled, answers=answers)
 
-    def plan_line(self, *, cases: int, trial_s: float) -> str:
-        """Upfront, once the first pass has timed a trial: ``24 cases; ~12 s a trial from the first
-        pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; budget 30 min``."""
-        low = cases * self.plan.min_trials * trial_s
-        high = cases * self.plan.max_trials * trial_s
+    def plan_line(self, *, cases: int, pass_s: float, elapsed_s: float, passes: int = 2) -> str:
+        """Once ``passes`` passes have run (``elapsed_s`` in all), from the last one (``pass_s``):
+        ``24 cases; ~5 min a pass from the second; 6–12 trials each, until settled at 96.1%; about
+        29 min–30 min; budget 30 min``. From the second pass, not the first: the first carries every
+        case's cold start and overstates the passes after it (by ~70% on the quick profile)."""
+        low = elapsed_s + max(0, self.plan.min_trials - passes) * pass_s
+        high = elapsed_s + max(0, self.plan.max_trials - passes) * pass_s
         budget = f"budget {duration_text(self.budget_s)}" if self.budget_s else "no budget"
         short = ""
         if self.budget_s:
@@ -139,7 +141,7 @@ class Settling:
             if low > self.budget_s:  # the first look would come after the budget: nothing could be claimed
                 short = f" (short of the first look at {self.plan.min_trials} trials: raise it for claims)"
         return (
-            f"{cases} cases; ~{duration_text(trial_s)} a trial from the first pass; "
+            f"{cases} cases; ~{duration_text(pass_s)} a pass from the second; "
             f"{self.plan.min_trials}–{self.plan.max_trials} trials each, until settled at "
             f"{self.plan.look_level:.1%}; about {_span(min(low, high), high)}; {budget}{short}"
         )

@@ -210,7 +210,8 @@ class TrialSession:
         self.claim_level: float | None = None  # the design's look level (until settled; None: a fixed design)
         self.stopped: str | None = None  # what ended the trials until settled: settled, maximum, budget
         self.last_look: Any = None  # the last look's findings (dpbench.measure.settle.Look)
-        self.trial_seconds: list[float] = []  # wall time of each trial (the plan's and the budget's estimate)
+        self.trial_seconds: list[float] = []  # wall time of each trial (the budget's estimate)
+        self.pass_seconds: list[float] = []  # wall time of each pass (the plan's estimate)
 
     def add(self, case: Measurable) -> str:
         """Schedule ``case`` (once, however many suites name it); returns its key."""
@@ -235,6 +236,7 @@ class TrialSession:
         active = keys
         started = time.monotonic()
         for trial in range(first, self.trials):
+            pass_began = time.monotonic()
             if trial and self.until_settled is not None:
                 active = self._still_open(active, trial)
                 if not active:
@@ -262,8 +264,15 @@ class TrialSession:
                 self.trial_seconds.append(time.monotonic() - began)
                 measured += 1
             self.passes = trial + 1
-            if trial == 0 and self.until_settled is not None and self.trial_seconds:
-                self._progress(self.until_settled.plan_line(cases=len(keys), trial_s=self._trial_s()))
+            self.pass_seconds.append(time.monotonic() - pass_began)
+            # Every case runs the first two passes (the design's minimum is above two); the second
+            # is warm, so it times the passes to come.
+            if trial == 1 and self.until_settled is not None:
+                self._progress(
+                    self.until_settled.plan_line(
+                        cases=len(keys), pass_s=self.pass_seconds[-1], elapsed_s=sum(self.pass_seconds)
+                    )
+                )
         if self.until_settled is not None:
             self._finish_settling()
 

@@ -136,24 +136,36 @@ def test_the_budget_stops_the_trials_and_says_what_is_unsettled():
     assert lines[-1].startswith("the budget (0 s) stopped the trials after 1 passes; still unsettled: ")
 
 
-def test_the_plan_line_comes_after_the_first_pass():
-    cases = [FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005)]
-    _, lines = _run(cases, max_trials=12, budget_s=1800)
-    plan = [line for line in lines if "trials each" in line]
+def test_the_plan_line_comes_after_the_second_pass():
+    single, ddp = FakeTraining("single", 1, 0.010), FakeTraining("ddp", 2, 0.005)
+    seen: list[tuple[str, int]] = []  # each line with the trials measured when it was said
+    session = TrialSession(
+        profile=None,
+        trials=12,
+        until_settled=Settling(plan=plan_looks(12), budget_s=1800, cpu_count=2),
+        progress=lambda text, **kw: seen.append((text, len(single.calls) + len(ddp.calls))),
+    )
+    for case in (single, ddp):
+        session.add(case)
+    session.run()
+    plan = [(line, measured) for line, measured in seen if "trials each" in line]
     assert len(plan) == 1
-    assert plan[0].startswith("2 cases; ~0 s a trial from the first pass; 6–12 trials each, until settled at 96.1%")
-    assert plan[0].endswith("; budget 30 min")
+    line, measured = plan[0]
+    assert measured == 4  # both cases' first two trials, no third
+    assert line.startswith("2 cases; ~0 s a pass from the second; 6–12 trials each, until settled at 96.1%")
+    assert line.endswith("; budget 30 min")
 
 
 def test_the_plan_line_says_when_the_budget_ends_before_the_first_look():
     settling = Settling(plan=plan_looks(12), budget_s=600)
-    line = settling.plan_line(cases=24, trial_s=12.0)  # 24 × 6 × 12 s = 29 min before the first look
+    # Two passes of 24 cases at 12 s a trial: 576 s, then 288 s a pass — 29 min before the first look.
+    line = settling.plan_line(cases=24, pass_s=288.0, elapsed_s=576.0)
     assert line == (
-        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 10 min; "
+        "24 cases; ~5 min a pass from the second; 6–12 trials each, until settled at 96.1%; about 10 min; "
         "budget 10 min (short of the first look at 6 trials: raise it for claims)"
     )
-    assert Settling(plan=plan_looks(12), budget_s=1800).plan_line(cases=24, trial_s=12.0) == (
-        "24 cases; ~12 s a trial from the first pass; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; "
+    assert Settling(plan=plan_looks(12), budget_s=1800).plan_line(cases=24, pass_s=288.0, elapsed_s=576.0) == (
+        "24 cases; ~5 min a pass from the second; 6–12 trials each, until settled at 96.1%; about 29 min–30 min; "
         "budget 30 min"
     )
 
