@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dpbench.ab.job import parse_trials
 from dpbench.ab.revisions import ABError
 from dpbench.ab.settle import parse_budget, parse_max_trials
 
@@ -122,11 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", choices=("both", "ab", "aa"), default="both", help="the jobs to run (default both)")
     args = p.parse_args(argv)
     try:  # bad input: one line, nothing made
-        trials = int(args.trials) if str(args.trials).isdigit() and int(args.trials) >= 1 else None
-        if trials is None:
-            raise ABError(f"--trials: expected an int >= 1, found {args.trials!r}")
-        args.trials = trials
-        args.max_trials = parse_max_trials(args.max_trials, trials=trials, min_pairs=2)
+        args.trials = parse_trials(args.trials)  # ab's own rules, so the jobs cannot refuse them later
+        args.max_trials = parse_max_trials(args.max_trials, trials=args.trials, min_pairs=2)
         parse_budget(args.budget)
     except ABError as e:
         print(f"validation.ab_relu: error: {e}", file=sys.stderr)
