@@ -1,9 +1,10 @@
 """The ``compile`` option: ``torch.compile`` outside every timed region, its time reported.
 
 ``torch.compile`` compiles lazily, at the first call, so :func:`warm_up` runs one full step on
-step 0's batch (forward and backward graphs get built, under DDP split at bucket boundaries by
-DDPOptimizer) and then restores parameters, buffers, optimizer and loss-scaler state: training
-continues exactly as if the step had not run. Its wall time (plus wrapping) is ``compile_time_s``.
+step 0's batch, staged on the device as a timed step's is (forward and backward graphs get built,
+under DDP split at bucket boundaries by DDPOptimizer) and then restores parameters, buffers,
+optimizer and loss-scaler state: training continues exactly as if the step had not run. Its wall
+time (plus wrapping) is ``compile_time_s``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def warm_up(trainer: Any) -> float:
     saved = [t.detach().clone() for t in tensors]
     optimizer_states = [copy.deepcopy(o.state_dict()) for o in trainer.optimizers()]
     scaler_state = copy.deepcopy(trainer.precision.state_dict())
-    inputs, target = trainer.local_batch(0)
+    inputs, target = trainer.staged_batch(0)  # as a timed step receives it: on the device
     trainer.phases.sync()
     start = time.perf_counter()
     trainer.train_step(inputs, target)

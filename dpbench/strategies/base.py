@@ -352,6 +352,13 @@ class Strategy(ABC):
             target = take_slice(target, start, sizes[self.rank])
         return inputs, target
 
+    def staged_batch(self, step: int) -> tuple[Any, Any]:
+        """Step ``step``'s batch as a step receives it: this worker's part (:meth:`local_batch`) on
+        its first device (:meth:`stage_batch`). The timed steps and the compile warm-up both take
+        it from here: a strategy whose ``train_step`` relies on the staging (ddp moves no target)
+        would otherwise meet a host tensor in the warm-up only, and only on CUDA."""
+        return self.stage_batch(*self.local_batch(step))
+
     def stage_batch(self, inputs: Any, target: Any) -> tuple[Any, Any]:
         """The batch this worker trains on, moved to its first device before the step's clock
         starts (the rank's device; replica 0's for in-process strategies, which scatter from
@@ -381,7 +388,7 @@ class Strategy(ABC):
         for _ in range(k):
             # Host → device copy of the batch outside the clock: a step measures the training
             # work, not the data loading (a pageable copy inside it would be a host sync).
-            inputs, target = self.stage_batch(*self.local_batch(self._step))
+            inputs, target = self.staged_batch(self._step)
             # Start from an idle device (copy done) so earlier work is not charged to this step.
             self.phases.sync()
             t0 = time.perf_counter()
