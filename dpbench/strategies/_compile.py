@@ -5,6 +5,10 @@ step 0's batch, staged on the device as a timed step's is (forward and backward 
 under DDP split at bucket boundaries by DDPOptimizer) and then restores parameters, buffers,
 optimizer and loss-scaler state: training continues exactly as if the step had not run. Its wall
 time (plus wrapping) is ``compile_time_s``.
+
+A cold compile is the longest untimed work a worker does, and it runs inside a call the parent
+watches: :data:`COMPILE_TIMEOUT_S` is how long it may take (the worker beats meanwhile) and how
+long a rank that compiled first may wait for the others in a collective.
 """
 
 from __future__ import annotations
@@ -13,7 +17,14 @@ import copy
 import time
 from typing import Any
 
-__all__ = ["compile_module", "warm_up"]
+__all__ = ["COMPILE_TIMEOUT_S", "compile_module", "warm_up"]
+
+# Seconds one cold compile may take before its rank counts as hung. Inductor and Triton build
+# every kernel of the forward and the backward from nothing (no cache in a fresh image): a
+# transformer or hf:gpt2 can take minutes where a small model takes 20-60 s, ranks sharing a
+# machine build theirs at once on the same cores, and DDPOptimizer compiles one graph per bucket.
+# Ten times the 60 s a rank may otherwise stay silent; a compile past it is hung, not slow.
+COMPILE_TIMEOUT_S = 600.0
 
 
 def compile_module(module: Any) -> tuple[Any, float]:

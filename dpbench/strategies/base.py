@@ -203,6 +203,18 @@ class Strategy(ABC):
         return state.held_bytes() + activation(batch)
 
     @classmethod
+    def collective_timeout(cls, options: CommonOptions, *, timeout: float) -> float:
+        """How long a rank may wait in one collective for the others, given the run's ``timeout``
+        (how long a rank may stay silent): ``timeout``, or with ``compile`` on as long as a cold
+        compile may take and then some — in the warm-up step a rank that compiled first waits in
+        the first collective for the slowest one (see :mod:`dpbench.strategies._compile`)."""
+        if getattr(options, "compile", False):
+            from dpbench.strategies._compile import COMPILE_TIMEOUT_S
+
+            return timeout + COMPILE_TIMEOUT_S
+        return timeout
+
+    @classmethod
     def step_schedule(cls, options: CommonOptions) -> StepSchedule | None:
         """What one step issues (:class:`~dpbench.strategies.schedule.StepSchedule`: its collectives,
         buckets or units, what it shards and broadcasts), for the step model to replay (parent side,
@@ -278,7 +290,21 @@ class Strategy(ABC):
         if getattr(self.spec.options, "compile", False):
             from dpbench.strategies._compile import warm_up
 
-            self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
+            with self.compiling():
+                self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
+
+    def compiling(self) -> Any:
+        """Wrap work that may compile (the first call of a compiled module) in this: the worker beats
+        for up to ``COMPILE_TIMEOUT_S`` meanwhile (``ctx.keep_alive``), so a cold compile, or a wait
+        in a collective for another rank's, is not taken for a hang. Nothing without ``compile``."""
+        import contextlib
+
+        keep_alive = getattr(self.ctx, "keep_alive", None)
+        if not getattr(self.spec.options, "compile", False) or keep_alive is None:
+            return contextlib.nullcontext()
+        from dpbench.strategies._compile import COMPILE_TIMEOUT_S
+
+        return keep_alive(COMPILE_TIMEOUT_S)
 
     @abstractmethod
     def setup(self) -> None:
