@@ -71,6 +71,7 @@ class WorkerOrder:
     # The head's import path: the workers unpickle functions of modules the head imported
     # (test files included); the same checkout path on every node is assumed.
     sys_path: tuple[str, ...]
+    collective_timeout: float | None = None  # the process group's timeout (None: ``timeout``)
 
 
 def pool_store(host: str, port: int, prefix: str, timeout: float) -> Any:
@@ -131,6 +132,7 @@ def _worker_config(order: WorkerOrder) -> WorkerConfig:
         backend=order.backend,
         store_path="",
         timeout=order.timeout,
+        collective_timeout=order.collective_timeout,
         threads=order.threads,
         cpus=None,
         environ=_worker_environ(order),

@@ -50,6 +50,7 @@ from dpbench.workers.base import (
     WorkerError,
     WorkerTimeoutError,
     available_cores,
+    check_collective_timeout,
     default_threads,
     pick_backend,
     require_cuda,
@@ -107,8 +108,11 @@ class WorkerPool:
     torch.distributed backend; None picks "gloo" on CPU, "nccl" on CUDA when every rank
     has its own GPU, else "gloo". ``process_group=False`` starts workers without
     torch.distributed (``ctx.group`` is None). ``timeout``: seconds a rank may stay silent
-    during a call (and the collective timeout inside workers). ``threads_per_worker``: the
-    ``torch.set_num_threads`` of every worker; None → cores // world_size (at least 1).
+    during a call (and the collective timeout inside workers). ``collective_timeout``: the
+    process group's timeout instead, where one collective may wait longer than a rank stays
+    silent (ranks compiling at different speeds; the waiting rank beats through
+    ``ctx.keep_alive``). ``threads_per_worker``: the ``torch.set_num_threads`` of every worker;
+    None → cores // world_size (at least 1).
 
     ``affinity``: "auto" (default) pins each rank to its own block of cores where the OS
     allows and there are enough cores, and moves the parent's threads (and so a resource
@@ -133,6 +137,7 @@ class WorkerPool:
         process_group: bool = True,
         affinity: str = "auto",
         cores_per_worker: int | None = None,
+        collective_timeout: float | None = None,
     ):
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
@@ -140,6 +145,7 @@ class WorkerPool:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_collective_timeout(collective_timeout)
         if threads_per_worker is not None and (not isinstance(threads_per_worker, int) or threads_per_worker < 1):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if cores_per_worker is not None and (
@@ -153,6 +159,7 @@ class WorkerPool:
         self.device = device
         self.backend = pick_backend(device, world_size, backend) if process_group else None
         self.timeout = float(timeout)
+        self.collective_timeout = None if collective_timeout is None else float(collective_timeout)
         self.threads_per_worker = threads_per_worker if threads_per_worker is not None else default_threads(world_size)
         plan = plan_affinity(
             mode=mode,
@@ -203,6 +210,7 @@ class WorkerPool:
             backend=self.backend,
             store_path=os.path.join(self._tmpdir, "store"),
             timeout=self.timeout,
+            collective_timeout=self.collective_timeout,
             threads=self.threads_per_worker,
             cpus=None,
             environ={**os.environ, **runtime_patch},
