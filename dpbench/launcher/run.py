@@ -117,6 +117,7 @@ def launch(
         devices=placement.devices,
         processes=placement.processes,
         options=resolved,
+        backend=placement.backend,
     )
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
     check_first_batch(workload, global_batch=global_batch, seed=int(seed))

@@ -43,7 +43,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.affinity import ParentAffinity, plan_for_host, resolve_mode
 from dpbench.workers.base import (
     MIN_START_SECONDS,
     PoolLayout,
@@ -115,7 +115,8 @@ class WorkerPool:
     None → cores // world_size (at least 1).
 
     ``affinity``: "auto" (default) pins each rank to its own block of cores where the OS
-    allows and there are enough cores, and moves the parent's threads (and so a resource
+    allows and there are enough cores — whole physical cores, no hyperthread of another rank's,
+    and on CUDA cores of its GPU's NUMA node — and moves the parent's threads (and so a resource
     sampler started afterwards) onto the cores left over, until the pool closes; "off"
     leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
     ``cores_per_worker``: the size of each rank's block (None: an equal share of the
@@ -161,13 +162,14 @@ class WorkerPool:
         self.timeout = float(timeout)
         self.collective_timeout = None if collective_timeout is None else float(collective_timeout)
         self.threads_per_worker = threads_per_worker if threads_per_worker is not None else default_threads(world_size)
-        plan = plan_affinity(
+        plan = plan_for_host(
             mode=mode,
-            cores=current_cores() if pinning_supported() else None,
+            device=device,
             world_size=world_size,
             threads_per_worker=self.threads_per_worker,
             cores_per_worker=cores_per_worker,
             off_reason=off_reason,
+            environ=os.environ,
         )
         self._plan = plan
         self._parent = ParentAffinity()
