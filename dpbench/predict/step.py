@@ -144,24 +144,62 @@ def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
 def with_derived_collectives(model: CollectiveModel) -> CollectiveModel:
     """``model`` plus all_gather and reduce_scatter taken from its all_reduce fit where they were not
     measured (a ring all-reduce is a reduce-scatter then an all-gather: the same bus bandwidth and
-    hop latency); the notes say so. dpbench's comm suite measures all_reduce and broadcast only."""
+    hop latency); the notes say so. dpbench's comm suite measures all_reduce and broadcast only.
+
+    On NCCL the bus bandwidth taken is at most broadcast's in the same tier: on NVSwitch nodes NCCL's
+    all_reduce may run NVLS, which reduces in the switch and moves less through each GPU's link than
+    a ring, so its bus bandwidth can exceed the link's; an all-gather or a reduce-scatter moves
+    (n − 1)/n of the data through each GPU's link whatever the algorithm, as a broadcast moves all of
+    it. Without a broadcast fit the notes say they may be predicted too fast."""
     have = {(t.collective, t.tier) for t in model.tiers}
+    nccl = "nccl" in model.backends
     added: list[TierFit] = []
+    capped: set[str] = set()  # tiers whose derived bandwidth is broadcast's
+    unbounded: set[str] = set()  # NCCL tiers with no broadcast to bound it
     for fit in model.tiers:
         if fit.collective != "all_reduce":
             continue
+        ring = next((t for t in model.tiers if t.collective == "broadcast" and t.tier == fit.tier), None)
         for name in ("all_gather", "reduce_scatter"):
-            if (name, fit.tier) not in have:
-                added.append(
-                    dataclasses.replace(
-                        fit, collective=name, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"
-                    )
-                )
+            if (name, fit.tier) in have:
+                continue
+            derived = dataclasses.replace(
+                fit, collective=name, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"
+            )
+            if nccl and ring is None:
+                unbounded.add(fit.tier)
+            elif nccl and ring.busbw_gbps < fit.busbw_gbps:
+                derived = _ring_bandwidth(derived, ring)
+                capped.add(fit.tier)
+            added.append(derived)
     if not added:
         return model
     names = sorted({t.collective for t in added})
     note = f"{' and '.join(names)} not measured: taken from the all_reduce fit (a ring all-reduce is both)"
+    if capped:
+        note += (
+            f"; on NCCL at broadcast's bus bandwidth, lower ({', '.join(sorted(capped))} tier): NCCL's all_reduce "
+            "may run NVLS on NVSwitch nodes, faster than all_gather and reduce_scatter can be"
+        )
+    if unbounded:
+        note += (
+            f"; assumed as fast as NCCL's all_reduce ({', '.join(sorted(unbounded))} tier): on NVSwitch nodes it "
+            "may run NVLS, which they cannot, and they are predicted too fast — measure them (nccl-tests' "
+            "all_gather_perf, reduce_scatter_perf in --collectives)"
+        )
     return dataclasses.replace(model, tiers=model.tiers + tuple(added), notes=model.notes + (note,))
+
+
+def _ring_bandwidth(derived: TierFit, ring: TierFit) -> TierFit:
+    """``derived`` (from all_reduce) with ``ring``'s (broadcast's) bus bandwidth and its interval."""
+    logs = derived.log_params[:-1] + (math.log(ring.busbw_gbps),) if derived.log_params else ()
+    return dataclasses.replace(
+        derived,
+        busbw_gbps=ring.busbw_gbps,
+        busbw_interval=ring.busbw_interval,
+        log_params=logs,
+        origin=f"{derived.origin}; broadcast's bus bandwidth ({ring.origin})",
+    )
 
 
 def _sender(model: CollectiveModel, bound: str) -> Send:
