@@ -273,6 +273,7 @@ def step_predictions(
                     f"{', '.join(model.collectives()) or 'none'}): expected it in --collectives, or a link "
                     "stated to stand in, e.g. --link intra=10GB/s"
                 )
+    given = overlap is not None
     if overlap is None:
         overlap = measure_overlap(run) or stated_overlap(profiles[0].device_type)
     measured = _measured(run)
@@ -297,7 +298,7 @@ def step_predictions(
                 )
             )
     notes = list(model.notes) + _sharing_notes(profiles, predictions)
-    left_out = _calibrating_cases(run, shared=True)
+    left_out = [] if given else _calibrating_cases(run, shared=True)
     if left_out:
         notes.append(
             f"overlap slowdown not measured from the {len(left_out)} ddp case(s) whose ranks shared a GPU "
