@@ -94,6 +94,40 @@ def test_predict_step_predicts_each_strategy_of_a_saved_run_at_two_ranks(tmp_pat
         assert row["error"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
     assert _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| [\d.]+ ms \| .*") == 4
     assert "4 cases: median absolute percentage error " in out
+    assert found["summary"]["check_of_model"] and found["summary"]["checked_cases"] == 4
+
+
+def test_predict_step_on_ranks_sharing_one_gpu_is_no_check_of_the_model(tmp_path, capsys):
+    # the same run as if on one GPU: two ranks time-slicing cuda:0 at world size 2
+    doc = json.loads(STEP_RUN.read_text())
+    for bench in doc["benchmarks"]:
+        info = bench["extra_info"]
+        if info["kind"] == "training":
+            info["device_type"] = "cuda"
+            info["sampler"] = {"rank_devices": {"cuda:0": list(range(info["world_size"]))}}
+    run = tmp_path / "one_gpu.json"
+    run.write_text(json.dumps(doc))
+    out_file = tmp_path / "predict.json"
+    assert importlib.import_module("validation.predict_step").main([str(run), "--json", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    found = json.loads(out_file.read_text())
+    assert len(found["rows"]) == 4
+    for row in found["rows"]:
+        assert row["error"] is None and row["ranks_per_device"] == 2
+        assert row["against_shared_device"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
+    summary = found["summary"]
+    assert not summary["check_of_model"] and summary["checked_cases"] == 0
+    assert summary["median_abs_pct_error"] is None
+    assert (
+        "ranks share a GPU at 2 ranks (2 on one, time-sliced: no MPS): the measured world-size-2 steps are not two "
+        "GPUs' worth and no check of the model; their error reads 'not a check'"
+    ) in out
+    assert (
+        _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| .* \| not a check \([+-][\d.]+% against a shared GPU\) .*")
+        == 4
+    )
+    assert "4 cases, none a check of the model: every world-size-2 case ran its ranks on a shared GPU" in out
+    assert "median absolute percentage error" not in out
 
 
 AA_RUNS = [GATE_DATA / "aa-contended-base.json.gz", GATE_DATA / "aa-contended-same.json.gz"]  # a real A/A pair
