@@ -19,6 +19,7 @@ __all__ = [
     "Phase",
     "EXTRA_INFO_FIELDS",
     "Profile",
+    "EnergyGap",
     "OPTIMIZERS",
     "PRECISIONS",
     "DEFAULT_OPTIMIZER",
@@ -76,6 +77,17 @@ class Phase(str, Enum):
 class Profile(str, Enum):
     QUICK = "quick"
     FULL = "full"
+
+
+class EnergyGap(str, Enum):
+    """Why a window has no energy reading (``energy.absent`` in a trial's record, ``energy_absent`` in a
+    sampler summary): an energy that cannot be read is absent with one of these, never 0 J."""
+
+    NO_COUNTER = "no_counter"  # no readable counter: the CPU backend, or NVML says the GPU has none
+    SHORT_WINDOW = "short_window"  # the window is shorter than the counter needs (dpbench.sampler.energy)
+    STALLED = "stalled"  # the counter held one value longer than a working GPU's counter ever does
+    RESET = "reset"  # the counter went back, or jumped further than any board draws: not a wrap
+    OTHER_NODES = "other_nodes"  # ranks ran on other nodes, whose GPUs this host's sampler cannot read
 
 
 # The optimizers and precisions every strategy trains with (options.optimizer, options.precision),
