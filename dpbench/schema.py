@@ -143,4 +143,9 @@ EXTRA_INFO_FIELDS = (
     "profile",
     # the model the case trained, the same way under every strategy (first losses, parameter sums)
     "fingerprint",
+    # GPU energy over each trial's timed rounds: J/sample and W with their spread, the idle draw, or why
+    # absent (EnergyGap); null for convergence cases
+    "energy",
+    # per trial: how long its GPUs were sampled, and whether NVML's readings needed longer; null on CPU
+    "sampled_window",
 )

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Mapping
+from typing import Any
 
 from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.schema import EnergyGap
 
 __all__ = [
     "WIDTH",
     "claim_text",
+    "energy_gap_text",
+    "joules_text",
     "rate_text",
     "headline",
     "interval_text",
@@ -105,6 +110,34 @@ def headline(answer: Answer) -> str:
         more = f"; it settles at ~{answer.settle_trials} trials" if answer.settle_trials else ""
         why.append(f"unsettled against it: {_names(open_)}{more}")
     return f"{where}: not settled: {lead.name} leads at {rate}{single}, but " + "; ".join(why) + "."
+
+
+def joules_text(value: float) -> str:
+    return f"{value:.3g} J/sample" if isinstance(value, (int, float)) and math.isfinite(value) else "–"
+
+
+def _number(record: Mapping[str, Any], key: str) -> float:
+    value = record.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def energy_gap_text(record: Mapping[str, Any]) -> str:
+    """Why an energy reading is absent, from a record's ``absent`` kind (:class:`dpbench.schema.EnergyGap`)
+    and the numbers beside it (``window_s``, ``needed_s``, ``held_s``, ``absent_device``)."""
+    kind = record.get("absent")
+    where = f"{record['absent_device']}: " if isinstance(record.get("absent_device"), str) else ""
+    if kind == EnergyGap.NO_COUNTER.value:
+        return f"{where}no readable energy counter (a CPU run, or NVML reads none on this GPU)"
+    if kind == EnergyGap.SHORT_WINDOW.value:
+        window, needed = _number(record, "window_s"), _number(record, "needed_s")
+        return f"{where}a {window:.2f} s window, shorter than the {needed:.1f} s the energy counter needs"
+    if kind == EnergyGap.STALLED.value:
+        return f"{where}the energy counter stood still for {_number(record, 'held_s'):.1f} s (stalled, not 0 W)"
+    if kind == EnergyGap.RESET.value:
+        return f"{where}the energy counter went back or jumped (a reset, not a wrap)"
+    if kind == EnergyGap.OTHER_NODES.value:
+        return "ranks ran on other nodes, whose GPUs this host's sampler cannot read"
+    return f"{where}{kind}"
 
 
 def _header(width: int) -> str:

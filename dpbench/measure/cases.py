@@ -110,6 +110,8 @@ class TrainingDetail:
     """The timed rounds' StepStats merged into one (phases, peak memory, losses, minor faults)."""
     trace: dict[str, Any] | None = None
     """The first trial's profiler traces (opt-in, :func:`dpbench.measure.tracing.trace_trial`); None when off."""
+    energy: dict[str, Any] | None = None
+    """The timed rounds' GPU energy (:func:`dpbench.measure.energy.trial_energy`; absent with why on CPU)."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -294,6 +296,10 @@ class TrainingCase:
             info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}", devices)
         merged = merge_step_stats(rounds)
+        from dpbench.measure.energy import trial_energy
+
+        # The sampler's window holds the timed rounds: every step of them trained a global batch.
+        energy = trial_energy(summary, samples=len(merged.step_times) * info.global_batch, nodes=info.nodes)
         return TrialResult(
             trial=trial,
             order=-1,
@@ -305,7 +311,7 @@ class TrainingCase:
             sampler=summary,
             timeline=recorded,
             case_metrics=metrics,
-            detail=TrainingDetail(run_info=info, step_stats=merged, trace=traced),
+            detail=TrainingDetail(run_info=info, step_stats=merged, trace=traced, energy=energy),
             placement=placement(
                 device_type=info.device_type,
                 world_size=info.world_size,
