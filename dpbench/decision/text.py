@@ -1,5 +1,6 @@
 """The decision in words, generated from its claims (never written beside them): one headline per
-question and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench run`` print
+question, the line naming the most frugal configuration where it is not the fastest, why an energy
+reading is absent, and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench run`` print
 these sentences; the level of every claim is stated once, in :func:`level_line`.
 """
 
@@ -18,6 +19,7 @@ __all__ = [
     "WIDTH",
     "claim_text",
     "energy_gap_text",
+    "frugal_text",
     "joules_text",
     "rate_text",
     "headline",
@@ -140,6 +142,26 @@ def energy_gap_text(record: Mapping[str, Any]) -> str:
     return f"{where}{kind}"
 
 
+def frugal_text(answer: Answer) -> str | None:
+    """The line that says the most frugal configuration is not the fastest (None where it is, or no
+    energy was read): both energies per sample and the claim on their paired ratio."""
+    f = answer.frugal
+    if f is None:
+        return None
+    c = f.vs_leader
+    said = {
+        Claim.FASTER: "the fastest uses more",
+        Claim.SLOWER: "paired trial by trial, the fastest uses less",
+        Claim.LEVEL: "level",
+        Claim.UNSETTLED: f"unsettled, {_settle(c)}",
+    }[c.claim]
+    return (
+        f"The most frugal is {f.name} at {joules_text(f.joules_per_sample)}, not the fastest, {answer.leader}, "
+        f"at {joules_text(f.leader_joules_per_sample)}: {c.ratio.ratio:.2f}× the energy per sample "
+        f"({interval_text(c)}): {said}."
+    )
+
+
 def _header(width: int) -> str:
     return f"  {'configuration'.ljust(width)}  × the leader (CI, pairs)  claim"
 
@@ -192,6 +214,9 @@ def _lines(decision: Decision, *, rows: bool) -> list[str]:
     lines = _wrap(level_line(decision))
     for answer in decision.answers:
         lines += _wrap(headline(answer))
+        frugal = frugal_text(answer)
+        if frugal is not None:
+            lines += _wrap(f"  {frugal}")
         if not rows:
             lines += [line for name, why in answer.excluded for line in _wrap(f"  left out: {name}: {why}")]
             continue
