@@ -1,7 +1,7 @@
 """The decision in words, generated from its claims (never written beside them): one headline per
 question, the line naming the most frugal configuration where it is not the fastest, why an energy
-reading is absent, and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench run`` print
-these sentences; the level of every claim is stated once, in :func:`level_line`.
+reading is absent, and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench
+run`` print these sentences; the level of every claim is stated once, in :func:`level_line`.
 """
 
 from __future__ import annotations
