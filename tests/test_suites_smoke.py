@@ -89,6 +89,9 @@ def test_suites_save_the_documented_run(tmp_path):
             path = saved[0].parent / timeline
             assert path.is_file() and path.stat().st_size > 0
         assert info["sampler"]["sample_count"] > 0
+        # On CPU there is no energy counter: absent with the reason, never 0 J; no GPU window to judge.
+        assert info["energy"]["absent"] == "no_counter" and info["energy"]["j_per_sample"] is None
+        assert info["energy"]["idle_absent"] == "no_counter" and info["sampled_window"] is None
         # Minor page faults per step: one value per trial, the headline their median (two trials: the mean).
         faults = info["trials"]["minor_faults_per_step"]
         assert len(faults) == 2 and all(f >= 0 for f in faults)
