@@ -267,3 +267,27 @@ def ctrl_c_raises():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# ---- Hugging Face models in the test process's workers ----
+# A worker that builds an ``hf:`` model imports transformers' modeling code (~1.2 s of CPU here);
+# a file that launches dozens of them pays it per worker. Its module-scoped fixture restarts this
+# process's forkserver helper with that code preloaded, so the workers inherit it, and restores
+# the plain helper afterwards. Only the test process's helper: the suites and `dpbench run` that a
+# test starts keep dpbench's own preload (what a run measures is unchanged).
+HF_PRELOAD = "transformers.modeling_utils"
+
+
+@pytest.fixture(scope="module")
+def hf_preloaded_helper():
+    from dpbench.workers import forkserver
+    from dpbench.workloads.hf import _transformers
+
+    _transformers("the test process's helper")  # offline, as dpbench imports it: the helper inherits it
+    forkserver.fresh_forkserver()
+    forkserver.PRELOAD.append(HF_PRELOAD)
+    try:
+        yield
+    finally:
+        forkserver.PRELOAD.remove(HF_PRELOAD)
+        forkserver.fresh_forkserver()

@@ -85,6 +85,13 @@ _STUB = textwrap.dedent("""\
         echo "ValueError: stub failing on purpose"
         exit "${STUB_FAIL_RC:-3}"
     fi
+    if [ -n "${STUB_SKIP:-}" ] && [[ "$*" == *"$STUB_SKIP"* ]]; then  # pytest -rs when every test skipped
+        echo "s                                                                        [100%]"
+        echo "=========================== short test summary info ============================"
+        echo "SKIPPED [1] tests/strategies/test_sharded_cuda.py:112: $STUB_SKIP_REASON"
+        echo "1 skipped in 2.10s"
+        exit 0
+    fi
     if [ -n "${STUB_SLOW:-}" ] && [[ "$*" == *"$STUB_SLOW"* ]]; then
         echo "stub: slow on purpose"
         sleep 60
@@ -185,6 +192,20 @@ def test_a_failing_step_shows_the_worker_traceback_and_the_others_still_run(tmp_
     assert "    Traceback (most recent call last):" in shown and "    ValueError: stub failing on purpose" in shown
     assert "gpu-check: 1 step(s) FAILED" in out.stdout and len(calls) == 6
     assert "gpu-check/gpu-check.log" in _members(tmp_path / "gpu-check.tgz")
+
+
+def test_a_step_whose_tests_all_skipped_says_skip_with_the_reason_not_pass(tmp_path):
+    reason = "ddp option compile=True on CUDA needs libcuda.so for Triton's -lcuda link, but only libcuda.so.1 is here"
+    out, _ = _gpu_check(
+        _checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_SKIP="eager_single -m gpu", STUB_SKIP_REASON=reason
+    )
+    assert out.returncode == 0, out.stdout + out.stderr  # a refusal is not a failure of the check
+    lines = _step_lines(out.stdout)
+    at = FIRST.index("compile")
+    assert [line.split()[:2] for line in lines] == [["SKIP" if name == "compile" else "PASS", name] for name in FIRST]
+    assert re.fullmatch(rf"SKIP compile \(\d+ s of {B['STEP_S']['compile']} s\): " + re.escape(reason), lines[at])
+    assert (tmp_path / "gpu-check" / "compile.result").read_text().strip() == lines[at]
+    assert re.search(r"^gpu-check: every step passed or skipped \(skipped: compile\) in \d+ s$", out.stdout, re.M)
 
 
 def test_without_cuda_the_inventory_ends_the_check_with_its_archive(tmp_path):

@@ -267,7 +267,6 @@ SMALL_CONCEPTS = {
     "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
     "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
-    "dpbench/strategies/_compile.py": "the compile option: torch.compile outside every timed region",
     "dpbench/launcher/cluster.py": "the `python -m dpbench.launcher.cluster` alias of dpbench.cluster",
     "dpbench/runner/text.py": "the terminal decision dpbench run prints",
     "dpbench/report/plots_rows.py": "what every view of one suite shares: panels and cell text",

@@ -244,7 +244,20 @@ def prepare(
             rev.python = python
         else:
             _setup_env(rev, envs=envs, logs=logs)
+        _compile_sources(rev, logs=logs)
     return made
+
+
+def _compile_sources(rev: Revision, *, logs: Path) -> None:
+    """Compile the side's package and suites once: where PYTHONDONTWRITEBYTECODE is set (CI images,
+    containers) no process writes them, and every session of every trial would compile what it
+    imports again. Outside the timed steps either way; a failure here is left to the sessions to say."""
+    run_logged(
+        [str(rev.python), "-m", "compileall", "-q", "dpbench", "suites"],
+        cwd=rev.worktree,
+        env=dict(os.environ),
+        log=logs / f"compile-{rev.side}.log",
+    )
 
 
 def cleanup(repo: Path, revisions: Sequence[Revision]) -> None:

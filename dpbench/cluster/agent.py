@@ -37,7 +37,7 @@ from functools import partial
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from dpbench.workers.affinity import current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.affinity import plan_for_host, resolve_mode
 from dpbench.workers.forkserver import PRELOAD as _PRELOAD
 from dpbench.workers.forkserver import START_METHOD as _START_METHOD
 from dpbench.workers.lifeline import helper_environ, reaper
@@ -71,6 +71,7 @@ class WorkerOrder:
     # The head's import path: the workers unpickle functions of modules the head imported
     # (test files included); the same checkout path on every node is assumed.
     sys_path: tuple[str, ...]
+    collective_timeout: float | None = None  # the process group's timeout (None: ``timeout``)
 
 
 def pool_store(host: str, port: int, prefix: str, timeout: float) -> Any:
@@ -106,13 +107,14 @@ def _worker_environ(order: WorkerOrder) -> dict[str, str]:
 def _plan(order: WorkerOrder) -> tuple[tuple[int, ...] | None, dict[str, Any]]:
     """This rank's block of this node's cores (the plan a local pool of the node's ranks makes)."""
     mode, off_reason = resolve_mode(order.affinity, os.environ)
-    plan = plan_affinity(
+    plan = plan_for_host(
         mode=mode,
-        cores=current_cores() if pinning_supported() else None,
+        device=order.device_type,
         world_size=order.local_count,
         threads_per_worker=order.threads,
         cores_per_worker=order.cores_per_worker,
         off_reason=off_reason,
+        environ=os.environ,
     )
     cpus = plan.rank_cores[order.local_index] if plan.rank_cores else None
     return cpus, {
@@ -131,6 +133,7 @@ def _worker_config(order: WorkerOrder) -> WorkerConfig:
         backend=order.backend,
         store_path="",
         timeout=order.timeout,
+        collective_timeout=order.collective_timeout,
         threads=order.threads,
         cpus=None,
         environ=_worker_environ(order),

@@ -37,6 +37,7 @@ from dpbench.workers.base import (
     PoolLayout,
     WorkerError,
     available_cores,
+    check_collective_timeout,
     default_threads,
     pick_backend,
 )
@@ -79,6 +80,7 @@ class RemotePool:
         process_group: bool = True,
         affinity: str = "auto",
         cores_per_worker: int | None = None,
+        collective_timeout: float | None = None,
         session: Any = None,
     ):
         session = _session(session)
@@ -92,6 +94,7 @@ class RemotePool:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_collective_timeout(collective_timeout)
         if threads_per_worker is not None and (
             isinstance(threads_per_worker, bool) or not isinstance(threads_per_worker, int) or threads_per_worker < 1
         ):
@@ -103,6 +106,7 @@ class RemotePool:
         self.world_size = world_size
         self.device = device
         self.timeout = float(timeout)
+        self.collective_timeout = None if collective_timeout is None else float(collective_timeout)
         self.affinity = affinity
         counts = self._node_counts()
         self.ranks_per_node = max(counts.values())
@@ -173,6 +177,7 @@ class RemotePool:
                     device_type=self.device,
                     backend=self.backend,
                     timeout=self.timeout,
+                    collective_timeout=self.collective_timeout,
                     threads=self.threads_per_worker,
                     affinity=self.affinity,
                     cores_per_worker=self._cores_per_worker,

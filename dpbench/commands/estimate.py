@@ -47,6 +47,12 @@ def register_estimate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", metavar="P", help="fp32, bf16 or fp16 (default: fp32)")
     p.add_argument("--optimizer", metavar="O", help="sgd or adamw (default: sgd)")
     p.add_argument("--device-memory", metavar="SIZE", help="memory per device, e.g. 80GB, 80GiB, 8e10: adds fits")
+    p.add_argument(
+        "--cuda-capability",
+        metavar="M.N",
+        help="estimate for a GPU of this compute capability (9.0 for H100/H200): adds CUDA's library workspaces "
+        "per rank, and fits leaves the GPU headroom (CUDA context, NCCL buffers, fragmentation)",
+    )
     p.add_argument("--no-activations", action="store_true", help="state only: skip the forward + backward")
     p.add_argument("--json", metavar="FILE", help="write the estimates as JSON, byte counts as integers (-: stdout)")
     p.set_defaults(handler=_estimate)
@@ -57,6 +63,13 @@ def _fail(message: str) -> int:
     return EXIT_INPUT
 
 
+def _capability(raw: str) -> tuple[int, int]:
+    major, dot, minor = raw.strip().partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()):
+        raise ValueError(f"--cuda-capability: expected MAJOR.MINOR such as 9.0 or 8.6, found {raw!r}")
+    return int(major), int(minor)
+
+
 def _ints(raw: str, argument: str) -> tuple[int, ...]:
     items = [v.strip() for v in raw.split(",") if v.strip()]
     if not items or not all(v.isdigit() and int(v) >= 1 for v in items):
@@ -65,10 +78,15 @@ def _ints(raw: str, argument: str) -> tuple[int, ...]:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    import os
+    from dataclasses import asdict
+
+    from dpbench.launcher.fit import CUDA_HEADROOM
     from dpbench.schema import OPTIMIZERS, PRECISIONS
-    from dpbench.strategies import list_strategies
+    from dpbench.strategies import get_strategy, list_strategies
     from dpbench.strategies.estimate import EstimateError, Estimator
     from dpbench.strategies.memory import parse_bytes
+    from dpbench.strategies.workspaces import cuda_workspaces
 
     given = {key: getattr(args, key) for key in ("precision", "optimizer") if getattr(args, key) is not None}
     precision, optimizer = given.get("precision", "fp32"), given.get("optimizer", "sgd")
@@ -77,6 +95,7 @@ def _estimate(args: argparse.Namespace) -> int:
         check_choice("--optimizer", optimizer, OPTIMIZERS)
         device_memory = parse_bytes(args.device_memory, argument="--device-memory") if args.device_memory else None
         worlds = _ints(args.world_sizes, "--world-sizes") if args.world_sizes else DEFAULT_WORLD_SIZES
+        cuda = cuda_workspaces(_capability(args.cuda_capability), os.environ) if args.cuda_capability else None
         configs = _configurations(args.strategies, list_strategies(), world_size=max(worlds), given=given)
         estimator = Estimator(args.workload, activations=not args.no_activations)
     except (ValueError, EstimateError) as exc:
@@ -87,13 +106,16 @@ def _estimate(args: argparse.Namespace) -> int:
         options = {"precision": precision, "optimizer": optimizer, **config.as_dict()}
         for world in worlds:
             try:
-                case = estimator.case(config.strategy, world_size=world, global_batch=batch, options=options)
+                case = estimator.case(config.strategy, world_size=world, global_batch=batch, options=options, cuda=cuda)
             except (ValueError, EstimateError) as exc:
                 rows.append({"strategy": config.spec, "world_size": world, "refused": str(exc).splitlines()[0]})
                 continue
             row = {**case.to_dict(), "strategy": config.spec}
+            if cuda is not None:  # one worker per GPU; its ranks talk through NCCL when there are several
+                nccl = get_strategy(config.strategy).multiprocess and world > 1
+                row["headroom_bytes"] = CUDA_HEADROOM.bytes(case.need_bytes(), processes=1, nccl=nccl)
             if device_memory is not None:
-                row["fits"] = case.need_bytes() <= device_memory
+                row["fits"] = case.need_bytes() + row.get("headroom_bytes", 0) <= device_memory
             rows.append(row)
     doc = {
         "workload": estimator.spec,
@@ -102,6 +124,8 @@ def _estimate(args: argparse.Namespace) -> int:
         "precision": precision,
         "optimizer": optimizer,
         "device_memory_bytes": device_memory,
+        "cuda_workspaces": None if cuda is None else cuda.to_dict(),
+        "headroom": None if cuda is None else asdict(CUDA_HEADROOM),
         "cases": rows,
     }
     if args.json:
@@ -134,7 +158,11 @@ def estimate_table(doc: dict[str, Any]) -> str:
     from dpbench.strategies.memory import format_bytes
 
     fits = doc["device_memory_bytes"] is not None
-    head = ["strategy", "world", "params", "grads", "optim", "buffers", "activ.", "peak"] + (["fits"] if fits else [])
+    cuda = doc.get("cuda_workspaces")
+    keys = ["params_bytes", "grads_bytes", "optimizer_state_bytes", "comm_buffer_bytes"]
+    keys += (["workspace_bytes"] if cuda else []) + ["activation_bytes"]
+    head = ["strategy", "world", "params", "grads", "optim", "buffers"] + (["wksp."] if cuda else [])
+    head += ["activ.", "peak"] + (["fits"] if fits else [])
     lines = [head]
     for row in doc["cases"]:
         if "refused" in row:
@@ -142,7 +170,7 @@ def estimate_table(doc: dict[str, Any]) -> str:
             continue
         worst = max(row["ranks"], key=lambda r: r["peak_bytes"] or 0)
         cells = [row["strategy"], str(row["world_size"])]
-        for key in ("params_bytes", "grads_bytes", "optimizer_state_bytes", "comm_buffer_bytes", "activation_bytes"):
+        for key in keys:
             cells.append(format_bytes(worst[key]))
         cells.append(format_bytes(row["need_bytes"]))
         if fits:
@@ -154,6 +182,8 @@ def estimate_table(doc: dict[str, Any]) -> str:
         f"{doc['precision']}, {doc['optimizer']}; per rank (the largest rank)"
         + (f", device memory {format_bytes(doc['device_memory_bytes'])}" if fits else "")
     ]
+    if cuda:
+        text.append(_gpu_line(cuda, doc["headroom"], fits))
     for line in lines:
         if len(line) != len(head):
             text.append("  ".join(cell.ljust(w) for cell, w in zip(line[:2], widths)) + "  " + line[2])
@@ -162,3 +192,21 @@ def estimate_table(doc: dict[str, Any]) -> str:
                 "  ".join(cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             )
     return "\n".join(text)
+
+
+def _gpu_line(cuda: dict[str, Any], headroom: dict[str, Any], fits: bool) -> str:
+    """What a GPU adds, from the JSON's own values: the workspaces per device and the fit's headroom."""
+    from dpbench.strategies.memory import format_bytes
+
+    line = (
+        f"for a GPU of capability {'.'.join(map(str, cuda['capability']))}: CUDA workspaces "
+        f"{format_bytes(cuda['per_device_bytes'])} per device ({cuda['handles']} handles x "
+        f"(cuBLAS {format_bytes(cuda['cublas_bytes'])} + cuBLASLt {format_bytes(cuda['cublaslt_bytes'])}))"
+    )
+    if fits:
+        line += (
+            f"; fits leaves headroom: CUDA context {format_bytes(headroom['context_bytes'])}, NCCL buffers "
+            f"{format_bytes(headroom['nccl_bytes'])} (several processes), fragmentation "
+            f"{headroom['fragmentation']:.0%} of the peak"
+        )
+    return line

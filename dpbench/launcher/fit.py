@@ -7,6 +7,11 @@ on it; on a CPU the host's available RAM (psutil) against the sum of every worke
 ranks of one host share it. A case that does not fit raises :class:`DoesNotFit` (a
 ``StrategyUnavailable``: the suites skip it with the reason) instead of crashing out of memory.
 
+On a GPU the estimate counts CUDA's library workspaces of the device's compute capability (read
+through NVML, :mod:`dpbench.strategies.workspaces`), and the device must also hold a
+:class:`Headroom` that no estimate sees: each worker's CUDA context, NCCL's buffers and the
+allocator's fragmentation. The host's RAM on a CPU is compared with the estimate alone.
+
 Environment (the pytest plugin's ``--dpbench-device-memory`` and
 ``--dpbench-ignore-memory-estimate`` set the first two):
 
@@ -23,12 +28,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.strategies import CommonOptions
 from dpbench.strategies.errors import StrategyUnavailable
 
-__all__ = ["DoesNotFit", "check_fits", "free_memory", "ENV_DEVICE_MEMORY", "ENV_IGNORE", "ENV_MODE"]
+__all__ = [
+    "DoesNotFit",
+    "Headroom",
+    "CUDA_HEADROOM",
+    "check_fits",
+    "free_memory",
+    "gpu_capability",
+    "ENV_DEVICE_MEMORY",
+    "ENV_IGNORE",
+    "ENV_MODE",
+]
 
 ENV_DEVICE_MEMORY = "DPBENCH_DEVICE_MEMORY"
 ENV_IGNORE = "DPBENCH_IGNORE_MEMORY_ESTIMATE"
@@ -40,6 +56,39 @@ _CACHED = 16
 
 class DoesNotFit(StrategyUnavailable):
     """The case's estimated memory exceeds what its devices have free (the message says by how much)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class Headroom:
+    """What a CUDA device must hold beyond the estimate: memory torch's allocator never counts, or
+    that no estimate made before the run can know."""
+
+    context_bytes: int = 512 * 2**20
+    """Each worker process's CUDA context on the device: the driver's state and the kernels it loads."""
+
+    nccl_bytes: int = 2**30
+    """NCCL's buffers on each GPU of a case whose ranks talk through NCCL. Sized for an NVSwitch
+    node (a channel's buffers to each of 7 peers, and NVLink SHARP's), the most a node needs; a
+    PCIe machine needs less."""
+
+    fragmentation: float = 0.10
+    """A fraction of the estimate on the device: the caching allocator's rounding and split blocks,
+    and cuDNN's workspaces, allocated per convolution for an algorithm picked at run time."""
+
+    def bytes(self, need: int, *, processes: int, nccl: bool) -> int:
+        """The headroom of a device whose ``processes`` workers need ``need`` bytes together."""
+        return processes * self.context_bytes + (self.nccl_bytes if nccl else 0) + int(self.fragmentation * need)
+
+    def describe(self, *, processes: int, nccl: bool) -> str:
+        """``CUDA context 0.5 GiB x 2 processes, NCCL buffers 1 GiB, fragmentation 10% of the estimate``."""
+        parts = [f"CUDA context {_gib(self.context_bytes)} GiB x {processes} process{'es' if processes > 1 else ''}"]
+        if nccl:
+            parts.append(f"NCCL buffers {_gib(self.nccl_bytes)} GiB")
+        parts.append(f"fragmentation {self.fragmentation:.0%} of the estimate")
+        return ", ".join(parts)
+
+
+CUDA_HEADROOM = Headroom()
 
 
 def _estimator(workload: Any, activations: bool) -> Any:
@@ -56,8 +105,11 @@ def _estimator(workload: Any, activations: bool) -> Any:
     return _ESTIMATORS[key]
 
 
-def free_memory(device: str, devices: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, tuple[int, str]]:
-    """``{device: (bytes, where)}`` for each distinct device; empty when it cannot be read."""
+def free_memory(
+    device: str, devices: tuple[str, ...], environ: Mapping[str, str], *, nvml: Any = None
+) -> dict[str, tuple[int, str]]:
+    """``{device: (bytes, where)}`` for each distinct device; empty when it cannot be read.
+    ``nvml``: the NVML module (None: ``pynvml``)."""
     from dpbench.strategies.memory import parse_bytes
 
     given = environ.get(ENV_DEVICE_MEMORY)
@@ -68,25 +120,66 @@ def free_memory(device: str, devices: tuple[str, ...], environ: Mapping[str, str
         import psutil
 
         return {"cpu": (int(psutil.virtual_memory().available), "available RAM")}
-    return _gpu_free(devices, environ)
+    return _gpu_free(devices, environ, nvml)
 
 
-def _gpu_free(devices: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, tuple[int, str]]:
-    from dpbench.sampler.gpus import load_nvml, probe_gpus
+def _gpu_handles(devices: tuple[str, ...], environ: Mapping[str, str], nvml: Any) -> dict[str, tuple[Any, Any]]:
+    """``{device: (GpuInfo, handle)}`` for each distinct device (its GPU's handle for a MIG slice).
+    The caller holds NVML initialised: ``probe_gpus`` pairs its own init with a shutdown."""
+    from dpbench.sampler.gpus import probe_gpus
+
+    visible = probe_gpus(nvml, environ)  # CUDA's order under CUDA_VISIBLE_DEVICES, read through NVML
+    out = {}
+    for d in dict.fromkeys(devices):
+        info = visible[int(d.split(":")[1])]
+        out[d] = (info, nvml.nvmlDeviceGetHandleByUUID(info.parent_uuid or info.uuid))
+    return out
+
+
+def _with_nvml(nvml: Any, read: Any) -> Any:
+    """``read(nvml)`` between an init and a shutdown of NVML; None when NVML cannot say."""
+    from dpbench.sampler.gpus import load_nvml
 
     try:
-        nvml = load_nvml()
-        visible = probe_gpus(nvml, environ)  # CUDA's order under CUDA_VISIBLE_DEVICES, read through NVML
-        out = {}
-        for d in dict.fromkeys(devices):
-            info = visible[int(d.split(":")[1])]
-            if info.parent_uuid is not None:
-                continue  # a MIG instance: NVML reports the parent's memory, not the slice's
-            handle = nvml.nvmlDeviceGetHandleByUUID(info.uuid)
-            out[d] = (int(nvml.nvmlDeviceGetMemoryInfo(handle).free), "free (NVML)")
-        return out
-    except Exception:  # no NVML, no GPU, an index NVML does not see: nothing to compare with
-        return {}
+        nvml = load_nvml(nvml)
+        nvml.nvmlInit()
+    except Exception:  # no NVML, no driver: nothing to read
+        return None
+    try:
+        return read(nvml)
+    except Exception:  # no GPU, an index NVML does not see
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _gpu_free(devices: tuple[str, ...], environ: Mapping[str, str], nvml: Any) -> dict[str, tuple[int, str]]:
+    def read(nvml: Any) -> dict[str, tuple[int, str]]:
+        return {
+            d: (int(nvml.nvmlDeviceGetMemoryInfo(handle).free), "free (NVML)")
+            for d, (info, handle) in _gpu_handles(devices, environ, nvml).items()
+            if info.parent_uuid is None  # a MIG instance: NVML reports the parent's memory, not the slice's
+        }
+
+    return _with_nvml(nvml, read) or {}
+
+
+def gpu_capability(devices: tuple[str, ...], environ: Mapping[str, str], *, nvml: Any = None) -> tuple[int, int] | None:
+    """The compute capability of ``devices`` whose workspaces are the largest, read through NVML
+    (None when it cannot be read)."""
+    from dpbench.strategies.workspaces import cuda_workspaces
+
+    def read(nvml: Any) -> set[tuple[int, int]]:
+        return {
+            tuple(int(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(handle))
+            for _, handle in _gpu_handles(devices, environ, nvml).values()
+        }
+
+    found = _with_nvml(nvml, read)
+    return max(sorted(found), key=lambda c: cuda_workspaces(c, environ).per_device()) if found else None
 
 
 def check_fits(
@@ -99,50 +192,59 @@ def check_fits(
     devices: tuple[str, ...],
     processes: int,
     options: CommonOptions,
+    backend: str | None = None,
     environ: Mapping[str, str] | None = None,
+    nvml: Any = None,
+    headroom: Headroom = CUDA_HEADROOM,
 ) -> dict[str, Any] | None:
-    """Raise :class:`DoesNotFit` when the case's estimate exceeds the free memory; return the
-    estimate (``CaseEstimate.to_dict()``) otherwise, None when it was not made."""
+    """Raise :class:`DoesNotFit` when the case's estimate (plus the ``headroom`` on a GPU) exceeds
+    the free memory; return the estimate (``CaseEstimate.to_dict()``) otherwise, None when it was
+    not made. ``backend``: the case's process group backend (``"nccl"`` adds NCCL's buffers to the
+    headroom); ``nvml``: the NVML module (None: ``pynvml``)."""
+    from dpbench.strategies.workspaces import cuda_workspaces
+
     environ = os.environ if environ is None else environ
     if environ.get(ENV_IGNORE, "").strip().lower() in ("1", "true", "yes", "on"):
         return None
     mode = environ.get(ENV_MODE, "state").strip() or "state"
     if mode not in MODES:
         raise ValueError(f"{ENV_MODE}: expected one of {', '.join(MODES)}, found {mode!r}")
+    cuda = cuda_workspaces(gpu_capability(devices, environ, nvml=nvml), environ) if device == "cuda" else None
     case = None
     for activations in dict.fromkeys((mode == "peak", False)):
         try:
             case = _estimator(workload, activations).case(
-                strategy_cls.name, world_size=world_size, global_batch=global_batch, options=options
+                strategy_cls.name, world_size=world_size, global_batch=global_batch, options=options, cuda=cuda
             )
             break
         except Exception:  # noqa: BLE001 - an estimate that fails never blocks a run: the run says what is wrong
             continue
     if case is None:
         return None
-    free = free_memory(device, devices, environ)
+    free = free_memory(device, devices, environ, nvml=nvml)
     ranks = case.ranks
     # Worker r runs on devices[r] (an in-process strategy: one worker, on its first device).
     placed = devices[: len(ranks)] if len(devices) >= len(ranks) else (devices[0],) * len(ranks)
     for target, (limit, where) in free.items():
         on_it = [r for r, d in zip(ranks, placed) if d == target]
-        need = sum(_need(r) for r in on_it)
-        if on_it and need > limit:
-            raise DoesNotFit(_reason(case, on_it, need, limit, where, target, processes))
+        need = sum(r.need_bytes() for r in on_it)
+        # A GPU also holds what no estimate counts: the workers' CUDA contexts, NCCL, fragmentation.
+        gpu = {"processes": len(on_it), "nccl": backend == "nccl"}
+        room = headroom.bytes(need, **gpu) if device == "cuda" else 0
+        if on_it and need + room > limit:
+            why = headroom.describe(**gpu) if device == "cuda" else None
+            raise DoesNotFit(_reason(case, on_it, need, limit, where, target, room, why))
     return case.to_dict()
-
-
-def _need(rank: Any) -> int:
-    held = rank.params_bytes + rank.grads_bytes + rank.optimizer_state_bytes + rank.comm_buffer_bytes
-    return rank.peak_bytes if rank.peak_bytes is not None else held
 
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.3g}"
 
 
-def _reason(case: Any, ranks: list[Any], need: int, limit: int, where: str, target: str, processes: int) -> str:
-    worst = max(ranks, key=_need)
+def _reason(
+    case: Any, ranks: list[Any], need: int, limit: int, where: str, target: str, room: int, why: str | None
+) -> str:
+    worst = max(ranks, key=lambda r: r.need_bytes())
     parts = [
         f"params {_gib(worst.params_bytes)}",
         f"grads {_gib(worst.grads_bytes)}",
@@ -150,11 +252,14 @@ def _reason(case: Any, ranks: list[Any], need: int, limit: int, where: str, targ
     ]
     if worst.comm_buffer_bytes:
         parts.append(f"buffers {_gib(worst.comm_buffer_bytes)}")
+    if worst.workspace_bytes:
+        parts.append(f"CUDA workspaces {_gib(worst.workspace_bytes)}")
     if worst.activation_bytes is not None:
         parts.append(f"activations {_gib(worst.activation_bytes)}")
     sharing = f" × {len(ranks)} workers sharing {target}" if len(ranks) > 1 else ""
+    total = f"~{_gib(need)} GiB" + (f" + headroom ~{_gib(room)} GiB ({why})" if why else "")
     return (
-        f"{case.strategy} w{case.world_size} needs ~{_gib(_need(worst))} GiB per rank ({', '.join(parts)} GiB)"
-        f"{sharing}: ~{_gib(need)} GiB, the device has {_gib(limit)} GiB ({where}); "
+        f"{case.strategy} w{case.world_size} needs ~{_gib(worst.need_bytes())} GiB per rank ({', '.join(parts)} GiB)"
+        f"{sharing}: {total}, the device has {_gib(limit)} GiB ({where}); "
         f"set {ENV_IGNORE}=1 (--dpbench-ignore-memory-estimate) to run it anyway"
     )

@@ -117,6 +117,7 @@ def launch(
         devices=placement.devices,
         processes=placement.processes,
         options=resolved,
+        backend=placement.backend,
     )
     # A batch of the wrong size would only fail inside one rank's slice: build step 0 here (CPU).
     check_first_batch(workload, global_batch=global_batch, seed=int(seed))
@@ -151,6 +152,8 @@ class Run:
         self._placement = placement
         self._pool: Pool | None = None
         # dpbench.cluster: the remote pool when a cluster session is active and the ranks form a group.
+        from dpbench.strategies import get_strategy
+
         self._pool = make_pool(
             placement.processes,
             device=spec.device_type,
@@ -158,6 +161,8 @@ class Run:
             timeout=timeout,
             threads_per_worker=spec.threads_per_worker,
             process_group=placement.backend is not None,
+            # Longer than `timeout` where set-up compiles: ranks finish compiling at different times.
+            collective_timeout=get_strategy(spec.strategy).collective_timeout(spec.options, timeout=timeout),
         )
         try:
             self._pool.run(_setup_worker, spec, workload)

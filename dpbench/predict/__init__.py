@@ -15,6 +15,9 @@ And the step model built on it:
 
 - :mod:`~dpbench.predict.profile`: a :class:`StepProfile` (compute per phase, gradient buckets or
   sharded units, the buffers broadcast, the trial spread) read from a saved run, or built by hand.
+- :mod:`~dpbench.predict.compute`: how a rank's forward + backward grow with its batch
+  (:class:`ComputeFloor`: a floor plus a cost per sample, measured from a run's cases at two
+  per-rank batches, else linear and stated).
 - :mod:`~dpbench.predict.schedule`: a step replayed on a compute and a communication stream.
 - :mod:`~dpbench.predict.step`: the schedule a strategy declares
   (:func:`dpbench.strategies.step_schedule`) → :func:`predict_step` → :class:`StepPrediction`;
@@ -41,6 +44,7 @@ from dpbench._lazy import lazy_attributes
 __all__ = [
     "CollectiveModel",
     "CollectivePrediction",
+    "ComputeFloor",
     "GradientGroup",
     "Link",
     "Measurement",
@@ -80,6 +84,7 @@ _LAZY = {
     "read_nccl_tests": "dpbench.predict.measurements",
     "format_collectives": "dpbench.predict.text",
     "json_document": "dpbench.predict.text",
+    "ComputeFloor": "dpbench.predict.compute",
     "GradientGroup": "dpbench.predict.profile",
     "StepProfile": "dpbench.predict.profile",
     "profiles_from_run": "dpbench.predict.profile",

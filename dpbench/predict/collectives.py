@@ -65,6 +65,8 @@ class CollectiveModel:
     """The stated link, if any."""
     notes: tuple[str, ...] = ()
     """What the fit left out and why (world size 1 moves nothing between ranks)."""
+    backends: tuple[str, ...] = ()
+    """The libraries that ran the measurements (``nccl``, ``gloo``); empty: none recorded, or a stated link alone."""
 
     def collectives(self) -> list[str]:
         """The collectives the model can time."""
@@ -162,7 +164,12 @@ def fit_collectives(
                         tiers.append(made)
                         fitted[tier] = made
     return CollectiveModel(
-        tiers=tuple(tiers), gpus_per_node=gpus_per_node, gpus_per_node_origin=origin, link=link, notes=tuple(notes)
+        tiers=tuple(tiers),
+        gpus_per_node=gpus_per_node,
+        gpus_per_node_origin=origin,
+        link=link,
+        notes=tuple(notes),
+        backends=tuple(sorted({m.backend for m in measurements if m.backend})),
     )
 
 

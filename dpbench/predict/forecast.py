@@ -22,7 +22,7 @@ from dpbench.errors import UsageError
 from dpbench.predict.collectives import CollectiveModel, fit_collectives
 from dpbench.predict.measurements import read_comm_run, read_measurements
 from dpbench.predict.model import parse_link
-from dpbench.predict.profile import StepProfile, case_label, profile_from_benchmark, profiles_from_run
+from dpbench.predict.profile import StepProfile, case_label, gpu_sharing, profile_from_benchmark, profiles_from_run
 from dpbench.predict.schedule import replay
 from dpbench.predict.step import (
     OverlapSlowdown,
@@ -120,8 +120,10 @@ def _has_collectives(run: Any) -> bool:
     return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
 
 
-def _calibrating_cases(run: Any) -> list[dict[str, Any]]:
-    """The run's multi-rank cases whose schedule calibrates the overlap slowdown, with what the fit reads."""
+def _calibrating_cases(run: Any, *, shared: bool = False) -> list[dict[str, Any]]:
+    """The run's multi-rank cases whose schedule calibrates the overlap slowdown, with what the fit reads:
+    those whose ranks had a GPU each (or ran on CPU); ``shared``: those whose ranks shared a GPU instead
+    (time-sliced, they measure the sharing, not the overlap)."""
     out = []
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
@@ -132,6 +134,7 @@ def _calibrating_cases(run: Any) -> list[dict[str, Any]]:
             and schedule.calibrates_overlap
             and int(info.get("world_size") or 1) > 1
             and all(isinstance(info.get(k), (int, float)) for k in ("compute_only_step_s", "collective_time_s"))
+            and ((gpu_sharing(info) or 1) > 1) == shared
         ):
             out.append(info)
     return out
@@ -201,8 +204,9 @@ def pick_strategies(predictions: list[StepPrediction]) -> list[StrategyPick]:
     return out
 
 
-def _measured(run: Any) -> dict[tuple[str, str, int], float]:
-    out: dict[tuple[str, str, int], float] = {}
+def _measured(run: Any) -> dict[tuple[str, str, int, int], tuple[float, int | None]]:
+    """(workload, label, world size, global batch) → the run's step there and the most ranks that shared one GPU."""
+    out: dict[tuple[str, str, int, int], tuple[float, int | None]] = {}
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
         if info.get("kind") != "training" or not isinstance(info.get("step_time_s"), (int, float)):
@@ -211,9 +215,32 @@ def _measured(run: Any) -> dict[tuple[str, str, int], float]:
             str(info.get("workload_spec") or info.get("workload")),
             case_label(str(info.get("strategy")), info.get("requested_options") or {}),
             int(info.get("world_size") or 1),
+            int(info.get("global_batch") or 0),
         )
-        out.setdefault(key, float(info["step_time_s"]))
+        out.setdefault(key, (float(info["step_time_s"]), gpu_sharing(info)))
     return out
+
+
+def _sharing_notes(profiles: list[StepProfile], predictions: list[StepPrediction]) -> list[str]:
+    """What ranks sharing a GPU did to the profiles and to the measurements beside the predictions."""
+    notes = []
+    for p in profiles:
+        if (p.ranks_per_device or 1) > 1:
+            notes.append(
+                f"{p.label} on {p.workload} is predicted from w{p.world_size}, whose ranks shared a GPU "
+                f"({p.ranks_per_device} on one, time-sliced: no MPS): its compute is not a GPU's per rank, "
+                "and the predictions from it are as slow"
+            )
+    shared = sorted(
+        {(p.world_size, p.measured_ranks_per_device or 1) for p in predictions if p.measured_on_shared_device}
+    )
+    for world, ranks in shared:
+        labels = sorted({p.label for p in predictions if p.world_size == world and p.measured_on_shared_device})
+        notes.append(
+            f"measured at w{world} with {ranks} ranks on one GPU ({', '.join(labels)}): time-sliced (no MPS), not "
+            "a GPU per rank as predicted: shown beside the prediction, no error given (no check of the model)"
+        )
+    return notes
 
 
 def step_predictions(
@@ -246,17 +273,17 @@ def step_predictions(
                     f"{', '.join(model.collectives()) or 'none'}): expected it in --collectives, or a link "
                     "stated to stand in, e.g. --link intra=10GB/s"
                 )
+    given = overlap is not None
     if overlap is None:
         overlap = measure_overlap(run) or stated_overlap(profiles[0].device_type)
     measured = _measured(run)
     predictions = []
     for p in profiles:
         for n in world_sizes:
-            peak = None
-            if memory is not None:
-                batch = p.per_rank_batch * n if scaling == "weak" else p.per_rank_batch * p.world_size
-                peak = memory(p, n, batch)
-            found = measured.get((p.workload, p.label, n)) if scaling == "weak" else None
+            batch = p.per_rank_batch * n if scaling == "weak" else p.per_rank_batch * p.world_size
+            peak = memory(p, n, batch) if memory is not None else None
+            # the run's case at this world size and global batch: weak or strong, like with like
+            found, sharing = measured.get((p.workload, p.label, n, batch)) or (None, None)
             predictions.append(
                 predict_step(
                     p,
@@ -266,10 +293,17 @@ def step_predictions(
                     scaling=scaling,
                     memory_per_rank_bytes=peak,
                     measured_step_time_s=found,
+                    measured_ranks_per_device=sharing,
                     threads_per_rank=threads_per_rank,
                 )
             )
-    notes = list(model.notes)
+    notes = list(model.notes) + _sharing_notes(profiles, predictions)
+    left_out = [] if given else _calibrating_cases(run, shared=True)
+    if left_out:
+        notes.append(
+            f"overlap slowdown not measured from the {len(left_out)} ddp case(s) whose ranks shared a GPU "
+            "(time-sliced: they measure the sharing)"
+        )
     if threads_per_rank is not None:
         measured_threads = sorted({p.threads_per_rank for p in profiles if p.threads_per_rank})
         notes.append(

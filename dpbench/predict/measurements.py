@@ -40,6 +40,8 @@ class Measurement:
     """Time per call in microseconds (nccl-tests: the out-of-place column; a saved run: the median)."""
     source: str
     """The file it came from."""
+    backend: str | None = None
+    """The library that ran it: ``nccl`` (nccl-tests), a comm-suite run's process-group backend; None: not recorded."""
 
 
 # An MPI launcher's per-line tag: ``[1,0]<stdout>:`` (Open MPI's --tag-output).
@@ -126,6 +128,7 @@ def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[
             ranks_per_node=max(per_host.values()),
             time_us=time_us,
             source=str(path),
+            backend="nccl",
         )
         for _, size, time_us in rows
     ]
@@ -174,6 +177,7 @@ def read_comm_run(path: str | Path) -> list[Measurement]:
                 ranks_per_node=int(info.get("ranks_per_node") or -(-world // nodes)),
                 time_us=float(info["time_s"]) * 1e6,
                 source=str(path),
+                backend=str(info["backend"]) if info.get("backend") else None,
             )
         )
     if not out:

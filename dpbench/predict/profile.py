@@ -18,26 +18,35 @@ From a training benchmark's ``extra_info`` (schema 2):
 - **the buffer bytes** (``buffer_bytes``): what a schedule's buffer broadcast sends before a step's
   first forward; absent from older runs, where no broadcast is modelled;
 - **the trial spread**: the measured step's 95% interval over trials (``step_time_ci95``), as
-  ratios to its median.
+  ratios to its median;
+- **ranks sharing a GPU**: the most ranks that ran on one GPU (the sampler's ``rank_devices``,
+  ``{"cuda:0": [0, 1]}``): two ranks on one GPU time-slice it (no MPS), so their compute is not one
+  GPU's each;
+- **the compute floor** (:mod:`~dpbench.predict.compute`): forward + backward fitted as ``floor +
+  per sample × batch`` over the run's cases of the same configuration at two per-rank batches or
+  more on the same resources per rank (device, threads, ranks per GPU); else stated, linear.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from dpbench.errors import UsageError
+from dpbench.predict.compute import ComputeFloor, fit_floor, linear_compute
 from dpbench.strategies import BucketSync, StepSchedule, scheduled_strategies, step_schedule
 
 __all__ = [
     "GradientGroup",
     "case_label",
     "StepProfile",
+    "fit_compute_floor",
     "gradient_groups",
     "profile_from_benchmark",
     "profiles_from_run",
+    "gpu_sharing",
 ]
 
 _PARAM_BYTES = 4  # parameters and gradients are fp32 (precision is autocast)
@@ -94,6 +103,10 @@ class StepProfile:
     """Where it came from: the run and the case."""
     buffer_bytes: int | None = None
     """Bytes of the model's buffers (BatchNorm statistics; 0: none; None: not recorded)."""
+    ranks_per_device: int | None = None
+    """The most ranks that ran on one GPU (2: two ranks time-sliced it); None: CPU, or not recorded."""
+    compute_floor: ComputeFloor | None = None
+    """How forward + backward grow with the per-rank batch (None: linearly, no floor given)."""
 
     @property
     def compute_s(self) -> float:
@@ -236,8 +249,61 @@ def profile_from_benchmark(info: Mapping[str, Any], *, origin: str = "") -> Step
         threads_per_rank=int(info["threads_per_worker"]) if info.get("threads_per_worker") else None,
         origin=where,
         buffer_bytes=int(info["buffer_bytes"]) if isinstance(info.get("buffer_bytes"), int) else None,
+        ranks_per_device=gpu_sharing(info),
         **_groups(schedule, info, param_bytes),
     )
+
+
+def gpu_sharing(info: Mapping[str, Any]) -> int | None:
+    """The most ranks of a training case that ran on one GPU, from its sampler summary's
+    ``rank_devices`` (``{"cuda:0": [0, 1]}``: 2); None where it lists no GPU (CPU, older runs)."""
+    summaries = [info.get("sampler") or {}, *((info.get("trials") or {}).get("sampler") or [])]
+    for summary in summaries:
+        shared = summary.get("rank_devices") if isinstance(summary, Mapping) else None
+        if isinstance(shared, Mapping) and shared:
+            return max(len(ranks) for ranks in shared.values())
+    return None
+
+
+def _resources(p: StepProfile) -> tuple[str, int | None, int]:
+    """What a rank computed on: the device type, its threads, the ranks that shared its GPU."""
+    return p.device_type, p.threads_per_rank, p.ranks_per_device or 1
+
+
+def _resources_text(p: StepProfile, like: StepProfile) -> str:
+    """How ``p``'s resources per rank differ from ``like``'s, in words."""
+    out = []
+    if p.device_type != like.device_type:
+        out.append(f"on {p.device_type}, not {like.device_type}")
+    if p.threads_per_rank != like.threads_per_rank:
+        out.append(f"{p.threads_per_rank} thread(s) per rank, not {like.threads_per_rank}")
+    if (p.ranks_per_device or 1) != (like.ranks_per_device or 1):
+        out.append(f"{p.ranks_per_device or 1} rank(s) per GPU, not {like.ranks_per_device or 1}")
+    return ", ".join(out)
+
+
+def fit_compute_floor(profile: StepProfile, cases: list[StepProfile]) -> ComputeFloor:
+    """``profile``'s compute floor, fitted on ``cases`` (its configuration's cases in the run, itself
+    included) that ran on the same resources per rank; stated (linear) where they give fewer than two
+    per-rank batches, saying which cases were left out and why."""
+    alike = [c for c in cases if _resources(c) == _resources(profile)]
+    points = [(c.per_rank_batch, c.forward_s + c.backward_s) for c in alike]
+    where = f"{profile.label} on {profile.workload}"
+    at = ", ".join(f"w{c.world_size} ({c.per_rank_batch} per rank)" for c in sorted(alike, key=lambda c: c.world_size))
+    fitted = fit_floor(points, origin=f"the run's {where} at {at}")
+    if fitted is not None:
+        return fitted
+    others = sorted(
+        {
+            (c.world_size, c.per_rank_batch, _resources_text(c, profile))
+            for c in cases
+            if c.per_rank_batch != profile.per_rank_batch
+        }
+    )
+    if not others:
+        return linear_compute(f"the run measured {where} at one per-rank batch ({profile.per_rank_batch})")
+    left = "; ".join(f"w{w} at {b}: {why}" for w, b, why in others)
+    return linear_compute(f"{where}'s other per-rank batches ran on other resources per rank ({left})")
 
 
 _SUITE_ORDER = ("scaling", "throughput", "sharding", "allreduce", "ddp_knobs")
@@ -249,17 +315,19 @@ def profiles_from_run(run: Any, *, world_size: int | None = None) -> list[StepPr
     schedule (the in-process ones) are left out."""
     scheduled = scheduled_strategies()
     chosen: dict[tuple[str, str], tuple[int, int, Mapping[str, Any]]] = {}
+    every: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
         if info.get("kind") != "training" or info.get("strategy") not in scheduled:
-            continue
-        world = int(info.get("world_size") or 1)
-        if world_size is not None and world != world_size:
             continue
         key = (
             str(info.get("workload_spec") or info.get("workload")),
             case_label(info["strategy"], info.get("requested_options") or {}),
         )
+        every.setdefault(key, []).append(info)
+        world = int(info.get("world_size") or 1)
+        if world_size is not None and world != world_size:
+            continue
         suite = info.get("suite")
         rank = (world, _SUITE_ORDER.index(suite) if suite in _SUITE_ORDER else len(_SUITE_ORDER))
         if key not in chosen or rank < chosen[key][:2]:
@@ -269,4 +337,16 @@ def profiles_from_run(run: Any, *, world_size: int | None = None) -> list[StepPr
         raise UsageError(
             f"{run.path}: no ddp, fsdp, zero or allreduce training case{at}: expected a run of {_RECORDED_BY}"
         )
-    return [profile_from_benchmark(chosen[k][2], origin=run.run_id) for k in sorted(chosen)]
+    out = []
+    for key in sorted(chosen):
+        profile = profile_from_benchmark(chosen[key][2], origin=run.run_id)
+        cases = [profile]
+        for info in every[key]:
+            if info is chosen[key][2]:
+                continue
+            try:
+                cases.append(profile_from_benchmark(info, origin=run.run_id))
+            except UsageError:  # a case without its phases or compute-only step gives no point
+                continue
+        out.append(replace(profile, compute_floor=fit_compute_floor(profile, cases)))
+    return out

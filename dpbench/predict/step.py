@@ -26,7 +26,13 @@ A run that does not record ``buffer_bytes`` (older runs) has no broadcast replay
 
 Compute that overlaps a collective runs at ``1 − overlap_slowdown`` of its speed (see
 :class:`OverlapSlowdown`: measured from the run where it has a multi-rank case of the schedule that
-calibrates it).
+calibrates it). Forward and backward at another per-rank batch follow the profile's compute floor
+(:mod:`dpbench.predict.compute`: ``floor + per sample × batch``, measured where the run has the
+configuration at two per-rank batches, else linear and said so).
+
+Each rank is predicted on a device of its own: a run whose ranks shared a GPU (two ranks
+time-slicing one, no MPS) measured something else, so its step stands beside the prediction with
+no error (:attr:`StepPrediction.error`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from dataclasses import dataclass
 
 from dpbench.errors import UsageError
 from dpbench.predict.collectives import CollectiveModel
+from dpbench.predict.compute import ComputeFloor, linear_compute
 from dpbench.predict.model import INTER, INTRA, TierFit
 from dpbench.predict.profile import StepProfile
 from dpbench.predict.schedule import COMM, COMPUTE, Task, replay
@@ -56,6 +63,7 @@ __all__ = [
 
 SCALINGS = ("weak", "strong")
 """weak: the per-rank batch stays as measured; strong: the global batch stays as measured."""
+_NO_FLOOR = "the profile states none (StepProfile.compute_floor)"
 
 # A collective's time: (collective, bytes, group size, whether the group spans nodes) → seconds.
 Send = Callable[[str, float, int, bool], float]
@@ -123,6 +131,10 @@ class StepPrediction:
     """The estimator's bytes per rank (see :attr:`StepForecast.memory`; None: not estimated)."""
     measured_step_time_s: float | None = None
     """The run's own measurement at this world size, if it has one."""
+    measured_ranks_per_device: int | None = None
+    """The most ranks that shared one GPU in that measurement (2: time-sliced; None: CPU or not recorded)."""
+    compute_floor: ComputeFloor = dataclasses.field(default_factory=lambda: linear_compute(_NO_FLOOR))
+    """How forward + backward were scaled to ``per_rank_batch`` (measured, or stated linear)."""
 
     @property
     def exposed_comm_s(self) -> float:
@@ -130,10 +142,16 @@ class StepPrediction:
         return max(0.0, self.step_time_s - self.compute_s)
 
     @property
+    def measured_on_shared_device(self) -> bool:
+        """Whether the measurement's ranks shared a GPU: not the device per rank predicted."""
+        return (self.measured_ranks_per_device or 1) > 1
+
+    @property
     def error(self) -> float | None:
-        """(predicted − measured) / measured, or None without a measurement."""
+        """(predicted − measured) / measured; None without a measurement, or where its ranks shared a
+        GPU (time-sliced: not what the model predicts, so no check of it)."""
         m = self.measured_step_time_s
-        return None if m is None else self.step_time_s / m - 1.0
+        return None if m is None or self.measured_on_shared_device else self.step_time_s / m - 1.0
 
 
 def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
@@ -144,24 +162,62 @@ def needed_collectives(profile: StepProfile) -> tuple[str, ...]:
 def with_derived_collectives(model: CollectiveModel) -> CollectiveModel:
     """``model`` plus all_gather and reduce_scatter taken from its all_reduce fit where they were not
     measured (a ring all-reduce is a reduce-scatter then an all-gather: the same bus bandwidth and
-    hop latency); the notes say so. dpbench's comm suite measures all_reduce and broadcast only."""
+    hop latency); the notes say so. dpbench's comm suite measures all_reduce and broadcast only.
+
+    On NCCL the bus bandwidth taken is at most broadcast's in the same tier: on NVSwitch nodes NCCL's
+    all_reduce may run NVLS, which reduces in the switch and moves less through each GPU's link than
+    a ring, so its bus bandwidth can exceed the link's; an all-gather or a reduce-scatter moves
+    (n − 1)/n of the data through each GPU's link whatever the algorithm, as a broadcast moves all of
+    it. Without a broadcast fit the notes say they may be predicted too fast."""
     have = {(t.collective, t.tier) for t in model.tiers}
+    nccl = "nccl" in model.backends
     added: list[TierFit] = []
+    capped: set[str] = set()  # tiers whose derived bandwidth is broadcast's
+    unbounded: set[str] = set()  # NCCL tiers with no broadcast to bound it
     for fit in model.tiers:
         if fit.collective != "all_reduce":
             continue
+        ring = next((t for t in model.tiers if t.collective == "broadcast" and t.tier == fit.tier), None)
         for name in ("all_gather", "reduce_scatter"):
-            if (name, fit.tier) not in have:
-                added.append(
-                    dataclasses.replace(
-                        fit, collective=name, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"
-                    )
-                )
+            if (name, fit.tier) in have:
+                continue
+            derived = dataclasses.replace(
+                fit, collective=name, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"
+            )
+            if nccl and ring is None:
+                unbounded.add(fit.tier)
+            elif nccl and ring.busbw_gbps < fit.busbw_gbps:
+                derived = _ring_bandwidth(derived, ring)
+                capped.add(fit.tier)
+            added.append(derived)
     if not added:
         return model
     names = sorted({t.collective for t in added})
     note = f"{' and '.join(names)} not measured: taken from the all_reduce fit (a ring all-reduce is both)"
+    if capped:
+        note += (
+            f"; on NCCL at broadcast's bus bandwidth, lower ({', '.join(sorted(capped))} tier): NCCL's all_reduce "
+            "may run NVLS on NVSwitch nodes, faster than all_gather and reduce_scatter can be"
+        )
+    if unbounded:
+        note += (
+            f"; assumed as fast as NCCL's all_reduce ({', '.join(sorted(unbounded))} tier): on NVSwitch nodes it "
+            "may run NVLS, which they cannot, and they are predicted too fast — measure them (nccl-tests' "
+            "all_gather_perf, reduce_scatter_perf in --collectives)"
+        )
     return dataclasses.replace(model, tiers=model.tiers + tuple(added), notes=model.notes + (note,))
+
+
+def _ring_bandwidth(derived: TierFit, ring: TierFit) -> TierFit:
+    """``derived`` (from all_reduce) with ``ring``'s (broadcast's) bus bandwidth and its interval."""
+    logs = derived.log_params[:-1] + (math.log(ring.busbw_gbps),) if derived.log_params else ()
+    return dataclasses.replace(
+        derived,
+        busbw_gbps=ring.busbw_gbps,
+        busbw_interval=ring.busbw_interval,
+        log_params=logs,
+        origin=f"{derived.origin}; broadcast's bus bandwidth ({ring.origin})",
+    )
 
 
 def _sender(model: CollectiveModel, bound: str) -> Send:
@@ -382,6 +438,10 @@ def _batch(p: StepProfile, world_size: int, scaling: str) -> tuple[float, float]
     return total / world_size, float(total)
 
 
+def _floor(p: StepProfile) -> ComputeFloor:
+    return p.compute_floor or linear_compute(_NO_FLOOR)
+
+
 def _step_s(
     p: StepProfile,
     model: CollectiveModel,
@@ -397,7 +457,7 @@ def _step_s(
     compute, comm, alone = step_tasks(
         p,
         world_size=world_size,
-        batch_scale=per_rank / p.per_rank_batch,
+        batch_scale=_floor(p).scale(p.per_rank_batch, per_rank),
         send=send,
         gpus_per_node=model.gpus_per_node,
         thread_scale=thread_scale,
@@ -416,9 +476,13 @@ def predict_step(
     scaling: str = "weak",
     memory_per_rank_bytes: int | None = None,
     measured_step_time_s: float | None = None,
+    measured_ranks_per_device: int | None = None,
     threads_per_rank: int | None = None,
 ) -> StepPrediction:
     """``profile``'s step at ``world_size`` (see the module doc), with its 95% interval.
+
+    ``measured_ranks_per_device``: the most ranks that shared one GPU in ``measured_step_time_s``
+    (2+: it stands beside the prediction with no error).
 
     ``threads_per_rank``: the CPU threads each rank will compute with, where it differs from the
     profile's (ranks sharing one host's cores): compute scales as measured threads ÷ these (linear:
@@ -453,4 +517,6 @@ def predict_step(
         scaling_efficiency=samples / (world_size * one_rank / alone),
         memory_per_rank_bytes=memory_per_rank_bytes,
         measured_step_time_s=measured_step_time_s,
+        measured_ranks_per_device=measured_ranks_per_device,
+        compute_floor=_floor(profile),
     )

@@ -28,6 +28,7 @@ __all__ = [
     "STEP_COLUMNS",
     "basis_lines",
     "by_workload",
+    "compute_line",
     "format_collectives",
     "format_steps",
     "heading",
@@ -163,8 +164,35 @@ def basis_lines(forecast: StepForecast) -> list[str]:
             f"parameters {fmt_bytes(p.param_bytes)}"
             + (f", buffers {fmt_bytes(p.buffer_bytes)} broadcast" if p.broadcasts_buffers and p.buffer_bytes else "")
         )
+    lines += [compute_line(p) for p in _rescaled(forecast)]
     lines.append(f"memory/rank: {forecast.memory}")
     return lines + [f"note: {n}" for n in forecast.notes]
+
+
+def _rescaled(forecast: StepForecast) -> list[StepPrediction]:
+    """One prediction per profile whose compute was scaled to another per-rank batch (strong scaling)."""
+    out: dict[tuple[str, str], StepPrediction] = {}
+    for profile in forecast.profiles:
+        for p in forecast.predictions:
+            key = (p.workload, p.label)
+            if key == (profile.workload, profile.label) and p.per_rank_batch != profile.per_rank_batch:
+                out.setdefault(key, p)
+    return list(out.values())
+
+
+def compute_line(p: StepPrediction) -> str:
+    """How forward + backward were scaled to another per-rank batch: the measured floor, or the stated linear."""
+    floor = p.compute_floor
+    if floor.per_sample_s is None:
+        return (
+            f"compute of {p.label} on {p.workload} scaled linearly with the per-rank batch: no floor measured "
+            f"({floor.origin})"
+        )
+    batches = ", ".join(map(str, floor.batches))
+    return (
+        f"compute of {p.label} on {p.workload}: forward + backward {fmt_seconds(floor.floor_s)} + "
+        f"{fmt_seconds(floor.per_sample_s)} per sample, fitted on per-rank batches {batches} ({floor.origin})"
+    )
 
 
 def by_workload(forecast: StepForecast) -> list[tuple[str, list[StepPrediction]]]:
@@ -195,8 +223,17 @@ def prediction_cells(p: StepPrediction) -> tuple[str, ...]:
         if p.memory_per_rank_bytes is not None
         else "–",  # the basis line says it was not estimated
         fmt_seconds(p.measured_step_time_s),
-        "–" if p.error is None else f"{p.error:+.1%}",
+        _error_cell(p),
     )
+
+
+def _error_cell(p: StepPrediction) -> str:
+    """The error, or why there is none: a measurement whose ranks shared a GPU is no check of the model."""
+    if p.error is not None:
+        return f"{p.error:+.1%}"
+    if p.measured_step_time_s is not None and p.measured_on_shared_device:
+        return f"{p.measured_ranks_per_device}/GPU"  # the notes say what sharing a GPU means
+    return "–"
 
 
 PICK_LINE = "pick (the fastest predicted; sure when no other interval overlaps it):"
@@ -249,7 +286,9 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "exposed_comm_s": p.exposed_comm_s,
                 "memory_per_rank_bytes": p.memory_per_rank_bytes,
                 "measured_step_time_s": p.measured_step_time_s,
+                "measured_ranks_per_device": p.measured_ranks_per_device,
                 "error": p.error,
+                "compute_floor": asdict(p.compute_floor),
             }
             for p in forecast.predictions
         ],

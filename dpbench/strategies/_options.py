@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import inspect
 import numbers
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -37,7 +39,9 @@ __all__ = [
     "describe_options",
     "field_docs",
     "check_compiler",
-    "libcuda_found",
+    "LibcudaLink",
+    "libcuda_link",
+    "triton_driver_libraries",
     "python_header",
     "is_positive_number",
     "is_int_in",
@@ -156,7 +160,7 @@ class CompileOptions(CommonOptions):
 def check_compiler(strategy: str, *, device: str) -> None:
     """torch.compile builds native code: refuse before any process starts when what it needs is not
     here — a C compiler, the C++ one on CPU, ``Python.h`` (both backends' generated code includes it)
-    and, on CUDA, a ``libcuda`` that Triton can find to link its launcher against."""
+    and, on CUDA, Triton and the ``libcuda`` file its launcher links against (:func:`libcuda_link`)."""
     c_found = [name for name in _C_COMPILERS if shutil.which(name)]
     cxx = os.environ.get("CXX") or "g++"
     if not c_found:
@@ -175,11 +179,10 @@ def check_compiler(strategy: str, *, device: str) -> None:
             f"{strategy} option compile=True needs Python's C headers (torch.compile's generated code "
             f"includes Python.h), but {header} is missing: install the python3-dev package for this Python"
         )
-    if device == "cuda" and not libcuda_found():
-        raise StrategyUnavailable(
-            f"{strategy} option compile=True on CUDA needs a libcuda.so.1 Triton can find (TRITON_LIBCUDA_PATH, "
-            "ldconfig's cache or LD_LIBRARY_PATH), but none of them lists one"
-        )
+    if device == "cuda":
+        refusal = libcuda_link().refusal(strategy)
+        if refusal is not None:
+            raise StrategyUnavailable(refusal)
 
 
 def python_header() -> Path:
@@ -187,22 +190,133 @@ def python_header() -> Path:
     return Path(sysconfig.get_paths()["include"]) / "Python.h"
 
 
-def libcuda_found(environ: Any = None) -> bool:
-    """Whether Triton would find the driver library, where it looks: ``TRITON_LIBCUDA_PATH``, then
-    ``ldconfig -p``, then ``LD_LIBRARY_PATH``."""
+_DRIVER = "libcuda.so.1"  # the driver's soname: what the driver package installs, and what Triton looks for
+
+
+@dataclass(frozen=True, kw_only=True)
+class LibcudaLink:
+    """Whether Triton can build its CUDA launcher here: it finds the driver (``libcuda.so.1``) and
+    passes its directories to the C compiler with ``-L``, then links ``libraries`` from its NVIDIA
+    driver module. Triton releases before triton-lang/triton#8668 link ``-lcuda``, which needs the
+    unversioned ``libcuda.so`` (a symlink the driver's development package installs, often missing
+    from an image that has the driver); later ones link ``-l:libcuda.so.1`` itself."""
+
+    triton: bool
+    """Whether this Python has Triton (torch.compile's CUDA backend)."""
+
+    flag: str
+    """How Triton links the driver: ``-lcuda`` or ``-l:libcuda.so.1``."""
+
+    needs: str
+    """The file that flag makes the linker look for: ``libcuda.so`` or ``libcuda.so.1``."""
+
+    triton_dirs: tuple[str, ...]
+    """Where Triton finds ``libcuda.so.1`` (``TRITON_LIBCUDA_PATH``, ldconfig's cache or
+    ``LD_LIBRARY_PATH``, the first that names one): the ``-L`` directories it links with."""
+
+    found: str | None
+    """Where the linker finds ``needs``: in ``triton_dirs``, on ``LIBRARY_PATH`` or in the C
+    compiler's own search path (``-print-file-name``); None: nowhere."""
+
+    def refusal(self, strategy: str) -> str | None:
+        """Why ``strategy`` with ``compile=True`` cannot run on CUDA here (one line), or None."""
+        prefix = f"{strategy} option compile=True on CUDA needs"
+        if not self.triton:
+            return f"{prefix} Triton (torch.compile's CUDA backend), which this Python does not have"
+        if not self.triton_dirs:
+            return (
+                f"{prefix} a {_DRIVER} Triton can find (TRITON_LIBCUDA_PATH, ldconfig's cache or LD_LIBRARY_PATH), "
+                "but none of them lists one"
+            )
+        if self.found is None:
+            return (
+                f"{prefix} {self.needs} for Triton's {self.flag} link, but only {_DRIVER} is here "
+                f"({', '.join(self.triton_dirs)}): link {self.needs} to it there or in a directory on LIBRARY_PATH"
+            )
+        return None
+
+
+def triton_driver_libraries() -> tuple[str, ...] | None:
+    """The ``libraries`` Triton's NVIDIA backend links its launchers against, read from its source
+    (not imported: the parent stays free of Triton and CUDA); None: no Triton here. A Triton whose
+    driver module lists none links what it needs itself: ``()``."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    driver = Path(list(spec.submodule_search_locations)[0], "backends", "nvidia", "driver.py")
+    try:
+        tree = ast.parse(driver.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "libraries" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
+            return tuple(e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return ()
+
+
+def _link(library: str) -> tuple[str, str]:
+    """Triton's flag for ``library`` and the file it makes the linker look for: ``-l:FILE`` for a file
+    name, ``-lNAME`` (``libNAME.so``) for a name."""
+    if re.search(r"\.so(\.\d+)*$|\.a$", library):
+        return f"-l:{library}", library
+    return f"-l{library}", f"lib{library}.so"
+
+
+def libcuda_link(environ: Any = None) -> LibcudaLink:
+    """How Triton would link against the driver here, looked up where it and its linker look."""
     env = os.environ if environ is None else environ
-    dirs = [d for d in (env.get("TRITON_LIBCUDA_PATH") or "").split(os.pathsep) if d]
-    if any(Path(d, "libcuda.so.1").exists() or Path(d, "libcuda.so").exists() for d in dirs):
-        return True
+    libraries = triton_driver_libraries()
+    flag, needs = next((_link(lib) for lib in libraries or () if "cuda" in lib), _link(_DRIVER))
+    dirs = _triton_libcuda_dirs(env)
+    library_path = [d for d in (env.get("LIBRARY_PATH") or "").split(os.pathsep) if d]
+    found = next((str(Path(d, needs)) for d in [*dirs, *library_path] if Path(d, needs).exists()), None)
+    return LibcudaLink(
+        triton=libraries is not None,
+        flag=flag,
+        needs=needs,
+        triton_dirs=tuple(dirs),
+        found=found or (_compiler_finds(needs, env) if dirs else None),
+    )
+
+
+def _triton_libcuda_dirs(env: Any) -> list[str]:
+    """Triton's ``libcuda_dirs()``: ``TRITON_LIBCUDA_PATH``, else the directories of ldconfig's
+    ``libcuda.so.1`` entries, else those on ``LD_LIBRARY_PATH`` holding one — the ones that hold it."""
+    given = [d for d in (env.get("TRITON_LIBCUDA_PATH") or "").split(os.pathsep) if d]
+    if given:
+        return [d for d in given if Path(d, _DRIVER).exists()]
     ldconfig = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists() else None)
+    listing = ""
     if ldconfig:
         try:
             listing = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
         except (OSError, subprocess.SubprocessError):
             listing = ""
-        if "libcuda.so.1" in listing:
-            return True
-    return any(Path(d, "libcuda.so.1").exists() for d in (env.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d)
+    cached = [os.path.dirname(line.split()[-1]) for line in listing.splitlines() if _DRIVER in line]
+    if cached:  # Triton links with all of them, and fails unless one holds the driver
+        return [d for d in dict.fromkeys(cached) if Path(d, _DRIVER).exists()]
+    return [d for d in (env.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d and Path(d, _DRIVER).exists()]
+
+
+def _compiler_finds(name: str, env: Any) -> str | None:
+    """Where Triton's C compiler (``CC``, else gcc, else clang) finds ``name`` on its own library path."""
+    cc = env.get("CC") or shutil.which("gcc", path=env.get("PATH")) or shutil.which("clang", path=env.get("PATH"))
+    if not cc:
+        return None
+    try:
+        answer = subprocess.run(
+            [cc, f"-print-file-name={name}"], capture_output=True, text=True, timeout=10, env=dict(env)
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return answer if os.path.isabs(answer) and Path(answer).exists() else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -203,6 +203,18 @@ class Strategy(ABC):
         return state.held_bytes() + activation(batch)
 
     @classmethod
+    def collective_timeout(cls, options: CommonOptions, *, timeout: float) -> float:
+        """How long a rank may wait in one collective for the others, given the run's ``timeout``
+        (how long a rank may stay silent): ``timeout``, or with ``compile`` on as long as a cold
+        compile may take and then some — in the warm-up step a rank that compiled first waits in
+        the first collective for the slowest one (see :mod:`dpbench.strategies._compile`)."""
+        if getattr(options, "compile", False):
+            from dpbench.strategies._compile import COMPILE_TIMEOUT_S
+
+            return timeout + COMPILE_TIMEOUT_S
+        return timeout
+
+    @classmethod
     def step_schedule(cls, options: CommonOptions) -> StepSchedule | None:
         """What one step issues (:class:`~dpbench.strategies.schedule.StepSchedule`: its collectives,
         buckets or units, what it shards and broadcasts), for the step model to replay (parent side,
@@ -278,7 +290,21 @@ class Strategy(ABC):
         if getattr(self.spec.options, "compile", False):
             from dpbench.strategies._compile import warm_up
 
-            self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
+            with self.compiling():
+                self.compile_time_s = getattr(self, "_wrap_s", 0.0) + warm_up(self)
+
+    def compiling(self) -> Any:
+        """Wrap work that may compile (the first call of a compiled module) in this: the worker beats
+        for up to ``COMPILE_TIMEOUT_S`` meanwhile (``ctx.keep_alive``), so a cold compile, or a wait
+        in a collective for another rank's, is not taken for a hang. Nothing without ``compile``."""
+        import contextlib
+
+        keep_alive = getattr(self.ctx, "keep_alive", None)
+        if not getattr(self.spec.options, "compile", False) or keep_alive is None:
+            return contextlib.nullcontext()
+        from dpbench.strategies._compile import COMPILE_TIMEOUT_S
+
+        return keep_alive(COMPILE_TIMEOUT_S)
 
     @abstractmethod
     def setup(self) -> None:
@@ -352,6 +378,13 @@ class Strategy(ABC):
             target = take_slice(target, start, sizes[self.rank])
         return inputs, target
 
+    def staged_batch(self, step: int) -> tuple[Any, Any]:
+        """Step ``step``'s batch as a step receives it: this worker's part (:meth:`local_batch`) on
+        its first device (:meth:`stage_batch`). The timed steps and the compile warm-up both take
+        it from here: a strategy whose ``train_step`` relies on the staging (ddp moves no target)
+        would otherwise meet a host tensor in the warm-up only, and only on CUDA."""
+        return self.stage_batch(*self.local_batch(step))
+
     def stage_batch(self, inputs: Any, target: Any) -> tuple[Any, Any]:
         """The batch this worker trains on, moved to its first device before the step's clock
         starts (the rank's device; replica 0's for in-process strategies, which scatter from
@@ -381,7 +414,7 @@ class Strategy(ABC):
         for _ in range(k):
             # Host → device copy of the batch outside the clock: a step measures the training
             # work, not the data loading (a pageable copy inside it would be a host sync).
-            inputs, target = self.stage_batch(*self.local_batch(self._step))
+            inputs, target = self.staged_batch(self._step)
             # Start from an idle device (copy done) so earlier work is not charged to this step.
             self.phases.sync()
             t0 = time.perf_counter()

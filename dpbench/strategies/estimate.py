@@ -4,7 +4,9 @@
 when activations are asked for, once under ``FakeTensorMode`` (the peak of one forward +
 backward per batch size, cached); :meth:`Estimator.case` asks the strategy class for its rules
 (:meth:`~dpbench.strategies.base.Strategy.memory_estimate`,
-:meth:`~dpbench.strategies.base.Strategy.peak_estimate`). Nothing real is allocated.
+:meth:`~dpbench.strategies.base.Strategy.peak_estimate`). Estimated for a GPU, each worker also
+holds CUDA's library workspaces on every device it computes on, a line item of their own
+(:mod:`~dpbench.strategies.workspaces`); for a CPU there are none. Nothing real is allocated.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 from dpbench.strategies._options import CommonOptions
 from dpbench.strategies.memory import ParamShape, model_params
+from dpbench.strategies.workspaces import CudaWorkspaces
 
 __all__ = ["CaseEstimate", "Estimator", "RankEstimate", "EstimateError"]
 
@@ -47,7 +50,26 @@ class RankEstimate:
     """One forward + backward at this worker's batch, at its peak, beyond the gradients (None: not estimated)."""
 
     peak_bytes: int | None
-    """Estimated peak of a step: state, buffers and the forward + backward on top (None: not estimated)."""
+    """Estimated peak of a step: state, buffers and the forward + backward on top, and the CUDA
+    workspaces on a GPU (None: not estimated)."""
+
+    workspace_bytes: int = 0
+    """CUDA's library workspaces on this worker's devices (:mod:`~dpbench.strategies.workspaces`;
+    0 on a CPU), held from the first matmul on, so counted in the peak and in the need."""
+
+    def held_bytes(self) -> int:
+        """What the worker holds between steps: the state, its buffers and the workspaces."""
+        return (
+            self.params_bytes
+            + self.grads_bytes
+            + self.optimizer_state_bytes
+            + self.comm_buffer_bytes
+            + self.workspace_bytes
+        )
+
+    def need_bytes(self) -> int:
+        """Its peak when estimated, else what it holds between steps."""
+        return self.peak_bytes if self.peak_bytes is not None else self.held_bytes()
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -61,20 +83,22 @@ class CaseEstimate:
     optimizer: str
     parameter_count: int
     ranks: tuple[RankEstimate, ...]
+    cuda_workspaces: CudaWorkspaces | None = None
+    """The workspaces counted per CUDA device (None: estimated for a CPU, none counted)."""
 
     def need_bytes(self) -> int:
         """The most any worker needs: its peak when estimated, else what it holds between steps."""
-        return max(
-            r.peak_bytes
-            if r.peak_bytes is not None
-            else r.params_bytes + r.grads_bytes + r.optimizer_state_bytes + r.comm_buffer_bytes
-            for r in self.ranks
-        )
+        return max(r.need_bytes() for r in self.ranks)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return {**asdict(self), "ranks": [asdict(r) for r in self.ranks], "need_bytes": self.need_bytes()}
+        return {
+            **asdict(self),
+            "ranks": [asdict(r) for r in self.ranks],
+            "cuda_workspaces": None if self.cuda_workspaces is None else self.cuda_workspaces.to_dict(),
+            "need_bytes": self.need_bytes(),
+        }
 
 
 def _check_name(argument: str, value: str, known: tuple[str, ...]) -> None:
@@ -154,11 +178,14 @@ class Estimator:
         world_size: int,
         global_batch: int,
         options: CommonOptions | Mapping[str, Any] | None = None,
+        cuda: CudaWorkspaces | None = None,
     ) -> CaseEstimate:
         """The estimate of ``strategy`` at ``world_size``; a world size or option the strategy refuses
         raises its own error (``ValueError``). ``options``: the strategy's parsed options, taken as
         checked where they were parsed (a launch's, on its device), or the names a user set
-        (``dpbench estimate``), parsed and checked here."""
+        (``dpbench estimate``), parsed and checked here. ``cuda``: the workspaces each CUDA device
+        holds (:func:`~dpbench.strategies.workspaces.cuda_workspaces`), counted per device a worker
+        computes on (every replica's for an in-process strategy); None: a CPU, none counted."""
         from dpbench.strategies import StrategyUnavailable, get_strategy
 
         if not isinstance(options, CommonOptions):
@@ -200,6 +227,7 @@ class Estimator:
             )
         states = cls.memory_estimate(params, world_size=world_size, options=resolved)
         batches = cls.per_replica_batch(global_batch, world_size, resolved) if cls.multiprocess else [global_batch]
+        workspace = 0 if cuda is None else cuda.per_device() * (1 if cls.multiprocess else world_size)
         ranks = []
         for rank, state in enumerate(states):
             activation = peak = None
@@ -210,10 +238,18 @@ class Estimator:
 
                 batch = batches[rank] if rank < len(batches) else batches[-1]
                 activation = act(batch)
-                peak = cls.peak_estimate(
+                peak = workspace + cls.peak_estimate(
                     state, params=params, activation=act, batch=batch, world_size=world_size, options=resolved
                 )
-            ranks.append(RankEstimate(rank=rank, **state.to_dict(), activation_bytes=activation, peak_bytes=peak))
+            ranks.append(
+                RankEstimate(
+                    rank=rank,
+                    **state.to_dict(),
+                    activation_bytes=activation,
+                    peak_bytes=peak,
+                    workspace_bytes=workspace,
+                )
+            )
         return CaseEstimate(
             strategy=strategy,
             world_size=world_size,
@@ -222,4 +258,5 @@ class Estimator:
             optimizer=resolved.optimizer,
             parameter_count=self.parameter_count,
             ranks=tuple(ranks),
+            cuda_workspaces=cuda,
         )

@@ -143,11 +143,14 @@ def twin_step_times(trainer: Any, *, steps: int = 5) -> list[float] | None:
         precision.backward(loss * weight)
         precision.step([optimizer])
 
-    step()  # warm-up (and compilation when compile=True)
-    if trainer.multiprocess:
-        import torch.distributed as dist
+    # Warm-up (and compilation when compile=True: the worker beats meanwhile, and so does a rank
+    # waiting in the barrier for a slower one's compile).
+    with trainer.compiling():
+        step()
+        if trainer.multiprocess:
+            import torch.distributed as dist
 
-        dist.barrier(group=trainer.ctx.group)  # ranks run together: they share the cores as in a step
+            dist.barrier(group=trainer.ctx.group)  # ranks run together: they share the cores as in a step
     times = []
     for _ in range(steps):
         _sync(trainer.cuda_devices)

@@ -5,7 +5,8 @@ helper, the lifeline that leaves nothing behind, the CPU pinning plan, the user'
 environment passed through, the machine facts every run records, and the seam that lets another
 pool provider take over (:mod:`~dpbench.workers.provider`).
 
-May import: ``dpbench.schema`` and ``dpbench.stats``. Never strategies (a worker runs whatever
+May import: ``dpbench.schema``, ``dpbench.stats`` and ``dpbench.sampler.gpus`` (NVML's view of the
+GPUs, for the CPUs near each rank's GPU in the pinning plan). Never strategies (a worker runs whatever
 picklable function it is sent; the provider seam names their options type for type checkers
 only), the launcher, the cluster runner or anything above.
 """

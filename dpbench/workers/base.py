@@ -19,6 +19,7 @@ __all__ = [
     "WorkerError",
     "WorkerTimeoutError",
     "available_cores",
+    "check_collective_timeout",
     "default_threads",
     "pick_backend",
     "require_cuda",
@@ -115,6 +116,12 @@ class WorkerError(RuntimeError):
 
 class WorkerTimeoutError(WorkerError, TimeoutError):
     """No message from one or more ranks within the timeout."""
+
+
+def check_collective_timeout(value: Any) -> None:
+    """A pool's ``collective_timeout``: None (its ``timeout``) or a positive number of seconds."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise ValueError(f"collective_timeout must be None or a positive number of seconds, got {value!r}")
 
 
 def available_cores() -> int:

@@ -43,13 +43,14 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from dpbench.workers.affinity import ParentAffinity, current_cores, pinning_supported, plan_affinity, resolve_mode
+from dpbench.workers.affinity import ParentAffinity, plan_for_host, resolve_mode
 from dpbench.workers.base import (
     MIN_START_SECONDS,
     PoolLayout,
     WorkerError,
     WorkerTimeoutError,
     available_cores,
+    check_collective_timeout,
     default_threads,
     pick_backend,
     require_cuda,
@@ -107,11 +108,15 @@ class WorkerPool:
     torch.distributed backend; None picks "gloo" on CPU, "nccl" on CUDA when every rank
     has its own GPU, else "gloo". ``process_group=False`` starts workers without
     torch.distributed (``ctx.group`` is None). ``timeout``: seconds a rank may stay silent
-    during a call (and the collective timeout inside workers). ``threads_per_worker``: the
-    ``torch.set_num_threads`` of every worker; None → cores // world_size (at least 1).
+    during a call (and the collective timeout inside workers). ``collective_timeout``: the
+    process group's timeout instead, where one collective may wait longer than a rank stays
+    silent (ranks compiling at different speeds; the waiting rank beats through
+    ``ctx.keep_alive``). ``threads_per_worker``: the ``torch.set_num_threads`` of every worker;
+    None → cores // world_size (at least 1).
 
     ``affinity``: "auto" (default) pins each rank to its own block of cores where the OS
-    allows and there are enough cores, and moves the parent's threads (and so a resource
+    allows and there are enough cores — whole physical cores, no hyperthread of another rank's,
+    and on CUDA cores of its GPU's NUMA node — and moves the parent's threads (and so a resource
     sampler started afterwards) onto the cores left over, until the pool closes; "off"
     leaves scheduling to the OS. ``DPBENCH_PIN=0`` in the environment forces "off".
     ``cores_per_worker``: the size of each rank's block (None: an equal share of the
@@ -133,6 +138,7 @@ class WorkerPool:
         process_group: bool = True,
         affinity: str = "auto",
         cores_per_worker: int | None = None,
+        collective_timeout: float | None = None,
     ):
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
@@ -140,6 +146,7 @@ class WorkerPool:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_collective_timeout(collective_timeout)
         if threads_per_worker is not None and (not isinstance(threads_per_worker, int) or threads_per_worker < 1):
             raise ValueError(f"threads_per_worker must be None or an int >= 1, got {threads_per_worker!r}")
         if cores_per_worker is not None and (
@@ -153,14 +160,16 @@ class WorkerPool:
         self.device = device
         self.backend = pick_backend(device, world_size, backend) if process_group else None
         self.timeout = float(timeout)
+        self.collective_timeout = None if collective_timeout is None else float(collective_timeout)
         self.threads_per_worker = threads_per_worker if threads_per_worker is not None else default_threads(world_size)
-        plan = plan_affinity(
+        plan = plan_for_host(
             mode=mode,
-            cores=current_cores() if pinning_supported() else None,
+            device=device,
             world_size=world_size,
             threads_per_worker=self.threads_per_worker,
             cores_per_worker=cores_per_worker,
             off_reason=off_reason,
+            environ=os.environ,
         )
         self._plan = plan
         self._parent = ParentAffinity()
@@ -203,6 +212,7 @@ class WorkerPool:
             backend=self.backend,
             store_path=os.path.join(self._tmpdir, "store"),
             timeout=self.timeout,
+            collective_timeout=self.collective_timeout,
             threads=self.threads_per_worker,
             cpus=None,
             environ={**os.environ, **runtime_patch},

@@ -8,13 +8,15 @@ facts), "alive" (heartbeat), "result" or "error" (with the formatted traceback).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -36,7 +38,8 @@ class WorkerContext:
     its timeout — call it between units of work in long functions. It sends at most one
     message per ``HEARTBEAT_EVERY_S``: a message per training step would wake the parent once a
     step, on the cores the step's threads are using, and slow the step (measurements:
-    docs/calibration.md#harness-overhead).
+    docs/calibration.md#harness-overhead). ``keep_alive(seconds)`` beats for a block that cannot
+    (a ``torch.compile`` building its kernels), for at most ``seconds``.
     """
 
     rank: int
@@ -48,16 +51,41 @@ class WorkerContext:
     _conn: Connection | None = field(default=None, repr=False)
     _cleanups: list[Callable[[], Any]] = field(default_factory=list, repr=False)
     _last_beat: float = field(default=-float("inf"), repr=False)
+    # keep_alive's thread and the caller's heartbeat() share the pipe: one message at a time.
+    _send_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def at_close(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` when the worker shuts down (before the process group is destroyed)."""
         self._cleanups.append(fn)
 
     def heartbeat(self) -> None:
-        now = time.monotonic()
-        if self._conn is not None and now - self._last_beat >= HEARTBEAT_EVERY_S:
-            self._last_beat = now
-            self._conn.send_bytes(pickle.dumps(("alive", None)))
+        with self._send_lock:
+            now = time.monotonic()
+            if self._conn is not None and now - self._last_beat >= HEARTBEAT_EVERY_S:
+                self._last_beat = now
+                self._conn.send_bytes(pickle.dumps(("alive", None)))
+
+    @contextlib.contextmanager
+    def keep_alive(self, seconds: float) -> Iterator[None]:
+        """Heartbeats from a thread while the block runs, for at most ``seconds``: a long unit of
+        work that cannot call :meth:`heartbeat` itself is not taken for a hang, and a block that
+        really hangs still is — the parent's ``timeout`` runs from the last beat, so it gives up
+        ``seconds + timeout`` after the block began. The thread is joined before the block's
+        caller goes on: the call's result is never sent beside a beat."""
+        stop = threading.Event()
+        deadline = time.monotonic() + seconds
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_EVERY_S) and time.monotonic() < deadline:
+                self.heartbeat()
+
+        thread = threading.Thread(target=beat, name="dpbench-keep-alive", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 @dataclass(frozen=True)
@@ -73,6 +101,10 @@ class WorkerConfig:
     # The forkserver helper keeps the environment of the moment it started; workers get
     # the parent's environment as it is now (CUDA_VISIBLE_DEVICES, NCCL_*, ...).
     environ: dict[str, str]
+    # How long a rank waits in one collective for the others (the process group's timeout;
+    # None: ``timeout``). Longer where set-up compiles: a rank that compiled first waits in the
+    # warm-up step's first collective for the slowest rank's compile.
+    collective_timeout: float | None = None
     # dpbench.cluster hook: ranks on several hosts meet through this picklable callable's
     # torch.distributed Store (None: the FileStore at store_path), and the socket interfaces
     # must not default to loopback there (loopback=False).
@@ -263,7 +295,7 @@ def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
                 world_size=config.world_size,
                 # Collectives give up on their own too, so a rank never blocks forever even
                 # if the parent is gone.
-                timeout=timedelta(seconds=config.timeout),
+                timeout=timedelta(seconds=config.collective_timeout or config.timeout),
             )
             group = dist.group.WORLD
         ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)

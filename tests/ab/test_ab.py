@@ -200,6 +200,8 @@ def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(r
     revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-head"}, run_dir=tmp_path / "run", envs=envs)
     try:
         assert revisions[0].lock == revisions[1].lock == lock_hash(revisions[0].worktree)
+        # Each side's source compiled once, before any session imports it (whatever PYTHONDONTWRITEBYTECODE says).
+        assert all(list((r.worktree / "dpbench" / "__pycache__").glob("__init__.cpython-*.pyc")) for r in revisions)
         assert [p.name for p in envs.iterdir() if p.is_dir()] == [revisions[0].lock[:16]]
         log = _setup_log(repo)[before:]
         # Each revision's own setup-env ran; only the first installed into the environment.

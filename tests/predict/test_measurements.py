@@ -65,6 +65,7 @@ def test_the_collective_comes_from_the_file_name_and_the_root_column_is_skipped(
             ranks_per_node=2,
             time_us=12.5,
             source=str(tmp_path / "all_gather_perf.txt"),
+            backend="nccl",
         )
     ]
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from dpbench.errors import UsageError
@@ -250,3 +253,39 @@ def test_ddp_needs_broadcast_only_where_it_sends_buffers():
     assert needed_collectives(_profile("ddp")) == ("all_reduce",)  # not recorded
     off = _profile("ddp", buffer_bytes=1_000_000, options={"broadcast_buffers": False})
     assert needed_collectives(off) == ("all_reduce",)
+
+
+def _nccl_model(*tiers: TierFit, backends: tuple[str, ...] = ("nccl",)) -> CollectiveModel:
+    return CollectiveModel(tiers=tiers, gpus_per_node=8, gpus_per_node_origin="test", backends=backends)
+
+
+def test_on_nccl_all_gather_and_reduce_scatter_take_broadcasts_bandwidth_not_an_nvls_all_reduces():
+    from dpbench.predict.collectives import fit_collectives
+    from dpbench.predict.measurements import read_nccl_tests
+    from dpbench.predict.step import with_derived_collectives
+
+    # an NVLS all-reduce's bus bandwidth (480 GB/s) above the ring's a broadcast reaches (360 GB/s)
+    nvls = dataclasses.replace(_fit("all_reduce"), base_us=20.0, busbw_gbps=480.0)
+    ring = dataclasses.replace(_fit("broadcast"), busbw_gbps=360.0)
+    derived = with_derived_collectives(_nccl_model(nvls, ring))
+    for name in ("all_gather", "reduce_scatter"):
+        (fit,) = (t for t in derived.tiers if t.collective == name)
+        assert (fit.base_us, fit.busbw_gbps) == (20.0, 360.0)
+    assert derived.notes == (
+        "all_gather and reduce_scatter not measured: taken from the all_reduce fit (a ring all-reduce is both); "
+        "on NCCL at broadcast's bus bandwidth, lower (intra tier): NCCL's all_reduce may run NVLS on NVSwitch "
+        "nodes, faster than all_gather and reduce_scatter can be",
+    )
+    # without a broadcast to bound it, the assumption is stated
+    (note,) = with_derived_collectives(_nccl_model(nvls)).notes
+    assert note.endswith(
+        "; assumed as fast as NCCL's all_reduce (intra tier): on NVSwitch nodes it may run NVLS, which they cannot, "
+        "and they are predicted too fast — measure them (nccl-tests' all_gather_perf, reduce_scatter_perf in "
+        "--collectives)"
+    )
+    # gloo runs no NVLS: all_reduce's bandwidth as before
+    gloo = with_derived_collectives(_nccl_model(nvls, ring, backends=("gloo",)))
+    assert {t.busbw_gbps for t in gloo.tiers if t.collective == "all_gather"} == {480.0}
+    # nccl-tests logs are NCCL's
+    log = Path(__file__).parent / "data" / "nccl_2.log"
+    assert fit_collectives(read_nccl_tests(log, collective="all_reduce")).backends == ("nccl",)

@@ -203,3 +203,29 @@ def test_a_bad_configuration_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run(capsys, "--workload", "mlp", *argv)
     assert code == 2 and out == ""
     assert err.startswith(f"dpbench estimate: error: {message}") and err.count("\n") == 1, err
+
+
+def test_for_a_gpu_the_workspaces_are_a_column_and_fits_leaves_the_headroom(capsys):
+    argv = ["--workload", "mlp", "--strategies", "ddp,dp", "--world-sizes", "2", "--device-memory", "1.5GiB"]
+    argv += ["--no-activations", "--cuda-capability", "9.0"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1] == (
+        "for a GPU of capability 9.0: CUDA workspaces 66 MiB per device (2 handles x (cuBLAS 32 MiB + cuBLASLt "
+        "1 MiB)); fits leaves headroom: CUDA context 512 MiB, NCCL buffers 1 GiB (several processes), "
+        "fragmentation 10% of the peak"
+    )
+    head = ["strategy", "world", "params", "grads", "optim", "buffers", "wksp.", "activ.", "peak", "fits"]
+    assert lines[2].split() == head
+    # ddp: 33.3 MiB of state + 66 MiB + 0.5 GiB context + 1 GiB NCCL > 1.5 GiB; dp (one process, no NCCL) fits.
+    assert {line.split()[0]: line.split()[-1] for line in lines[3:]} == {"ddp": "no", "dp": "yes"}
+    code, out, _ = run(capsys, *argv, "--json", "-")
+    cases = {c["strategy"]: c for c in json.loads(out)["cases"]}
+    per_device = 2 * (32 + 1) * 2**20
+    assert cases["ddp"]["ranks"][0]["workspace_bytes"] == per_device
+    assert cases["dp"]["ranks"][0]["workspace_bytes"] == 2 * per_device  # one process computing on two GPUs
+    need = cases["ddp"]["need_bytes"]
+    assert cases["ddp"]["headroom_bytes"] == 2**29 + 2**30 + int(0.1 * need)
+    code, _, err = run(capsys, "--workload", "mlp", "--cuda-capability", "sm90")
+    assert code == 2 and "--cuda-capability: expected MAJOR.MINOR such as 9.0 or 8.6, found 'sm90'" in err

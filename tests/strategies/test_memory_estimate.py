@@ -28,6 +28,7 @@ HF_LLAMA = (
 WORKLOADS = ["mlp", "transformer", HF_GPT2, HF_LLAMA]
 CPU_STRATEGIES = ["single", "dp", "ddp", "manual", "allreduce", "fsdp", "zero"]  # torch-dp needs CUDA
 GLOBAL_BATCH = 6
+pytestmark = pytest.mark.usefixtures("hf_preloaded_helper")  # conftest.py says why
 
 
 def toy() -> nn.Module:

@@ -17,6 +17,8 @@ import torch
 import dpbench
 from dpbench.workloads import resolve_workload
 
+pytestmark = pytest.mark.usefixtures("hf_preloaded_helper")  # conftest.py says why
+
 K = 3
 GLOBAL_BATCH = 8
 LR = 0.05

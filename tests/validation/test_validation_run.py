@@ -2,6 +2,10 @@
 examples): a simulation at 20 jobs, a validation on the smallest real run it accepts. Each asserts
 its exit code and what it printed or wrote; the full-size numbers are on the validation pages.
 
+The A/A programs (``aa_check``, ``decision_aa``) read stored real runs (``--reuse``, ``--decisions``):
+what they add to ``pytest suites/`` and ``dpbench run`` is the counting, checked here on runs whose
+counts are known; their own runs are checked for the commands they start.
+
 The simulations whose tests live beside the code they check run there: simulate_gate
 (tests/gate/test_family_simulation.py), simulate_ab_settle (tests/ab/test_ab_settle.py),
 simulate_sequential and sequential_power_floor (tests/decision/).
@@ -14,15 +18,19 @@ ab`` on it, the verdicts read back.
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+GATE_DATA = ROOT / "tests" / "gate" / "data"
+DISTURBED_RUN = ROOT / "tests" / "data" / "quick-run-disturbed-trial.json.gz"
 STEP_RUN = ROOT / "tests" / "predict" / "data" / "step_run.json"  # scaling at 1 and 2 ranks, and comm
 
 
@@ -86,26 +94,87 @@ def test_predict_step_predicts_each_strategy_of_a_saved_run_at_two_ranks(tmp_pat
         assert row["error"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
     assert _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| [\d.]+ ms \| .*") == 4
     assert "4 cases: median absolute percentage error " in out
+    assert found["summary"]["check_of_model"] and found["summary"]["checked_cases"] == 4
 
 
-@pytest.mark.slow  # two pytest sessions of the suites, three small collectives each
-def test_aa_check_compares_two_clean_runs_and_fits_their_noise(tmp_path, monkeypatch, capsys):
-    # Two trials of three collectives (4 KiB, 64 KiB, 1 MiB): the fewest cases the noise model's
-    # spreads across cases can be fitted from. The workloads narrowed so the sessions collect little.
-    monkeypatch.setenv("DPBENCH_TRIALS", "2")
-    monkeypatch.setenv("DPBENCH_WORKLOADS", "mlp")
+def test_predict_step_on_ranks_sharing_one_gpu_is_no_check_of_the_model(tmp_path, capsys):
+    # the same run as if on one GPU: two ranks time-slicing cuda:0 at world size 2
+    doc = json.loads(STEP_RUN.read_text())
+    for bench in doc["benchmarks"]:
+        info = bench["extra_info"]
+        if info["kind"] == "training":
+            info["device_type"] = "cuda"
+            info["sampler"] = {"rank_devices": {"cuda:0": list(range(info["world_size"]))}}
+    run = tmp_path / "one_gpu.json"
+    run.write_text(json.dumps(doc))
+    out_file = tmp_path / "predict.json"
+    assert importlib.import_module("validation.predict_step").main([str(run), "--json", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    found = json.loads(out_file.read_text())
+    assert len(found["rows"]) == 4
+    for row in found["rows"]:
+        assert row["error"] is None and row["ranks_per_device"] == 2
+        assert row["against_shared_device"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
+    summary = found["summary"]
+    assert not summary["check_of_model"] and summary["checked_cases"] == 0
+    assert summary["median_abs_pct_error"] is None
+    assert (
+        "ranks share a GPU at 2 ranks (2 on one, time-sliced: no MPS): the measured world-size-2 steps are not two "
+        "GPUs' worth and no check of the model; their error reads 'not a check'"
+    ) in out
+    assert (
+        _count(out, r"\| mlp \| (allreduce|ddp|fsdp|zero) \| .* \| not a check \([+-][\d.]+% against a shared GPU\) .*")
+        == 4
+    )
+    assert "4 cases, none a check of the model: every world-size-2 case ran its ranks on a shared GPU" in out
+    assert "median absolute percentage error" not in out
+
+
+AA_RUNS = [GATE_DATA / "aa-contended-base.json.gz", GATE_DATA / "aa-contended-same.json.gz"]  # a real A/A pair
+
+
+def _stored_aa(storage: Path, i: int) -> Path:
+    path = storage / "machine" / f"{i:04d}_aa{i}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.decompress(AA_RUNS[i - 1].read_bytes()))
+    return path
+
+
+def test_aa_check_compares_two_real_runs_and_fits_their_noise(tmp_path, capsys):
     storage = tmp_path / "aa"
-    select = "test_collective and all_reduce and (4KiB or 1MiB) and not bucket"
-    argv = ["--runs", "2", "--storage", str(storage), "--", "-k", select]
+    for i in (1, 2):
+        _stored_aa(storage, i)
+    argv = ["--runs", "2", "--storage", str(storage), "--reuse"]
     assert importlib.import_module("validation.aa_check").main(argv) == 0
     out = capsys.readouterr().out
-    assert len(sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_aa[12].json"))) == 2
-    assert _count(out, r"1-2 +0  .*") == 1  # the one pair, exit 0
-    jumps = r" +[\d.]+  test_collective\[(4KiB|64KiB|1MiB)-all_reduce\]"
-    assert _count(out, jumps) == 3  # each case's between-run jump
+    assert _count(out, r"1-2 +0  inconclusive 7") == 1  # the one pair, exit 0: a contended A/A, nothing named
+    jumps = _count(out, r" +[\d.]+  test_throughput\[[a-z]+-mlp-w[12]\]")
+    assert jumps == 7 and "   6.889  test_throughput[single-mlp-w1]" in out  # each case's between-run jump
     model = json.loads((storage / "noise_model.json").read_text())
-    assert model["source"].startswith("aa_check, 2 runs in ") and model["trial_sd"] >= 0
+    assert model["source"] == f"aa_check, 2 runs in {storage.resolve()}"
+    assert model["trial_sd"] == pytest.approx(0.47904, abs=1e-5) and model["jumpy_fraction"] == 0.0
     assert out.rstrip().endswith("all pairs exit 0")
+
+
+def test_aa_check_runs_the_suites_per_run_into_its_storage(tmp_path, monkeypatch, capsys):
+    # The runs themselves are pytest sessions of the suites (tested on their own); here: the commands.
+    module = importlib.import_module("validation.aa_check")
+    storage = tmp_path / "aa"
+    commands = []
+
+    def fake_run(cmd, **kwargs):
+        commands.append(cmd)
+        _stored_aa(storage, len(commands))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(module.subprocess, "run", fake_run)
+    assert module.main(["--runs", "2", "--storage", str(storage), "--", "-k", "mlp"]) == 0
+    assert [c[1:] for c in commands] == [
+        ["-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", f"--benchmark-save=aa{i}"]
+        + [f"--benchmark-storage=file://{storage.resolve()}", "--benchmark-save-data", "-k", "mlp"]
+        for i in (1, 2)
+    ]
+    assert _count(capsys.readouterr().out, r"1-2 +0  inconclusive 7") == 1
 
 
 @pytest.mark.slow  # dpbench run: two configurations of mlp, two trials each, with a busy loop beside one
@@ -122,19 +191,82 @@ def test_busy_leaves_the_question_unsettled_naming_the_busy_configuration(tmp_pa
     assert _count(out, r"    single w1: other processes' CPU share \d+%") == 1
 
 
-@pytest.mark.slow  # dpbench run twice: two configurations of mlp, two trials each
-def test_decision_aa_counts_the_comparisons_of_two_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its work directory: under tmp_path
-    argv = ["--runs", "2", "--workloads", "mlp", "--", "--strategies", "single,ddp", "--world-sizes", "1"]
-    assert importlib.import_module("validation.decision_aa").main([*argv, "--trials", "2"]) == 0
+@pytest.fixture(scope="module")
+def stored_decisions(tmp_path_factory):
+    """The decisions of two stored real runs (``dpbench report RUN --json``), and the first with its
+    first claim turned round: a contradiction of it, made on purpose."""
+    from dpbench.cli import main
+
+    where = tmp_path_factory.mktemp("decisions")
+    paths = []
+    for name, stored in (("quick", GATE_DATA / "quick-throughput.json.gz"), ("disturbed", DISTURBED_RUN)):
+        run = where / f"{name}.json"
+        run.write_bytes(gzip.decompress(stored.read_bytes()))
+        out = where / f"{name}-decision.json"
+        assert main(["report", str(run), "-o", str(where / f"{name}.html"), "--json", str(out)]) == 0
+        paths.append(out)
+    decision = json.loads(paths[0].read_text())
+    claim = next(
+        c[side] for q in decision["questions"] for c in q["configurations"] for side in ("vs_single", "vs_leader")
+        if c[side] and c[side]["claim"] in ("faster", "slower")
+    )  # fmt: skip
+    claim["claim"] = {"faster": "slower", "slower": "faster"}[claim["claim"]]
+    paths.append(where / "turned-decision.json")
+    paths[-1].write_text(json.dumps(decision))
+    return paths
+
+
+@pytest.mark.slow  # two reports rendered
+def test_decision_aa_counts_claims_and_contradictions_of_written_decisions(stored_decisions, capsys):
+    argv = ["--decisions", *map(str, stored_decisions)]
+    assert importlib.import_module("validation.decision_aa").main(argv) == 0
     out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "run 1: 11 of 36 comparisons settled (31%); 8 claims",
+        "run 2: 27 of 70 comparisons settled (39%); 18 claims",
+        # the turned claim (dp w2 slower than single w1) and, still, the same relation against the leader
+        "run 3: 11 of 36 comparisons settled (31%); 9 claims",
+        "runs 1 and 2: 0 contradictions",
+        "runs 1 and 3: 1 contradictions",
+        "  mlp optimizer=sgd, precision=fp32, global_batch=64: single w1 > dp w2, then <",
+        "runs 2 and 3: 1 contradictions",
+        "  mlp optimizer=sgd, precision=fp32, global_batch=64: single w1 > dp w2, then <",
+        "contradictions over 3 pairs of runs: 2",
+    ]
+
+
+@pytest.mark.slow  # two reports rendered
+def test_decision_aa_runs_dpbench_run_per_run_and_reads_each_json(stored_decisions, tmp_path, monkeypatch, capsys):
+    # The runs themselves are `dpbench run` (tested on its own); here: the commands, and the files read.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    module = importlib.import_module("validation.decision_aa")
+    commands = []
+
+    def fake_run(cmd):
+        commands.append(cmd)
+        Path(cmd[cmd.index("--json") + 1]).write_bytes(stored_decisions[len(commands) - 1].read_bytes())
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(module.subprocess, "run", fake_run)
+    argv = ["--runs", "2", "--workloads", "mlp,lenet", "--", "--strategies", "single,ddp"]
+    assert module.main(argv) == 0
     (work,) = tmp_path.glob("dpbench-aa-*")
-    assert sorted(p.name for p in work.glob("decision*.json")) == ["decision1.json", "decision2.json"]
-    # ddp w1 against single and against the leader; two pairs of trials can settle neither (the
-    # sign test's interval claims from five pairs): nothing claimed, nothing contradicted.
-    assert _count(out, r"run [12]: 0 of 2 comparisons settled \(0%\); 0 claims") == 2
-    assert _count(out, r"runs 1 and 2: 0 contradictions") == 1
-    assert "contradictions over 1 pairs of runs: 0" in out
+    assert [c[c.index("run") :] for c in commands] == [
+        ["run", "--device", "cpu", "--results", str(work / "results"), "--workload", "mlp", "--workload", "lenet"]
+        + ["--save", f"aa{i}", "--report", str(work / f"report{i}.html"), "--json", str(work / f"decision{i}.json")]
+        + ["--strategies", "single,ddp"]
+        for i in (1, 2)
+    ]
+    assert "runs 1 and 2: 0 contradictions" in capsys.readouterr().out
+
+
+def test_decision_aa_refuses_a_missing_decision_in_one_line(tmp_path, capsys):
+    missing = str(tmp_path / "none.json")
+    with pytest.raises(SystemExit) as exc:
+        importlib.import_module("validation.decision_aa").main(["--decisions", missing, missing])
+    assert exc.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.endswith(f"--decisions: expected decision JSON files, found no file at {missing}, {missing}")
 
 
 @pytest.mark.slow  # dpbench ab on one case, two pairs: four pytest sessions

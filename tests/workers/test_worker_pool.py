@@ -177,3 +177,32 @@ def test_a_helper_still_exiting_is_waited_for_and_a_live_one_is_not_called_gone(
     started = time.monotonic()
     assert pool_module._helper_gone(within=0.2) is False
     assert 0.2 <= time.monotonic() - started < 2.0
+
+
+def compile_slowly(ctx, seconds, window):
+    """Rank 1 is busy for ``seconds`` without a word (a cold torch.compile) inside a keep-alive window
+    of ``window`` s; rank 0, done first, waits for it in a collective, as in a compiled warm-up step."""
+    import torch.distributed as dist
+
+    with ctx.keep_alive(window):
+        if ctx.rank == 1:
+            time.sleep(seconds)
+        dist.barrier()
+    return ctx.rank
+
+
+@pytest.mark.slow
+def test_a_compile_slower_than_the_timeout_finishes_and_a_hung_one_is_still_caught():
+    # The timeouts scaled down: a rank may stay silent 2 s, the process group waits 8 s in a collective.
+    with WorkerPool(2, timeout=2.0, collective_timeout=8.0) as workers:
+        assert workers.run(compile_slowly, 4.0, 6.0) == [0, 1]  # twice the timeout, beating throughout
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeoutError, match="for 2 s") as info:
+            workers.run(compile_slowly, HANG_SECONDS, 1.0)  # past its window the beats stop
+        assert time.monotonic() - start < HANG_SECONDS / 10 and 1 in info.value.failures
+
+
+@pytest.mark.parametrize("value", [0, -1.0, True, "8"])
+def test_a_bad_collective_timeout_fails_before_any_process_starts(value):
+    with pytest.raises(ValueError, match=r"^collective_timeout must be None or a positive number of seconds, got "):
+        WorkerPool(2, collective_timeout=value)
