@@ -19,6 +19,7 @@ __all__ = [
     "Phase",
     "EXTRA_INFO_FIELDS",
     "Profile",
+    "EnergyGap",
     "OPTIMIZERS",
     "PRECISIONS",
     "DEFAULT_OPTIMIZER",
@@ -78,6 +79,17 @@ class Profile(str, Enum):
     FULL = "full"
 
 
+class EnergyGap(str, Enum):
+    """Why a window has no energy reading (``energy.absent`` in a trial's record, ``energy_absent`` in a
+    sampler summary): an energy that cannot be read is absent with one of these, never 0 J."""
+
+    NO_COUNTER = "no_counter"  # no readable counter: the CPU backend, or NVML says the GPU has none
+    SHORT_WINDOW = "short_window"  # the window is shorter than the counter needs (dpbench.sampler.energy)
+    STALLED = "stalled"  # the counter held one value longer than a working GPU's counter ever does
+    RESET = "reset"  # the counter went back, or jumped further than any board draws: not a wrap
+    OTHER_NODES = "other_nodes"  # ranks ran on other nodes, whose GPUs this host's sampler cannot read
+
+
 # The optimizers and precisions every strategy trains with (options.optimizer, options.precision),
 # in the order errors and help list them, and what a case that names none trains with: the
 # strategies' options default to these, and a question (dpbench.decision) fills them in the same way.
@@ -131,4 +143,9 @@ EXTRA_INFO_FIELDS = (
     "profile",
     # the model the case trained, the same way under every strategy (first losses, parameter sums)
     "fingerprint",
+    # GPU energy over each trial's timed rounds: J/sample and W with their spread, the idle draw, or why
+    # absent (EnergyGap); null for convergence cases
+    "energy",
+    # per trial: how long its GPUs were sampled, and whether NVML's readings needed longer; null on CPU
+    "sampled_window",
 )

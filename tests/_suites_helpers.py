@@ -110,8 +110,11 @@ def _sigint_when(
     return proc.returncode, "".join(lines)
 
 
-def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None):
-    """Start a suite run, send SIGINT once a line matches the regex ``when``; return its output."""
+def _interrupted_run(
+    tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None, trials: int = 2
+):
+    """Start a suite run of ``trials`` trials a case, send SIGINT once a line matches the regex
+    ``when``; return its output."""
     storage = tmp_path / "results"
     earlier = storage / "Some-Machine" / "0001_earlier.json"
     earlier.parent.mkdir(parents=True)
@@ -120,7 +123,7 @@ def _interrupted_run(tmp_path, marker: str, *, when: str, args: list[str], extra
     # Not under tmp_path: the forkserver's socket lives under TMPDIR and must fit a Unix socket path.
     tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))
     try:
-        env = _env(marker, TMPDIR=str(tmpdir))
+        env = _env(marker, TMPDIR=str(tmpdir), DPBENCH_TRIALS=str(trials))
         cmd = [
             sys.executable,
             "-m",

@@ -269,7 +269,6 @@ SMALL_CONCEPTS = {
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
     "dpbench/launcher/cluster.py": "the `python -m dpbench.launcher.cluster` alias of dpbench.cluster",
     "dpbench/runner/text.py": "the terminal decision dpbench run prints",
-    "dpbench/report/plots_rows.py": "what every view of one suite shares: panels and cell text",
     "dpbench/workloads/_checks.py": "the workload factories' argument checks",
     "dpbench/workloads/_variants.py": "names of factory-built workloads (a saved identifier)",
     "dpbench/measure/plugin/selection.py": "which pytest sessions the plugin measures (light: every session asks)",

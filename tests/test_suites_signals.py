@@ -52,6 +52,7 @@ def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
         when="SAVING NOW",
         extra_plugin="slow_save",
         args=["suites/", "-k", "test_throughput and single"],
+        trials=1,  # the save is what is interrupted: one pass before it is enough
     )
 
 
@@ -72,7 +73,9 @@ def test_ctrl_c_after_the_save_keeps_the_complete_run_and_exits_cleanly(tmp_path
     """)
     )
     storage = tmp_path / "results"
-    env = _env(marker, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    # One pass before the save: what is interrupted is what follows it.
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = _env(marker, PYTHONPATH=path, DPBENCH_TRIALS="1")
     cmd = [
         sys.executable,
         "-m",

@@ -19,6 +19,7 @@ from _suites_helpers import ROOT, _env, _leftovers, _pytest
 from dpbench.schema import EXTRA_INFO_FIELDS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
+ONE_TRIAL = {"DPBENCH_TRIALS": "1"}
 
 
 def test_suites_save_the_documented_run(tmp_path):
@@ -88,6 +89,9 @@ def test_suites_save_the_documented_run(tmp_path):
             path = saved[0].parent / timeline
             assert path.is_file() and path.stat().st_size > 0
         assert info["sampler"]["sample_count"] > 0
+        # On CPU there is no energy counter: absent with the reason, never 0 J; no GPU window to judge.
+        assert info["energy"]["absent"] == "no_counter" and info["energy"]["j_per_sample"] is None
+        assert info["energy"]["idle_absent"] == "no_counter" and info["sampled_window"] is None
         # Minor page faults per step: one value per trial, the headline their median (two trials: the mean).
         faults = info["trials"]["minor_faults_per_step"]
         assert len(faults) == 2 and all(f >= 0 for f in faults)
@@ -193,7 +197,8 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     """)
     )
     storage = tmp_path / "results"
-    proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{storage}"], _env(marker))
+    # One trial a case: what is checked is that the failure stays in its case and is said in one line.
+    proc = _pytest([str(suite), "-q", "--dpbench", f"--benchmark-storage=file://{storage}"], _env(marker, **ONE_TRIAL))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     assert "1 failed, 1 passed" in out, out[-4000:]
@@ -220,7 +225,8 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     assert not _leftovers(marker, grace=10)
     # -v: pytest's own traceback stays, the line is added.
     verbose = _pytest(
-        [str(suite), "-v", "-k", "boom", "--dpbench", f"--benchmark-storage=file://{storage}"], _env(marker)
+        [str(suite), "-v", "-k", "boom", "--dpbench", f"--benchmark-storage=file://{storage}"],
+        _env(marker, **ONE_TRIAL),
     )
     assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stdout, verbose.stdout[-4000:]
     assert "ddp-boom-w2 (batch 8): worker rank" in verbose.stdout

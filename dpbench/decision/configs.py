@@ -18,7 +18,7 @@ import pandas as pd
 from dpbench.schema import BASELINE_STRATEGY
 from dpbench.stats import PairedRatio, paired_ratio
 
-__all__ = ["SINGLE", "configurations", "single_for", "throughputs", "vs_single"]
+__all__ = ["SINGLE", "configurations", "joules_per_sample", "single_for", "throughputs", "vs_single"]
 
 SINGLE = BASELINE_STRATEGY
 SUITE_METRICS = ("scaling_efficiency", "relative_to_ddp", "baseline_samples_per_s", "sampler.timeline")
@@ -81,6 +81,23 @@ def throughputs(row: pd.Series) -> list[float]:
     left out (disturbed), so that trial i still pairs with trial i."""
     batch = row["batch"]
     return [batch / t if t > 0 else math.nan for t in row["trial_times"]] if batch > 0 else []
+
+
+def joules_per_sample(row: pd.Series) -> list[float]:
+    """GPU energy per sample of each trial (``energy.trials``), NaN where the counter was not read or
+    the trial is left out (disturbed), so that trial i still pairs with trial i; [] where the run
+    recorded no energy (older runs, convergence cases)."""
+    records = row.get("energy.trials")
+    if not isinstance(records, list):
+        return []
+    times = row["trial_times"] if isinstance(row.get("trial_times"), list) else []
+    out = []
+    for i, record in enumerate(records):
+        value = record.get("j_per_sample") if isinstance(record, dict) else None
+        kept = i < len(times) and times[i] > 0  # a left-out slot is NaN
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        out.append(float(value) if kept and number and value > 0 else math.nan)
+    return out
 
 
 def single_for(configs: pd.DataFrame) -> dict[tuple[str, str, float], pd.Series]:

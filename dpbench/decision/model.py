@@ -19,6 +19,10 @@ beaten by anything the view claims. Each other configuration is then judged agai
   while other processes took a large share of the machine (``busy``), or computes something else
   than ``single`` (``departs``) — and the answer says what would settle it;
 - ``alone``: one configuration, nothing to rank.
+
+Beside the ranking, never in it: where the configurations read the GPUs' energy counter, the one with
+the least energy per sample (``frugal``) when it is not the leader, with the leader's energy per
+sample over its own as a claim on the same paired ratio (:class:`Frugal`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "ConfigComparison",
     "Decision",
     "Entry",
+    "Frugal",
     "AnswerOutcome",
     "Question",
     "Standing",
@@ -116,6 +121,8 @@ class Entry:
     """Why it computes something other than ``single`` at the recipe ('' when it matches or is unchecked)."""
     memory_bytes: float = math.nan
     """Peak memory per rank, where recorded (shown beside the claim, never ranked)."""
+    joules_per_sample: tuple[float, ...] = ()
+    """GPU energy per sample per trial slot (NaN where not read or left out; slot i pairs with slot i)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +168,33 @@ class Standing:
     def name(self) -> str:
         return self.entry.name
 
+    @property
+    def joules_per_sample(self) -> float:
+        """The median of its kept trials' GPU energy per sample (NaN where none was read)."""
+        return median([v for v in self.entry.joules_per_sample if _positive(v)])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frugal:
+    """The configuration that used the least GPU energy per sample, where it is not the leader."""
+
+    name: str
+    joules_per_sample: float
+    """Its median over its kept trials."""
+    leader_joules_per_sample: float
+    """The leader's, the same way."""
+    vs_leader: ConfigComparison
+    """The leader's energy per sample over this one's, trial i against trial i: ``faster`` reads "the
+    leader uses more energy per sample" at the claim level, ``level`` within the margin."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.name,
+            "joules_per_sample": _num(self.joules_per_sample),
+            "leader_joules_per_sample": _num(self.leader_joules_per_sample),
+            "leader_over_frugal": self.vs_leader.to_dict(),
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class Answer:
@@ -181,6 +215,9 @@ class Answer:
     """(configuration, why) left out of the ranking: no kept trials, or it computes something else."""
     single: str | None = None
     """The question's ``single`` configuration, where one ran."""
+    frugal: Frugal | None = None
+    """The configuration that used the least GPU energy per sample, where it is not the leader and
+    both read the counter (None otherwise: the fastest is the most frugal, or energy was not read)."""
     level: float = CLAIM_LEVEL
     margin: float = LEVEL_MARGIN
 
@@ -221,6 +258,7 @@ class Answer:
             "excluded": [{"configuration": n, "why": w} for n, w in self.excluded],
             "single": self.single,
             "settle_trials": self.settle_trials,
+            "frugal": self.frugal.to_dict() if self.frugal else None,
             "configurations": [
                 {
                     "configuration": s.name,
@@ -230,6 +268,7 @@ class Answer:
                     "trials": s.trials,
                     "busy": s.busy,
                     "busy_share": _num(s.entry.busy_share),
+                    "joules_per_sample": _num(s.joules_per_sample),
                     "vs_leader": s.vs_leader.to_dict() if s.vs_leader else None,
                     "vs_single": s.vs_single.to_dict() if s.vs_single else None,
                 }
@@ -350,12 +389,37 @@ def answer_question(
         standings=standings,
         level_with=level_with,
         reasons=tuple(reasons),
+        frugal=_frugal(standings, leader.name, level=level, margin=margin),
         **common,
     )
 
 
 def _finite(value: float) -> float:
     return value if math.isfinite(value) else -math.inf
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _frugal(standings: Sequence[Standing], leader: str, *, level: float, margin: float) -> Frugal | None:
+    """The standing with the least energy per sample, against the leader's, where the two differ."""
+    read = [s for s in standings if _positive(s.joules_per_sample)]
+    lead = next((s for s in read if s.name == leader), None)
+    if lead is None or len(read) < 2:
+        return None
+    least = min(read, key=lambda s: s.joules_per_sample)
+    if least is lead or not least.joules_per_sample < lead.joules_per_sample:
+        return None
+    ratio = paired_ratio(lead.entry.joules_per_sample, least.entry.joules_per_sample, level)
+    claim = claim_of(ratio, margin=margin, level=level)
+    settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
+    return Frugal(
+        name=least.name,
+        joules_per_sample=least.joules_per_sample,
+        leader_joules_per_sample=lead.joules_per_sample,
+        vs_leader=ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN
-from dpbench.decision.configs import throughputs
+from dpbench.decision.configs import joules_per_sample, throughputs
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Answer, Decision, Entry, Question, answer_question
 from dpbench.decision.sequential import asked_level
@@ -73,6 +73,7 @@ def _entry(row: pd.Series, name: str, departs: str) -> Entry:
         busy_share=float(busy) if isinstance(busy, (int, float)) else math.nan,
         departs=departs,
         memory_bytes=_memory(row),
+        joules_per_sample=tuple(joules_per_sample(row)),
     )
 
 

@@ -1,19 +1,26 @@
 """The decision in words, generated from its claims (never written beside them): one headline per
-question and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench run`` print
-these sentences; the level of every claim is stated once, in :func:`level_line`.
+question, the line naming the most frugal configuration where it is not the fastest, why an energy
+reading is absent, and the terminal's lines. The terminal, the HTML decision blocks and ``dpbench
+run`` print these sentences; the level of every claim is stated once, in :func:`level_line`.
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Mapping
+from typing import Any
 
 from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.schema import EnergyGap
 
 __all__ = [
     "WIDTH",
     "claim_text",
+    "energy_gap_text",
+    "frugal_text",
+    "joules_text",
     "rate_text",
     "headline",
     "interval_text",
@@ -107,6 +114,54 @@ def headline(answer: Answer) -> str:
     return f"{where}: not settled: {lead.name} leads at {rate}{single}, but " + "; ".join(why) + "."
 
 
+def joules_text(value: float) -> str:
+    return f"{value:.3g} J/sample" if isinstance(value, (int, float)) and math.isfinite(value) else "–"
+
+
+def _number(record: Mapping[str, Any], key: str) -> float:
+    value = record.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def energy_gap_text(record: Mapping[str, Any]) -> str:
+    """Why an energy reading is absent, from a record's ``absent`` kind (:class:`dpbench.schema.EnergyGap`)
+    and the numbers beside it (``window_s``, ``needed_s``, ``held_s``, ``absent_device``)."""
+    kind = record.get("absent")
+    where = f"{record['absent_device']}: " if isinstance(record.get("absent_device"), str) else ""
+    if kind == EnergyGap.NO_COUNTER.value:
+        return f"{where}no readable energy counter (a CPU run, or NVML reads none on this GPU)"
+    if kind == EnergyGap.SHORT_WINDOW.value:
+        window, needed = _number(record, "window_s"), _number(record, "needed_s")
+        return f"{where}a {window:.2f} s window, shorter than the {needed:.1f} s the energy counter needs"
+    if kind == EnergyGap.STALLED.value:
+        return f"{where}the energy counter stood still for {_number(record, 'held_s'):.1f} s (stalled, not 0 W)"
+    if kind == EnergyGap.RESET.value:
+        return f"{where}the energy counter went back or jumped (a reset, not a wrap)"
+    if kind == EnergyGap.OTHER_NODES.value:
+        return "ranks ran on other nodes, whose GPUs this host's sampler cannot read"
+    return f"{where}{kind}"
+
+
+def frugal_text(answer: Answer) -> str | None:
+    """The line that says the most frugal configuration is not the fastest (None where it is, or no
+    energy was read): both energies per sample and the claim on their paired ratio."""
+    f = answer.frugal
+    if f is None:
+        return None
+    c = f.vs_leader
+    said = {
+        Claim.FASTER: "the fastest uses more",
+        Claim.SLOWER: "paired trial by trial, the fastest uses less",
+        Claim.LEVEL: "level",
+        Claim.UNSETTLED: f"unsettled, {_settle(c)}",
+    }[c.claim]
+    return (
+        f"The most frugal is {f.name} at {joules_text(f.joules_per_sample)}, not the fastest, {answer.leader}, "
+        f"at {joules_text(f.leader_joules_per_sample)}: {c.ratio.ratio:.2f}× the energy per sample "
+        f"({interval_text(c)}): {said}."
+    )
+
+
 def _header(width: int) -> str:
     return f"  {'configuration'.ljust(width)}  × the leader (CI, pairs)  claim"
 
@@ -159,6 +214,9 @@ def _lines(decision: Decision, *, rows: bool) -> list[str]:
     lines = _wrap(level_line(decision))
     for answer in decision.answers:
         lines += _wrap(headline(answer))
+        frugal = frugal_text(answer)
+        if frugal is not None:
+            lines += _wrap(f"  {frugal}")
         if not rows:
             lines += [line for name, why in answer.excluded for line in _wrap(f"  left out: {name}: {why}")]
             continue

@@ -23,7 +23,7 @@ module level.
 
 from __future__ import annotations
 
-from dpbench.measure.cases import CollectiveCase, TrainingCase, steps_for_round
+from dpbench.measure.cases import CollectiveCase, TrainingCase, steps_for_round, steps_for_trial
 from dpbench.measure.extra_info import (
     collective_extra_info,
     measure_collective,
@@ -53,6 +53,7 @@ __all__ = [
     "relative_to",
     "resolve_profile",
     "steps_for_round",
+    "steps_for_trial",
     "strategy_cases",
     "training_extra_info",
     "trials_info",

@@ -31,8 +31,11 @@ __all__ = [
     "TrainingDetail",
     "CollectiveCase",
     "CollectiveDetail",
+    "GPU_MAX_STEPS_PER_ROUND",
+    "GPU_WINDOW_MARGIN",
     "fingerprint_record",
     "steps_for_round",
+    "steps_for_trial",
 ]
 
 TimelinePath = Callable[[str], tuple[Any, str]]
@@ -42,6 +45,12 @@ LR = 0.05
 PROBE_STEPS = 2
 # Steps whose losses the fingerprint records (fewer when a trial runs fewer).
 FINGERPRINT_LOSSES = 8
+# On a GPU the timed rounds last this much more than the window NVML's readings need: a probe step a
+# little slower than the timed ones, or a sampler that starts a few ms late, still leaves it long enough.
+GPU_WINDOW_MARGIN = 1.25
+# A bound on a GPU round's steps against a nonsense step time: no training step is under 25 µs (a few
+# kernel launches), so 100,000 steps cover the 2.5 s window.
+GPU_MAX_STEPS_PER_ROUND = 100_000
 
 
 def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> int:
@@ -49,6 +58,29 @@ def steps_for_round(step_time: float, target_round_s: float, max_steps: int) -> 
     if step_time <= 0 or not math.isfinite(step_time):
         return 1
     return max(1, min(max_steps, math.ceil(target_round_s / step_time)))
+
+
+def steps_for_trial(*, probe_s: float, warm_s: float | None, profile: Any, device_type: str) -> int:
+    """Steps per timed round of a trial on ``device_type``, from the probe's fastest step (``probe_s``)
+    and the warm-up rounds' (``warm_s``; None before them).
+
+    On CPU: :func:`steps_for_round` from the probe (the profile's round length and step cap; the
+    warm-up rounds take the same steps). On a GPU the timed rounds together are the sampler's window,
+    which must last :data:`GPU_WINDOW_MARGIN` × :func:`dpbench.sampler.energy.min_gpu_window_s` at the
+    slowest interval the sampler may use (2.5 s at 0.25 s): five utilization readings inside NVML's 1 s
+    averaging period and 20 energy-counter updates. So a round lasts ``window / rounds`` at least, no
+    longer capped at the profile's 20 or 50 steps (at 0.5–3 ms a step that timed 0.01–0.15 s a round:
+    0–3 readings), sized from the fastest step seen (the probe's pay for cuDNN autotuning and cuBLAS
+    handles)."""
+    if device_type != "cuda":
+        return steps_for_round(probe_s, profile.target_round_s, profile.max_steps_per_round)
+    from dpbench.sampler.base import SHARED_CORE_MIN_INTERVAL
+    from dpbench.sampler.energy import min_gpu_window_s
+
+    window = GPU_WINDOW_MARGIN * min_gpu_window_s(max(profile.sample_interval, SHARED_CORE_MIN_INTERVAL))
+    target = max(profile.target_round_s, window / profile.rounds)
+    fastest = min((t for t in (probe_s, warm_s) if t is not None and t > 0), default=probe_s)
+    return steps_for_round(fastest, target, GPU_MAX_STEPS_PER_ROUND)
 
 
 def fingerprint_record(sums: dict[str, Any], stats: list[StepStats]) -> dict[str, Any]:
@@ -78,6 +110,8 @@ class TrainingDetail:
     """The timed rounds' StepStats merged into one (phases, peak memory, losses, minor faults)."""
     trace: dict[str, Any] | None = None
     """The first trial's profiler traces (opt-in, :func:`dpbench.measure.tracing.trace_trial`); None when off."""
+    energy: dict[str, Any] | None = None
+    """The timed rounds' GPU energy (:func:`dpbench.measure.energy.trial_energy`; absent with why on CPU)."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -231,10 +265,17 @@ class TrainingCase:
             # to case). Between step calls and before the warm-up rounds, so no timed step includes
             # its gather or its sums; once per case (its first trial), like the case metrics.
             sums = run.fingerprint() if first and hasattr(run, "fingerprint") else None
-            k = steps_per_round or steps_for_round(
-                min(probe.step_times), profile.target_round_s, profile.max_steps_per_round
+            device_type = run.info.device_type
+            k = steps_per_round or steps_for_trial(
+                probe_s=min(probe.step_times), warm_s=None, profile=profile, device_type=device_type
             )
-            warm = [run.step(k) for _ in range(profile.warmup_rounds)]
+            # Warm-up needs steps, not a window: never more than the profile's round of them.
+            warm = [run.step(min(k, profile.max_steps_per_round)) for _ in range(profile.warmup_rounds)]
+            if steps_per_round is None and warm:
+                fastest = min(t for r in warm for t in r.step_times)
+                k = steps_for_trial(
+                    probe_s=min(probe.step_times), warm_s=fastest, profile=profile, device_type=device_type
+                )
             devices = [str(d) for d in run.info.devices]  # per rank
             with _sampled(run.pids, devices, profile) as sampler:
                 rounds = [run.step(k) for _ in range(profile.rounds)]
@@ -255,6 +296,10 @@ class TrainingCase:
             info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-b{self.global_batch}-t{trial + 1}", devices)
         merged = merge_step_stats(rounds)
+        from dpbench.measure.energy import trial_energy
+
+        # The sampler's window holds the timed rounds: every step of them trained a global batch.
+        energy = trial_energy(summary, samples=len(merged.step_times) * info.global_batch, nodes=info.nodes)
         return TrialResult(
             trial=trial,
             order=-1,
@@ -266,7 +311,7 @@ class TrainingCase:
             sampler=summary,
             timeline=recorded,
             case_metrics=metrics,
-            detail=TrainingDetail(run_info=info, step_stats=merged, trace=traced),
+            detail=TrainingDetail(run_info=info, step_stats=merged, trace=traced, energy=energy),
             placement=placement(
                 device_type=info.device_type,
                 world_size=info.world_size,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpbench.launcher.step_stats import merge_step_stats
 from dpbench.measure.cases import CollectiveCase, CollectiveDetail, TrainingCase, TrainingDetail
+from dpbench.measure.energy import energy_info, window_info
 from dpbench.measure.profiles import ProfileConfig
 from dpbench.measure.trials import CaseResult, TrialResult, TrialSession, advance_worker_clock, reset_worker_clock
 from dpbench.schema import SCHEMA_VERSION
@@ -133,9 +134,15 @@ def workload_sizes(workload: Any, profile: ProfileConfig) -> tuple[int | None, i
 
 
 def training_extra_info(
-    *, case: TrainingCase, result: CaseResult, profile: ProfileConfig, suite: str
+    *,
+    case: TrainingCase,
+    result: CaseResult,
+    profile: ProfileConfig,
+    suite: str,
+    idle_power: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The documented ``extra_info`` (schema 2) of one training benchmark."""
+    """The documented ``extra_info`` (schema 2) of one training benchmark; ``idle_power``: the
+    session's idle baseline (:func:`dpbench.measure.energy.idle_power`; None where it measured none)."""
     first = result.trials[0]
     detail = _training_detail(first)
     run_info = detail.run_info
@@ -178,6 +185,13 @@ def training_extra_info(
         "minor_faults_per_step": or_none(statistics.median(trials_faults)) if trials_faults else None,
         "sampler": sampler,
         "trials": trials_info(result),
+        # GPU energy over each trial's timed window, per sample and per second, beside the idle draw;
+        # absent with why where no counter was read (dpbench.measure.energy).
+        "energy": energy_info(
+            [_training_detail(t).energy for t in result.trials], left_out=result.left_out, idle=idle_power
+        ),
+        # How long each trial's GPUs were sampled, and whether NVML's readings needed longer (None on CPU).
+        "sampled_window": window_info([t.sampler for t in result.trials]),
         "threads_per_worker": run_info.threads_per_worker,
         "harness_settings": harness_settings(run_info, worker_start=result.worker_start),
         "workers": run_info.workers,
@@ -302,7 +316,7 @@ def measure_training(
     one of its trials failed. Returns the extra_info (also on ``benchmark.extra_info``).
     """
     result = _available(session.result(case.key))
-    info = training_extra_info(case=case, result=result, profile=profile, suite=suite)
+    info = training_extra_info(case=case, result=result, profile=profile, suite=suite, idle_power=session.idle_power)
     if session.claim_level is not None:  # trials until settled: what the design's last look allows
         info["claim_level"] = session.claim_level
     publish(benchmark, result)

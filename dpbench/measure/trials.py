@@ -212,6 +212,9 @@ class TrialSession:
         self.last_look: Any = None  # the last look's findings (dpbench.measure.settle.Look)
         self.trial_seconds: list[float] = []  # wall time of each trial (the budget's estimate)
         self.pass_seconds: list[float] = []  # wall time of each pass (the plan's estimate)
+        # The GPUs' draw with nothing running, read once before the trials (dpbench.measure.energy.idle_power);
+        # None where the session measured none (CPU).
+        self.idle_power: dict[str, Any] | None = None
 
     def add(self, case: Measurable) -> str:
         """Schedule ``case`` (once, however many suites name it); returns its key."""

@@ -30,7 +30,7 @@ from dpbench.decision.claims import Claim
 from dpbench.decision.contention import contention_text
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import training_rows
-from dpbench.decision.text import claim_text, headline, rate_text
+from dpbench.decision.text import claim_text, frugal_text, headline, joules_text, rate_text
 from dpbench.gate.compare import BenchmarkComparison, GateComparison, Verdict
 from dpbench.gate.formats import HEADER
 from dpbench.gate.formats import rows as gate_rows
@@ -207,7 +207,8 @@ def _claims(answer: Answer) -> list[str]:
         against = "the leader" if s.vs_leader is None else claim_text(s.vs_leader, answer.leader or "the leader")
         single = f"; {claim_text(s.vs_single, 'single')}" if s.vs_single is not None else ""
         busy = f"; {contention_text(s.entry.busy_share, 'its')}" if s.busy else ""
-        out.append(f"{s.name} ({rate_text(s.samples_per_s)}, {s.trials} trials): {against}{single}{busy}")
+        energy = f", {joules_text(s.joules_per_sample)}" if s.joules_per_sample == s.joules_per_sample else ""
+        out.append(f"{s.name} ({rate_text(s.samples_per_s)}{energy}, {s.trials} trials): {against}{single}{busy}")
     out += [f"{name}: left out of the ranking: {why}" for name, why in answer.excluded]
     return out
 
@@ -340,7 +341,7 @@ def decisions(
             run=answer.run,
             about=workload_about(group) if len(group) else "",
             outcome=answer.outcome.value,
-            sentences=[headline(answer)],
+            sentences=[line for line in (headline(answer), frugal_text(answer)) if line is not None],
             grids=_ratio_grids(answer),
             claims=_claims(answer),
         )

@@ -33,7 +33,14 @@ from dpbench.report.figures import (
     title,
     two_runs,
 )
-from dpbench.report.plots_rows import interval_text, suites_text, workload_text, workloads
+from dpbench.report.plots_rows import (
+    energy_absence,
+    energy_cells,
+    interval_text,
+    suites_text,
+    workload_text,
+    workloads,
+)
 from dpbench.report.plots_step_times import step_times
 from dpbench.results.units import fmt_bytes, fmt_num, fmt_pct, fmt_seconds
 
@@ -53,21 +60,35 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
         "published is one measurement: one row, its suites and benchmarks listed.",
     )
     extra = [c for c in ("scaling_efficiency", "relative_to_ddp") if numeric(rows, c).notna().any()]
-    columns = [
-        "run",
-        "workload",
-        "configuration",
-        "suites",
-        "benchmarks",
-        "trials",
-        "time",
-        "95% CI",
-        "samples/s",
-        "samples/s 95% CI",
-        "between-trial CV",
-        "control",
-        "control CV",
-    ] + extra
+    # GPU energy as columns where any case read it; where none did, why, once (a CPU run has no counter).
+    energy = numeric(rows, "energy.j_per_sample").notna().any()
+    absent = sorted({why for _, r in rows.iterrows() if (why := energy_absence(r))})
+    if energy:
+        part.description += (
+            " J/sample and avg W: the GPUs' energy counter's difference over each trial's timed rounds (not "
+            "power × time), per sample trained and per second; medians over trials, beside the GPUs' idle draw."
+        )
+    elif absent:
+        part.description += f" GPU energy per sample is absent: {'; '.join(absent)}."
+    columns = (
+        [
+            "run",
+            "workload",
+            "configuration",
+            "suites",
+            "benchmarks",
+            "trials",
+            "time",
+            "95% CI",
+            "samples/s",
+            "samples/s 95% CI",
+            "between-trial CV",
+            "control",
+            "control CV",
+        ]
+        + extra
+        + (["J/sample", "avg W"] if energy else [])
+    )
     # Suite metrics come straight from extra_info: anything but a number reads as missing.
     metrics = {c: numeric(rows, c) for name in extra for c in (name, f"{name}_ci95_lo", f"{name}_ci95_hi")}
     table = []
@@ -91,6 +112,8 @@ def headline(rows: pd.DataFrame, runs: list[str]) -> Part:
             value, lo, hi = (metrics[k].loc[r.name] for k in (c, f"{c}_ci95_lo", f"{c}_ci95_hi"))
             ci = "" if math.isnan(lo) else f" ({lo:.3g}–{hi:.3g})"
             cells.append("–" if math.isnan(value) else f"{value:.3g}{ci}")
+        if energy:
+            cells += list(energy_cells(r))
         if isinstance(r.get("incomparable"), str):
             cells[6] = f"unknown: {r['incomparable']}"
         table.append(cells)

@@ -19,6 +19,7 @@ __all__ = [
     "disturbed_lines",
     "control_drift",
     "run_warnings",
+    "short_window_line",
     "trial_notes",
 ]
 
@@ -111,9 +112,31 @@ def trial_notes(frame: pd.DataFrame) -> list[tuple[str, list[str]]]:
     return out
 
 
+def short_window_line(run: str, row: pd.Series) -> str | None:
+    """``RUN · CASE: its GPUs were sampled for 0.41 s in 3 of 5 trials, shorter than the 2.0 s …`` from
+    the case's ``sampled_window`` flags; None where every window was long enough or none was judged
+    (CPU runs, older runs)."""
+    short, windows, needed = (row.get(f"sampled_window.{key}") for key in ("short", "window_s", "needed_s"))
+    if not isinstance(short, list) or not any(s is True for s in short) or not isinstance(windows, list):
+        return None
+    seen = [w for w, s in zip(windows, short) if s is True and _number(w)]
+    shortest = f"{min(seen):.2f} s" if seen else "less"
+    need = f"the {needed:.1f} s" if _number(needed) else "what"
+    return (
+        f"{run} · {row['label']}: its GPUs were sampled for {shortest} in {sum(s is True for s in short)} of "
+        f"{len(short)} trials, shorter than {need} NVML's readings need (see the sampler's docs): its "
+        "utilization and power there mean little, and its energy is absent where it was too short"
+    )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def run_warnings(frame: pd.DataFrame) -> list[str]:
-    """Per run: a busy machine first, then drifting controls, the sampler's clock warnings,
-    benchmarks without a per-step time (the per-trial notes are :func:`trial_notes`)."""
+    """Per run: a busy machine first, then drifting controls, the sampler's clock warnings, cases whose
+    GPU window was too short for NVML, benchmarks without a per-step time (the per-trial notes are
+    :func:`trial_notes`)."""
     out = []
     for run, rows in frame.groupby("run", sort=False):
         busy = busy_line(str(run), rows)
@@ -130,6 +153,10 @@ def run_warnings(frame: pd.DataFrame) -> list[str]:
         for _, r in rows.iterrows():
             for warning in r["clock_warnings"]:
                 out.append(f"{run} · {r['label']} ({r['name']}): {warning}")
+        for _, r in _each_case_once(rows).iterrows():
+            line = short_window_line(str(run), r)
+            if line is not None:
+                out.append(line)
         unknown = rows[rows["incomparable"].map(lambda v: isinstance(v, str))]
         for _, r in unknown.iterrows():
             out.append(f"{run} · {r['name']}: {r['incomparable']}; it is shown but never compared")

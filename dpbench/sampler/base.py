@@ -21,6 +21,7 @@ from typing import Any
 
 from .clocks import clock_warnings
 from .cpu import CpuBackend, check_pids
+from .energy import min_gpu_window_s
 from .errors import ErrorLog, NvmlUnavailable, SamplerWarning
 from .nvml import UTILIZATION_CAVEAT, NvmlBackend, load_nvml, probe_gpus, resolve_devices
 from .timeline import build_frame, build_marks, summarize_devices, write_timeline
@@ -295,8 +296,10 @@ class ResourceSampler:
         rec = self._recording
         ticks = list(rec.ticks) if rec else []
         gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-        devices = summarize_devices(self.frame())
         static = self._backend.describe() if self._backend is not None else self._describe
+        resets = [label for label, info in static.items() if info.get("energy_reset")]
+        frame = self.frame()
+        devices = summarize_devices(frame, energy_resets=resets)
         for label, info in static.items():
             devices.setdefault(label, {"samples": 0}).update(info)
         duration = None
@@ -319,8 +322,19 @@ class ResourceSampler:
             "thread_cpus": rec.thread_cpus if rec else None,
             # One line per GPU whose clocks floated or slowed down (always [] on CPU).
             "clock_warnings": clock_warnings(devices),
+            # Whether the GPUs' readings had a window long enough to mean something (None on CPU).
+            "gpu_window": self._gpu_window(frame, rec),
             "devices": devices,
         }
+
+    def _gpu_window(self, frame, rec: _Recording | None) -> dict[str, Any] | None:
+        """``window_s`` (the GPU rows' first to last sample), ``needed_s`` (:func:`min_gpu_window_s` at
+        the interval the thread used) and ``short``; None where no GPU was sampled."""
+        times = frame.loc[frame["device"].str.startswith("cuda:"), "time"]
+        if rec is None or times.empty:
+            return None
+        window, needed = float(times.max() - times.min()), min_gpu_window_s(rec.interval)
+        return {"window_s": window, "needed_s": needed, "short": window < needed}
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the timeline (samples and marks) as CSV, atomically; returns the path."""

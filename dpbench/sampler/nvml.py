@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cpu import CpuBackend
+from .energy import UTILIZATION_PERIOD_MAX_S, EnergyCounter
 from .gpus import GpuInfo, _text, load_nvml, probe_gpus, resolve_devices
 from .timeline import METRIC_INDEX, new_values
 
@@ -22,7 +23,7 @@ __all__ = ["UTILIZATION_CAVEAT", "GpuInfo", "NvmlBackend", "load_nvml", "probe_g
 
 UTILIZATION_CAVEAT = (
     "NVML utilization (gpu_util_pct) is the percent of time, over a sample period of 1/6 s "
-    "to 1 s depending on the product, during which one or more kernels was executing on "
+    f"to {UTILIZATION_PERIOD_MAX_S:g} s depending on the product, during which one or more kernels was executing on "
     "the GPU. It is not SM occupancy or achieved FLOP/s: one small kernel running all the "
     "time reads 100 %. mem_util_pct is likewise the percent of time device memory was "
     "being read or written."
@@ -41,7 +42,7 @@ class _Gpu:
     memory_v2: bool = True
     temperature_v: bool = True
     reasons_event: bool = True  # nvmlDeviceGetCurrentClocksEventReasons (else the older Throttle name)
-    energy_base: float | None = None
+    energy: EnergyCounter = field(default_factory=EnergyCounter)  # the counter since open(), wraps undone
     clock_targets: dict = field(default_factory=dict)  # read once at open(); see _clock_targets
 
 
@@ -74,10 +75,11 @@ class NvmlBackend:
                 gpu.memory_v2 = hasattr(nvml, "nvmlMemory_v2")
                 gpu.temperature_v = hasattr(nvml, "nvmlDeviceGetTemperatureV")
                 gpu.reasons_event = True
-                gpu.energy_base = None
+                gpu.energy = EnergyCounter()
                 gpu.clock_targets = self._clock_targets(gpu)
                 base = self._read(gpu, "energy", lambda h: nvml.nvmlDeviceGetTotalEnergyConsumption(h))
-                gpu.energy_base = None if base is None else float(base)
+                if base is not None:
+                    gpu.energy.read(base, 0.0)  # the base the timeline's energy_j counts from
             self._cpu.open()
         except BaseException:
             self.close()
@@ -112,6 +114,7 @@ class NvmlBackend:
                 "pci_bus_id": gpu.info.pci_bus_id,
                 "unsupported": sorted(gpu.unsupported),
                 "memory_api": "v2" if gpu.memory_v2 else "v1 (used includes reserved)",
+                "energy_reset": gpu.energy.reset,  # None, or where the counter went back (not a wrap)
                 **gpu.clock_targets,
             }
         return info
@@ -193,7 +196,7 @@ class NvmlBackend:
             raise nvml.NVMLError(getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13))
         return call(handle)
 
-    def _sample_gpu(self, gpu: _Gpu) -> list[float]:
+    def _sample_gpu(self, gpu: _Gpu, now: float) -> list[float]:
         nvml, v, ix = self._nvml, new_values(), METRIC_INDEX
         util = self._read(gpu, "utilization", nvml.nvmlDeviceGetUtilizationRates)
         if util is not None:
@@ -205,10 +208,9 @@ class NvmlBackend:
         if power is not None:
             v[ix["power_w"]] = power / 1000.0  # NVML reports milliwatts
         energy = self._read(gpu, "energy", nvml.nvmlDeviceGetTotalEnergyConsumption)
-        if energy is not None:
-            if gpu.energy_base is None:
-                gpu.energy_base = float(energy)
-            v[ix["energy_j"]] = (energy - gpu.energy_base) / 1000.0  # counter is in mJ
+        joules = None if energy is None else gpu.energy.read(energy, now)  # counter is in mJ
+        if joules is not None:
+            v[ix["energy_j"]] = joules
         temp = self._read(gpu, "temperature", lambda h: self._temperature(h, gpu))
         if temp is not None:
             v[ix["temperature_c"]] = float(temp)
@@ -244,7 +246,7 @@ class NvmlBackend:
         return {watched: value if watched in matched else math.nan for watched, value in total.items()}
 
     def sample(self, now: float, rows: list) -> None:
-        gpu_rows = [(now, gpu.info.label, self._sample_gpu(gpu)) for gpu in self._gpus]
+        gpu_rows = [(now, gpu.info.label, self._sample_gpu(gpu, now)) for gpu in self._gpus]
         proc_mem = None
         if self._watch_pids and self._gpus:
             proc_mem = self._process_memory(self._cpu.pid_groups(now))

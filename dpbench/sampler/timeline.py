@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from dpbench._atomic import atomic_write_text
 
 from .clocks import clock_summary
+from .energy import window_energy
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -45,7 +46,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "mem_reserved_bytes",  # GPU: driver-reserved (nvmlMemory_v2 only)
     "mem_total_bytes",
     "power_w",
-    "energy_j",  # energy counter reading since the sampler started
+    "energy_j",  # energy counter reading since the sampler started (J; a wrap undone, NaN after a reset)
     "temperature_c",
     "sm_clock_mhz",
     "mem_clock_mhz",
@@ -186,11 +187,13 @@ def _stats_for(sub, stats: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     return out
 
 
-def summarize_devices(frame) -> dict[str, dict[str, Any]]:
+def summarize_devices(frame, *, energy_resets: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """Per-device summary of a timeline frame, keyed by device label.
 
     GPU rows get mean/max utilization, peak memory, energy (difference of the first and
-    last counter readings, not an integral of power samples), mean/max power, max
+    last counter readings, not an integral of power samples; absent with the reason where it
+    cannot be read, :func:`dpbench.sampler.energy.window_energy`; ``energy_resets``: the GPUs
+    whose counter reset during the recording), mean/max power, max
     temperature, min/mean/max clocks and the clock facts of :func:`clocks.clock_summary`
     (throttle reasons seen, busy SM clock spread, ``clocks_locked``); the ``cpu`` row gets
     CPU % and system memory; ``pid:`` rows get CPU %, peak RSS and peak per-process GPU
@@ -201,8 +204,8 @@ def summarize_devices(frame) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"samples": int(len(sub))}
         if label.startswith("cuda:"):
             entry.update(_stats_for(sub, _GPU_STATS))
-            energy = sub["energy_j"].dropna()
-            entry["energy_j"] = _plain(energy.iloc[-1] - energy.iloc[0]) if len(energy) else None
+            energy = window_energy(sub["time"].tolist(), sub["energy_j"].tolist(), reset=label in energy_resets)
+            entry.update({key: _plain(value) if isinstance(value, float) else value for key, value in energy.items()})
             entry.update(clock_summary(sub["sm_clock_mhz"].tolist(), sub["throttle_reasons"].tolist()))
         elif label == SYSTEM_DEVICE:
             entry.update(_stats_for(sub, _CPU_STATS))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpbench.report import ResultsError, load_runs
+from dpbench.report import ResultsError, load_runs, plots
+from dpbench.report.decision import decisions
 from dpbench.report.sections import build_sections, report_data
 from validation import synthetic_runs
 from validation.synthetic_runs import write_json
@@ -36,7 +37,11 @@ VALUE_KEYS = [
     "time_ci95",
     "scaling_efficiency_ci95",
     "samples_per_s_ci95",
+    "energy",
+    "sampled_window",
 ]
+ENERGY_KEYS = ["j_per_sample", "j_per_sample_cv", "avg_w", "idle_w", "absent", "trials"]
+WINDOW_KEYS = ["needed_s", "window_s", "short"]
 TRIAL_KEYS = ["count", "step_time_s", "control_s", "cv", "sampler", "timelines", "order"]
 
 
@@ -67,3 +72,15 @@ def test_nonsense_names_are_refused_clearly(doc, value, tmp_path: Path):
     bad["benchmarks"][1]["extra_info"]["workload"] = value
     with pytest.raises(ResultsError, match=r"benchmark #1: extra_info.workload: expected a string"):
         load_runs(write_json(tmp_path / "m" / "0001_x.json", bad))
+
+
+@pytest.mark.parametrize("value", ["x", [1, 2], [True, "x"], {"a": 1}, None, -1, 1e308], ids=repr)
+def test_nonsense_inside_energy_and_the_sampled_window_still_renders(doc, value, tmp_path: Path):
+    bad = copy.deepcopy(doc)
+    for bench in bad["benchmarks"]:
+        bench["extra_info"]["energy"] = dict.fromkeys(ENERGY_KEYS, value)
+        bench["extra_info"]["sampled_window"] = {**dict.fromkeys(WINDOW_KEYS, value), "short": [True, value]}
+    data = report_data(load_runs(write_json(tmp_path / "m" / "0001_x.json", bad)))  # the run's warnings
+    # What reads them: the numbers table, the decision (its frugal line) and its view.
+    assert len(plots.headline(data.configs, data.runs).tables[0].rows) == 2
+    decisions(data.configs, data.runs, decision=data.decided())

@@ -3,11 +3,11 @@
 Passed to ``ResourceSampler(nvml=FakeNvml(...))``. It checks init/shutdown pairing (calls
 while uninitialised raise, like NVML), counts calls per function and GPU, records every
 energy-counter reading, and can make a call unsupported, fail, return garbage or block.
-SM clocks and clock-event reasons can be scripted per read (``sm_clock_seq``,
-``reasons_seq``); ``event_reasons=False`` plays a driver without the ClocksEvent call, and
-``hide`` a pynvml without some functions at all. MIG: a GPU's ``mig`` lists its instances
-(each a FakeGpu with its own UUID, name and readings); ``mig_enabled`` turns MIG mode on
-with no instance created.
+SM clocks, clock-event reasons and the energy counter can be scripted per read
+(``sm_clock_seq``, ``reasons_seq``, ``energy_seq``); ``event_reasons=False`` plays a driver
+without the ClocksEvent call, and ``hide`` a pynvml without some functions at all. MIG: a
+GPU's ``mig`` lists its instances (each a FakeGpu with its own UUID, name and readings);
+``mig_enabled`` turns MIG mode on with no instance created.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class FakeGpu:
     power_mw: int = 250_000
     energy_mj: int = 1_000_000  # counter start; grows by energy_step_mj per read
     energy_step_mj: int = 500
+    energy_seq: list = field(default_factory=list)  # the n-th counter read → seq[min(n, len-1)] (mJ), when set
     temperature: int = 40
     sm_clock: int = 1400
     mem_clock: int = 2600
@@ -213,8 +214,9 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEnergyConsumption(self, gpu):
         self._enter("nvmlDeviceGetTotalEnergyConsumption", gpu)
+        scripted = self._scripted("energy", gpu, gpu.energy_seq, None) if gpu.energy_seq else None
         with self._lock:
-            gpu.energy_mj += gpu.energy_step_mj
+            gpu.energy_mj = scripted if scripted is not None else gpu.energy_mj + gpu.energy_step_mj
             self.energy_readings.setdefault(gpu.uuid, []).append(gpu.energy_mj)
             return gpu.energy_mj
 

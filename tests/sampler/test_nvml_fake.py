@@ -183,12 +183,20 @@ def test_metrics_units_and_summary():
         assert info["temperature_c_max"] == gpu.temperature
         assert info["memory_api"] == "v2"
         # Energy is a difference of counter readings (mJ → J), not an integral of power:
-        # the column counts from the reading taken at start(); the summary spans the
-        # first to the last sampled reading.
+        # the column counts from the reading taken at start(). A 0.2 s window is shorter than the
+        # counter needs (tests/sampler/test_energy.py): its energy is absent with the reason, not a number.
         readings = fake.energy_readings[uuid]
         assert list(rows.energy_j) == [(r - readings[0]) / 1000 for r in readings[1:]]
-        assert info["energy_j"] == pytest.approx((readings[-1] - readings[1]) / 1000)
+        assert info["energy_j"] is None and info["energy_absent"] == "short_window"
+        assert info["energy_window_s"] == pytest.approx(rows.time.max() - rows.time.min())
     assert summary["sample_count"] == len(frame[frame.device == "cuda:0"])
+    # 0.2 s of samples is short of the 2 s a GPU's readings need (dpbench.sampler.energy.min_gpu_window_s).
+    gpu_times = frame[frame.device.str.startswith("cuda:")].time
+    assert summary["gpu_window"] == {
+        "window_s": pytest.approx(gpu_times.max() - gpu_times.min()),
+        "needed_s": 2.0,
+        "short": True,
+    }
 
 
 def test_v1_only_driver_falls_back_and_reports_used_with_reserved():

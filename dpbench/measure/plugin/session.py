@@ -23,7 +23,7 @@ from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import failures, signals, storage
 from dpbench.measure.plugin.selection import suites_dir
 from dpbench.measure.plugin.state import DpbenchSession, measuring_session, session_of, start_session
-from dpbench.measure.plugin.text import Progress, say, table_note
+from dpbench.measure.plugin.text import Progress, idle_line, say, table_note
 from dpbench.workers.machine import machine_facts
 
 __all__ = ["profile", "timelines", "trials", "unavailable_to_skip"]
@@ -220,6 +220,8 @@ def pytest_runtestloop(session):
             if case.reference is not None:
                 trials.add(case.reference)
     if len(trials):
+        if state.profile.device == "cuda":
+            _idle_baseline(config, state)
         plan = trials.until_settled and trials.until_settled.plan
         many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else f"{trials.trials} trials"
         say(config, f"measuring {len(trials)} cases × {many}, interleaved", progress=state.progress)
@@ -262,6 +264,19 @@ def pytest_runtestloop(session):
     return None  # pytest's own loop runs the tests next
 
 
+def _idle_baseline(config, state) -> None:
+    """The GPUs' draw with nothing running, once per session before any trial (no worker is alive
+    then): every case's energy is shown beside it (dpbench.measure.energy)."""
+    from dpbench.measure.cases import GPU_WINDOW_MARGIN
+    from dpbench.measure.energy import idle_power
+    from dpbench.sampler.energy import min_energy_window_s
+
+    seconds = GPU_WINDOW_MARGIN * min_energy_window_s()
+    idle = idle_power(seconds=seconds)
+    state.trials.idle_power = idle
+    say(config, idle_line(idle), progress=state.progress)
+
+
 def pytest_keyboard_interrupt(excinfo):
     # Recorded for the saving hooks below; pytest itself goes on to finish the session.
     signals.INTERRUPTED["yes"] = True
@@ -297,6 +312,8 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     facts["dpbench"]["worker_start"] = state.trials.worker_start  # also per case: harness_settings
     if state.trials.until_settled is not None:  # trials until settled: the design and what stopped it
         facts["dpbench"]["until_settled"] = state.trials.settled_info()
+    if state.trials.idle_power is not None:  # on CUDA: the GPUs' idle draw every case's energy is shown beside
+        facts["dpbench"]["idle_power"] = state.trials.idle_power
     done = state.remeasured
     if done is not None:  # the re-measurement pass: how much was disturbed, what it cost (dpbench.measure.remeasure)
         facts["dpbench"]["remeasure"] = done.to_dict()

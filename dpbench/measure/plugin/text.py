@@ -7,10 +7,10 @@ import contextlib
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["Progress", "clock_text", "progress_line", "say", "table_note"]
+__all__ = ["Progress", "clock_text", "idle_line", "progress_line", "say", "table_note"]
 
 
 def say(config: Any, text: str, *, progress: Progress | None = None) -> None:
@@ -111,3 +111,18 @@ def table_note(profile: Any, *, trials: str | None = None) -> str:
         f"{profile.rounds} timed rounds per case), so its Median is the headline step_time_s that "
         f"`dpbench report` and `dpbench compare` use."
     )
+
+
+def idle_line(idle: Mapping[str, Any]) -> str:
+    """What the session's idle baseline read (:func:`dpbench.measure.energy.idle_power`), one line:
+    ``idle GPU draw over 2.5 s before the trials: cuda:0 61 W, cuda:1 58 W``."""
+    from dpbench.decision.text import energy_gap_text
+
+    devices = idle.get("devices") or {}
+    if not devices:
+        return f"no idle GPU draw: {energy_gap_text(idle)}"
+    parts = [
+        f"{label} {entry['w']:.0f} W" if entry.get("w") is not None else f"{label} absent ({energy_gap_text(entry)})"
+        for label, entry in devices.items()
+    ]
+    return f"idle GPU draw over {idle['window_s']:.1f} s before the trials: {', '.join(parts)}"
