@@ -1,7 +1,9 @@
 """tools/gpu-check, checked on CPU with a stub interpreter: its passes and step order, one
 PASS/FAIL line per step with its time, the worker's traceback on a FAIL, the one archive, the
 interpreter it picks (the lock's .venv or the image's own Python, said at the top), --dry-run's
-CPU stand-ins and its budget line; and the GPU workflow (parsed as YAML)."""
+CPU stand-ins and its budget line, and the budgets of one call (tools/gpu-budgets.sh: the first
+pass, every kill grace and the facts' worst case fit it; --within never cuts the report). The GPU
+workflows: tests/test_gpu_workflows.py."""
 
 from __future__ import annotations
 
@@ -22,11 +24,40 @@ import pytest
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRST = ["inventory", "smoke", "gpu-tests", "compile", "traces", "convergence", "report"]
-SECOND = ["gradscaler", "suites", "compare", "report-ab", "predict"]
-# One call to a lent GPU machine may run 600 s: the first pass leaves two minutes of it unbudgeted.
-FIRST_PASS_MAX_S = 480
+# What answers the most first: the smoke of every strategy before the cold compile, the traces and
+# the report of them; the CUDA tests and the convergence suite open the second pass.
+FIRST = ["inventory", "smoke", "compile", "traces", "report"]
+SECOND = ["gpu-tests", "convergence", "gradscaler", "suites", "compare", "predict", "report-ab"]
 BUDGET_LINE = re.compile(r"^first pass: (\d+) steps, (\d+) s budgeted$")
+_SCALARS = (
+    "CALL_S",
+    "SESSION_TAIL_S",
+    "CHECK_GRACE_S",
+    "FACTS_S",
+    "FACT_GRACE_S",
+    "STEP_GRACE_S",
+    "ARCHIVE_S",
+    "MIN_STEP_S",
+)
+
+
+def budgets(path: Path = ROOT / "tools" / "gpu-budgets.sh") -> dict:
+    """tools/gpu-budgets.sh as the scripts read it (sourced by bash): its seconds, its step lists
+    and each step's budget (``STEP_S``)."""
+    names = " ".join(_SCALARS + ("FIRST_STEPS", "SECOND_STEPS", "CLOSING_STEPS"))
+    script = (
+        f'source "{path}"; for n in {names}; do printf "%s=%s\\n" "$n" "${{!n}}"; done; '
+        'for k in "${!STEP_S[@]}"; do printf "STEP_S.%s=%s\\n" "$k" "${STEP_S[$k]}"; done'
+    )
+    lines = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    values = dict(line.split("=", 1) for line in lines)
+    out: dict = {n: int(values[n]) for n in _SCALARS}
+    out.update({n: values[n].split() for n in ("FIRST_STEPS", "SECOND_STEPS", "CLOSING_STEPS")})
+    out["STEP_S"] = {k.split(".", 1)[1]: int(v) for k, v in values.items() if k.startswith("STEP_S.")}
+    return out
+
+
+B = budgets()
 
 _STUB = textwrap.dedent("""\
     #!/usr/bin/env bash
@@ -80,7 +111,7 @@ def _checkout(tmp_path: Path, *, installed: bool = True) -> Path:
     """A checkout with gpu-check, the lock files and a stub .venv (stamped as installed or not)."""
     repo = tmp_path / "repo"
     (repo / "tools").mkdir(parents=True)
-    for script in ("gpu-check", "gpu-session"):
+    for script in ("gpu-check", "gpu-session", "gpu-budgets.sh"):
         shutil.copy(ROOT / "tools" / script, repo / "tools" / script)
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, repo / name)
@@ -130,21 +161,16 @@ def test_the_first_pass_runs_every_step_in_order_and_leaves_one_archive(tmp_path
     assert all(re.match(r"PASS \S+ \(\d+ s of \d+ s\) ", line) for line in lines), lines
     assert "the lock (constraints.txt" in out.stdout.splitlines()[0]
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
-    assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
+    assert int(steps) == len(FIRST) and int(budget) == sum(B["STEP_S"][name] for name in FIRST)
     # What each step ran, on cuda, with the test suite's 5 s guard off.
     assert calls[0].startswith("-m tools.gpu_inventory --require-cuda |")
-    assert calls[1].startswith("-m tools.gpu_smoke --device cuda |")
-    assert calls[2].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[2]
-    # The cold torch.compile is a step of its own, left out of the other GPU tests.
+    assert calls[1].startswith("-m tools.gpu_smoke --device cuda |") and "limit=0" in calls[1]
     compile_test = "tests/strategies/test_sharded_cuda.py::test_compile_on_cuda_matches_eager_single"
-    assert f"--deselect {compile_test} " in calls[2]
-    assert calls[3].startswith(f"-m pytest {compile_test} -m gpu ")
-    assert "--dpbench-trace" in calls[4] and "--benchmark-save=gpu-check-traces" in calls[4]
-    assert calls[5].startswith("-m tools.gpu_check_verify traces ") and "gpu-check-traces.json" in calls[5]
-    assert calls[6].startswith("-m pytest suites/test_convergence.py ")
-    assert calls[7].startswith("-m dpbench.cli report ") and "gpu-check-traces" in calls[7]
-    assert "gpu-check-convergence" in calls[7]
-    assert all("device=cuda" in c for c in calls) and len(calls) == 8
+    assert calls[2].startswith(f"-m pytest {compile_test} -m gpu ")
+    assert "--dpbench-trace" in calls[3] and "--benchmark-save=gpu-check-traces" in calls[3]
+    assert calls[4].startswith("-m tools.gpu_check_verify traces ") and "gpu-check-traces.json" in calls[4]
+    assert calls[5].startswith("-m dpbench.cli report ") and "gpu-check-traces" in calls[5]
+    assert all("device=cuda" in c for c in calls) and len(calls) == 6
     members = _members(tmp_path / "art" / "gpu-check.tgz")
     assert {f"gpu-check/{name}.log" for name in FIRST} | {"gpu-check/gpu-check.log"} <= members
     assert {f"gpu-check/{name}.result" for name in FIRST} <= members
@@ -160,11 +186,11 @@ def test_a_failing_step_shows_the_worker_traceback_and_the_others_still_run(tmp_
     out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), STUB_FAIL="tools.gpu_smoke")
     assert out.returncode == 1
     lines = _step_lines(out.stdout)
-    assert [line.split()[0] for line in lines] == ["PASS", "FAIL"] + ["PASS"] * 5
-    assert re.match(r"FAIL smoke \(\d+ s of 80 s; exit 3\): smoke.log$", lines[1])
-    shown = out.stdout.split(lines[1], 1)[1].split("PASS gpu-tests", 1)[0]
+    assert [line.split()[0] for line in lines] == ["PASS", "FAIL"] + ["PASS"] * 3
+    assert re.match(rf"FAIL smoke \(\d+ s of {B['STEP_S']['smoke']} s; exit 3\): smoke.log$", lines[1])
+    shown = out.stdout.split(lines[1], 1)[1].split("PASS compile", 1)[0]
     assert "    Traceback (most recent call last):" in shown and "    ValueError: stub failing on purpose" in shown
-    assert "gpu-check: 1 step(s) FAILED" in out.stdout and len(calls) == 8
+    assert "gpu-check: 1 step(s) FAILED" in out.stdout and len(calls) == 6
     assert "gpu-check/gpu-check.log" in _members(tmp_path / "gpu-check.tgz")
 
 
@@ -175,9 +201,10 @@ def test_a_step_whose_tests_all_skipped_says_skip_with_the_reason_not_pass(tmp_p
     )
     assert out.returncode == 0, out.stdout + out.stderr  # a refusal is not a failure of the check
     lines = _step_lines(out.stdout)
-    assert [line.split()[0] for line in lines] == ["PASS"] * 3 + ["SKIP"] + ["PASS"] * 3
-    assert re.fullmatch(r"SKIP compile \(\d+ s of 75 s\): " + re.escape(reason), lines[3])
-    assert (tmp_path / "gpu-check" / "compile.result").read_text().strip() == lines[3]
+    at = FIRST.index("compile")
+    assert [line.split()[:2] for line in lines] == [["SKIP" if name == "compile" else "PASS", name] for name in FIRST]
+    assert re.fullmatch(rf"SKIP compile \(\d+ s of {B['STEP_S']['compile']} s\): " + re.escape(reason), lines[at])
+    assert (tmp_path / "gpu-check" / "compile.result").read_text().strip() == lines[at]
     assert re.search(r"^gpu-check: every step passed or skipped \(skipped: compile\) in \d+ s$", out.stdout, re.M)
 
 
@@ -199,7 +226,7 @@ def test_an_inventory_that_times_out_or_breaks_does_not_end_the_check(tmp_path, 
     assert [line.split()[:2] for line in lines] == [["FAIL", "inventory"]] + [["PASS", name] for name in FIRST[1:]]
     assert lines[0].startswith("FAIL inventory (")
     assert (": timed out)" in lines[0]) == (rc == 124)
-    assert len(calls) == 8
+    assert len(calls) == 6
 
 
 def test_the_dry_run_rehearses_on_cpu_and_ends_with_the_budget(tmp_path):
@@ -212,9 +239,23 @@ def test_the_dry_run_rehearses_on_cpu_and_ends_with_the_budget(tmp_path):
     assert calls[1].startswith("-m tools.gpu_smoke --device cpu |")
     assert not any("gradscaler" in c for c in calls)
     steps, budget = BUDGET_LINE.match(out.stdout.splitlines()[-1]).groups()
-    assert int(steps) == len(FIRST) and int(budget) <= FIRST_PASS_MAX_S
+    assert int(steps) == len(FIRST) and int(budget) == sum(B["STEP_S"][name] for name in FIRST)
     # On CPU each step has 4x its budget: the PASS line names it.
-    assert re.match(r"PASS smoke \(\d+ s of 320 s\)", lines[1])
+    assert re.match(rf"PASS smoke \(\d+ s of {4 * B['STEP_S']['smoke']} s\)", lines[1])
+
+
+def test_the_dry_runs_second_pass_runs_the_cpu_stand_ins_and_prints_the_rest(tmp_path):
+    out, calls = _gpu_check(_checkout(tmp_path), tmp_path, "--dry-run", "--pass", "second", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = _step_lines(out.stdout)
+    assert [line.split()[:2] for line in lines] == [["PASS", "gpu-tests"], ["PASS", "convergence"]] + [
+        ["SKIP", name] for name in SECOND[2:]
+    ]
+    assert calls[0].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu") and "limit=0" in calls[0]
+    compile_test = "tests/strategies/test_sharded_cuda.py::test_compile_on_cuda_matches_eager_single"
+    assert f"--deselect {compile_test} " in calls[0]  # the cold compile is a step of its own
+    assert calls[1].startswith("-m pytest suites/test_convergence.py ") and "-k single or ddp" in calls[1]
+    assert len(calls) == 2 and all("device=cpu" in c for c in calls)
 
 
 def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failure(tmp_path):
@@ -226,12 +267,15 @@ def test_the_second_pass_runs_the_suites_and_a_regression_verdict_is_not_a_failu
     out, calls = _gpu_check(repo, tmp_path, "--pass", "second", "--out", str(tmp_path))
     assert out.returncode == 0, out.stdout
     assert [line.split()[1] for line in _step_lines(out.stdout)] == SECOND
-    assert calls[0].startswith("-m benchmarks.gradscaler_sync")
-    assert calls[1].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[1]
-    assert "--benchmark-save=gpu-check-b" in calls[2] and calls[3].startswith("-m dpbench.cli compare ")
-    assert calls[4].startswith("-m dpbench.cli report ") and calls[4].count("gpu-check-") == 2
-    assert calls[5].startswith("-m validation.predict_step ") and "gpu-check-a.json" in calls[5]
-    assert out.stdout.splitlines()[-1] == "second pass: 5 steps, 400 s budgeted"
+    assert calls[0].startswith("-m pytest tests/x/test_cuda.py tests/y/test_nvml.py -m gpu")
+    assert calls[1].startswith("-m pytest suites/test_convergence.py ") and "-k" not in calls[1]
+    assert calls[2].startswith("-m benchmarks.gradscaler_sync")
+    assert calls[3].startswith("-m pytest suites/ ") and "--benchmark-save=gpu-check-a" in calls[3]
+    assert "--benchmark-save=gpu-check-b" in calls[4] and calls[5].startswith("-m dpbench.cli compare ")
+    assert calls[6].startswith("-m validation.predict_step ") and "gpu-check-a.json" in calls[6]
+    assert calls[7].startswith("-m dpbench.cli report ") and calls[7].count("gpu-check-") == 2
+    total = sum(B["STEP_S"][name] for name in SECOND)
+    assert out.stdout.splitlines()[-1] == f"second pass: {len(SECOND)} steps, {total} s budgeted"
 
 
 @pytest.mark.parametrize("installed", [False, True])
@@ -247,7 +291,7 @@ def test_without_the_installed_lock_it_runs_the_images_python_and_says_so(tmp_pa
     assert all(c.endswith(f"path={repo}") for c in calls)  # this checkout on PYTHONPATH
     # The measuring plugin comes by entry point only from an installed dpbench: else pytest is told.
     pytest_calls = [c for c in calls[1:] if c.startswith("-m pytest")]
-    assert len(pytest_calls) == 4
+    assert len(pytest_calls) == 2
     assert all(("addopts=-p dpbench.measure.plugin " in c) != installed for c in pytest_calls)
     assert (tmp_path / "from-env" / "gpu-check.tgz").exists()  # $OUT names the archive's directory
 
@@ -258,9 +302,11 @@ def test_an_archive_path_and_a_bad_argument(tmp_path):
     bad, calls = _gpu_check(_checkout(tmp_path / "b"), tmp_path / "b", "--fast")
     assert bad.returncode == 2 and not calls
     assert bad.stderr.strip() == (
-        "gpu-check: argument: expected --out PATH, --pass first|second|all, --steps NAME,... or --dry-run, "
-        "found '--fast'"
+        "gpu-check: argument: expected --out PATH, --pass first|second|all, --steps NAME,..., --within S or "
+        "--dry-run, found '--fast'"
     )
+    late, _ = _gpu_check(_checkout(tmp_path / "c"), tmp_path / "c", "--within", "9m")
+    assert late.returncode == 2 and late.stderr.strip() == "gpu-check: --within: expected whole seconds, found '9m'"
 
 
 def test_steps_reruns_only_the_named_steps_and_keeps_the_others_results(tmp_path):
@@ -362,7 +408,68 @@ def test_a_sigterm_stops_the_running_step_and_still_writes_the_archive(tmp_path)
 def test_every_step_runs_under_a_timeout_that_kills_what_ignores_sigterm():
     script = (ROOT / "tools" / "gpu-check").read_text()
     calls = [line.strip() for line in script.splitlines() if re.match(r"\s*timeout\b", line)]
-    assert calls and all(call.startswith('timeout -k 10 "$limit" ') for call in calls), calls
+    assert calls and all(call.startswith('timeout -k "$STEP_GRACE_S" "$limit" ') for call in calls), calls
+    assert B["STEP_GRACE_S"] == 10  # what the arithmetic in docs/gpu.md counts a step's grace as
+
+
+# -- the budgets of one call (tools/gpu-budgets.sh) ----------------------------------------------
+def _worst_case_within(b: dict) -> int:
+    """What gpu-session gives gpu-check (--within) when the facts take all they may."""
+    return b["CALL_S"] - (b["FACTS_S"] + b["FACT_GRACE_S"]) - b["SESSION_TAIL_S"] - b["CHECK_GRACE_S"]
+
+
+def test_the_first_pass_every_kill_grace_and_the_facts_worst_case_fit_one_call():
+    assert B["FIRST_STEPS"] == FIRST and B["SECOND_STEPS"] == SECOND
+    assert set(B["STEP_S"]) == set(FIRST) | set(SECOND)
+    # The closing step of each pass is its last: the one --within keeps whole.
+    assert B["CLOSING_STEPS"] == [FIRST[-1], SECOND[-1]]
+    first_pass = sum(B["STEP_S"][name] + B["STEP_GRACE_S"] for name in FIRST) + B["ARCHIVE_S"]
+    assert first_pass <= _worst_case_within(B), (first_pass, _worst_case_within(B))
+
+
+def test_at_the_worst_case_within_every_first_pass_step_gets_its_whole_budget(tmp_path):
+    within = _worst_case_within(B)
+    out, _ = _gpu_check(_checkout(tmp_path), tmp_path, "--out", str(tmp_path), "--within", str(within))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = _step_lines(out.stdout)
+    assert [line.split()[1] for line in lines] == FIRST
+    for name, line in zip(FIRST, lines):
+        assert re.match(rf"PASS {name} \(\d+ s of {B['STEP_S'][name]} s\) ", line), line
+
+
+def test_within_cuts_a_step_to_what_is_left_and_leaves_the_report_its_whole_budget(tmp_path):
+    report = B["STEP_S"]["report"]
+    within = 100
+    out, calls = _gpu_check(
+        _checkout(tmp_path), tmp_path, "--out", str(tmp_path), "--steps", "smoke,report", "--within", str(within)
+    )
+    smoke, report_line = _step_lines(out.stdout)
+    # The smoke gets what is left once the report (budget and grace), the archive and its own grace are kept.
+    left = within - (report + B["STEP_GRACE_S"]) - B["ARCHIVE_S"] - B["STEP_GRACE_S"]
+    cut = re.match(rf"PASS smoke \(\d+ s of (\d+) s, cut from {B['STEP_S']['smoke']} s to fit --within 100\) ", smoke)
+    assert cut and left - 2 <= int(cut.group(1)) <= left - 1, smoke  # a second kept for the clock's rounding
+    assert report_line.startswith(f"FAIL report (0 s of {report} s; exit 1)")  # no saved run: not its budget
+    assert len(calls) == 1
+
+
+def test_when_time_runs_short_the_steps_before_the_report_are_skipped_never_the_report(tmp_path):
+    repo = _checkout(tmp_path)
+    seeded = tmp_path / "gpu-check" / "results" / "machine" / "0001_gpu-check-convergence.json"
+    seeded.parent.mkdir(parents=True)
+    seeded.write_text("{}")  # a run the report can render: --steps keeps the folder
+    report = B["STEP_S"]["report"]
+    # Enough for the report, its grace and the archive, not for any step besides.
+    within = report + 2 * B["STEP_GRACE_S"] + B["ARCHIVE_S"] + B["MIN_STEP_S"] - 1
+    out, calls = _gpu_check(repo, tmp_path, "--out", str(tmp_path), "--steps", ",".join(FIRST), "--within", str(within))
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = _step_lines(out.stdout)
+    assert [line.split()[:2] for line in lines] == [["SKIP", name] for name in FIRST[:-1]] + [["PASS", "report"]]
+    assert lines[0].startswith("SKIP inventory (no time left: ") and f"for its {B['STEP_S']['inventory']} s" in lines[0]
+    assert re.match(rf"PASS report \(\d+ s of {report} s\) ", lines[-1]), lines[-1]
+    assert calls == [calls[0]] and calls[0].startswith("-m dpbench.cli report ")
+    assert (tmp_path / "gpu-check" / "smoke.result").read_text().startswith("SKIP smoke (no time left")
+    assert f"gpu-check: 4 step(s) not run, no time left within {within} s: rerun them with --steps " in out.stdout
+    assert "--steps inventory,smoke,compile,traces\n" in out.stdout
 
 
 # -- tools/gpu-session: what one call to a lent machine runs --------------------------------------
@@ -393,6 +500,51 @@ def test_the_session_leaves_the_facts_and_the_check_in_a_few_files(tmp_path):
     assert [line.split()[1] for line in _step_lines(session)] == FIRST
     for archive in ("gpu-check.tgz", "gpu-check-live.tgz"):
         assert {f"gpu-check/{name}.result" for name in FIRST} <= _members(tmp_path / "out" / archive)
+    # gpu-check is told what the call has left: the call less the facts, the tail and its timeout's grace.
+    within = int(re.search(r"^gpu-session: tools/gpu-check --within (\d+) ", out.stdout, re.M).group(1))
+    took = int(re.search(r"^gpu-session: facts in (\d+) s ", out.stdout, re.M).group(1))
+    assert B["CALL_S"] - B["SESSION_TAIL_S"] - B["CHECK_GRACE_S"] - took - within in (0, 1), out.stdout
+    assert f"under timeout -k {B['CHECK_GRACE_S']} {within}\n" in out.stdout
+
+
+def test_the_facts_end_within_their_share_of_the_call(tmp_path):
+    repo = _checkout(tmp_path)
+    budgets_file = repo / "tools" / "gpu-budgets.sh"
+    budgets_file.write_text(budgets_file.read_text().replace(f"FACTS_S={B['FACTS_S']}", "FACTS_S=2"))
+    # The Python fact (the first import's seconds) hangs: it is cut, and the facts after it are not run.
+    env = _session_env(tmp_path, STUB_SLOW="import sys, time")
+    out = subprocess.run(["bash", str(repo / "tools" / "gpu-session")], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    took = int(re.search(r"^gpu-session: facts in (\d+) s ", out.stdout, re.M).group(1))
+    assert took <= 2 + B["FACT_GRACE_S"]
+    facts = (tmp_path / "out" / "facts.txt").read_text().split("== ")
+    python = next(f for f in facts if f.startswith("python, torch, CUDA, cuDNN, NCCL"))
+    assert "stub: slow on purpose" in python and "(exit 124)" in python
+    assert all(f.endswith("(not run: the facts had 2 s)\n") for f in facts[facts.index(python) + 1 :])
+
+
+def test_a_session_short_of_time_skips_steps_but_not_the_report(tmp_path):
+    repo = _checkout(tmp_path)
+    report = B["STEP_S"]["report"]
+    # gpu-check is left about enough for the report alone (its budget, its grace and the archive).
+    session_s = B["SESSION_TAIL_S"] + B["CHECK_GRACE_S"] + report + 2 * B["STEP_GRACE_S"] + B["ARCHIVE_S"] + 3
+    env = _session_env(tmp_path, GPU_SESSION_S=str(session_s))
+    out = subprocess.run(["bash", str(repo / "tools" / "gpu-session")], capture_output=True, text=True, env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = _step_lines((tmp_path / "out" / "session.log").read_text())
+    assert [line.split()[:2] for line in lines] == [["SKIP", name] for name in FIRST[:-1]] + [["FAIL", "report"]]
+    # The report had its whole budget (it fails at once here: the skipped steps saved no run).
+    assert lines[-1].startswith(f"FAIL report (0 s of {report} s; exit 1)")
+    assert "gpu-check/report.result" in _members(tmp_path / "out" / "gpu-check.tgz")
+    too_short = subprocess.run(
+        ["bash", str(repo / "tools" / "gpu-session")],
+        capture_output=True,
+        text=True,
+        env=_session_env(tmp_path / "t", GPU_SESSION_S="20"),
+    )
+    assert too_short.returncode == 2 and too_short.stderr.startswith(
+        "gpu-session: GPU_SESSION_S: expected more than the facts' "
+    )
 
 
 @pytest.mark.slow  # waits for the live archive, packed every 5 s
@@ -423,8 +575,12 @@ def test_a_session_cut_by_sigkill_still_returns_the_finished_steps(tmp_path):
 @pytest.mark.slow  # runs into its limit on purpose
 def test_a_session_past_its_limit_stops_the_check_which_still_writes_its_archive(tmp_path):
     repo = _checkout(tmp_path)
-    env = _session_env(tmp_path, STUB_SLOW="tools.gpu_check_verify", GPU_SESSION_S="22")  # gpu-check gets ~7 s
-    out = subprocess.run(["bash", str(repo / "tools" / "gpu-session")], capture_output=True, text=True, env=env)
+    # gpu-check gets ~10 s but is told (the caller's --within wins) it has 1000: the session's timeout stops it.
+    session_s = B["SESSION_TAIL_S"] + B["CHECK_GRACE_S"] + 10
+    env = _session_env(tmp_path, STUB_SLOW="tools.gpu_check_verify", GPU_SESSION_S=str(session_s))
+    out = subprocess.run(
+        ["bash", str(repo / "tools" / "gpu-session"), "--within", "1000"], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 124, out.stdout + out.stderr  # timeout's own status when it cut the command
     assert "gpu-check: stopped by SIGTERM during the traces step" in out.stdout
     assert "gpu-check/traces.log" in _members(tmp_path / "out" / "gpu-check.tgz")
@@ -440,53 +596,3 @@ def test_the_environment_switch_gpu_check_sets_turns_the_5_s_guard_off(pytester,
     pytester.runpytest(*args, "--unmarked-limit", "0.1").assert_outcomes(failed=1)
     monkeypatch.setenv("DPBENCH_UNMARKED_LIMIT_S", "0")
     pytester.runpytest(*args).assert_outcomes(passed=1)
-
-
-# -- the workflow --------------------------------------------------------------------------------
-def _workflow(name: str = "gpu-benchmarks.yml") -> dict:
-    yaml = pytest.importorskip("yaml", reason="PyYAML (the test extra) parses the workflow")
-    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
-
-
-GPU_JOBS = (("gpu-benchmarks.yml", "benchmarks"), ("upgrade-check.yml", "upgrade-check"))
-FORK_GUARD = "github.event.pull_request.head.repo.full_name == github.repository"
-
-
-def test_workflow_runs_the_suites_on_cuda_and_fails_without_it():
-    workflow = _workflow()
-    assert workflow["env"]["DPBENCH_DEVICE"] == "cuda"
-    steps = workflow["jobs"]["benchmarks"]["steps"]
-    runs = [str(s.get("run", "")) for s in steps]
-    assert "nvidia-smi" in runs[0]  # the inventory before anything else
-    check = next(i for i, r in enumerate(runs) if "-m tools.gpu_inventory --require-cuda" in r)
-    assert "|| true" not in runs[check] and not steps[check].get("continue-on-error")
-    measuring = [i for i, r in enumerate(runs) if "dpbench ab" in r or "pytest suites/" in r]
-    assert measuring and check < min(measuring)
-    assert not any("DPBENCH_DEVICE" in str(s.get("env", {})) for s in steps)  # no step turns it off
-
-
-def test_no_gpu_workflow_runs_a_forks_code_by_default():
-    benchmarks = _workflow()
-    # PyYAML reads the key `on` as True.
-    assert "pull_request" in benchmarks[True] and "pull_request_target" not in benchmarks[True]
-    guard = benchmarks["jobs"]["benchmarks"]["if"]
-    assert guard == f"github.event_name != 'pull_request' || {FORK_GUARD}"
-    upgrade = _workflow("upgrade-check.yml")
-    assert set(upgrade[True]) == {"workflow_dispatch"}  # started by hand by someone with write access
-
-
-def test_both_gpu_workflows_queue_on_one_group_per_host_and_restore_the_venv():
-    groups = set()
-    for name, job_name in GPU_JOBS:
-        job = _workflow(name)["jobs"][job_name]
-        concurrency = job["concurrency"]
-        assert concurrency["cancel-in-progress"] is False, name  # never cancel another workflow's measurement
-        groups.add(concurrency["group"])
-        steps = job["steps"]
-        cache = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/cache@"))
-        setup = next(i for i, s in enumerate(steps) if "scripts/setup-env" in str(s.get("run", "")))
-        checkout = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/checkout@"))
-        assert checkout < cache < setup, name  # checkout cleans .venv; the cache brings it back before setup
-        assert steps[cache]["with"]["path"] == ".venv"
-        assert "hashFiles('constraints.txt', 'pyproject.toml')" in steps[cache]["with"]["key"]
-    assert len(groups) == 1 and "vars.DPBENCH_GPU_HOST" in groups.pop()

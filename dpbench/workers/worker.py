@@ -167,17 +167,49 @@ def _set_threads(torch: Any, threads: int | None) -> None:
         pass
 
 
-# Environment that changes how collectives and threads behave, reported with the facts.
-_FACT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_")
+# Environment that changes how collectives, threads and fp32 maths behave, reported with the facts.
+# The last two change the math of fp32 matmuls (and NVIDIA_TF32_OVERRIDE=0 convolutions too)
+# whatever torch's own settings say.
+_FACT_ENV_PREFIXES = (
+    "NCCL_",
+    "TORCH_NCCL_",
+    "GLOO_",
+    "TORCH_GLOO_",
+    "OMP_",
+    "GOMP_",
+    "MKL_",
+    "KMP_",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "NVIDIA_TF32_OVERRIDE",
+)
+# NGC's images set it to 1; torch reads it (exactly "1") once, when it loads.
+TF32_CUBLAS_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
+
+
+def _cublas_allows_tf32(torch: Any) -> bool:
+    """The TF32 switch torch hands cuBLAS (what ``allowTF32CuBLAS`` answers, the override included
+    where torch applies it); False where it cannot be read."""
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+    except (AttributeError, RuntimeError):  # mixed legacy/new settings raise in the legacy getter
+        return False
 
 
 def _matmul_precision(torch: Any) -> str:
-    """torch's fp32 matmul precision; the legacy getter raises once a user mixed it with the new
-    per-backend API (torch 2.13), so then the new API's matmul setting is reported."""
+    """The precision fp32 matmuls run at, in torch's words ("highest", "high" = TF32, "medium").
+
+    torch's setting, except where the setting reads "highest" while the switch torch hands cuBLAS
+    says TF32: a torch from before its per-backend API (2.9) ORs TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
+    into that switch, so its matmuls run in TF32 whatever the setting says ("high" is reported).
+    The legacy getter raises once a user mixed it with the new per-backend API (torch 2.13): then
+    the new API's matmul setting is reported."""
     try:
-        return torch.get_float32_matmul_precision()
+        setting = torch.get_float32_matmul_precision()
     except RuntimeError:
         return f"fp32_precision={torch.backends.cuda.matmul.fp32_precision}"
+    if setting == "highest" and _cublas_allows_tf32(torch):
+        return "high"
+    return setting
 
 
 def worker_facts(
@@ -187,9 +219,12 @@ def worker_facts(
 
     ``rank``, ``pid``, ``cpu_affinity`` (sorted core list; None where the OS cannot tell),
     ``affinity_error`` (None, or why pinning failed), ``torch_threads``, ``interop_threads``,
-    ``float32_matmul_precision``, ``cudnn_benchmark`` / ``cudnn_deterministic`` (None on
+    ``float32_matmul_precision`` (what fp32 matmuls run at: :func:`_matmul_precision`),
+    ``tf32_override`` (``"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1"`` where that variable asks torch
+    for TF32 matmuls, else None), ``cudnn_benchmark`` / ``cudnn_deterministic`` (None on
     CPU), ``env`` (the NCCL_*, TORCH_NCCL_*, GLOO_*, TORCH_GLOO_*, OMP_*, GOMP_*, MKL_*,
-    KMP_* variables it sees; NCCL_ALGO / NCCL_PROTO absent = NCCL's own choice) and
+    KMP_* variables it sees, and TORCH_ALLOW_TF32_CUBLAS_OVERRIDE and NVIDIA_TF32_OVERRIDE;
+    NCCL_ALGO / NCCL_PROTO absent = NCCL's own choice) and
     ``runtime_env`` (the OMP_* / GOMP_* / KMP_* / MKL_* environment it inherited — under the
     forkserver, what torch's OpenMP runtime was initialised with).
     """
@@ -204,6 +239,7 @@ def worker_facts(
         "torch_threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
         "float32_matmul_precision": _matmul_precision(torch),
+        "tf32_override": f"{TF32_CUBLAS_OVERRIDE}=1" if os.environ.get(TF32_CUBLAS_OVERRIDE) == "1" else None,
         "cudnn_benchmark": None,
         "cudnn_deterministic": None,
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_FACT_ENV_PREFIXES)},

@@ -147,6 +147,7 @@ def test_worker_facts_are_json_and_describe_the_worker():
             assert f["env"]["GLOO_SOCKET_IFNAME"] == "lo"
             assert all(
                 k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_", "TORCH_GLOO_", "OMP_", "GOMP_", "MKL_", "KMP_"))
+                or k in ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")  # set in NGC's images
                 for k in f["env"]
             )
             assert all(k.startswith(("OMP_", "GOMP_", "KMP_", "MKL_")) for k in f["runtime_env"])
