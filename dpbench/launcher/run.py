@@ -233,6 +233,8 @@ class Run:
             peak_memory_bytes=memory,
             # Every rank's, summed (ranks on other nodes included): the host-side cost of the steps.
             minor_faults=sum(int(r.get("minor_faults", 0)) for r in per_rank),
+            # A step any rank's loss scaler skipped (ranks agree unless their gradients differ).
+            skipped_steps=sorted({int(i) for r in per_rank for i in r.get("skipped_steps", ())}),
         )
 
     def _memory_label(self, rank: int, label: str) -> str:

@@ -27,6 +27,11 @@ A convergence case's final test accuracy is compared with single's within the re
 tolerance (absolute): after thousands of steps float-sized differences have grown past any of the
 tolerances above in the parameters, and what a clean configuration keeps is its accuracy.
 
+In fp16 a loss scaler skips the update of a step whose gradients overflowed, and a rank's
+per-sample gradients are larger than single's (its slice's mean is taken over fewer samples), so an
+overflow can come in one configuration and not the other: a configuration whose scaler skipped
+other steps than single's (``skipped_steps``) trained other steps, and departs for that reason.
+
 A stateful workload (BatchNorm normalising each replica's slice, dropout drawing a mask per replica)
 is exempt: its fingerprint says why, and so does the verdict. Pure: pandas rows in, typed verdicts
 out; the report's decision view and ``dpbench run`` render them.
@@ -174,6 +179,28 @@ def _differences(fingerprint: Mapping[str, Any], single: Mapping[str, Any], tole
     return found if accuracy is None else [*found, accuracy]
 
 
+def _skipped_steps(
+    fingerprint: Mapping[str, Any], single: Mapping[str, Any], steps: int
+) -> tuple[list[int], list[int]] | None:
+    """``(the configuration's, single's)`` skipped steps where they differ among the steps both
+    fingerprints cover (the losses compared, the step the sums follow); None where they agree or
+    either record has none (a run saved before they were recorded)."""
+    mine, theirs = fingerprint.get("skipped_steps"), single.get("skipped_steps")
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return None
+    step = fingerprint.get("step")
+    covered = max(steps, step if isinstance(step, int) and step == single.get("step") else 0)
+    mine, theirs = sorted(i for i in mine if i <= covered), sorted(i for i in theirs if i <= covered)
+    return None if mine == theirs else (mine, theirs)
+
+
+def _step_list(steps: list[int]) -> str:
+    """``"no step"``, ``"step 1"``, ``"steps 1, 3"``."""
+    if not steps:
+        return "no step"
+    return f"step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}"
+
+
 def compare_fingerprints(
     fingerprint: Mapping[str, Any] | None, single: Mapping[str, Any] | None, *, reference: str = SINGLE
 ) -> FingerprintVerdict:
@@ -201,6 +228,15 @@ def compare_fingerprints(
             reason=f"{DEPARTS_PREFIX}a model of {fingerprint.get('param_count')} parameters, "
             f"{reference} trains {single.get('param_count')}",
             where="parameter count",
+            **common,
+        )
+    skipped = _skipped_steps(fingerprint, single, steps)
+    if skipped is not None:
+        return FingerprintVerdict(
+            status=FingerprintStatus.DEPARTS,
+            reason=f"{DEPARTS_PREFIX}its loss scaler skipped the update of {_step_list(skipped[0])}, {reference}'s "
+            f"{_step_list(skipped[1])}: they trained different steps (nothing else compared)",
+            where="skipped steps",
             **common,
         )
     found = _differences(fingerprint, single, tolerance)
