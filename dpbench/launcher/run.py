@@ -238,6 +238,8 @@ class Run:
             peak_memory_bytes=memory,
             # Every rank's, summed (ranks on other nodes included): the host-side cost of the steps.
             minor_faults=sum(int(r.get("minor_faults", 0)) for r in per_rank),
+            # A step any rank's loss scaler skipped (ranks agree unless their gradients differ).
+            skipped_steps=sorted({int(i) for r in per_rank for i in r.get("skipped_steps", ())}),
         )
 
     def _memory_label(self, rank: int, label: str) -> str:
@@ -271,7 +273,8 @@ class Run:
         """The model as it stands, reduced the same way under every strategy (untimed; call between
         :meth:`step` calls, never inside one): ``step`` (steps trained so far), rank 0's float64
         ``param_sum``, ``param_abs_sum``, ``param_sq_sum`` and ``param_count`` over the full
-        parameters (fsdp adds up its ranks' shards with one all-reduce, a collective every rank joins),
+        parameters (fsdp adds up its replica's shards with one all-reduce over the replica's ranks, a
+        collective they join; under HSDP each rank reports its own replica group's sums),
         ``precision`` (the coarsest a step rounds to), ``exempt`` (why a stateful workload is not
         expected to match ``single``, or None) and ``rank_spread``: the largest relative difference
         of any rank's sums from rank 0's (0.0 when the replicas agree bit for bit). Training state

@@ -20,6 +20,8 @@ class StepStats:
     :class:`dpbench.schema.Phase` value to mean seconds per step. ``peak_memory_bytes`` maps
     a device label (``"cuda:0"``, ``"cpu:rank0"``, …) to its peak (``max_memory_allocated``
     on CUDA, process RSS on CPU). ``losses`` is the global-batch loss of each step.
+    ``skipped_steps``: the steps (0-based, within these ``k``) whose optimizer update a loss scaler
+    skipped on any rank (fp16 gradients with inf or NaN).
     ``minor_faults``: minor page faults over the ``k`` steps, summed over ranks (whole worker
     processes, read before the first step and after the last, outside the clocks). Memory that
     the C library returns to the OS and the next step touches again costs one per page: glibc's
@@ -35,6 +37,7 @@ class StepStats:
     phases: dict[str, float] = field(default_factory=dict)
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
     minor_faults: int = 0
+    skipped_steps: list[int] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -84,6 +87,8 @@ def merge_step_stats(rounds: list[StepStats]) -> StepStats:
         for device, value in r.peak_memory_bytes.items():
             peak[device] = max(peak.get(device, 0), int(value))
     losses = [x for r in rounds for x in r.losses]
+    starts = [sum(r.steps for r in rounds[:i]) for i in range(len(rounds))]
+    skipped = [start + i for start, r in zip(starts, rounds) for i in r.skipped_steps]
     return StepStats(
         step_times=times,
         global_batch=rounds[0].global_batch,
@@ -91,4 +96,5 @@ def merge_step_stats(rounds: list[StepStats]) -> StepStats:
         phases=phases,
         peak_memory_bytes=peak,
         minor_faults=sum(r.minor_faults for r in rounds),
+        skipped_steps=skipped,
     )

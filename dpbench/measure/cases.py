@@ -88,9 +88,15 @@ def fingerprint_record(sums: dict[str, Any], stats: list[StepStats]) -> dict[str
     :data:`FINGERPRINT_LOSSES` steps (the sums of every rank's weighted share: rank 0's reduced
     values, ``StepStats.losses``), in order from the first step, beside ``sums`` (:meth:`Run.fingerprint`,
     taken after ``sums["step"]`` steps). Every case starts from the same weights and batches, so
-    step i's loss is comparable with single's at the same recipe (dpbench.results.fingerprint)."""
+    step i's loss is comparable with single's at the same recipe (dpbench.results.fingerprint).
+    ``skipped_steps``: which of those steps (from 1) a loss scaler skipped, the update of each
+    (fp16 gradients with inf or NaN); the sums follow fewer of them."""
     losses = [float(x) for s in stats for x in s.losses][:FINGERPRINT_LOSSES]
-    return {"losses": losses, **sums}
+    skipped, start = [], 0
+    for s in stats:
+        skipped += [start + i + 1 for i in s.skipped_steps if start + i < FINGERPRINT_LOSSES]
+        start += s.steps
+    return {"losses": losses, "skipped_steps": skipped, **sums}
 
 
 def placement(*, device_type: Any, world_size: Any, nodes: Any, threads: Any, rank_cores: Any) -> str:

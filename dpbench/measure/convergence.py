@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dpbench.measure.cases import TrainingDetail, fingerprint_record
+from dpbench.measure.cases import PROBE_STEPS, TrainingDetail, fingerprint_record
 from dpbench.measure.trials import CaseResult, TrialResult
 from dpbench.schema import BASELINE_STRATEGY
 from dpbench.stats import log_t_interval
@@ -36,6 +36,7 @@ __all__ = [
     "ConvergenceDetail",
     "resolve_convergence",
     "convergence_cases",
+    "convergence_fingerprint",
     "convergence_info",
     "check_epochs",
     "check_target_accuracy",
@@ -187,11 +188,15 @@ class ConvergenceCase:
             **self.options,
         ) as run:
             devices = [d for d in run.info.devices if str(d).startswith("cuda")]
+            sums = None
             with _sampled(run.pids, devices, profile) as sampler:
-                for _ in range(self.epochs):
-                    started = time.perf_counter()
-                    epoch = run.step(per_epoch)
-                    wall = time.perf_counter() - started  # parent side: adds batch assembly and the round trip
+                for number in range(self.epochs):
+                    # The first trial's fingerprint sums follow the probe's steps, as a throughput
+                    # case's do: after thousands of SGD steps, float-sized differences between
+                    # clean configurations have grown past any tolerance, after 2 they have not.
+                    probe = min(PROBE_STEPS, per_epoch) if first and number == 0 else 0
+                    epoch, wall, taken = _epoch(run, per_epoch, probe)
+                    sums = taken or sums
                     evaluation = run.evaluate(test)
                     stats.append(epoch)
                     epochs.append(
@@ -205,9 +210,6 @@ class ConvergenceCase:
                             "eval_device": evaluation["device"],
                         }
                     )
-            # Untimed, after the last epoch, once per case: every strategy of a recipe at one global
-            # batch has trained the same steps here (dpbench.measure.cases.fingerprint_record).
-            sums = run.fingerprint() if first else None
             control = run.control()
             info = run.info
         summary, recorded = _finish_sampler(sampler, timeline, f"{self.id}-t{trial + 1}")
@@ -222,7 +224,16 @@ class ConvergenceCase:
             control_s=control,
             sampler=summary,
             timeline=recorded,
-            case_metrics=None if sums is None else {"fingerprint": fingerprint_record(sums, stats)},
+            case_metrics=None
+            if sums is None
+            else {
+                "fingerprint": convergence_fingerprint(
+                    sums,
+                    stats,
+                    final_test_accuracy=epochs[-1]["test_accuracy"],
+                    accuracy_tolerance=get_recipe(self.recipe).parity_tolerance,
+                )
+            },
             detail=ConvergenceDetail(
                 run_info=info,
                 step_stats=merged,
@@ -231,6 +242,41 @@ class ConvergenceCase:
                 test_samples=workload.params["test_samples"],
             ),
         )
+
+
+def _epoch(run: Any, steps: int, probe: int) -> tuple[Any, float, dict[str, Any] | None]:
+    """One epoch of ``steps`` steps: ``(its StepStats, the parent's wall seconds, the fingerprint's
+    sums)``. With ``probe`` > 0 the sums are taken after that many of its steps (untimed, between
+    step calls; :meth:`dpbench.launcher.Run.fingerprint`), else None."""
+    from dpbench.launcher.step_stats import merge_step_stats
+
+    parts, wall, sums = [], 0.0, None
+    for count in (probe, steps - probe):
+        if count:
+            started = time.perf_counter()
+            parts.append(run.step(count))
+            wall += time.perf_counter() - started  # parent side: adds batch assembly and the round trip
+        if probe and sums is None:
+            sums = run.fingerprint()
+    return merge_step_stats(parts), wall, sums
+
+
+def convergence_fingerprint(
+    sums: dict[str, Any],
+    stats: list[Any],
+    *,
+    final_test_accuracy: float,
+    accuracy_tolerance: float | None,
+) -> dict[str, Any]:
+    """A convergence case's ``extra_info["fingerprint"]``: a training case's
+    (:func:`dpbench.measure.cases.fingerprint_record`: the first steps' losses, the sums after the
+    probe's steps) and what a whole training run keeps equal at its end: the final test accuracy,
+    with the recipe's parity tolerance it is compared within (None: no parity expected)."""
+    return {
+        **fingerprint_record(sums, stats),
+        "final_test_accuracy": float(final_test_accuracy),
+        "accuracy_tolerance": accuracy_tolerance,
+    }
 
 
 def convergence_cases(settings: ConvergenceSettings) -> list[ConvergenceCase]:

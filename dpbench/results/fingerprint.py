@@ -2,12 +2,13 @@
 
 Every case records ``extra_info["fingerprint"]`` (:func:`dpbench.measure.cases.fingerprint_record`):
 the global-batch loss of each of its first steps and float64 sums of its full parameters after the
-probe's steps (a convergence case: after its last epoch), computed the same way under every
-strategy. Every case of a run starts from the same initial weights and global batches, so a
-configuration at the same *recipe* as a ``single`` of the same run — workload, global batch,
-optimizer, learning rate and seed — must reproduce single's fingerprint within float rounding. How
-much rounding follows the precision the steps computed in (the coarser of the two fingerprints'
-``precision``), relative to single's values:
+probe's steps, computed the same way under every strategy (a convergence case takes them after
+its first epoch's probe steps too, and adds its final test accuracy and the recipe's parity tolerance:
+:func:`dpbench.measure.convergence.convergence_fingerprint`). Every case of a run starts from the
+same initial weights and global batches, so a configuration at the same *recipe* as a ``single``
+of the same run — workload, global batch, optimizer, learning rate and seed — must reproduce
+single's fingerprint within float rounding. How much rounding follows the precision the steps
+computed in (the coarser of the two fingerprints' ``precision``), relative to single's values:
 
 ======  ==========  ==================================================================================
 fp32    ``1e-4``    reduction order alone moves fp32 fingerprints by about 1e-7 over the first steps
@@ -22,6 +23,14 @@ A difference is read as: for step i's loss, ``|loss - single's| / |single's|``; 
 sums, ``|Σp - single's Σp| / single's Σ|p|`` and ``|Σp² - single's Σp²| / single's Σp²`` (only where
 both were taken after the same step); and the configuration's own ``rank_spread`` (its ranks'
 sums against rank 0's: replicas that disagree compute something else however close rank 0 is).
+A convergence case's final test accuracy is compared with single's within the recipe's parity
+tolerance (absolute): after thousands of steps float-sized differences have grown past any of the
+tolerances above in the parameters, and what a clean configuration keeps is its accuracy.
+
+In fp16 a loss scaler skips the update of a step whose gradients overflowed, and a rank's
+per-sample gradients are larger than single's (its slice's mean is taken over fewer samples), so an
+overflow can come in one configuration and not the other: a configuration whose scaler skipped
+other steps than single's (``skipped_steps``) trained other steps, and departs for that reason.
 
 A stateful workload (BatchNorm normalising each replica's slice, dropout drawing a mask per replica)
 is exempt: its fingerprint says why, and so does the verdict. Pure: pandas rows in, typed verdicts
@@ -91,7 +100,8 @@ class FingerprintVerdict:
     tolerance: Tolerance | None = None
     """The tolerance applied; None where nothing was compared."""
     departure: float | None = None
-    """The largest relative difference found (losses, parameter sums, the ranks' spread)."""
+    """The difference nearest its bound, or furthest past it (losses, parameter sums and the ranks'
+    spread relative to single's; a convergence case's final accuracy in accuracy)."""
     where: str | None = None
     """Which quantity differed most: ``"loss at step 3"``, ``"parameter sum"``, ``"ranks' parameters"``."""
     compared_steps: int | None = None
@@ -111,8 +121,37 @@ def _relative(value: Any, reference: Any, scale: Any) -> float:
         return math.nan
 
 
-def _differences(fingerprint: Mapping[str, Any], single: Mapping[str, Any]) -> list[tuple[float, str]]:
-    """Every relative difference of ``fingerprint`` from ``single``'s, with what it measured."""
+@dataclass(frozen=True)
+class _Difference:
+    value: float  # how far from single's, in the bound's units
+    bound: float  # the largest difference rounding explains
+    where: str
+    bound_text: str  # the bound in words: "the fp32 tolerance 0.0001"
+
+    @property
+    def share(self) -> float:
+        """``value / bound``; NaN (a value missing or unreadable) counts as departing: nothing proves the match."""
+        return math.inf if math.isnan(self.value) else self.value / self.bound
+
+
+_FINAL_ACCURACY = "final test accuracy"
+
+
+def _accuracy_difference(fingerprint: Mapping[str, Any], single: Mapping[str, Any]) -> _Difference | None:
+    """A convergence case's final test accuracy against single's, within the recipe's parity
+    tolerance single recorded (absolute, in accuracy); None where either has no such record."""
+    tolerance = single.get("accuracy_tolerance")
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not tolerance > 0:
+        return None
+    if "final_test_accuracy" not in single or "final_test_accuracy" not in fingerprint:
+        return None
+    gap = _relative(fingerprint.get("final_test_accuracy"), single.get("final_test_accuracy"), 1.0)
+    return _Difference(gap, float(tolerance), _FINAL_ACCURACY, f"the recipe's parity tolerance {tolerance:.4f}")
+
+
+def _differences(fingerprint: Mapping[str, Any], single: Mapping[str, Any], tolerance: Tolerance) -> list[_Difference]:
+    """Every difference of ``fingerprint`` from ``single``'s with its bound: the relative ones within
+    the precision's ``tolerance``, a convergence case's final accuracy within the recipe's."""
     out = []
     losses, ref_losses = list(fingerprint.get("losses") or []), list(single.get("losses") or [])
     for i, (loss, ref) in enumerate(zip(losses, ref_losses)):
@@ -134,7 +173,32 @@ def _differences(fingerprint: Mapping[str, Any], single: Mapping[str, Any]) -> l
     spread = fingerprint.get("rank_spread")
     if isinstance(spread, (int, float)) and not isinstance(spread, bool):
         out.append((float(spread), "ranks' parameters (against rank 0's)"))
-    return out
+    words = f"the {tolerance.precision} tolerance {tolerance.relative:g}"
+    found = [_Difference(value, tolerance.relative, where, words) for value, where in out]
+    accuracy = _accuracy_difference(fingerprint, single)
+    return found if accuracy is None else [*found, accuracy]
+
+
+def _skipped_steps(
+    fingerprint: Mapping[str, Any], single: Mapping[str, Any], steps: int
+) -> tuple[list[int], list[int]] | None:
+    """``(the configuration's, single's)`` skipped steps where they differ among the steps both
+    fingerprints cover (the losses compared, the step the sums follow); None where they agree or
+    either record has none (a run saved before they were recorded)."""
+    mine, theirs = fingerprint.get("skipped_steps"), single.get("skipped_steps")
+    if not isinstance(mine, list) or not isinstance(theirs, list):
+        return None
+    step = fingerprint.get("step")
+    covered = max(steps, step if isinstance(step, int) and step == single.get("step") else 0)
+    mine, theirs = sorted(i for i in mine if i <= covered), sorted(i for i in theirs if i <= covered)
+    return None if mine == theirs else (mine, theirs)
+
+
+def _step_list(steps: list[int]) -> str:
+    """``"no step"``, ``"step 1"``, ``"steps 1, 3"``."""
+    if not steps:
+        return "no step"
+    return f"step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}"
 
 
 def compare_fingerprints(
@@ -166,26 +230,47 @@ def compare_fingerprints(
             where="parameter count",
             **common,
         )
-    found = _differences(fingerprint, single)
-    # NaN (a value missing or unreadable) counts as departing: nothing proves the match.
-    worst, where = max(found, key=lambda d: math.inf if math.isnan(d[0]) else d[0], default=(math.nan, None))
-    compared = f"{steps} steps' losses" + (", the parameter sums" if any("sum" in w for _, w in found) else "")
-    if found and worst <= tolerance.relative:
+    skipped = _skipped_steps(fingerprint, single, steps)
+    if skipped is not None:
+        return FingerprintVerdict(
+            status=FingerprintStatus.DEPARTS,
+            reason=f"{DEPARTS_PREFIX}its loss scaler skipped the update of {_step_list(skipped[0])}, {reference}'s "
+            f"{_step_list(skipped[1])}: they trained different steps (nothing else compared)",
+            where="skipped steps",
+            **common,
+        )
+    found = _differences(fingerprint, single, tolerance)
+    judged = max(found, key=lambda d: d.share, default=None)  # the nearest to its bound, or furthest past it
+    if judged is not None and judged.share <= 1:
+        relative = [d for d in found if d.where != _FINAL_ACCURACY]
+        worst = max(relative, key=lambda d: d.value, default=None)
+        largest = "" if worst is None else f"largest relative difference {worst.value:.1e}, {worst.where}; "
+        compared = [f"{steps} steps' losses"] + (["the parameter sums"] if any("sum" in d.where for d in found) else [])
+        compared += [
+            f"the {d.where} ({d.value:.4f} apart, within {d.bound_text})" for d in found if d.where == _FINAL_ACCURACY
+        ]
         return FingerprintVerdict(
             status=FingerprintStatus.MATCHES,
             reason=f"matches {reference} within the {precision} tolerance {tolerance.relative:g} "
-            f"(largest relative difference {worst:.1e}, {where}; compared: {compared})",
-            departure=worst,
-            where=where,
+            f"({largest}compared: {', '.join(compared)})",
+            departure=judged.value,
+            where=judged.where,
             **common,
         )
-    size = "nothing to compare" if not found else ("unreadable" if math.isnan(worst) else f"{worst:.1e}")
+    if judged is None:
+        return FingerprintVerdict(
+            status=FingerprintStatus.DEPARTS,
+            reason=f"{DEPARTS_PREFIX}departs from {reference} by nothing to compare (no values), "
+            f"beyond the {precision} tolerance {tolerance.relative:g}",
+            **common,
+        )
+    unreadable = math.isnan(judged.value)
     return FingerprintVerdict(
         status=FingerprintStatus.DEPARTS,
-        reason=f"{DEPARTS_PREFIX}departs from {reference} by {size} ({where or 'no values'}), "
-        f"beyond the {precision} tolerance {tolerance.relative:g}",
-        departure=None if math.isnan(worst) else worst,
-        where=where,
+        reason=f"{DEPARTS_PREFIX}departs from {reference} by {'unreadable' if unreadable else f'{judged.value:.1e}'} "
+        f"({judged.where}), beyond {judged.bound_text}",
+        departure=None if unreadable else judged.value,
+        where=judged.where,
         **common,
     )
 
@@ -223,7 +308,11 @@ def _name(row: pd.Series) -> str:
 
 def _precision(row: pd.Series) -> str:
     fingerprint = _cell(row, "fingerprint")
-    return str(fingerprint.get("precision") or DEFAULT_PRECISION) if isinstance(fingerprint, Mapping) else DEFAULT_PRECISION
+    return (
+        str(fingerprint.get("precision") or DEFAULT_PRECISION)
+        if isinstance(fingerprint, Mapping)
+        else DEFAULT_PRECISION
+    )
 
 
 def _recipe_text(key: tuple[Any, ...]) -> str:

@@ -10,11 +10,16 @@ reads the found-inf flag with ``.item()`` to decide whether to step the optimize
 waits there for the backward to finish before it can queue the optimizer's kernels. A user's
 fp16 loop pays the same, so it stays in the measurement; ``python -m benchmarks.gradscaler_sync``
 (run by ``tools/gpu-check``) measures what it costs against the same step without that read.
+
+A step whose fp16 gradients overflowed is skipped by the scaler (no optimizer update, the scale
+backed off): :attr:`Precision.skipped` counts them, from the optimizers' own step post-hooks (torch
+calls them only for a step taken), so counting adds no read of a device value to the step.
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,6 +36,10 @@ class Precision:
         self.scaler = None
         if name == "fp16":
             self.scaler = scaler_factory() if scaler_factory is not None else torch.amp.GradScaler(device_type)
+        self.skipped = 0
+        """Steps whose optimizer update the loss scaler skipped so far (always 0 without a scaler)."""
+        self._taken = 0  # optimizer steps taken under the scaler, counted by their post-hooks
+        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def autocast(self) -> Any:
         import torch
@@ -48,9 +57,20 @@ class Precision:
             for optimizer in optimizers:
                 optimizer.step()
             return
+        optimizers = list(optimizers)
+        for optimizer in optimizers:
+            if optimizer not in self._watched:
+                optimizer.register_step_post_hook(self._count_taken)
+                self._watched.add(optimizer)
+        taken = self._taken
         for optimizer in optimizers:
             self.scaler.step(optimizer)
+        if self._taken - taken < len(optimizers):
+            self.skipped += 1
         self.scaler.update()
+
+    def _count_taken(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._taken += 1
 
     def state_dict(self) -> dict[str, Any] | None:
         return None if self.scaler is None else self.scaler.state_dict()

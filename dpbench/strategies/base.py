@@ -407,22 +407,26 @@ class Strategy(ABC):
         self.phases.clear()
         times: list[float] = []
         losses = []
+        skipped: list[int] = []  # steps of this call whose update the loss scaler skipped
         # Minor page faults over the k steps (this process, every thread), read outside the clocks:
         # memory the C library gave back and the next step touches again costs a fault per page,
         # and how much that is depends on the process (see minor_faults in StepStats).
         faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        for _ in range(k):
+        for index in range(k):
             # Host → device copy of the batch outside the clock: a step measures the training
             # work, not the data loading (a pageable copy inside it would be a host sync).
             inputs, target = self.staged_batch(self._step)
             # Start from an idle device (copy done) so earlier work is not charged to this step.
             self.phases.sync()
+            skipped_before = self.precision.skipped
             t0 = time.perf_counter()
             loss = self.train_step(inputs, target)
             # Stop the clock only when the device has finished this step's work.
             self.phases.sync()
             times.append(time.perf_counter() - t0)
             losses.append(loss)
+            if self.precision.skipped > skipped_before:
+                skipped.append(index)
             self._step += 1
             if on_step is not None:
                 on_step()
@@ -439,6 +443,7 @@ class Strategy(ABC):
         return {
             "times": times,
             "loss_parts": loss_parts,
+            "skipped_steps": skipped,
             "phases": {name: total / max(1, k) for name, total in phases.items()},
             "memory": memory,
             "minor_faults": minor_faults,

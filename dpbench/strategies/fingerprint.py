@@ -5,8 +5,9 @@ so after the same steps its parameters must equal ``single``'s within float roun
 fingerprint that proves it in every run has to be computed *the same way* under every strategy,
 whatever each one holds: the same float64 Σp, Σ|p| and Σp² over every element of every full
 parameter. :meth:`dpbench.strategies.Strategy.fingerprint_sums` reduces the parameters a rank holds
-whole (:func:`parameter_sums`); fsdp adds up each rank's shards with one all-reduce instead of
-gathering them (the same sums, added in another order). :func:`tensor_sums` reduces chunk by chunk
+whole (:func:`parameter_sums`); fsdp adds up the shards of its replica with one all-reduce over the
+replica's ranks instead of gathering them (the same sums, added in another order; under HSDP each
+replica group's own, so the ranks' spread compares the replica groups). :func:`tensor_sums` reduces chunk by chunk
 and adds the chunks' sums in float64, so no float64 copy of a large parameter is ever held (a CPU
 worker's measured peak is its lifetime's).
 

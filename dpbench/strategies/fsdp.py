@@ -337,22 +337,27 @@ class FSDP(Strategy):
             )
 
     def fingerprint_sums(self) -> dict[str, Any]:
-        # Each rank adds up the shards it holds and one all-reduce adds the ranks' sums: the full
-        # parameters' sums without a gather per parameter (one collective each, which made the
-        # fingerprint cost more than the steps on a small model). A shard HSDP replicates across
-        # its replicate groups is counted once: each copy adds 1/copies of its sums.
+        # Each rank adds up the shards it holds and one all-reduce over its replica's ranks adds
+        # theirs: the full parameters' sums without a gather per parameter (one collective each,
+        # which made the fingerprint cost more than the steps on a small model). Each rank reports
+        # its own replica's sums, so HSDP's replica groups are compared in rank_spread (an all-reduce
+        # over every rank would average a diverging replica away); without replicate there is one
+        # replica and every rank reports its sums.
         import torch
         import torch.distributed as dist
 
         from dpbench.strategies.fingerprint import sums_record, tensor_sums
 
+        hsdp = self.spec.options.replicate > 1
+        group, within = (self.mesh.get_group("shard"), (1,)) if hsdp else (self.ctx.group, (0,))
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         count = 0
         for p in self.model.parameters():
-            copies = math.prod(p.device_mesh.size(d) for d, place in enumerate(p.placements) if place.is_replicate())
+            # A parameter replicated across the ranks summed (not FSDP's own placement) counts once.
+            copies = math.prod(p.device_mesh.size(d) for d in within if p.placements[d].is_replicate())
             sums += tensor_sums(p.to_local()).to(self.device) / copies
             count += p.numel()  # a DTensor's numel is the full parameter's
-        dist.all_reduce(sums, group=self.ctx.group)
+        dist.all_reduce(sums, group=group)
         return sums_record(sums, count)
 
     # -- case metrics ------------------------------------------------------------------------

@@ -338,9 +338,13 @@ def _loss_only(module: nn.Module, args: Any, output: Any) -> Any:
 
 
 class HfTrainModule(nn.Module):
-    """The model and the names of its inputs: ``forward(*tensors)`` returns its own loss as a
-    1-element tensor, so DataParallel's gather stacks one loss per replica (``hf_loss`` averages).
+    """The model and the names of its inputs: ``forward(*tensors)`` returns its own loss times the
+    rows it was given, as a 1-element tensor, so DataParallel's gather stacks one such sum per
+    replica and ``hf_loss`` divides their total by the batch's rows.
 
+    The head averages over its slice's tokens or images, and every row of a batch holds as many
+    (:func:`hf_batch`): weighting each slice's mean by its rows makes an uneven split (8 rows over 3
+    replicas: 3, 3, 2) add up to the mean ``single`` computes, where a mean of the means would not.
     The model returns its loss alone (the other outputs are dropped where it returns them), and the
     1-element loss is a new tensor, not a view: each is what a strategy's wrapper hands on (FSDP
     shards the model and this module as units, see :func:`_loss_only`)."""
@@ -352,7 +356,8 @@ class HfTrainModule(nn.Module):
         self.input_names = input_names
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return torch.stack((self.model(**dict(zip(self.input_names, inputs))).loss,))
+        loss = self.model(**dict(zip(self.input_names, inputs))).loss
+        return torch.stack((loss * inputs[0].shape[0],))
 
 
 @functools.lru_cache(maxsize=8)
@@ -407,6 +412,7 @@ def hf_batch(
     return (inputs, labels), labels
 
 
-def hf_loss(output: torch.Tensor, target: Any) -> torch.Tensor:
-    """The model head's own loss: the mean of the per-replica losses ``HfTrainModule`` returns."""
-    return output.mean()
+def hf_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The model head's own loss over ``target``'s rows: the row-weighted losses ``HfTrainModule``
+    returns (one per replica that computed a slice of them) added up and divided by the rows."""
+    return output.sum() / target.shape[0]

@@ -189,3 +189,78 @@ def test_a_curve_that_moves_between_trials_is_not_deterministic_and_a_missed_tar
     assert info["deterministic"] is False and info["test_accuracy_trials"][1] == [0.5, 0.61, 0.7]
     assert info["epochs_to_target"] is None and info["time_to_target_s"] is None
     assert info["reference"] is None and info["accuracy_gap_to_reference"] is None
+
+
+class _FakeRun:
+    """What ``launch`` returns, recording the order of its calls: losses and sums follow the step count."""
+
+    pids: list[int] = []
+
+    def __init__(self, *args, **kwargs):
+        self.steps, self.calls, self.info = 0, [], _RUN_INFO
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def step(self, k):
+        self.calls.append(("step", k))
+        first, self.steps = self.steps, self.steps + k
+        return StepStats(
+            step_times=[0.01] * k, global_batch=64, losses=[2.0 - 0.001 * i for i in range(first, self.steps)]
+        )
+
+    def fingerprint(self):
+        self.calls.append(("fingerprint", self.steps))
+        return {"step": self.steps, "param_sum": float(self.steps), "param_count": 10, "rank_spread": 0.0}
+
+    def evaluate(self, split):
+        self.calls.append(("evaluate", self.steps))
+        return {"accuracy": self.steps / 1000, "loss": 0.1, "samples": 359, "eval_s": 0.001, "device": "cpu"}
+
+    def control(self):
+        return 0.01
+
+
+class _FakeSampler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def summary(self):
+        return {}
+
+
+def test_a_convergence_case_takes_its_sums_after_the_probe_steps_and_records_its_final_accuracy(monkeypatch):
+    # After thousands of SGD steps float-sized differences between clean configurations have grown
+    # past any tolerance: the sums follow the probe's 2 steps, as a throughput case's do.
+    pytest.importorskip("sklearn", reason="the digits recipe needs scikit-learn")
+    import dpbench.launcher
+    import dpbench.measure.cases
+    from dpbench.measure.cases import PROBE_STEPS
+
+    runs = []
+    monkeypatch.setattr(dpbench.launcher, "launch", lambda *a, **k: runs.append(_FakeRun()) or runs[-1])
+    monkeypatch.setattr(dpbench.measure.cases, "_sampled", lambda *a: _FakeSampler())
+    profile = type("Profile", (), {"device": "cpu", "sample_interval": 0.1})()
+    trial = _case("ddp").measure_trial(profile, trial=0, steps_per_round=None, timeline=None, first=True)
+    (run,) = runs
+    assert run.calls[:4] == [
+        ("step", PROBE_STEPS),
+        ("fingerprint", PROBE_STEPS),
+        ("step", 22 - PROBE_STEPS),
+        ("evaluate", 22),
+    ]
+    assert [c for c in run.calls if c[0] == "fingerprint"] == [("fingerprint", PROBE_STEPS)]
+    record = trial.case_metrics["fingerprint"]
+    assert record["step"] == PROBE_STEPS and record["losses"] == [2.0 - 0.001 * i for i in range(8)]
+    assert record["final_test_accuracy"] == 3 * 22 / 1000 and record["accuracy_tolerance"] == 3 / 359
+    # The epoch is still one epoch: its 22 step times, its mean loss, its wall time.
+    assert trial.round_times == pytest.approx([0.01] * 3) and len(trial.unit_times) == 3 * 22
+    assert trial.detail.epochs[0]["train_loss"] == pytest.approx(2.0 - 0.001 * 10.5)
+    later = _case("ddp").measure_trial(profile, trial=1, steps_per_round=None, timeline=None, first=False)
+    assert later.case_metrics is None and ("step", 22) in runs[-1].calls and "fingerprint" not in str(runs[-1].calls)

@@ -97,6 +97,30 @@ def test_the_tolerance_follows_the_coarser_precision():
     assert TOLERANCES["fp32"] < TOLERANCES["fp16"] < TOLERANCES["bf16"]
 
 
+def test_a_convergence_cases_final_accuracy_is_held_to_the_recipes_parity_tolerance():
+    # Absolute, in accuracy: 3 of 359 test images (the digits recipe's tolerance).
+    single = fp(final_test_accuracy=0.95, accuracy_tolerance=3 / 359)
+    within = compare_fingerprints(fp(final_test_accuracy=0.95 + 2 / 359, accuracy_tolerance=3 / 359), single)
+    assert within.status is FingerprintStatus.MATCHES and within.where == "final test accuracy"
+    assert within.reason == (
+        "matches single within the fp32 tolerance 0.0001 (largest relative difference 0.0e+00, loss at step 1; "
+        "compared: 4 steps' losses, the parameter sums, the final test accuracy (0.0056 apart, within the "
+        "recipe's parity tolerance 0.0084))"
+    )
+    beyond = compare_fingerprints(fp(final_test_accuracy=0.95 - 4 / 359, accuracy_tolerance=3 / 359), single)
+    assert beyond.status is FingerprintStatus.DEPARTS and beyond.departure == pytest.approx(4 / 359)
+    assert beyond.reason == (
+        "computes something else: departs from single by 1.1e-02 (final test accuracy), "
+        "beyond the recipe's parity tolerance 0.0084"
+    )
+    # A loss past its tolerance departs for that, however close the accuracy.
+    loss = compare_fingerprints(fp(scale=1.01, loss_at=1, final_test_accuracy=0.95), single)
+    assert loss.status is FingerprintStatus.DEPARTS and loss.where == "loss at step 2"
+    # No parity expected (a recipe without a tolerance): the accuracy is not compared.
+    free = fp(final_test_accuracy=0.5, accuracy_tolerance=None)
+    assert compare_fingerprints(free, {**single, "accuracy_tolerance": None}).status is FingerprintStatus.MATCHES
+
+
 def test_a_stateful_workload_is_exempt_with_its_reason():
     why = "BatchNorm (BatchNorm2d) normalises each replica's slice with its own statistics"
     verdict = compare_fingerprints(fp(exempt=why, scale=2.0), fp(exempt=why))

@@ -83,7 +83,18 @@ def test_hsdp_counts_each_replicated_shard_once(single_mlp):
     hsdp = fingerprint("fsdp", MLP, 4, replicate=2)
     verdict = compare_fingerprints(hsdp, single_mlp, reference="single w1")
     assert verdict.status is FingerprintStatus.MATCHES, verdict.reason
-    assert hsdp["param_count"] == single_mlp["param_count"]
+    assert hsdp["param_count"] == single_mlp["param_count"] and hsdp["rank_spread"] == 0.0
+
+
+@pytest.mark.slow
+def test_hsdp_replica_groups_that_diverge_depart(single_mlp):
+    # Ranks [[0, 1], [2, 3]]: rank 1 steps its shard of replica 0 with twice the learning rate, and
+    # rank 3's copy of that shard (replica 1) does not. Each rank reports its replica's sums: the
+    # replicas disagree, where an average over them would hide it.
+    planted = fingerprint("fsdp", RANK_ONE_LR, 4, replicate=2)
+    assert planted["rank_spread"] > 10 * 1e-4
+    verdict = compare_fingerprints(planted, single_mlp, reference="single w1")
+    assert verdict.status is FingerprintStatus.DEPARTS, verdict.reason
 
 
 @pytest.mark.slow

@@ -3,8 +3,9 @@ module (two input tensors, its own loss, lambdas the workers find by importing i
 Hugging Face models built from their configs — a tiny GPT-2, ViT, BERT, LLaMA and T5 — at world size 2,
 fp32, with SGD and AdamW (the same habit as test_sharded_equivalence.py).
 
-The batch is even (8 over 2 ranks): a Hugging Face head averages its loss over the tokens or
-images of its slice, and equal slices make the mean of the ranks' means the global mean.
+A Hugging Face head averages its loss over the tokens or images of its slice; every row holds as
+many, so the slices' losses weighted by their rows add up to the global mean, even split or not
+(the uneven case: 8 rows over 3 replicas, 3, 3, 2).
 """
 
 from __future__ import annotations
@@ -126,4 +127,15 @@ def test_spec_workloads_match_single(spec, strategy, options, optimizer, singles
         torch.testing.assert_close(got, expected, atol=atol, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
     # The steps moved the weights (a few may not: e.g. position embeddings past the sequence length).
     assert moved > len(ref_params) // 2
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), atol=ATOL * 10, rtol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["dp", "manual"])
+def test_an_uneven_split_of_an_hf_model_matches_single(strategy, singles):
+    # The in-process strategies: dp gathers one row-weighted loss per replica, manual weights each slice.
+    ref_params, ref_losses, _ = singles(GPT2, "sgd")
+    params, losses = train(GPT2, strategy, 3, optimizer="sgd")
+    for name, expected in ref_params.items():
+        torch.testing.assert_close(params[name], expected, atol=ATOL, rtol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), atol=ATOL * 10, rtol=1e-4)

@@ -135,3 +135,50 @@ def test_without_transformers_hf_specs_name_the_install_line(monkeypatch):
         match=r"hf: specs need transformers .*: install the hf extra: pip install -e '\.\[hf\]' in a dpbench checkout",
     ):
         resolve_workload("hf:gpt2")
+
+
+GPT2_ONE_LAYER = "hf:gpt2@n_layer=1,n_embd=32,n_head=2,vocab_size=128,n_positions=32,seq_len=16"
+
+
+def _two_sgd_steps(workload, forward, params):
+    optimizer = torch.optim.SGD(params, lr=0.05)
+    for step in range(2):
+        optimizer.zero_grad()
+        inputs, target = workload.batch(step, 8, 3)
+        workload.loss(forward(*inputs), target).backward()
+        optimizer.step()
+
+
+def test_an_uneven_in_process_split_takes_the_step_single_takes():
+    # DataParallel (dp; torch-dp gathers the same way) at 8 rows over 3 replicas (3, 3, 2): the
+    # gathered losses are weighted by their rows, so the step is single's, not the mean of the means.
+    from dpbench.parallel import DataParallel
+
+    workload = resolve_workload(GPT2_ONE_LAYER)
+    torch.manual_seed(3)
+    single = workload.model()
+    initial = _params(single)
+    replicated = workload.model()
+    replicated.load_state_dict(single.state_dict())
+    _two_sgd_steps(workload, single, single.parameters())
+    with DataParallel(replicated, ["cpu"] * 3, chunk_sizes=[3, 3, 2]) as dp:
+        _two_sgd_steps(workload, dp, replicated.parameters())
+    expected, got = _params(single), _params(replicated)
+    moved = torch.cat([(expected[n] - initial[n]).flatten() for n in expected]).norm()
+    error = torch.cat([(got[n] - expected[n]).flatten() for n in expected]).norm()
+    assert float(error / moved) < 5e-6, f"the parameters differ from single's by {float(error / moved):.2e} of the step"
+
+
+def test_a_slices_loss_is_its_own_mean_and_the_slices_weighted_by_rows_add_up_to_the_batchs():
+    # manual and the multi-process strategies call the loss on each slice, then weight it by its rows.
+    workload = resolve_workload(GPT2_ONE_LAYER)
+    torch.manual_seed(3)
+    model = workload.model()
+    (tokens, labels), target = workload.batch(0, 8, 3)
+    whole = workload.loss(model(tokens, labels), target)
+    parts = [workload.loss(model(tokens[a:b], labels[a:b]), target[a:b]) for a, b in ((0, 3), (3, 6), (6, 8))]
+    torch.testing.assert_close(sum(p * n / 8 for p, n in zip(parts, (3, 3, 2))), whole)
+    with torch.no_grad():
+        logits = model.model.lm_head(model.model.transformer(input_ids=tokens[6:]).last_hidden_state)
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 128), tokens[6:, 1:].reshape(-1))
+    torch.testing.assert_close(parts[2], expected)
