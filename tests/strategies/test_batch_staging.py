@@ -95,6 +95,7 @@ def test_run_steps_stages_on_the_first_device_before_the_clock(monkeypatch):
     trainer.spec, trainer.rank, trainer._step, trainer.cuda_devices = spec, 0, 0, []
     trainer.timed_peak, trainer.workload = {}, MLP
     trainer.phases = SimpleNamespace(sync=lambda: events.append("sync"), clear=lambda: None, resolve=dict)
+    trainer.precision = SimpleNamespace(skipped=0)  # the loss scaler's count of skipped updates
     monkeypatch.setattr("dpbench.strategies.base.stage", lambda obj, device: events.append(f"stage {device}") or obj)
     real_clock = time.perf_counter
     monkeypatch.setattr(time, "perf_counter", lambda: events.append("clock") or real_clock())
@@ -136,7 +137,7 @@ def _compiling_trainer(strategy: str, monkeypatch, events: list, *, device_type:
     trainer.ctx = SimpleNamespace(device=torch.device(devices[-1]), group=None, keep_alive=keep_alive)
     model = torch.nn.Linear(3, 2)
     trainer.module, trainer.optimizer = (lambda: model), torch.optim.SGD(model.parameters(), lr=0.1)
-    trainer.precision = SimpleNamespace(state_dict=lambda: None, load_state_dict=lambda state: None)
+    trainer.precision = SimpleNamespace(state_dict=lambda: None, load_state_dict=lambda state: None, skipped=0)
     trainer.phases = SimpleNamespace(sync=lambda: None, clear=lambda: None, resolve=dict)
     monkeypatch.setattr("dpbench.strategies.base.stage", lambda obj, device: ("staged", device, obj))
 
