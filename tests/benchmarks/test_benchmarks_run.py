@@ -175,8 +175,8 @@ def test_fingerprint_overhead_measures_one_pair_of_first_trials(tmp_path, monkey
 
 @pytest.mark.slow  # two pytest sessions of the suites, one case each
 def test_trace_overhead_runs_the_suites_untraced_and_traced(tmp_path, monkeypatch, capsys):
-    # One case of two trials; the workloads and world sizes narrowed so the sessions collect little.
-    monkeypatch.setenv("DPBENCH_TRIALS", "2")
+    # One case of one trial; the workloads and world sizes narrowed so the sessions collect little.
+    monkeypatch.setenv("DPBENCH_TRIALS", "1")
     monkeypatch.setenv("DPBENCH_WORKLOADS", "mlp")
     monkeypatch.setenv("DPBENCH_WORLD_SIZES", "1")
     out_file = tmp_path / "trace.json"
