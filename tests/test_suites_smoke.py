@@ -31,7 +31,7 @@ def test_suites_save_the_documented_run(tmp_path):
     )
     proc = _pytest(
         ["suites/", "-k", selection, f"--benchmark-storage=file://{storage}", "--benchmark-save=smoke", "-q"],
-        _env(marker),
+        _env(marker, DPBENCH_MEMORY_ESTIMATE="peak"),  # the suites' default, as a user runs them
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "seconds per step" in proc.stdout  # the terminal table says what its columns are

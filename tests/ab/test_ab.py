@@ -28,7 +28,12 @@ from dpbench.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SELECTION = ["-k", "test_collective and 4KiB-all_reduce and not 64KiB"]
-SUITE_ENV = {"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp", "DPBENCH_WORLD_SIZES": "2"}
+SUITE_ENV = {
+    "DPBENCH_PROFILE": "quick",
+    "DPBENCH_WORKLOADS": "mlp",
+    "DPBENCH_WORLD_SIZES": "2",
+    "DPBENCH_MEMORY_ESTIMATE": "state",
+}
 VERSIONS = {"ab-base": "0.1.0+ab-base", "ab-head": "0.1.0+ab-head"}
 
 FAKE_SETUP_ENV = """#!/usr/bin/env bash

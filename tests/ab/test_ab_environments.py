@@ -23,7 +23,12 @@ from dpbench.cli import main
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 # A tiny MLP (its ReLU is most of a step once slowed) and a collective (no ReLU), quick profile.
-SUITE_ENV = {"DPBENCH_PROFILE": "quick", "DPBENCH_WORKLOADS": "mlp@hidden=16,layers=1", "DPBENCH_WORLD_SIZES": "2"}
+SUITE_ENV = {
+    "DPBENCH_PROFILE": "quick",
+    "DPBENCH_WORKLOADS": "mlp@hidden=16,layers=1",
+    "DPBENCH_WORLD_SIZES": "2",
+    "DPBENCH_MEMORY_ESTIMATE": "state",
+}
 SELECTION = ["-k", "test_throughput and single-mlp and w1 or test_collective and 4KiB-all_reduce and not 64KiB"]
 RELU_SLEEP_S = 0.02
 

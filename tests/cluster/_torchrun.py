@@ -37,6 +37,7 @@ def cluster_env(marker: str, **extra: str) -> dict[str, str]:
             "DPBENCH_PROFILE": "quick",
             "DPBENCH_WORKLOADS": "mlp",
             "DPBENCH_TRIALS": "1",
+            "DPBENCH_MEMORY_ESTIMATE": "state",  # the held state: instant (the traced peak costs ~2 s a session)
             "GLOO_SOCKET_IFNAME": "lo",
             "PYTHONUNBUFFERED": "1",
             MARKER_ENV: marker,
