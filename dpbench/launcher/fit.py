@@ -138,22 +138,9 @@ def _gpu_handles(devices: tuple[str, ...], environ: Mapping[str, str], nvml: Any
 
 def _with_nvml(nvml: Any, read: Any) -> Any:
     """``read(nvml)`` between an init and a shutdown of NVML; None when NVML cannot say."""
-    from dpbench.sampler.gpus import load_nvml
+    from dpbench.sampler.gpus import with_nvml
 
-    try:
-        nvml = load_nvml(nvml)
-        nvml.nvmlInit()
-    except Exception:  # no NVML, no driver: nothing to read
-        return None
-    try:
-        return read(nvml)
-    except Exception:  # no GPU, an index NVML does not see
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+    return with_nvml(nvml, read)
 
 
 def _gpu_free(devices: tuple[str, ...], environ: Mapping[str, str], nvml: Any) -> dict[str, tuple[int, str]]:

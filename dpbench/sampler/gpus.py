@@ -39,7 +39,7 @@ from typing import Any
 from .errors import NvmlUnavailable, SamplerWarning
 from .timeline import cuda_label
 
-__all__ = ["GpuInfo", "load_nvml", "probe_gpus", "resolve_devices", "unique_devices", "rank_devices"]
+__all__ = ["GpuInfo", "load_nvml", "probe_gpus", "resolve_devices", "unique_devices", "rank_devices", "with_nvml"]
 
 
 def _text(value: Any) -> str:
@@ -76,6 +76,25 @@ def load_nvml(module=None):
     except ImportError as exc:  # the package is a dependency, but keep the CPU path alive
         raise NvmlUnavailable(f"pynvml is not importable ({exc})") from exc
     return pynvml
+
+
+def with_nvml(nvml: Any, read: Any) -> Any:
+    """``read(nvml)`` between an init and a shutdown of NVML (``nvml``: the module, None for
+    ``pynvml``); None when NVML cannot say (no library, no driver, no GPU, a device it cannot read)."""
+    try:
+        nvml = load_nvml(nvml)
+        nvml.nvmlInit()
+    except Exception:  # no NVML, no driver: nothing to read
+        return None
+    try:
+        return read(nvml)
+    except Exception:  # no GPU, an index or a device NVML cannot read
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
 
 
 def _mig_instances(nvml, parent: dict) -> list[GpuInfo] | None:

@@ -133,28 +133,19 @@ def gpu_local_cpus(
     under ``CUDA_VISIBLE_DEVICES``): NVML's CPU affinity of the device, its NUMA node's CPUs (a
     MIG slice: its GPU's). None when NVML cannot say. ``nvml``: the NVML module (None: ``pynvml``);
     ``cpu_count``: CPUs the bitmask must cover (None: this machine's)."""
-    from dpbench.sampler.gpus import load_nvml, probe_gpus
+    from dpbench.sampler.gpus import probe_gpus, with_nvml
 
     words = -(-(cpu_count or os.cpu_count() or 1) // 64)  # pynvml's bitmask: 64-bit words
-    try:
-        nvml = load_nvml(nvml)
-        nvml.nvmlInit()
-    except Exception:  # no NVML, no driver
-        return None
-    try:
+
+    def read(nvml: Any) -> tuple[frozenset[int], ...]:
         visible = probe_gpus(nvml, environ)  # pairs its own init with a shutdown: ours keeps NVML up
         near = []
         for gpu in visible:
             mask = nvml.nvmlDeviceGetCpuAffinity(nvml.nvmlDeviceGetHandleByUUID(gpu.parent_uuid or gpu.uuid), words)
             near.append(frozenset(64 * w + b for w, word in enumerate(mask) for b in range(64) if int(word) >> b & 1))
         return tuple(near[r % len(near)] for r in range(count))
-    except Exception:  # no GPU, a device NVML cannot place
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+
+    return with_nvml(nvml, read)
 
 
 def pinning_supported() -> bool:
