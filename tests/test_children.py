@@ -54,6 +54,15 @@ def _child(*, ignore: bool) -> subprocess.Popen:
     return proc
 
 
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C as Python has it by default, even where this test process has it ignored (a background
+    job, or a module imported earlier that ignores it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize(
     "sig, ignore, forwarded, code",
     [
@@ -64,7 +73,7 @@ def _child(*, ignore: bool) -> subprocess.Popen:
         (signal.SIGTERM, True, "SIGTERM\n", -signal.SIGKILL),  # a child that stays is SIGKILLed
     ],
 )
-def test_a_stop_while_waiting_is_passed_on_and_raised_once_the_child_is_gone(sig, ignore, forwarded, code):
+def test_a_stop_while_waiting_is_passed_on_and_raised_once_the_child_is_gone(sig, ignore, forwarded, code, ctrl_c):
     proc = _child(ignore=ignore)
     timer = threading.Timer(0.1, os.kill, (os.getpid(), sig))
     with pytest.raises(KeyboardInterrupt) as raised, stop_signals():

@@ -56,6 +56,7 @@ from dpbench.ab.settle import PairsLook, SettlePlan, end_line, until_settled
 __all__ = [
     "DEFAULT_TRIALS",
     "Judge",
+    "EXIT_HUNG_UP",
     "EXIT_INTERRUPTED",
     "EXIT_SUITE_FAILED",
     "EXIT_TERMINATED",
@@ -72,7 +73,8 @@ BASE, HEAD = "base", "head"
 # Exit codes beyond compare's 0 (no regression), 1 (regression), 2 (unusable input):
 EXIT_SUITE_FAILED = 4  # a revision could not be set up, or one of its invocations failed
 EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a SIGTERM (a CI cancel) stopped the job; 129: a SIGHUP
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a SIGTERM (a CI cancel) stopped the job
+EXIT_HUNG_UP = 128 + signal.SIGHUP  # 129: a SIGHUP (the terminal closed) stopped it
 
 Judge = Callable[[Sequence[str]], int]
 """Judges the saved pairs: takes ``dpbench compare``'s arguments naming them (``--baseline RUN...

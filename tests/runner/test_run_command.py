@@ -180,11 +180,13 @@ def _tiny_run(tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize(
     "sig, code, last",
     [
+        # kill -INT of dpbench run alone (a terminal's Ctrl-C reaches its pytest too: the test above).
+        (signal.SIGINT, 130, "dpbench run: interrupted\n"),
         (signal.SIGTERM, 143, "dpbench run: terminated (SIGTERM)\n"),
         (signal.SIGHUP, 129, "dpbench run: terminated (SIGHUP)\n"),
         (signal.SIGKILL, -signal.SIGKILL, None),  # nothing left to say it; its pytest dies with it
     ],
-    ids=["sigterm", "sighup", "sigkill"],
+    ids=["sigint", "sigterm", "sighup", "sigkill"],
 )
 def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(tmp_path, sig, code, last):
     """``kill -TERM`` (``timeout``, a CI cancel), a closed terminal's SIGHUP and the SIGKILL after a
@@ -200,6 +202,8 @@ def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(t
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # what reaches the group stays between this test and the run
+        # A test process may have SIGINT ignored (a background job; a module that set it): not the run.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     try:
