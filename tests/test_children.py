@@ -72,6 +72,7 @@ def ctrl_c():
         (signal.SIGINT, False, "", -signal.SIGKILL),
         (signal.SIGTERM, True, "SIGTERM\n", -signal.SIGKILL),  # a child that stays is SIGKILLed
     ],
+    ids=["sigterm", "sighup", "sigint-not-sent-again", "sigterm-child-stays"],
 )
 def test_a_stop_while_waiting_is_passed_on_and_raised_once_the_child_is_gone(sig, ignore, forwarded, code, ctrl_c):
     proc = _child(ignore=ignore)
