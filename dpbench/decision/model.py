@@ -15,9 +15,12 @@ beaten by anything the view claims. Each other configuration is then judged agai
 
 - ``fastest``: every other configuration is slower than the leader;
 - ``level``: the leader and some others are level (within the margin), the rest slower;
-- ``unsettled``: some comparison with the leader is neither — or the leader or its runner-up ran
-  while other processes took a large share of the machine (``busy``), or computes something else
-  than ``single`` (``departs``) — and the answer says what would settle it;
+- ``unsettled``: some comparison with the leader is neither, and the answer says what would settle
+  it. A comparison is never claimed where either side's trials were *contended*: other processes
+  took a large share of the machine while they ran (``busy``), or they spread further than a quiet
+  machine's noise allows (:data:`~dpbench.decision.contention.SPREAD_LIMIT`: contention the sampler
+  missed). Such a comparison is unsettled with that reason — against the leader and against
+  ``single`` alike, wherever the configuration ranks — and the answer states the reason;
 - ``alone``: one configuration, nothing to rank.
 
 Beside the ranking, never in it: where the configurations read the GPUs' energy counter, the one with
@@ -34,7 +37,7 @@ from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
-from dpbench.decision.contention import contention_text, is_busy
+from dpbench.decision.contention import SPREAD_LIMIT, contention_text, is_busy, spread_text, trial_spread
 from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, paired_ratio
 
@@ -134,6 +137,9 @@ class ConfigComparison:
     claim: Claim
     settle_trials: int | None = None
     """For an unsettled claim: about how many trials would settle it (None: unknown or many)."""
+    why: str = ""
+    """Why it is unsettled whatever its interval says: either side's trials were contended ('' when
+    the interval alone decided)."""
 
     def to_dict(self) -> dict[str, Any]:
         r = self.ratio
@@ -145,6 +151,7 @@ class ConfigComparison:
             "coverage": _num(r.confidence),
             "claim": self.claim.value,
             "settle_trials": self.settle_trials,
+            "why": self.why,
         }
 
 
@@ -163,6 +170,8 @@ class Standing:
     """Its throughput over ``single``'s at the recipe (None for single, or where none ran)."""
     busy: bool = False
     """Other processes took more than the contention limit of the machine during its trials."""
+    contended: str = ""
+    """Why its trials cannot be claimed on (busy, or spread beyond the noise model; '' when they can)."""
 
     @property
     def name(self) -> str:
@@ -226,23 +235,29 @@ class Answer:
         return tuple(s for s in self.standings if s.vs_leader is not None and s.vs_leader.claim is Claim.UNSETTLED)
 
     @property
+    def open_by_interval(self) -> tuple[Standing, ...]:
+        """The unsettled comparisons more trials at this spread could settle: not those a contended
+        machine left open (:attr:`reasons` says why those are)."""
+        return tuple(s for s in self.unsettled if s.vs_leader is not None and not s.vs_leader.why)
+
+    @property
     def settle_trials(self) -> int | None:
         """About how many trials would settle every open comparison (None: unknown or many)."""
-        needs = [s.vs_leader.settle_trials for s in self.unsettled if s.vs_leader is not None]
+        needs = [s.vs_leader.settle_trials for s in self.open_by_interval if s.vs_leader is not None]
         return max(needs) if needs and all(n is not None for n in needs) else None  # type: ignore[type-var]
 
     def standing(self, name: str) -> Standing:
         return next(s for s in self.standings if s.name == name)
 
     def open_configurations(self) -> tuple[str, ...]:
-        """What more trials could still change: the leader, the unsettled and the busy ones
-        (empty once the answer is settled)."""
+        """What more trials could still change: the leader, the unsettled and the contended ones
+        (empty once the answer is settled): new pairs on a quieter machine can settle a contended one."""
         if self.outcome is not AnswerOutcome.UNSETTLED:
             return ()
         names = [self.leader] if self.leader else []
-        if self.reasons:  # a busy leader or runner-up: new pairs of both are what can settle it
-            names += [s.name for s in self.standings[:2]]
-        names += [s.name for s in self.standings if s.name != self.leader and (s.busy or s in self.unsettled)]
+        names += [
+            s.name for s in self.standings if s.name != self.leader and (s.busy or s.contended or s in self.unsettled)
+        ]
         return tuple(dict.fromkeys(names))
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,6 +283,7 @@ class Answer:
                     "trials": s.trials,
                     "busy": s.busy,
                     "busy_share": _num(s.entry.busy_share),
+                    "contended": s.contended,
                     "joules_per_sample": _num(s.joules_per_sample),
                     "vs_leader": s.vs_leader.to_dict() if s.vs_leader else None,
                     "vs_single": s.vs_single.to_dict() if s.vs_single else None,
@@ -281,18 +297,39 @@ def _num(value: float) -> float | None:
     return None if not isinstance(value, (int, float)) or not math.isfinite(value) else float(value)
 
 
-def _compare(numerator: Entry, denominator: Entry, *, level: float, margin: float) -> ConfigComparison:
+def _compare(
+    numerator: Entry, denominator: Entry, *, level: float, margin: float, contended: Mapping[str, str] | None = None
+) -> ConfigComparison:
+    """The claim on ``numerator`` over ``denominator``; unsettled, saying why, where ``contended``
+    (name → why) names either side, whatever the interval says: the pairs moved with the machine,
+    not with the configurations."""
     ratio = paired_ratio(numerator.throughputs, denominator.throughputs, level)
+    why = "; ".join(w for e in (numerator, denominator) if (w := (contended or {}).get(e.name, "")))
+    if why:
+        return ConfigComparison(ratio=ratio, claim=Claim.UNSETTLED, why=why)
     claim = claim_of(ratio, margin=margin, level=level)
     settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
     return ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle)
+
+
+def contention_of(entry: Entry, busy_limit: float) -> str:
+    """Why ``entry``'s trials cannot be claimed on ('' when they can): other processes took more
+    than ``busy_limit`` of the machine (the median over its trials), or its kept trials spread past
+    :data:`~dpbench.decision.contention.SPREAD_LIMIT` — contention the sampler missed or that hit
+    only some of its trials."""
+    if is_busy(entry.busy_share, busy_limit):
+        return contention_text(entry.busy_share, f"{entry.name}'s")
+    spread = trial_spread(entry.throughputs)
+    return spread_text(spread, f"{entry.name}'s") if spread > SPREAD_LIMIT else ""
 
 
 def _kept(entry: Entry) -> list[float]:
     return [v for v in entry.throughputs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
 
 
-def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin: float) -> Entry:
+def _leader(
+    entries: Sequence[Entry], reference: Entry, *, level: float, margin: float, contended: Mapping[str, str]
+) -> Entry:
     """The highest paired ratio over the reference; then, while a claim finds another configuration
     faster than the leader, that one (pairwise ratios need not be transitive: the view must never
     crown one that a claim beats)."""
@@ -312,7 +349,8 @@ def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin:
         beaters = [
             e
             for e in entries
-            if e is not leader and _compare(e, leader, level=level, margin=margin).claim is Claim.FASTER
+            if e is not leader
+            and _compare(e, leader, level=level, margin=margin, contended=contended).claim is Claim.FASTER
         ]
         if not beaters:
             break
@@ -354,16 +392,19 @@ def answer_question(
             outcome=AnswerOutcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common
         )
     reference = single or max(ranked, key=lambda e: len(_kept(e)))
-    leader = _leader(ranked, reference, level=level, margin=margin)
+    contended = {e.name: why for e in ranked if (why := contention_of(e, busy_limit))}
+    leader = _leader(ranked, reference, level=level, margin=margin, contended=contended)
+    judged = dict(level=level, margin=margin, contended=contended)
 
     def standing(e: Entry) -> Standing:
         return Standing(
             entry=e,
             samples_per_s=median(_kept(e)),
             trials=len(_kept(e)),
-            vs_leader=None if e is leader else _compare(e, leader, level=level, margin=margin),
-            vs_single=None if single is None or e is single else _compare(e, single, level=level, margin=margin),
+            vs_leader=None if e is leader else _compare(e, leader, **judged),
+            vs_single=None if single is None or e is single else _compare(e, single, **judged),
             busy=is_busy(e.busy_share, busy_limit),
+            contended=contended.get(e.name, ""),
         )
 
     others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
@@ -371,11 +412,8 @@ def answer_question(
     if not others:
         return Answer(outcome=AnswerOutcome.ALONE, leader=leader.name, standings=standings, **common)
     claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
-    reasons = [
-        contention_text(s.entry.busy_share, f"{s.name}'s")
-        for s in standings[:2]  # the leader and its runner-up: the claims that crown rest on them
-        if s.busy
-    ]
+    # Every contended configuration, wherever it ranks: its claims against single are shown too.
+    reasons = [s.contended for s in standings if s.contended]
     if reasons or Claim.UNSETTLED in claims:
         outcome = AnswerOutcome.UNSETTLED
     elif Claim.LEVEL in claims:

@@ -62,6 +62,8 @@ def interval_text(c: ConfigComparison) -> str:
 
 
 def _settle(c: ConfigComparison) -> str:
+    if c.why:
+        return c.why
     return f"settles at ~{c.settle_trials} trials" if c.settle_trials else "many more trials needed"
 
 
@@ -106,7 +108,7 @@ def headline(answer: Answer) -> str:
             f"{where}: no single fastest: {lead.name} ({rate}{single}) is level with "
             f"{_names(list(answer.level_with))}{tail}."
         )
-    open_ = [s.name for s in answer.unsettled]
+    open_ = [s.name for s in answer.open_by_interval]  # the contended ones: the reasons say why
     why = list(answer.reasons)
     if open_:
         more = f"; it settles at ~{answer.settle_trials} trials" if answer.settle_trials else ""
@@ -168,7 +170,7 @@ def _header(width: int) -> str:
 
 def _row(s: Standing, answer: Answer) -> str:
     """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
-    busy = " · busy" if s.busy else ""
+    busy = " · busy" if s.busy else " · spread" if s.contended else ""
     if s.name == answer.leader:
         lead = {AnswerOutcome.FASTEST: "the fastest", AnswerOutcome.LEVEL: "leads a level set"}.get(
             answer.outcome, "leads"
@@ -178,7 +180,9 @@ def _row(s: Standing, answer: Answer) -> str:
     assert c is not None
     r = c.ratio
     ci = f"{r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs" if r.pairs >= 2 and math.isfinite(r.lo) else f"{r.pairs} pairs"
-    if c.claim is Claim.UNSETTLED:
+    if c.claim is Claim.UNSETTLED and c.why:
+        said = "unsettled (contended)"  # the headline's reasons say by what
+    elif c.claim is Claim.UNSETTLED:
         said = f"unsettled (~{c.settle_trials} trials)" if c.settle_trials else "unsettled (many trials)"
     else:
         said = c.claim.value

@@ -165,7 +165,7 @@ class Settling:
         titles = "; ".join(f"{a.question.title}: {', '.join(a.open_configurations())}" for a in open_answers)
         needs = [a.settle_trials for a in open_answers]
         reasons = [r for a in open_answers for r in a.reasons]
-        if reasons and not any(a.unsettled for a in open_answers):  # only a busy machine keeps them open
+        if reasons and not any(a.open_by_interval for a in open_answers):  # only contention keeps them open
             tail = f"; {'; '.join(reasons)}: a quieter machine would settle them"
         elif needs and all(n is not None for n in needs):
             more = max(max(n for n in needs if n is not None) - look.trials, 1)
