@@ -49,9 +49,18 @@ __all__ = [
     "Frugal",
     "AnswerOutcome",
     "Question",
+    "SCOPE",
     "Standing",
     "answer_question",
 ]
+
+
+SCOPE = "session"
+"""What every claim is about (a saved identifier: the JSON's ``scope``): the trials of one session.
+Pairing trial i with trial i cancels what the machine did between passes, not the offset a fresh
+session gives each configuration (up to 30% on the 2-core development VM: docs/decision.md#sessions);
+an interval that carried it would need several sessions to fit and could never reach the level
+margin, so a claim says it holds for this session instead."""
 
 
 class AnswerOutcome(str, Enum):
@@ -474,6 +483,7 @@ class Decision:
         return {
             "level": self.level,
             "margin": self.margin,
+            "scope": SCOPE,
             "questions": [a.to_dict() for a in self.answers],
             "notes": list(self.notes),
         }

@@ -47,10 +47,11 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level every sentence below it uses."""
+    """The one statement of the claim level and scope every sentence below it uses: a claim is about
+    this session's trials (:data:`dpbench.decision.model.SCOPE`; docs/decision.md#sessions says why)."""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials; level = within ±{decision.margin:.0%}; "
-        "unsettled = more trials needed"
+        f"claims at {decision.level:.0%} intervals of paired trials, in this session; "
+        f"level = within ±{decision.margin:.0%}; unsettled = more trials needed"
     )
 
 
