@@ -57,10 +57,10 @@ def trial_spread(values: Any) -> float:
     return max(kept) / min(kept) if len(kept) >= 2 else math.nan
 
 
-def spread_text(spread: float, whose: str) -> str:
+def spread_text(spread: float, whose: str, limit: float = SPREAD_LIMIT) -> str:
     """``ddp w2's trials spread 27×, beyond the 8× a quiet machine's noise allows``: why a
-    configuration whose trials spread past :data:`SPREAD_LIMIT` is not claimed on."""
-    return f"{whose} trials spread {spread:.0f}×, beyond the {SPREAD_LIMIT:.0f}× a quiet machine's noise allows"
+    configuration whose trials spread past ``limit`` (:data:`SPREAD_LIMIT`) is not claimed on."""
+    return f"{whose} trials spread {spread:.0f}×, beyond the {limit:.0f}× a quiet machine's noise allows"
 
 
 def _trial_share(sampler: Any, cpu_count: int) -> float:

@@ -321,15 +321,15 @@ def _compare(
     return ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle)
 
 
-def contention_of(entry: Entry, busy_limit: float) -> str:
+def contention_of(entry: Entry, busy_limit: float, spread_limit: float = SPREAD_LIMIT) -> str:
     """Why ``entry``'s trials cannot be claimed on ('' when they can): other processes took more
     than ``busy_limit`` of the machine (the median over its trials), or its kept trials spread past
-    :data:`~dpbench.decision.contention.SPREAD_LIMIT` — contention the sampler missed or that hit
-    only some of its trials."""
+    ``spread_limit`` (:data:`~dpbench.decision.contention.SPREAD_LIMIT`) — contention the sampler
+    missed or that hit only some of its trials."""
     if is_busy(entry.busy_share, busy_limit):
         return contention_text(entry.busy_share, f"{entry.name}'s")
     spread = trial_spread(entry.throughputs)
-    return spread_text(spread, f"{entry.name}'s") if spread > SPREAD_LIMIT else ""
+    return spread_text(spread, f"{entry.name}'s", spread_limit) if spread > spread_limit else ""
 
 
 def _kept(entry: Entry) -> list[float]:
@@ -375,10 +375,12 @@ def answer_question(
     busy_limit: float,
     level: float = CLAIM_LEVEL,
     margin: float = LEVEL_MARGIN,
+    spread_limit: float = SPREAD_LIMIT,
 ) -> Answer:
     """The answer of one question from its configurations' trials. ``busy_limit``: the share of
     all cores other processes may take during a configuration's trials before its numbers are
-    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`)."""
+    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`); ``spread_limit``: how far
+    its kept trials may spread (:data:`~dpbench.decision.contention.SPREAD_LIMIT`)."""
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"configurations of {question.title}: expected unique names, found {names}")
@@ -401,7 +403,7 @@ def answer_question(
             outcome=AnswerOutcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common
         )
     reference = single or max(ranked, key=lambda e: len(_kept(e)))
-    contended = {e.name: why for e in ranked if (why := contention_of(e, busy_limit))}
+    contended = {e.name: why for e in ranked if (why := contention_of(e, busy_limit, spread_limit))}
     leader = _leader(ranked, reference, level=level, margin=margin, contended=contended)
     judged = dict(level=level, margin=margin, contended=contended)
 

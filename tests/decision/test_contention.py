@@ -6,6 +6,7 @@ noise models; the stored contended A/A runs claim nothing, the stored quiet run 
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import random
 from pathlib import Path
@@ -113,3 +114,35 @@ def test_stored_contended_runs_claim_nothing_and_the_quiet_run_keeps_its_claims(
             assert set(claims) == {"unsettled"} and q["reasons"], name
     quiet = _stored(tmp_path, "quick-throughput.json.gz")["questions"]
     assert not [c["contended"] for q in quiet for c in q["configurations"] if c["contended"]]
+
+
+def test_the_contention_model_draws_what_the_stored_contended_runs_show():
+    from validation.noise import Contention, ContentionModel, measured_contention
+
+    quiet, base, same = (
+        json.loads(gzip.decompress((GATE_DATA / n).read_bytes()))
+        for n in ("quick-throughput.json.gz", "aa-contended-base.json.gz", "aa-contended-same.json.gz")
+    )
+    found = measured_contention([base, same], quiet)
+    assert len(found) == 7 * 3 + 7 * 5  # every trial of the 7 mlp cases both runs share with the quiet one
+    # single w1: 16.9 ms in the contended run's first trial over 13.4 ms, its quiet median; 2% of the CPUs
+    assert (round(found[0].step, 2), round(found[0].share, 2)) == (1.26, 0.02)
+    # a pass the neighbour overlaps slows each configuration by its own draw; the others are untouched
+    model = ContentionModel(found=(Contention(step=3.0, share=0.6),), rate=1.0, unsampled=0.0)
+    times = [[1.0, 1.0], [2.0, 2.0]]
+    assert model.draw(times, random.Random(0)) == [[0.6, 0.6], [0.6, 0.6]] and times == [[3.0, 3.0], [6.0, 6.0]]
+    missed = ContentionModel(found=(Contention(step=3.0, share=0.6),), rate=1.0, unsampled=1.0)
+    assert all(math.isnan(s) for s in missed.draw([[1.0]], random.Random(0))[0])
+    assert ContentionModel(found=found, rate=0.0).draw(times, random.Random(0)) == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_beside_a_neighbour_the_guard_keeps_false_claims_within_the_stated_level():
+    # A small seeded cell of validation.simulate_contention (docs/validation/decision.md has the grid):
+    # half the passes beside the neighbour, 4 configurations that tie.
+    from validation.noise import MODELS, ContentionModel, measured_contention
+    from validation.simulate_contention import CONTENDED_RUNS, QUIET_RUN, _load, run_cell
+
+    found = tuple(measured_contention([_load(r) for r in CONTENDED_RUNS], _load(QUIET_RUN)))
+    contention = ContentionModel(found=found, rate=0.5)
+    r = run_cell(MODELS["quick-runs"], contention, configs=4, gap=0.0, jobs=40, seed=1)
+    assert r["8-guarded"] / 40 <= 0.10 < r["8-unguarded"] / 40
