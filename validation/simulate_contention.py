@@ -40,7 +40,8 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Entry, Question, answer_question
 from dpbench.stats import median
-from validation.noise import MODELS, ContentionModel, draw_case_params, draw_side, measured_contention
+from validation.contention import ContentionModel, measured_contention
+from validation.noise import MODELS, draw_case_params, draw_side
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE_DATA = ROOT / "tests" / "gate" / "data"

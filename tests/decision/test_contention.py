@@ -117,7 +117,7 @@ def test_stored_contended_runs_claim_nothing_and_the_quiet_run_keeps_its_claims(
 
 
 def test_the_contention_model_draws_what_the_stored_contended_runs_show():
-    from validation.noise import Contention, ContentionModel, measured_contention
+    from validation.contention import Contention, ContentionModel, measured_contention
 
     quiet, base, same = (
         json.loads(gzip.decompress((GATE_DATA / n).read_bytes()))
@@ -139,10 +139,22 @@ def test_the_contention_model_draws_what_the_stored_contended_runs_show():
 def test_beside_a_neighbour_the_guard_keeps_false_claims_within_the_stated_level():
     # A small seeded cell of validation.simulate_contention (docs/validation/decision.md has the grid):
     # half the passes beside the neighbour, 4 configurations that tie.
-    from validation.noise import MODELS, ContentionModel, measured_contention
+    from validation.contention import ContentionModel, measured_contention
+    from validation.noise import MODELS
     from validation.simulate_contention import CONTENDED_RUNS, QUIET_RUN, _load, run_cell
 
     found = tuple(measured_contention([_load(r) for r in CONTENDED_RUNS], _load(QUIET_RUN)))
     contention = ContentionModel(found=found, rate=0.5)
     r = run_cell(MODELS["quick-runs"], contention, configs=4, gap=0.0, jobs=40, seed=1)
     assert r["8-guarded"] / 40 <= 0.10 < r["8-unguarded"] / 40
+
+
+def test_the_html_view_lists_each_contended_configuration_with_its_reason():
+    from dpbench.report.decision import _claims
+
+    a = _answer(_entry("single w1", "single", 1.0, busy_share=0.5), _entry("zero w1", "zero", 1.8))
+    why = "other processes used 50% of the CPUs during single w1's trials"
+    assert _claims(a) == [
+        f"zero w1 (180 samples/s, 5 trials): the leader; 1.80× single (CI 1.80–1.80, 5 pairs): unsettled, {why}",
+        f"single w1 (100 samples/s, 5 trials): 0.56× zero w1 (CI 0.56–0.56, 5 pairs): unsettled, {why}",
+    ]
