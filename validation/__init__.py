@@ -1,7 +1,8 @@
 """validation: the evidence behind dpbench's statistical claims, importable and each run by a test.
 
 - The noise models fitted to real runs (:mod:`validation.noise`; a busy neighbour's term:
-  :mod:`validation.contention`) and the synthetic runs drawn from them (:mod:`validation.synthetic_runs`, :mod:`validation.synthetic_benchmarks`).
+  :mod:`validation.contention`) and the synthetic runs drawn from them
+  (:mod:`validation.synthetic_runs`, :mod:`validation.synthetic_benchmarks`).
 - Simulations through the real gate, decision and history code (``simulate_*``,
   :mod:`validation.sequential_power_floor`): false-claim rates per job, power, trials used.
 - Validations on real runs of this checkout (:mod:`validation.aa_check`,
