@@ -29,6 +29,9 @@ class Contention:
 
     step: float
     share: float
+    case: str = ""
+    """The measured case and run it comes from (``run 1: single-mlp-w1``): one configuration meets a
+    neighbour its own way (a one-process case loses more than a two-rank one), so a draw keeps to one."""
 
 
 def _case_trials(run: dict) -> dict[str, tuple[list[float], list[float]]]:
@@ -54,10 +57,11 @@ def measured_contention(contended: Sequence[dict], quiet: dict) -> list[Contenti
     measured: its step time over that case's quiet median, and the share the sampler read."""
     reference = {k: median(t) for k, (t, _) in _case_trials(quiet).items()}
     out = []
-    for run in contended:
+    for i, run in enumerate(contended, 1):
         for key, (times, shares) in _case_trials(run).items():
             if key in reference:
-                out.extend(Contention(step=t / reference[key], share=s) for t, s in zip(times, shares))
+                case = f"run {i}: {key}"
+                out.extend(Contention(step=t / reference[key], share=s, case=case) for t, s in zip(times, shares))
     return out
 
 
@@ -65,8 +69,10 @@ def measured_contention(contended: Sequence[dict], quiet: dict) -> list[Contenti
 class ContentionModel:
     """How a busy neighbour meets a session's trials: each pass (trial i of every configuration)
     overlaps it with probability ``rate``; a configuration's trial in such a pass is slowed by a
-    :class:`Contention` drawn from ``found`` (each configuration its own), whose share the sampler
-    reads — or, with probability ``unsampled``, misses (NaN, as when its summary is absent)."""
+    :class:`Contention` drawn from ``found`` — each configuration keeps to one measured case, drawn
+    once a session, so the neighbour slows it consistently and pairing does not cancel it — whose
+    share the sampler reads, or, with probability ``unsampled``, misses (NaN, as when its summary is
+    absent)."""
 
     found: tuple[Contention, ...]
     rate: float
@@ -76,12 +82,16 @@ class ContentionModel:
         """Slow ``times`` (per configuration, per trial) in place; return the shares read per trial."""
         trials = max((len(t) for t in times), default=0)
         busy = [rng.random() < self.rate for _ in range(trials)]
+        cases: dict[str, list[Contention]] = {}
+        for c in self.found:
+            cases.setdefault(c.case, []).append(c)
         shares = []
         for series in times:
+            mine = cases[rng.choice(sorted(cases))] if cases else []
             read = []
             for i in range(len(series)):
-                if busy[i] and self.found:
-                    hit = rng.choice(self.found)
+                if busy[i] and mine:
+                    hit = rng.choice(mine)
                     series[i] *= hit.step
                     read.append(math.nan if rng.random() < self.unsampled else hit.share)
                 else:

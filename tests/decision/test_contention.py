@@ -134,6 +134,11 @@ def test_the_contention_model_draws_what_the_stored_contended_runs_show():
     missed = ContentionModel(found=(Contention(step=3.0, share=0.6),), rate=1.0, unsampled=1.0)
     assert all(math.isnan(s) for s in missed.draw([[1.0]], random.Random(0))[0])
     assert ContentionModel(found=found, rate=0.0).draw(times, random.Random(0)) == [[0.0, 0.0], [0.0, 0.0]]
+    # each configuration keeps to one measured case: the neighbour slows it consistently
+    two = tuple(Contention(step=f, share=0.5, case=c) for c, f in (("a", 2.0), ("a", 2.0), ("b", 5.0), ("b", 5.0)))
+    times = [[1.0] * 6 for _ in range(8)]
+    ContentionModel(found=two, rate=1.0).draw(times, random.Random(0))
+    assert {tuple(t) for t in times} == {(2.0,) * 6, (5.0,) * 6}
 
 
 def test_beside_a_neighbour_the_guard_keeps_false_claims_within_the_stated_level():
