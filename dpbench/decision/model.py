@@ -228,7 +228,8 @@ class Answer:
     level_with: tuple[str, ...] = ()
     """Configurations level with the leader."""
     reasons: tuple[str, ...] = ()
-    """Why the answer is unsettled beyond open comparisons (a busy machine, a departing fingerprint)."""
+    """What contended the trials, per contended configuration: why its comparisons are unsettled
+    whatever their intervals say (:func:`contention_of`)."""
     excluded: tuple[tuple[str, str], ...] = ()
     """(configuration, why) left out of the ranking: no kept trials, or it computes something else."""
     single: str | None = None
