@@ -229,7 +229,7 @@ class Answer:
     """Configurations level with the leader."""
     reasons: tuple[str, ...] = ()
     """What contended the trials, per contended configuration: why its comparisons are unsettled
-    whatever their intervals say (:func:`contention_of`)."""
+    whatever their intervals say (:func:`contention_of`); or why nothing could be ranked."""
     excluded: tuple[tuple[str, str], ...] = ()
     """(configuration, why) left out of the ranking: no kept trials, or it computes something else."""
     single: str | None = None
