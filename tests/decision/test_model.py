@@ -123,6 +123,31 @@ def test_a_long_spec_is_never_broken_across_lines():
     assert any(spec in line for line in lines)
 
 
+def test_a_long_configuration_keeps_its_name_and_its_memory_in_the_terminal():
+    """``fsdp(reshard_after_forward=False) w2``'s row was too wide for its peak memory, which was
+    dropped (the number it was run for), and a name over 36 characters was cut: now every row's
+    numbers and memory fit, and a name too long for the column takes a line of its own."""
+    from dpbench.decision.model import Decision
+    from dpbench.decision.text import WIDTH, summary_lines
+
+    mib = 2**20
+    answer = _answer(
+        _entry("single w1", "single", 1.0, memory_bytes=348 * mib),
+        _entry("fsdp(reshard_after_forward=False) w2", "fsdp", (0.6, 0.66, math.nan, 0.5, 0.7), memory_bytes=395 * mib),
+        _entry("fsdp(reshard_after_forward=False, checkpoint=True) w2", "fsdp", 0.5, memory_bytes=300 * mib),
+    )
+    lines = summary_lines(Decision(answers=(answer,)))
+    assert lines[3:] == [
+        "  configuration                 × the leader (CI, pairs)  claim",
+        "  single w1                     leads  peak 348 MiB/rank",
+        "  fsdp(reshard_after_forward=False) w2",
+        "                                0.63× (0.50–0.70, 4 pairs)  unsettled (~5 trials)  peak 395 MiB/rank",
+        "  fsdp(reshard_after_forward=False, checkpoint=True) w2",
+        "                                0.50× (0.50–0.50, 5 pairs)  slower  peak 300 MiB/rank",
+    ]
+    assert max(map(len, lines)) <= WIDTH
+
+
 def test_a_question_is_built_one_way_for_a_saved_row_and_a_measured_case():
     from dpbench.decision.questions import question_of
     from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
