@@ -97,7 +97,7 @@ def headline(answer: Answer) -> str:
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
     if answer.outcome is AnswerOutcome.ALONE:
-        return f"{where}: only {lead.name} ran, at {rate}{single}."
+        return f"{where}: nothing to rank: one configuration: {lead.name} at {rate}{single}."
     if answer.outcome is AnswerOutcome.FASTEST:
         return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
     if answer.outcome is AnswerOutcome.LEVEL:

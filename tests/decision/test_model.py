@@ -38,6 +38,15 @@ def test_the_fastest_is_crowned_when_every_other_is_slower():
     )
 
 
+def test_a_lone_configuration_has_nothing_to_rank_and_says_so():
+    a = _answer(_entry("single w1", "single", 1.0, busy_share=0.9))
+    assert (a.outcome, a.leader, a.open_configurations()) == (AnswerOutcome.ALONE, "single w1", ())
+    assert (
+        headline(a)
+        == "mlp (sgd · fp32 · global batch 64): nothing to rank: one configuration: single w1 at 100 samples/s."
+    )
+
+
 def test_an_interval_that_holds_one_but_is_wider_than_the_margin_is_unsettled_never_no_difference():
     swings = (0.5, 2.0, 0.6, 1.8, 1.02)
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w1", "ddp", swings))
