@@ -35,7 +35,7 @@ from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, min_pairs
 from dpbench.decision.contention import CONTENDED, is_busy
-from dpbench.decision.model import Entry, Question, answer_question
+from dpbench.decision.model import Answer, AnswerOutcome, Entry, Question, answer_question
 
 __all__ = [
     "DEFAULT_MAX_TRIALS",
@@ -47,6 +47,7 @@ __all__ = [
     "miss_probability",
     "open_cases",
     "plan_looks",
+    "still_open",
 ]
 
 DEFAULT_MAX_TRIALS = 12
@@ -210,6 +211,15 @@ def open_cases(
     still: set[str] = set()
     for question, entries in questions.items():
         answer = answer_question(question, entries, busy_limit=busy_limit, level=plan.level_at(look), margin=margin)
-        still.update(answer.open_configurations())
-        still.update(e.name for e in entries if is_busy(e.busy_share, busy_limit))
+        still |= still_open(answer, entries, busy_limit=busy_limit)
     return still
+
+
+def still_open(answer: Answer, entries: Sequence[Entry], *, busy_limit: float = CONTENDED) -> set[str]:
+    """What more trials could still change in one question: the answer's open configurations, and
+    every configuration whose trials ran on a busy machine where there is anything to rank (a lone
+    configuration makes no claim that a quieter machine would settle)."""
+    names = set(answer.open_configurations())
+    if answer.outcome is not AnswerOutcome.ALONE:
+        names.update(e.name for e in entries if is_busy(e.busy_share, busy_limit))
+    return names

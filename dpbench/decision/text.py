@@ -97,7 +97,7 @@ def headline(answer: Answer) -> str:
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
     if answer.outcome is AnswerOutcome.ALONE:
-        return f"{where}: only {lead.name} ran, at {rate}{single}."
+        return f"{where}: nothing to rank: one configuration: {lead.name} at {rate}{single}."
     if answer.outcome is AnswerOutcome.FASTEST:
         return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
     if answer.outcome is AnswerOutcome.LEVEL:
@@ -190,6 +190,22 @@ def _memory(s: Standing) -> str:
     return f"peak {peak / 2**20:,.0f} MiB/rank" if peak == peak else ""
 
 
+def _rows(shown: list[Standing], answer: Answer) -> list[str]:
+    """The header and a row per configuration: its name, its numbers against the leader and its
+    memory. Nothing is cut: the name column is as wide as every row's numbers leave room for, and a
+    longer name takes a line of its own, its numbers under it in their column."""
+    tails = {s.name: "  ".join(filter(None, (_row(s, answer), _memory(s)))) for s in shown}
+    room = WIDTH - 4 - max(len(t) for t in tails.values())
+    width = max(min(max(len(s.name) for s in shown), room), len("configuration"))
+    lines = [_header(width)]
+    for s in shown:
+        if len(s.name) > width:
+            lines += [f"  {s.name}", f"  {' ' * width}  {tails[s.name]}"]
+        else:
+            lines.append(f"  {s.name.ljust(width)}  {tails[s.name]}")
+    return lines
+
+
 def _wrap(text: str, indent: str = "") -> list[str]:
     # a spec is never broken inside (it is copied into commands): a longer one overruns the width
     return textwrap.wrap(
@@ -223,12 +239,7 @@ def _lines(decision: Decision, *, rows: bool) -> list[str]:
         shown = list(answer.standings[:_ROWS])
         rest = answer.standings[_ROWS:]
         if len(answer.standings) > 1:
-            width = min(max(len(s.name) for s in shown), 36)
-            lines.append(_header(width))
-            for s in shown:
-                row = f"  {s.name[:width].ljust(width)}  {_row(s, answer)}"
-                mem = _memory(s)
-                lines.append(row if not mem or len(row) + len(mem) + 2 > WIDTH else f"{row}  {mem}")
+            lines += _rows(shown, answer)
         if rest:
             counts: dict[str, int] = {}
             for s in rest:

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpbench.decision.contention import CONTENDED, is_busy, trial_shares
+from dpbench.decision.contention import CONTENDED, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
-from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
+from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks, still_open
 from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
@@ -119,8 +119,7 @@ class Settling:
         answers = tuple(
             answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
         )
-        names = {n for a in answers for n in a.open_configurations()}
-        names |= {e.name for es in grouped.values() for e in es if is_busy(e.busy_share, self.busy_limit)}
+        names = {n for a, es in zip(answers, grouped.values()) for n in still_open(a, es, busy_limit=self.busy_limit)}
         unsettled = frozenset(keys[n] for n in names)
         # Collective cases (no question) run until the minimum, as every case does.
         opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)

@@ -307,6 +307,10 @@ def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = 
     config = plan.config
     cmd, env = pytest_command(plan, pytest_args, tables=tables)
     _say_slow_steps(plan)
+    from dpbench.measure.profiles import world_sizes_line
+
+    if line := world_sizes_line(plan.settings):  # what the configurations asked for will not measure
+        print(f"dpbench run: {line}")
     if config.workloads and not config.suites:
         skipped = ", ".join(s for s in SUITES if s not in WORKLOAD_SUITES)
         print(

@@ -194,6 +194,24 @@ def test_a_case_on_a_busy_machine_stays_open():
     assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 6, 6]
 
 
+def test_a_lone_configuration_on_a_busy_machine_stops_at_the_minimum():
+    """``--strategies single``: one configuration, nothing to rank; a busy machine cannot unsettle a
+    comparison there is none of: it stopped only at the maximum, "still unsettled: busy cases"."""
+    busy = {"devices": {"cpu": {"cpu_pct_mean": 90.0}, "pid:1": {"cpu_pct_mean": 20.0}}}
+
+    @dataclass
+    class Busy(FakeTraining):
+        def measure_trial(self, profile, **kw):
+            result = super().measure_trial(profile, **kw)
+            result.sampler = busy
+            return result
+
+    single = Busy("single", 1, 0.010)
+    session, lines = _run([single], max_trials=12)
+    assert (len(single.calls), session.stopped) == (6, "settled")
+    assert lines[-1] == "trials settled after 6 passes: every question has its answer"
+
+
 def test_the_questions_follow_the_recipe():
     # AdamW cases are their own question: their tie keeps them open; the SGD question settles.
     sgd = [FakeTraining("single", 1, 0.020), FakeTraining("ddp", 2, 0.010)]

@@ -180,3 +180,20 @@ def test_the_text_says_what_buffers_are_broadcast_or_that_none_were_recorded(cap
         False,
         True,
     ]
+
+
+def test_a_long_label_is_never_cut(capsys, tmp_path):
+    """The label column is as wide as its longest label: ``fsdp@replicate=1,reshard_after_forward=False``
+    was cut to 27 characters (``fsdp@replicate=1,reshard_af``), the option's value lost."""
+    run = json.loads(Path(RUN).read_text())
+    for bench in run["benchmarks"]:
+        if bench["extra_info"].get("strategy") == "fsdp":
+            bench["extra_info"]["requested_options"] = {"reshard_after_forward": False, "replicate": 1}
+    path = tmp_path / "0001_fsdp.json"
+    path.write_text(json.dumps(run))
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 0
+    table = capsys.readouterr().out.split("\nmlp\n")[1].split("\n\n")[0].splitlines()
+    label = "fsdp@replicate=1,reshard_after_forward=False"
+    assert [line.split()[0] for line in table] == ["strategy", "ddp", "allreduce", "zero", label]
+    assert [line.index("ranks") + len("ranks") for line in table[:1]] == [len(label) + 1 + 6]
+    assert {len(line) for line in table} == {len(label) + 1 + 101}

@@ -155,3 +155,41 @@ def test_ctrl_c_leaves_no_results_directory(tmp_path):
         assert not _leftovers(marker, grace=10)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["--strategies", "single", "--world-sizes", "2"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2; nothing to rank: "
+            "one configuration a workload (single w1), its throughput alone",
+        ),
+        (
+            ["--world-sizes", "2,4"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2, 4",
+        ),
+        (
+            ["--strategies", "ddp@bucket_cap_mb=5", "--world-sizes", "2"],
+            "dpbench run: nothing to rank: one configuration a workload (ddp@bucket_cap_mb=5 w2), its throughput alone",
+        ),
+        (
+            ["--strategies", "single,ddp", "--world-sizes", "1,2"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2",
+        ),
+        (["--world-sizes", "1,2"], None),
+        (["--strategies", "ddp", "--world-sizes", "1,2"], None),
+    ],
+)
+def test_what_the_configurations_asked_for_will_not_measure_is_said_before_the_trials(
+    user_dir, monkeypatch, capsys, argv, line
+):
+    """``--strategies single --world-sizes 2`` measured single at one rank without a word: neither
+    that world size 2 was dropped nor that one configuration cannot be ranked."""
+    said = []
+    monkeypatch.setattr(
+        subprocess, "run", lambda cmd, env: said.append(capsys.readouterr().out) or subprocess.CompletedProcess(cmd, 1)
+    )
+    assert main(["run", *argv]) == 1  # pytest (faked) saved nothing
+    (before,) = said
+    assert [text for text in before.splitlines() if text.startswith("dpbench run: ")] == ([line] if line else [])
