@@ -76,8 +76,9 @@ def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[
     """The out-of-place rows of one nccl-tests log.
 
     The collective comes from the log's ``# Collective test starting:`` line, else the file name
-    (``all_gather_perf.log``), else ``collective``. The ranks and their hosts come from the
-    ``# Using devices`` lines (ranks per node: the ranks on one host name)."""
+    (``all_gather_perf.log``), else ``collective``; a log that names another collective than
+    ``collective`` is refused. The ranks and their hosts come from the ``# Using devices`` lines
+    (ranks per node: the ranks on one host name)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -111,7 +112,14 @@ def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[
         raise UsageError(
             f"{path}: nccl-tests output without its '# Using devices' lines: the ranks and nodes are unknown"
         )
-    name = named or _collective_in(path.name) or collective
+    said = named or _collective_in(path.name)
+    if said is not None and collective is not None and said != _collective_in(collective):
+        where = "its '# Collective test starting' line" if named else "its file name"
+        raise UsageError(
+            f"{path}: a log of {said} ({where}), but --collective asks for {collective}: "
+            f"expected --collective {said}, or a log of {collective}"
+        )
+    name = said or collective
     if name is None:
         raise UsageError(
             f"{path}: which collective? neither the log nor the file name says: "
