@@ -44,8 +44,9 @@ class Measurement:
     """The library that ran it: ``nccl`` (nccl-tests), a comm-suite run's process-group backend; None: not recorded."""
 
 
-# An MPI launcher's per-line tag: ``[1,0]<stdout>:`` (Open MPI's --tag-output).
-_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+# An MPI launcher's per-line tag: ``[1,0]<stdout>:`` (Open MPI's --tag-output). Removed wherever it
+# is: where two ranks' writes interleave, a tag lands inside a line (``on node-[1,0]<stdout>:00000C``).
+_MPI_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 _DEVICE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf)?\s*$")
 # NCCL's own debug lines (NCCL_DEBUG=INFO) interleave with the table: ``host:pid:tid [0] NCCL INFO …``.

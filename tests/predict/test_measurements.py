@@ -124,6 +124,16 @@ def test_a_broken_row_names_its_line(tmp_path):
         read_nccl_tests(path)
 
 
+def test_an_mpi_tag_inside_a_line_is_removed_too(tmp_path):
+    # two ranks' writes interleaved: a tag lands inside a device line (as in the public 128-GPU log)
+    tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in HEADER.splitlines())
+    tagged = tagged.replace("Pid   6900 on host-a device", "Pid   6900 on host-[1,0]<stdout>:a device")
+    got = read_nccl_tests(
+        _log(tmp_path, "all_reduce.log", tagged + "[1,0]<stdout>:  8 2 float sum -1 9.0 0 0 0 9.1 0 0 0\n")
+    )
+    assert [(m.world_size, m.nodes, m.ranks_per_node, m.time_us) for m in got] == [(3, 2, 2, 9.0)]
+
+
 def test_an_empty_file_and_a_log_without_devices_are_refused(tmp_path):
     with pytest.raises(UsageError, match=r"empty.log: not nccl-tests output: expected the '#  size  count"):
         read_nccl_tests(_log(tmp_path, "empty.log", ""), collective="all_reduce")
