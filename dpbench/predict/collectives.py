@@ -199,7 +199,13 @@ class CollectiveModel:
         where there is one, else the fitted form (:meth:`predict`)."""
         if world_size == 1:
             return 0.0
-        return self.predict(collective, nbytes, world_size).time_us
+        fit, _ = self.fit_for(collective, world_size)
+        got = self._measured(collective, nbytes, world_size)
+        return fit.time_us(nbytes, world_size) if got is None else got[0]
+
+    def _measured(self, collective: str, nbytes: float, world_size: int) -> tuple[float, float, float, Basis] | None:
+        curve = next((c for c in self.measured if c.collective == collective and c.world_size == world_size), None)
+        return curve.time_us(nbytes) if curve is not None else None
 
     def fit_for(self, collective: str, world_size: int) -> tuple[TierFit, Basis]:
         """The tier that times ``collective`` (all_reduce's where it has none of its own) and its basis."""
@@ -222,8 +228,7 @@ class CollectiveModel:
         fit, basis = self.fit_for(collective, world_size)
         time = fit.time_us(nbytes, world_size)
         lo, hi = fit.interval_us(nbytes, world_size)
-        curve = next((c for c in self.measured if c.collective == collective and c.world_size == world_size), None)
-        got = curve.time_us(nbytes) if curve is not None else None
+        got = self._measured(collective, nbytes, world_size)
         if got is not None:
             time, lo, hi, basis = got
         return CollectivePrediction(
