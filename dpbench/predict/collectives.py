@@ -208,9 +208,10 @@ class CollectiveModel:
         return curve.time_us(nbytes) if curve is not None else None
 
     def fit_for(self, collective: str, world_size: int) -> tuple[TierFit, Basis]:
-        """The tier that times ``collective`` (all_reduce's where it has none of its own) and its basis."""
-        if collective not in self.collectives() and "all_reduce" in self.collectives():
-            bus_factor(collective, 2)  # the one check of the name
+        """The tier that times ``collective`` and its basis: all_gather's or reduce_scatter's without
+        measurements of their own is all_reduce's (a ring all-reduce is both, in turn)."""
+        halves = ("all_gather", "reduce_scatter")
+        if collective in halves and collective not in self.collectives() and "all_reduce" in self.collectives():
             fit = self.tier("all_reduce", world_size)
             derived = dataclasses.replace(
                 fit, collective=collective, origin=f"all_reduce's {fit.tier} tier ({fit.origin}), as a ring's half"

@@ -51,7 +51,7 @@ def test_a_collective_without_logs_is_all_reduces_fit_and_says_so(logs):
     fit = model.tier("all_reduce", 8)
     # all_reduce's parameters with all_gather's hops (n − 1) and bus factor ((n − 1)/n)
     assert p.time_us == pytest.approx(fit.base_us + 7 * fit.step_us + 7 / 8 * (1 << 20) / 1e3 / fit.busbw_gbps)
-    with pytest.raises(UsageError, match="collective: expected one of all_reduce, .*found 'gather'"):
+    with pytest.raises(UsageError, match=r"^gather: no measurement of it: expected one of all_reduce"):
         model.predict("gather", 1 << 20, 8)
 
 
@@ -84,3 +84,8 @@ def test_a_link_beside_a_saved_runs_collectives_is_not_refused_but_the_notes_say
         f"--link intra=10GB/s: not used for the intra tier, which {DATA / 'step_run.json'} measured "
         "(at most 3.849 GB/s of bus bandwidth)"
     ]
+
+
+def test_a_broadcast_without_logs_is_refused_not_taken_from_all_reduce(logs):
+    with pytest.raises(UsageError, match=r"^broadcast: no measurement of it: expected one of all_reduce"):
+        fit_collectives(logs).predict("broadcast", 1 << 20, 8)
