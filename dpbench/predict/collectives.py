@@ -236,7 +236,7 @@ class CollectiveModel:
             collective=collective,
             bytes=int(nbytes),
             world_size=world_size,
-            nodes=fit.nodes(world_size) if fit.tier == INTER else math.ceil(world_size / self.gpus_per_node),
+            nodes=fit.nodes(world_size) if fit.net_step_us is not None else math.ceil(world_size / self.gpus_per_node),
             tier=fit.tier,
             time_us=time,
             lo_us=lo,
