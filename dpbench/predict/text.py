@@ -299,6 +299,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "label": k.label,
                 "sure": k.sure,
                 "overlapping": list(k.overlapping),
+                "why": k.why,
             }
             for k in forecast.picks
         ],
