@@ -251,3 +251,21 @@ def test_links_against_logs_and_the_advice_given(capsys, argv, message):
     assert main(["predict", RUN, "--world-sizes", "8", "--from-world-size", "1", "--memory", "off", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+def test_a_busy_source_run_is_the_first_note():
+    from dpbench.predict.basis import busy_line
+    from dpbench.predict.forecast import run_collective_model, step_predictions
+    from dpbench.results.load import read_run
+
+    run = read_run(RUN)
+    assert busy_line(run) is None
+    for bench in run.benchmarks:  # 3 of every case's 5 trials disturbed, none measured again
+        bench["extra_info"]["trials"]["disturbed"] = [{"why": "control", "replaced": False}] * 3 + [None, None]
+    line = (
+        "the machine was busy during 60% of the trials (63 of 105, 63 of them not measured again): "
+        "results are unreliable"
+    )
+    assert busy_line(run) == line
+    forecast = step_predictions(run, run_collective_model(run), [2], from_world_size=1)
+    assert forecast.notes[0] == f"the source run {run.run_id} was flagged: {line}"
