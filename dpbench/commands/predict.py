@@ -178,6 +178,7 @@ def _predict_measured(args: argparse.Namespace) -> int:
         scaling=args.scaling,
         overlap=_overlap(args),
         source=", ".join(args.step),
+        accumulation=args.accumulation,
     )
     if args.json:
         write_json(args.json, steps_document(forecast))
@@ -216,6 +217,7 @@ def _predict_run(args: argparse.Namespace) -> int:
         from_world_size=args.from_world_size,
         threads_per_rank=args.threads_per_rank,
         strategies=_strategies(args),
+        accumulation=args.accumulation,
         memory=memory_estimator(args.memory),
         memory_kind=MEMORY_KINDS.get(args.memory, "not estimated"),
     )
@@ -320,6 +322,13 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         choices=("weak", "strong"),
         default="weak",
         help="a run: weak keeps the per-rank batch, strong the global batch (default: weak)",
+    )
+    p.add_argument(
+        "--accumulation",
+        choices=("count", "micro-batch"),
+        default="count",
+        help="a run or --step, strong scaling with accumulation_steps: count keeps the measured micro-batches "
+        "per step, micro-batch the measured micro-batch size (fewer per rank as ranks grow) (default: count)",
     )
     p.add_argument(
         "--from-world-size",

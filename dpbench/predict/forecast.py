@@ -273,6 +273,7 @@ def step_predictions(
     memory_kind: str = "not estimated",
     threads_per_rank: int | None = None,
     strategies: Sequence[str] | None = None,
+    accumulation: str = "count",
 ) -> StepForecast:
     """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.SavedRun``)
     predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
@@ -280,7 +281,8 @@ def step_predictions(
     (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank
     (None where it cannot), ``memory_kind`` what they count, in words; ``threads_per_rank``: the CPU
     threads each rank will have (default: as measured; see :func:`~dpbench.predict.step.predict_step`);
-    ``strategies``: the configurations to predict (labels or strategies; default: all)."""
+    ``strategies``: the configurations to predict (labels or strategies; default: all); ``accumulation``:
+    under strong scaling, keep the measured micro-batches (``count``) or micro-batch size (``micro-batch``)."""
     if not world_sizes or any(n < 1 for n in world_sizes):
         raise UsageError(f"--world-sizes: expected positive integers, found {world_sizes}")
     profiles = select_profiles(profiles_from_run(run, world_size=from_world_size), strategies)
@@ -308,6 +310,7 @@ def step_predictions(
                     measured_step_time_s=found,
                     measured_ranks_per_device=sharing,
                     threads_per_rank=threads_per_rank,
+                    accumulation=accumulation,
                 )
             )
     notes = list(model.notes) + basis_notes(profiles, model) + _sharing_notes(profiles, predictions)

@@ -398,6 +398,7 @@ def measured_forecast(
     scaling: str = "weak",
     overlap: OverlapSlowdown | None = None,
     source: str = "a step measured elsewhere",
+    accumulation: str = "count",
 ) -> StepForecast:
     """Steps measured anywhere (:func:`dpbench.predict.measured.measured_profile`) predicted at
     ``world_sizes``; ``overlap``: default stated by the device the compute was measured on. A
@@ -418,7 +419,11 @@ def measured_forecast(
             p, line = _own_collectives_out(p, model, overlap)
             notes.append(line)
         ready.append(p)
-    predictions = [predict_step(p, model, n, overlap=overlap, scaling=scaling) for p in ready for n in world_sizes]
+    predictions = [
+        predict_step(p, model, n, overlap=overlap, scaling=scaling, accumulation=accumulation)
+        for p in ready
+        for n in world_sizes
+    ]
     notes = list(model.notes) + basis_notes(ready, model) + notes
     for note in dict.fromkeys(note for p in ready for note in p.schedule.notes):
         notes.append(note)

@@ -275,6 +275,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "world_size": p.world_size,
                 "nodes": p.nodes,
                 "per_rank_batch": p.per_rank_batch,
+                "micro_batches": p.micro_batches,
                 "global_batch": p.global_batch,
                 "step_time_s": p.step_time_s,
                 "lo_s": p.lo_s,

@@ -188,3 +188,25 @@ def test_the_command_refuses_a_bad_file_and_writes_nothing(tmp_path, capsys, tex
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message.format(path=path) in err and not out.exists()
+
+
+def test_the_command_scales_accumulation_with_the_micro_batch_fixed(tmp_path, capsys):
+    import json
+
+    path = _write(
+        tmp_path,
+        'parameter_count = 1000000\nstrategy = "ddp@accumulation_steps=4"\nworld_size = 1\nper_rank_batch = 32\n'
+        'step_time_s = 0.1\ndevice = "cuda"\n',
+    )
+    argv = ["predict", "--step", path, "--link", "intra=100GB/s", "--gpus-per-node", "16", "--scaling", "strong"]
+    assert main([*argv, "--world-sizes", "2,4", "--accumulation", "micro-batch", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # micro-batches of 8: 16 per rank at 2 ranks in two, 8 at 4 in one
+    assert [(r["world_size"], r["per_rank_batch"], r["micro_batches"]) for r in doc["predictions"]] == [
+        (2, 16, 2),
+        (4, 8, 1),
+    ]
+    assert main([*argv, "--world-sizes", "16"]) == 2  # the count kept: 2 samples per rank cannot hold 4 micro-batches
+    assert "--accumulation micro-batch keeps the micro-batch instead" in capsys.readouterr().err
+    assert main([*argv, "--world-sizes", "8", "--accumulation", "micro-batch"]) == 2  # 4 per rank: no micro-batch of 8
+    assert "cannot split into micro-batches of 8 on every one of 8 ranks" in capsys.readouterr().err
