@@ -45,6 +45,12 @@ def run_collective_model(
     origin = ""
     if collectives:
         measurements = read_measurements(list(collectives), collective=collective)
+        other = next((m for m in measurements if collective and m.collective != collective), None)
+        if other is not None:  # the log's header or name said another collective than --collective
+            raise UsageError(
+                f"--collective: {other.source}: expected {collective} measurements, found {other.collective} "
+                "(its header or file name says so)"
+            )
     else:
         measurements = read_comm_run(run.path) if run is not None and _has_collectives(run) else []
         if not measurements and stated is None:
@@ -165,7 +171,7 @@ def check_model(profiles: list[StepProfile], model: CollectiveModel, world_sizes
                         if stated
                         else ")"
                     )
-                    + f": expected a {name} log in --collectives"
+                    + f": expected {name} measurements in --collectives"
                     + ("" if stated else ", or a link stated to stand in, e.g. --link intra=10GB/s")
                     + f"; or leave {p.label} out (--strategies)"
                 )

@@ -238,7 +238,7 @@ def test_strategies_leave_the_others_out(capsys):
             ["--collectives", NCCL_8, "--collective", "all_reduce", "--link", "inter=25GB/s"],
             "zero needs broadcast: the collective model has no measurement of it (it has all_gather, all_reduce, "
             "reduce_scatter; the stated --link inter=25GB/s stands in only for the collectives measured or where "
-            "none is measured): expected a broadcast log in --collectives; or leave zero out (--strategies)",
+            "none is measured): expected broadcast measurements in --collectives; or leave zero out (--strategies)",
         ),
         (
             ["--strategies", "dp"],

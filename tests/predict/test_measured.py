@@ -210,3 +210,22 @@ def test_the_command_scales_accumulation_with_the_micro_batch_fixed(tmp_path, ca
     assert "--accumulation micro-batch keeps the micro-batch instead" in capsys.readouterr().err
     assert main([*argv, "--world-sizes", "8", "--accumulation", "micro-batch"]) == 2  # 4 per rank: no micro-batch of 8
     assert "cannot split into micro-batches of 8 on every one of 8 ranks" in capsys.readouterr().err
+
+
+def test_a_log_of_another_collective_than_asked_is_refused(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    log = tmp_path / "all_gather_perf_8.log"
+    shutil.copy(Path(__file__).parent / "data" / "nccl_8.log", log)
+    path = _write(
+        tmp_path,
+        'parameter_count = 1000\nstrategy = "ddp"\nworld_size = 1\nper_rank_batch = 32\nstep_time_s = 0.1\n',
+    )
+    argv = ["predict", "--step", path, "--world-sizes", "2", "--collectives", str(log), "--collective", "all_reduce"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"dpbench predict: error: --collective: {log}: expected all_reduce measurements, found all_gather "
+        "(its header or file name says so)\n"
+    )
