@@ -409,9 +409,13 @@ def measured_forecast(
     model = with_derived_collectives(model)
     check_model(profiles, model, world_sizes + [p.world_size for p in profiles])
     given = overlap is not None
-    overlap = overlap or stated_overlap(profiles[0].device_type)
     if not given:
-        overlap = dataclasses.replace(overlap, origin=overlap.origin.replace(" in this run", ""))
+        device = profiles[0].device_type
+        stated = stated_overlap(device)
+        overlap = dataclasses.replace(
+            stated,
+            origin=f"stated for {device} (a step measured elsewhere measures none): {stated.origin.split(': ', 1)[1]}",
+        )
     notes = []
     ready = []
     for p in profiles:

@@ -129,7 +129,12 @@ def test_a_step_shorter_than_its_own_collectives_contradicts_the_links():
 def test_the_answer_says_what_it_rests_on():
     model = fit_collectives([], link=parse_link("intra=100GB/s,inter=25GB/s"), gpus_per_node=8)
     p = dataclasses.replace(measured_profile(_step(device=None), layout=LAYOUT))
-    notes = measured_forecast([p], model, [16]).notes
+    forecast = measured_forecast([p], model, [16])
+    assert forecast.overlap.origin == (
+        "stated for cuda (a step measured elsewhere measures none): perfect overlap (0); give --overlap-slowdown "
+        "to state another"
+    )
+    notes = forecast.notes
     assert "compute measured on cuda (ddp)" in notes
     assert "ddp on mlp: device = cuda (assumed: the measurement did not say)" in notes
     assert "all_reduce intra: stated: --link intra=100GB/s,inter=25GB/s (no interval)" in notes
