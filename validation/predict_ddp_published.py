@@ -51,6 +51,12 @@ MODELS = {
     "resnext50_32x4d": ((3, 4, 6, 3), 32, 4),
     "resnext101_32x8d": ((3, 4, 23, 3), 32, 8),
 }
+HF_SPECS = {
+    "resnet50": "hf:resnet@num_labels=1000",
+    "resnet101": "hf:resnet@num_labels=1000,depths=3x4x23x3",
+}
+"""With ``--meta``: the ResNets as transformers' ResNet configs build them on the meta device (the same
+parameter counts, in transformers' layer order)."""
 
 
 def torchvision_sizes(depths: tuple[int, ...], groups: int, width_per_group: int, classes: int = 1000) -> list[int]:
@@ -104,15 +110,25 @@ def read_rows(data: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     return steps, buckets
 
 
-def _profile(name: str, step_s: float, count: int, cap_mb: int) -> Any:
-    from dpbench.predict.measured import MeasuredStep, measured_profile
-    from dpbench.strategies.layout import ParameterLayout
+def _layout(name: str, count: int, meta: bool) -> Any:
+    from dpbench.strategies.layout import ParameterLayout, meta_layout
 
-    depths, groups, width = MODELS[name]
-    sizes = [4 * n for n in torchvision_sizes(depths, groups, width)]
-    if sum(sizes) != 4 * count:
-        raise ValueError(f"{name}: the stated layer order has {sum(sizes) // 4:,} parameters, the table {count:,}")
-    layout = ParameterLayout(sizes=tuple(sizes), origin=f"torchvision's {name} layer order")
+    if meta and name in HF_SPECS:
+        layout = meta_layout(HF_SPECS[name])
+    else:
+        depths, groups, width = MODELS[name]
+        sizes = tuple(4 * n for n in torchvision_sizes(depths, groups, width))
+        layout = ParameterLayout(sizes=sizes, origin=f"torchvision's {name} layer order")
+    if layout.param_bytes != 4 * count:
+        raise ValueError(f"{name}: {layout.origin}: {layout.param_bytes // 4:,} parameters, the table {count:,}")
+    return layout
+
+
+def _profile(name: str, step_s: float, cap_mb: int, layouts: dict[str, Any]) -> Any:
+    from dpbench.predict.measured import MeasuredStep, measured_profile
+
+    layout = layouts[name]
+    sizes = list(layout.sizes)
     step = MeasuredStep(
         workload=name,
         strategy=f"ddp@bucket_cap_mb={cap_mb},broadcast_buffers=false",
@@ -126,8 +142,9 @@ def _profile(name: str, step_s: float, count: int, cap_mb: int) -> Any:
     return dataclasses.replace(profile, buckets=torch14_buckets(sizes, cap_bytes=cap_mb << 20))
 
 
-def validate(data: Path = DEFAULT_DATA) -> dict[str, Any]:
-    """Every prediction, its errors and the baselines', and the bucket directions."""
+def validate(data: Path = DEFAULT_DATA, *, meta: bool = False) -> dict[str, Any]:
+    """Every prediction, its errors and the baselines', and the bucket directions; ``meta``: the
+    ResNets' parameters from transformers' configs on the meta device (:data:`HF_SPECS`)."""
     from dpbench.predict import fit_collectives, parse_link, predict_step
     from dpbench.predict.step import stated_overlap
 
@@ -135,11 +152,12 @@ def validate(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     model = fit_collectives([], link=parse_link(LINK), gpus_per_node=GPUS_PER_NODE)
     overlap = stated_overlap("cuda")
     base = {r["model"]: r for r in steps if r["ddp"] == "no"}
+    layouts = {name: _layout(name, int(r["parameters"]), meta) for name, r in base.items()}
     rows = []
     for r in (r for r in steps if r["ddp"] == "yes"):
         name, n, measured = r["model"], int(r["gpus"]), float(r["p50_s"])
         one = float(base[name]["p50_s"])
-        profile = _profile(name, one, int(r["parameters"]), int(r["bucket_cap_mb"]))
+        profile = _profile(name, one, int(r["bucket_cap_mb"]), layouts)
         predicted = predict_step(profile, model, n, overlap=overlap).step_time_s
         line_rate = one + model.time_us("all_reduce", profile.param_bytes, n) / 1e6
         rows.append(
@@ -159,9 +177,8 @@ def validate(data: Path = DEFAULT_DATA) -> dict[str, Any]:
         if n not in (8, 16):
             continue
         one = float(base[r["model"]]["p50_s"])
-        count = int(base[r["model"]]["parameters"])
         small, large = (
-            predict_step(_profile(r["model"], one, count, cap), model, n, overlap=overlap).step_time_s
+            predict_step(_profile(r["model"], one, cap, layouts), model, n, overlap=overlap).step_time_s
             for cap in (1, 25)
         )
         measured_change = float(r["p75_change_vs_25mb_pct"]) / 100  # throughput, 1 MB against 25 MB
@@ -181,6 +198,7 @@ def validate(data: Path = DEFAULT_DATA) -> dict[str, Any]:
 
     return {
         "link": LINK,
+        "parameters": {name: layout.origin for name, layout in layouts.items()},
         "gpus_per_node": GPUS_PER_NODE,
         "rows": rows,
         "median_abs_error": med("error"),
@@ -224,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the directory of the two CSVs")
     parser.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    parser.add_argument(
+        "--meta", action="store_true", help="the ResNets from transformers' ResNet configs on the meta device"
+    )
     args = parser.parse_args(argv)
-    result = validate(args.data)
+    result = validate(args.data, meta=args.meta)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     sys.stdout.write(format_result(result))
