@@ -186,6 +186,13 @@ def check_model(profiles: list[StepProfile], model: CollectiveModel, world_sizes
                     "stated link crosses nodes: expected logs across nodes in --collectives, the link between "
                     "nodes stated (--link inter=25GB/s), or more GPUs per node (--gpus-per-node)"
                 )
+            inside = [n for n in world_sizes if 1 < n <= model.gpus_per_node]
+            if inside and (name, INTRA) not in tiers:
+                raise UsageError(
+                    f"world size {inside[0]}: inside one node of {model.gpus_per_node} GPUs "
+                    f"({model.gpus_per_node_origin}), and every {name} measurement crosses nodes: expected logs "
+                    "inside a node in --collectives, or the link inside a node stated (--link intra=450GB/s)"
+                )
 
 
 def basis_notes(profiles: list[StepProfile], model: CollectiveModel) -> list[str]:

@@ -234,3 +234,23 @@ def test_a_log_of_another_collective_than_asked_is_refused(tmp_path, capsys):
         f"dpbench predict: error: --collective: {log}: expected all_reduce measurements, found all_gather "
         "(its header or file name says so)\n"
     )
+
+
+def test_a_world_size_inside_a_node_without_an_intra_tier_names_the_options():
+    from dpbench.predict.measurements import Measurement
+
+    across = [
+        Measurement(
+            collective="all_reduce", bytes=b, world_size=16, nodes=2, ranks_per_node=8, time_us=10 + b / 1e4, source="x"
+        )
+        for b in (1 << 10, 1 << 16, 1 << 20, 1 << 24)
+    ]
+    model = fit_collectives(across, gpus_per_node=8)
+    p = measured_profile(_step(strategy="ddp@broadcast_buffers=false"), layout=LAYOUT)
+    with pytest.raises(UsageError) as exc:
+        measured_forecast([p], model, [4])
+    assert str(exc.value) == (
+        "world size 4: inside one node of 8 GPUs (--gpus-per-node), "
+        "and every all_reduce measurement crosses nodes: expected logs inside a node in --collectives, or the "
+        "link inside a node stated (--link intra=450GB/s)"
+    )
