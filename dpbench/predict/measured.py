@@ -210,7 +210,7 @@ def _config(step: MeasuredStep) -> tuple[str, dict[str, Any], str, list[str]]:
                 f"replays), found {config.strategy!r}"
             ],
         )
-    from dpbench.strategies import get_strategy
+    from dpbench.strategies import StrategyUnavailable, get_strategy
 
     cls = get_strategy(config.strategy)
     try:
@@ -218,10 +218,10 @@ def _config(step: MeasuredStep) -> tuple[str, dict[str, Any], str, list[str]]:
         typed.check(
             device=step.device or "cuda", world_size=step.world_size, global_batch=step.world_size * step.per_rank_batch
         )
+    except StrategyUnavailable:  # this machine could not run it (fp16 on CPU); the measurement did
+        pass
     except (TypeError, ValueError) as exc:
         return "", {}, "", [f"{where}: strategy {config.spec!r} at world size {step.world_size}: {exc}"]
-    except Exception:  # StrategyUnavailable: this machine cannot run it; the measurement did
-        pass
     return config.strategy, dataclasses.asdict(typed), case_label(config.strategy, named), []
 
 
