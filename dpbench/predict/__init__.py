@@ -99,7 +99,7 @@ _LAZY = {
     "StepForecast": "dpbench.predict.forecast",
     "StrategyPick": "dpbench.predict.forecast",
     "step_predictions": "dpbench.predict.forecast",
-    "run_collective_model": "dpbench.predict.forecast",
+    "run_collective_model": "dpbench.predict.basis",
     "format_steps": "dpbench.predict.text",
     "steps_document": "dpbench.predict.text",
 }

@@ -311,8 +311,8 @@ _CONTRADICTS = 2.0  # a stated bandwidth this many times what a log measured (ei
 
 def _check_link(link: Link, groups: dict[tuple[str, str], list[Measurement]], gpus_per_node: int) -> list[str]:
     """A UsageError where the stated link contradicts an nccl-tests log of the same tier (a bandwidth
-    more than 2× above the best bus bandwidth the log reached; a stated bus bandwidth also 2× below
-    it); else the notes that say the measurements, not the link, time that tier. A saved run's
+    more than 2× above or below the best bus bandwidth the log reached); else the notes that say the
+    measurements, not the link, time that tier. A saved run's
     collectives are not checked against it (a CPU run's gloo says nothing of a GPU cluster's link):
     the note says they won."""
     stated = [
@@ -339,7 +339,7 @@ def _check_link(link: Link, groups: dict[tuple[str, str], list[Measurement]], gp
         if logs:
             best = max(logs, key=busbw_of)
             reached = busbw_of(best)
-            low = key == "inter-busbw" and busbw * _CONTRADICTS < reached
+            low = busbw * _CONTRADICTS < reached
             if busbw > _CONTRADICTS * reached or low:
                 raise UsageError(
                     f"--link {key}={value:g}GB/s: {busbw:g} {what}, {'under half' if low else 'over twice'} the "

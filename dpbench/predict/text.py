@@ -278,6 +278,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "world_size": p.world_size,
                 "nodes": p.nodes,
                 "per_rank_batch": p.per_rank_batch,
+                "micro_batches": p.micro_batches,
                 "global_batch": p.global_batch,
                 "step_time_s": p.step_time_s,
                 "lo_s": p.lo_s,
@@ -302,6 +303,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "label": k.label,
                 "sure": k.sure,
                 "overlapping": list(k.overlapping),
+                "why": k.why,
             }
             for k in forecast.picks
         ],
