@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from dpbench.decision.claims import Claim
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
 from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
 from dpbench.schema import EnergyGap
 
@@ -47,9 +47,13 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level every sentence below it uses."""
+    """The one statement of the claim level every sentence below it uses. Trials until settled look
+    after every pass, so each look asks a stricter level than the claim level a single look asks
+    (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a contradiction."""
+    stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
+    why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials; level = within ±{decision.margin:.0%}; "
+        f"claims at {decision.level:.0%} intervals of paired trials{why}; level = within ±{decision.margin:.0%}; "
         "unsettled = more trials needed"
     )
 
