@@ -259,8 +259,8 @@ def pytest_runtestloop(session):
                     f"in {done.seconds:.0f} s",
                     progress=state.progress,
                 )
-            if done.busy:
-                say(config, done.busy, progress=state.progress)
+            # A busy machine is said once, in the terminal summary (pytest_terminal_summary): above the
+            # tables and the decision whose numbers it qualifies.
     return None  # pytest's own loop runs the tests next
 
 
