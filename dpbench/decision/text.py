@@ -6,6 +6,7 @@ run`` print these sentences; the level of every claim is stated once, in :func:`
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from collections.abc import Mapping
@@ -27,9 +28,11 @@ __all__ = [
     "level_line",
     "summary_lines",
     "vs_single_text",
+    "workload_label",
 ]
 
 WIDTH = 100  # the terminal lines' width
+LABEL_WIDTH = 40  # a workload named in a line that names more than it: longer specs are shortened
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
@@ -38,6 +41,19 @@ def _names(names: list[str]) -> str:
     if len(names) <= _NAMED:
         return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1] if names else ""
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
+
+
+def workload_label(workload: str, *, width: int = LABEL_WIDTH) -> str:
+    """The workload as a line that names more than it says it: its spec where it fits ``width``,
+    else what it builds (``hf:gpt2``, the part before the overrides, its end where that is long too)
+    and a short hash of the whole spec: ``hf:gpt2@…#3f9a1c``. The same spec always reads the same."""
+    if len(workload) <= width:
+        return workload
+    digest = hashlib.sha1(workload.encode()).hexdigest()[:6]
+    head, at, _ = workload.partition("@")
+    keep = width - len("@…#") - len(digest)
+    head = head if len(head) <= keep else "…" + head[-(keep - 1) :]
+    return f"{head}{'@…' if at else ''}#{digest}"
 
 
 def rate_text(value: float) -> str:
@@ -88,11 +104,19 @@ def vs_single_text(s: Standing) -> str:
     return claim_text(c, "single")
 
 
-def headline(answer: Answer) -> str:
-    """The question's answer in one sentence."""
-    where = answer.question.title
-    if answer.single is None and len(answer.standings) > 1:
-        where += " [no single at this recipe]"
+def headline(answer: Answer, *, named: bool = True) -> str:
+    """The question's answer in one sentence. ``named``: the sentence starts with the question (the
+    terminal); else a heading above it names the question, and the sentence does not again (the report)."""
+    no_single = answer.single is None and len(answer.standings) > 1
+    where = answer.question.title + (" [no single at this recipe]" if no_single else "")
+    sentence = _headline(answer, where)
+    if named:
+        return sentence
+    body = sentence[len(where) + 2 :]  # past "<where>: "
+    return ("[no single at this recipe] " if no_single else "") + body[:1].upper() + body[1:]
+
+
+def _headline(answer: Answer, where: str) -> str:
     if answer.leader is None:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
