@@ -206,6 +206,8 @@ def facts() -> dict[str, Callable[[], str]]:
     """Facts a sentence states inline (claim levels, defaults), each from the constant the code uses."""
     from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
     from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, FIXED_ERROR
+    from dpbench.decision.text import LABEL_WIDTH
+    from dpbench.report.text import TERMINAL_LINES
     from dpbench.runner.config import SUITES, WORKLOAD_SUITES
     from dpbench.runner.run import DEFAULT_BUDGET
 
@@ -227,6 +229,9 @@ def facts() -> dict[str, Callable[[], str]]:
         "workload-suites": lambda: _suites(WORKLOAD_SUITES),
         "suites-not-run": lambda: _suites(s for s in SUITES if s not in WORKLOAD_SUITES),
         "suites": lambda: _suites(SUITES),
+        # how a line names a workload spec too long to read in it
+        "label-width": lambda: str(LABEL_WIDTH),
+        "terminal-lines": lambda: str(TERMINAL_LINES),
         "profile-with-cuda": lambda: _default_profile(cuda=True),
         "profile-without-cuda": lambda: _default_profile(cuda=False),
         "profile-trials": lambda: str(_profile_trials()),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, Claim
-from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Question, Standing
 from dpbench.schema import EnergyGap
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "headline",
     "interval_text",
     "level_line",
+    "question_label",
     "summary_lines",
     "vs_single_text",
     "workload_label",
@@ -104,11 +105,18 @@ def vs_single_text(s: Standing) -> str:
     return claim_text(c, "single")
 
 
+def question_label(question: Question) -> str:
+    """The question in a line: its title, a long workload spec by :func:`workload_label`."""
+    label = workload_label(question.workload)
+    return f"{label} ({question.recipe})" if question.recipe else label
+
+
 def headline(answer: Answer, *, named: bool = True) -> str:
     """The question's answer in one sentence. ``named``: the sentence starts with the question (the
-    terminal); else a heading above it names the question, and the sentence does not again (the report)."""
+    terminal: :func:`question_label`, a line of its own stays readable); else a heading above it names
+    the question in full, and the sentence does not again (the report)."""
     no_single = answer.single is None and len(answer.standings) > 1
-    where = answer.question.title + (" [no single at this recipe]" if no_single else "")
+    where = question_label(answer.question) + (" [no single at this recipe]" if no_single else "")
     sentence = _headline(answer, where)
     if named:
         return sentence

@@ -27,7 +27,7 @@ from typing import Any
 from dpbench.decision.contention import CONTENDED, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
 from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks, still_open
-from dpbench.decision.text import workload_label
+from dpbench.decision.text import question_label
 from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
@@ -110,12 +110,6 @@ class TrialsLook:
     question (:func:`name_in_question`), where that is unique in the question."""
 
 
-def _title(question: Question) -> str:
-    """The question in a line that lists more than it: a long workload spec by what it builds and a hash."""
-    label = workload_label(question.workload)
-    return f"{label} ({question.recipe})" if question.recipe else label
-
-
 def _shortened(text: str, short_names: Mapping[str, str]) -> str:
     """``text`` (a reason naming configurations by their labels) with each named as its question does."""
     for name in sorted(short_names, key=len, reverse=True):
@@ -196,7 +190,7 @@ class Settling:
             stopped = f"the trials stopped at their maximum ({self.plan.max_trials})"
         open_answers = [a for a in look.answers if a.open_configurations()]
         titles = "; ".join(
-            f"{_title(a.question)}: {', '.join(look.short_names.get(n, n) for n in a.open_configurations())}"
+            f"{question_label(a.question)}: {', '.join(look.short_names.get(n, n) for n in a.open_configurations())}"
             for a in open_answers
         )
         needs = [a.settle_trials for a in open_answers]
