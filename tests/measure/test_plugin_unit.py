@@ -87,3 +87,15 @@ def test_a_session_whose_cases_failed_is_not_warned_that_it_saves_nothing_unless
     assert warned(interrupted=True) == []
     assert warned(interrupted=False, failed=True, verbose=True) == ["Not saving anything, no benchmarks have been run!"]
     assert warned(interrupted=False) == ["Not saving anything, no benchmarks have been run!"]  # nothing failed: say it
+
+
+def test_the_max_trials_help_states_the_designs_default_and_minimum():
+    # The plugin stays light (every pytest session loads it): its help is checked here, not imported.
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, fewest_max_trials
+    from dpbench.measure import plugin
+
+    options: dict[str, dict] = {}
+    group = SimpleNamespace(addoption=lambda *names, **attrs: options.update(dict.fromkeys(names, attrs)))
+    plugin.pytest_addoption(SimpleNamespace(getgroup=lambda *_: group))
+    help_text = options["--dpbench-max-trials"]["help"]
+    assert help_text.endswith(f"(default {DEFAULT_MAX_TRIALS}; at least {fewest_max_trials()[0]})"), help_text
