@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 WIDTH = 100  # the terminal lines' width
-LABEL_WIDTH = 40  # a workload named in a line that names more than it: longer specs are shortened
+# A workload spec that fits two terminal lines is written whole (it is copied into commands); a longer
+# one is named by what it builds and a hash (:func:`workload_label`), so that its line stays readable.
+LABEL_WIDTH = 2 * WIDTH
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
