@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 EXIT_INPUT = 2
+TESTS_FAILED = 1  # pytest.ExitCode.TESTS_FAILED: the parent reads pytest's exit without importing pytest
 DEFAULT_BUDGET = "30m"
 """Until settled, the wall-clock budget when none is given."""
 
@@ -297,9 +298,10 @@ def _saved(results: Path, name: str) -> set[Path]:
 
 
 def nothing_saved_line(save: str, status: int, failed: list[Path]) -> str:
-    """The last line of a run that saved nothing: what failed (how many cases, the first one's line,
-    from the failure files the session wrote, :mod:`dpbench.measure.plugin.failures`), else pytest's exit."""
-    if not failed:
+    """The last line of a run that saved nothing: where pytest says tests failed (exit 1), what failed
+    (how many cases, the first one's line, from the failure files the session wrote,
+    :mod:`dpbench.measure.plugin.failures`); else pytest's exit (an interrupted session says its own why)."""
+    if not failed or status != TESTS_FAILED:
         return f"no run named {save} was saved (pytest exit {status}); no report"
     cases = f"{len(failed)} case{'s' if len(failed) != 1 else ''} failed"
     return f"{cases}, so no run named {save} was saved and no report (pytest exit {status}); the first: " + (

@@ -214,3 +214,16 @@ def test_a_run_whose_every_case_failed_ends_on_what_failed(user_dir, monkeypatch
     assert last == (
         "dpbench run: 2 cases failed, so no run named run was saved and no report (pytest exit 1); the first: " + first
     )
+
+
+def test_an_interrupted_run_is_not_said_to_have_failed_for_its_failed_cases(tmp_path):
+    from dpbench.runner.run import nothing_saved_line
+
+    failed = [tmp_path / "ddp-w2.txt"]
+    failed[0].write_text("ddp w2: worker rank 1 failed: ValueError: shape mismatch\n\nddp w2\n")
+    assert nothing_saved_line("run", 2, failed) == "no run named run was saved (pytest exit 2); no report"
+    assert nothing_saved_line("run", 1, []) == "no run named run was saved (pytest exit 1); no report"
+    assert nothing_saved_line("run", 1, failed) == (
+        "1 case failed, so no run named run was saved and no report (pytest exit 1); the first: "
+        "ddp w2: worker rank 1 failed: ValueError: shape mismatch"
+    )
