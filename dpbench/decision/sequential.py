@@ -40,6 +40,7 @@ from dpbench.decision.model import Answer, AnswerOutcome, Entry, Question, answe
 __all__ = [
     "DEFAULT_MAX_TRIALS",
     "FIXED_ERROR",
+    "fewest_max_trials",
     "LookPlan",
     "asked_level",
     "coverage",
@@ -66,6 +67,12 @@ claim needs (5 pairs, [min, max]: 2/32 = 6.25%, what the quick profile's 5 trial
 most the 8-trial fixed design's (k = 1: 7.03%), so the design claims falsely no more often than
 either; the stated level's 10% would allow a first look at 5 pairs but more false claims than both
 (docs/validation/sequential.md has both designs simulated)."""
+
+
+def fewest_max_trials(floor_level: float = CLAIM_LEVEL) -> tuple[int, str]:
+    """The smallest maximum a design accepts, and why, in the words its refusals use: the fewest
+    pairs whose interval reaches ``floor_level`` (the claim level, which every look asks at least)."""
+    return min_pairs(floor_level), f"the fewest trials whose interval reaches the {floor_level:.0%} claim level"
 
 
 def asked_level(level: float) -> float:
@@ -171,11 +178,9 @@ def plan_looks(max_trials: int, *, budget: float | None = None, floor_level: flo
     (default :data:`FIXED_ERROR`).
 
     A larger maximum means more looks, so a stricter level and possibly a later first look."""
-    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < min_pairs(floor_level):
-        raise ValueError(
-            f"max_trials: expected an int >= {min_pairs(floor_level)} (the fewest pairs whose interval reaches "
-            f"the {floor_level:.0%} claim level), found {max_trials!r}"
-        )
+    fewest, why = fewest_max_trials(floor_level)
+    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < fewest:
+        raise ValueError(f"max_trials: expected an int >= {fewest} ({why}), found {max_trials!r}")
     budget = FIXED_ERROR if budget is None else budget
     levels = sorted(
         {floor_level}

@@ -6,13 +6,14 @@ run`` print these sentences; the level of every claim is stated once, in :func:`
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from dpbench.decision.claims import Claim
-from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
+from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Question, Standing
 from dpbench.schema import EnergyGap
 
 __all__ = [
@@ -25,11 +26,16 @@ __all__ = [
     "headline",
     "interval_text",
     "level_line",
+    "question_label",
     "summary_lines",
     "vs_single_text",
+    "workload_label",
 ]
 
 WIDTH = 100  # the terminal lines' width
+# A workload spec that fits two terminal lines is written whole (it is copied into commands); a longer
+# one is named by what it builds and a hash (:func:`workload_label`), so that its line stays readable.
+LABEL_WIDTH = 2 * WIDTH
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
@@ -40,6 +46,19 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
 
 
+def workload_label(workload: str, *, width: int = LABEL_WIDTH) -> str:
+    """The workload as a line that names more than it says it: its spec where it fits ``width``,
+    else what it builds (``hf:gpt2``, the part before the overrides, its end where that is long too)
+    and a short hash of the whole spec: ``hf:gpt2@…#3f9a1c``. The same spec always reads the same."""
+    if len(workload) <= width:
+        return workload
+    digest = hashlib.sha1(workload.encode()).hexdigest()[:6]
+    head, at, _ = workload.partition("@")
+    keep = width - len("@…#") - len(digest)
+    head = head if len(head) <= keep else "…" + head[-(keep - 1) :]
+    return f"{head}{'@…' if at else ''}#{digest}"
+
+
 def rate_text(value: float) -> str:
     if not math.isfinite(value):
         return "–"
@@ -47,9 +66,13 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level every sentence below it uses."""
+    """The one statement of the claim level every sentence below it uses. Trials until settled look
+    after every pass, so each look asks a stricter level than the claim level a single look asks
+    (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a contradiction."""
+    stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
+    why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials; level = within ±{decision.margin:.0%}; "
+        f"claims at {decision.level:.0%} intervals of paired trials{why}; level = within ±{decision.margin:.0%}; "
         "unsettled = more trials needed"
     )
 
@@ -84,11 +107,26 @@ def vs_single_text(s: Standing) -> str:
     return claim_text(c, "single")
 
 
-def headline(answer: Answer) -> str:
-    """The question's answer in one sentence."""
-    where = answer.question.title
-    if answer.single is None and len(answer.standings) > 1:
-        where += " [no single at this recipe]"
+def question_label(question: Question) -> str:
+    """The question in a line: its title, a long workload spec by :func:`workload_label`."""
+    label = workload_label(question.workload)
+    return f"{label} ({question.recipe})" if question.recipe else label
+
+
+def headline(answer: Answer, *, named: bool = True) -> str:
+    """The question's answer in one sentence. ``named``: the sentence starts with the question (the
+    terminal: :func:`question_label`, a line of its own stays readable); else a heading above it names
+    the question in full, and the sentence does not again (the report)."""
+    no_single = answer.single is None and len(answer.standings) > 1
+    where = question_label(answer.question) + (" [no single at this recipe]" if no_single else "")
+    sentence = _headline(answer, where)
+    if named:
+        return sentence
+    body = sentence[len(where) + 2 :]  # past "<where>: "
+    return ("[no single at this recipe] " if no_single else "") + body[:1].upper() + body[1:]
+
+
+def _headline(answer: Answer, where: str) -> str:
     if answer.leader is None:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
