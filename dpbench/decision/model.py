@@ -39,7 +39,7 @@ from typing import Any
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
 from dpbench.decision.contention import SPREAD_LIMIT, contention_text, is_busy, spread_text, trial_spread
 from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
-from dpbench.stats import PairedRatio, median, paired_ratio
+from dpbench.stats import PairedRatio, median, median_rate, paired_ratio
 
 __all__ = [
     "Answer",
@@ -170,7 +170,8 @@ class Standing:
 
     entry: Entry
     samples_per_s: float
-    """The median of its kept trials' throughput (what a table shows beside the ratios)."""
+    """Its kept trials' throughput at their median step time (:func:`dpbench.stats.median_rate`):
+    the number every table shows for it, the global batch over its headline step time."""
     trials: int
     """Its kept trials."""
     vs_leader: ConfigComparison | None = None
@@ -350,7 +351,7 @@ def _leader(
         r = paired_ratio(e.throughputs, reference.throughputs, level)
         if r.pairs:
             return r.ratio
-        mine, theirs = median(_kept(e)), median(_kept(reference))  # no pairs: the medians, said as such
+        mine, theirs = median_rate(_kept(e)), median_rate(_kept(reference))  # no pairs: the rates, said as such
         return mine / theirs if theirs > 0 else math.nan
 
     scores = {e.name: score(e) for e in entries}  # each once: a ratio of every pair of trials
@@ -411,7 +412,7 @@ def answer_question(
     def standing(e: Entry) -> Standing:
         return Standing(
             entry=e,
-            samples_per_s=median(_kept(e)),
+            samples_per_s=median_rate(_kept(e)),
             trials=len(_kept(e)),
             vs_leader=None if e is leader else _compare(e, leader, **judged),
             vs_single=None if single is None or e is single else _compare(e, single, **judged),

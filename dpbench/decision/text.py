@@ -6,13 +6,14 @@ run`` print these sentences; the level of every claim is stated once, in :func:`
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from dpbench.decision.claims import Claim
-from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
+from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Question, Standing
 from dpbench.schema import EnergyGap
 
 __all__ = [
@@ -25,11 +26,16 @@ __all__ = [
     "headline",
     "interval_text",
     "level_line",
+    "question_label",
     "summary_lines",
     "vs_single_text",
+    "workload_label",
 ]
 
 WIDTH = 100  # the terminal lines' width
+# A workload spec that fits two terminal lines is written whole (it is copied into commands); a longer
+# one is named by what it builds and a hash (:func:`workload_label`), so that its line stays readable.
+LABEL_WIDTH = 2 * WIDTH
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
@@ -40,6 +46,19 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
 
 
+def workload_label(workload: str, *, width: int = LABEL_WIDTH) -> str:
+    """The workload as a line that names more than it says it: its spec where it fits ``width``,
+    else what it builds (``hf:gpt2``, the part before the overrides, its end where that is long too)
+    and a short hash of the whole spec: ``hf:gpt2@…#3f9a1c``. The same spec always reads the same."""
+    if len(workload) <= width:
+        return workload
+    digest = hashlib.sha1(workload.encode()).hexdigest()[:6]
+    head, at, _ = workload.partition("@")
+    keep = width - len("@…#") - len(digest)
+    head = head if len(head) <= keep else "…" + head[-(keep - 1) :]
+    return f"{head}{'@…' if at else ''}#{digest}"
+
+
 def rate_text(value: float) -> str:
     if not math.isfinite(value):
         return "–"
@@ -47,10 +66,15 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level and scope every sentence below it uses: a claim is about
-    this session's trials (:data:`dpbench.decision.model.SCOPE`; docs/decision.md#sessions says why)."""
+    """The one statement of the claim level and scope every sentence below it uses. Trials until
+    settled look after every pass, so each look asks a stricter level than the claim level a single
+    look asks (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a
+    contradiction. A claim is about this session's trials (:data:`dpbench.decision.model.SCOPE`;
+    docs/decision.md#sessions says why)."""
+    stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
+    why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials, in this session; "
+        f"claims at {decision.level:.0%} intervals of paired trials{why}, in this session; "
         f"level = within ±{decision.margin:.0%}; unsettled = more trials needed"
     )
 
@@ -87,11 +111,26 @@ def vs_single_text(s: Standing) -> str:
     return claim_text(c, "single")
 
 
-def headline(answer: Answer) -> str:
-    """The question's answer in one sentence."""
-    where = answer.question.title
-    if answer.single is None and len(answer.standings) > 1:
-        where += " [no single at this recipe]"
+def question_label(question: Question) -> str:
+    """The question in a line: its title, a long workload spec by :func:`workload_label`."""
+    label = workload_label(question.workload)
+    return f"{label} ({question.recipe})" if question.recipe else label
+
+
+def headline(answer: Answer, *, named: bool = True) -> str:
+    """The question's answer in one sentence. ``named``: the sentence starts with the question (the
+    terminal: :func:`question_label`, a line of its own stays readable); else a heading above it names
+    the question in full, and the sentence does not again (the report)."""
+    no_single = answer.single is None and len(answer.standings) > 1
+    where = question_label(answer.question) + (" [no single at this recipe]" if no_single else "")
+    sentence = _headline(answer, where)
+    if named:
+        return sentence
+    body = sentence[len(where) + 2 :]  # past "<where>: "
+    return ("[no single at this recipe] " if no_single else "") + body[:1].upper() + body[1:]
+
+
+def _headline(answer: Answer, where: str) -> str:
     if answer.leader is None:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
@@ -100,7 +139,7 @@ def headline(answer: Answer) -> str:
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
     if answer.outcome is AnswerOutcome.ALONE:
-        return f"{where}: only {lead.name} ran, at {rate}{single}."
+        return f"{where}: nothing to rank: one configuration: {lead.name} at {rate}{single}."
     if answer.outcome is AnswerOutcome.FASTEST:
         return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
     if answer.outcome is AnswerOutcome.LEVEL:
@@ -195,6 +234,22 @@ def _memory(s: Standing) -> str:
     return f"peak {peak / 2**20:,.0f} MiB/rank" if peak == peak else ""
 
 
+def _rows(shown: list[Standing], answer: Answer) -> list[str]:
+    """The header and a row per configuration: its name, its numbers against the leader and its
+    memory. Nothing is cut: the name column is as wide as every row's numbers leave room for, and a
+    longer name takes a line of its own, its numbers under it in their column."""
+    tails = {s.name: "  ".join(filter(None, (_row(s, answer), _memory(s)))) for s in shown}
+    room = WIDTH - 4 - max(len(t) for t in tails.values())
+    width = max(min(max(len(s.name) for s in shown), room), len("configuration"))
+    lines = [_header(width)]
+    for s in shown:
+        if len(s.name) > width:
+            lines += [f"  {s.name}", f"  {' ' * width}  {tails[s.name]}"]
+        else:
+            lines.append(f"  {s.name.ljust(width)}  {tails[s.name]}")
+    return lines
+
+
 def _wrap(text: str, indent: str = "") -> list[str]:
     # a spec is never broken inside (it is copied into commands): a longer one overruns the width
     return textwrap.wrap(
@@ -228,12 +283,7 @@ def _lines(decision: Decision, *, rows: bool) -> list[str]:
         shown = list(answer.standings[:_ROWS])
         rest = answer.standings[_ROWS:]
         if len(answer.standings) > 1:
-            width = min(max(len(s.name) for s in shown), 36)
-            lines.append(_header(width))
-            for s in shown:
-                row = f"  {s.name[:width].ljust(width)}  {_row(s, answer)}"
-                mem = _memory(s)
-                lines.append(row if not mem or len(row) + len(mem) + 2 > WIDTH else f"{row}  {mem}")
+            lines += _rows(shown, answer)
         if rest:
             counts: dict[str, int] = {}
             for s in rest:

@@ -342,7 +342,8 @@ def decisions(
             run=answer.run,
             about=workload_about(group) if len(group) else "",
             outcome=answer.outcome.value,
-            sentences=[line for line in (headline(answer), frugal_text(answer)) if line is not None],
+            # The heading names the question: the sentence under it does not again.
+            sentences=[line for line in (headline(answer, named=False), frugal_text(answer)) if line is not None],
             grids=_ratio_grids(answer),
             claims=_claims(answer),
         )

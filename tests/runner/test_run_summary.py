@@ -104,3 +104,20 @@ def test_a_configuration_whose_fingerprint_departs_is_left_out_of_every_view(tmp
     assert "  left out: ddp w2: computes something else than single: " in text
     (q,) = [q for q in decision.to_dict()["questions"] if q["workload"] == "mlp" and q["recipe"]["global_batch"] == 64]
     assert q["excluded"][0]["configuration"] == "ddp w2"
+
+
+def test_a_long_workload_spec_is_named_by_what_it_builds_and_a_hash_in_the_terminal(tmp_path):
+    from _long_spec import LONG_SPEC, long_spec_run
+
+    from dpbench.decision.text import WIDTH, workload_label
+
+    out = io.StringIO()
+    print_decision(long_spec_run(tmp_path), out=out)
+    lines = out.getvalue().splitlines()
+    label = workload_label(LONG_SPEC)
+    assert label == "hf:gpt2@…#" + label[-6:] and len(label) == 16
+    assert lines[3:5] == [  # below the heading and the level line's two lines
+        f"{label} (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s,",
+        "    but unsettled against it: manual w2, allreduce(mode=overlap) w2, ddp(comm_hook=fp16) w2,",
+    ]
+    assert max(len(line) for line in lines) <= WIDTH and LONG_SPEC not in out.getvalue()
