@@ -66,14 +66,16 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level every sentence below it uses. Trials until settled look
-    after every pass, so each look asks a stricter level than the claim level a single look asks
-    (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a contradiction."""
+    """The one statement of the claim level and scope every sentence below it uses. Trials until
+    settled look after every pass, so each look asks a stricter level than the claim level a single
+    look asks (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a
+    contradiction. A claim is about this session's trials (:data:`dpbench.decision.model.SCOPE`;
+    docs/decision.md#sessions says why)."""
     stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
     why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials{why}; level = within ±{decision.margin:.0%}; "
-        "unsettled = more trials needed"
+        f"claims at {decision.level:.0%} intervals of paired trials{why}, in this session; "
+        f"level = within ±{decision.margin:.0%}; unsettled = more trials needed"
     )
 
 
@@ -85,6 +87,8 @@ def interval_text(c: ConfigComparison) -> str:
 
 
 def _settle(c: ConfigComparison) -> str:
+    if c.why:
+        return c.why
     return f"settles at ~{c.settle_trials} trials" if c.settle_trials else "many more trials needed"
 
 
@@ -144,7 +148,7 @@ def _headline(answer: Answer, where: str) -> str:
             f"{where}: no single fastest: {lead.name} ({rate}{single}) is level with "
             f"{_names(list(answer.level_with))}{tail}."
         )
-    open_ = [s.name for s in answer.unsettled]
+    open_ = [s.name for s in answer.open_by_interval]  # the contended ones: the reasons say why
     why = list(answer.reasons)
     if open_:
         more = f"; it settles at ~{answer.settle_trials} trials" if answer.settle_trials else ""
@@ -206,7 +210,7 @@ def _header(width: int) -> str:
 
 def _row(s: Standing, answer: Answer) -> str:
     """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
-    busy = " · busy" if s.busy else ""
+    busy = " · busy" if s.busy else " · spread" if s.contended else ""
     if s.name == answer.leader:
         lead = {AnswerOutcome.FASTEST: "the fastest", AnswerOutcome.LEVEL: "leads a level set"}.get(
             answer.outcome, "leads"
@@ -216,7 +220,9 @@ def _row(s: Standing, answer: Answer) -> str:
     assert c is not None
     r = c.ratio
     ci = f"{r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs" if r.pairs >= 2 and math.isfinite(r.lo) else f"{r.pairs} pairs"
-    if c.claim is Claim.UNSETTLED:
+    if c.claim is Claim.UNSETTLED and c.why:
+        said = "unsettled (contended)"  # the headline's reasons say by what
+    elif c.claim is Claim.UNSETTLED:
         said = f"unsettled (~{c.settle_trials} trials)" if c.settle_trials else "unsettled (many trials)"
     else:
         said = c.claim.value

@@ -195,7 +195,7 @@ class Settling:
         )
         needs = [a.settle_trials for a in open_answers]
         reasons = [_shortened(r, look.short_names) for a in open_answers for r in a.reasons]
-        if reasons and not any(a.unsettled for a in open_answers):  # only a busy machine keeps them open
+        if reasons and not any(a.open_by_interval for a in open_answers):  # only contention keeps them open
             tail = f"; {'; '.join(reasons)}: a quieter machine would settle them"
         elif needs and all(n is not None for n in needs):
             more = max(max(n for n in needs if n is not None) - look.trials, 1)

@@ -81,14 +81,17 @@ def test_no_view_contradicts_the_model(seed):
     assert len(views) == len(decision.answers) == len(doc["questions"])
     for answer, q, view in zip(decision.answers, doc["questions"], views):
         quoted = set()
+        contended = {c["configuration"]: c["contended"] for c in q["configurations"]}
         for c in q["configurations"]:
-            for side in ("vs_leader", "vs_single"):
+            for side, other in (("vs_leader", q["leader"]), ("vs_single", q["single"])):
                 claim = c[side]
                 if claim is None:
                     continue
                 quoted.add(f"{claim['ratio']:.2f}")
+                # a contended side (busy, or spread past the noise model) is never claimed on, and says so
+                assert bool(claim["why"]) == bool(contended[c["configuration"]] or contended[other])
                 lo, hi, cover = claim["lo"], claim["hi"], claim["coverage"]
-                claimed = cover is not None and cover >= level and claim["pairs"] >= 2
+                claimed = cover is not None and cover >= level and claim["pairs"] >= 2 and not claim["why"]
                 expected = (
                     "faster"
                     if claimed and lo > 1
@@ -109,6 +112,8 @@ def test_no_view_contradicts_the_model(seed):
             assert f" {q['leader']} " in f" {said} "
         if q["outcome"] == "unsettled":
             assert "the fastest" not in said
+        for why in filter(None, contended.values() if len(contended) > 1 else ()):  # alone: nothing claimed
+            assert why in said  # every view states what contended the trials
         assert "no difference" not in said and "no significant difference" not in said
         if q["outcome"] == "fastest":
             assert all(c["vs_leader"]["claim"] == "slower" for c in q["configurations"][1:])

@@ -146,7 +146,7 @@ def test_a_long_configuration_keeps_its_name_and_its_memory_in_the_terminal():
         _entry("fsdp(reshard_after_forward=False, checkpoint=True) w2", "fsdp", 0.5, memory_bytes=300 * mib),
     )
     lines = summary_lines(Decision(answers=(answer,)))
-    assert lines[3:] == [
+    assert lines[4:] == [  # the level line and the headline take two lines each
         "  configuration                 × the leader (CI, pairs)  claim",
         "  single w1                     leads  peak 348 MiB/rank",
         "  fsdp(reshard_after_forward=False) w2",
@@ -177,3 +177,14 @@ def test_a_busy_case_is_judged_and_said_one_way():
 
     assert is_busy(CONTENDED + 0.01) and not is_busy(CONTENDED) and not is_busy(math.nan)
     assert contention_text(0.78, "ddp w2's") == "other processes used 78% of the CPUs during ddp w2's trials"
+
+
+def test_every_claim_says_it_holds_for_this_session():
+    from dpbench.decision.model import Decision
+    from dpbench.decision.text import level_line
+
+    decision = Decision(answers=(_answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 2.0)),))
+    assert decision.to_dict()["scope"] == "session"
+    assert level_line(decision) == (
+        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
+    )

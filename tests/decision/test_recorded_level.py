@@ -59,13 +59,12 @@ def test_the_level_line_says_the_looks_level_and_the_claim_level_it_tightens():
 
     settled = decide(_configs(plan_looks(DEFAULT_MAX_TRIALS).look_level), ["r1"], departures={})
     assert level_line(settled) == (
-        "claims at 96% intervals of paired trials (every look's, stricter than one look's 90%); "
+        "claims at 96% intervals of paired trials (every look's, stricter than one look's 90%), in this session; "
         "level = within ±5%; unsettled = more trials needed"
     )
     fixed = decide(_configs(None), ["r1"], departures={})
-    assert (
-        level_line(fixed)
-        == "claims at 90% intervals of paired trials; level = within ±5%; unsettled = more trials needed"
+    assert level_line(fixed) == (
+        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
     )
     # A maximum of 6 looks once, at the claim level itself: nothing stricter to say.
     assert level_line(decide(_configs(plan_looks(6).look_level), ["r1"], departures={})) == level_line(fixed)
