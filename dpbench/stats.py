@@ -31,6 +31,7 @@ __all__ = [
     "log_t_interval",
     "median",
     "median_interval",
+    "median_rate",
     "or_none",
     "paired_ratio",
     "percentile",
@@ -58,6 +59,15 @@ def positive(values: Sequence[float] | None) -> list[float]:
 def median(values: Sequence[float]) -> float:
     """The median, NaN for no values (a missing number, not an error, in a table)."""
     return statistics.median(values) if len(values) else math.nan
+
+
+def median_rate(rates: Sequence[float]) -> float:
+    """The rate at the median time: ``1 / median(1 / rate)`` over ``rates`` (samples/s of each
+    trial), NaN for none. A throughput is the global batch over the headline step time, the median
+    of the trials' times; with an even count that median averages two times, and the median of the
+    rates (which averages two rates) would be another number for the same configuration."""
+    times = [1.0 / r for r in rates if r > 0]
+    return 1.0 / median(times) if times else math.nan
 
 
 def percentile(values: Sequence[float], q: float) -> float:

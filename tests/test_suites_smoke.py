@@ -220,6 +220,7 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
     (written,) = storage.glob("*/failures/*/ddp-boom-w2.txt")
     assert Path(match["path"]).resolve() == written.resolve()
     text = written.read_text()
+    assert text.startswith(f"{line}\n\n"), text[:500]  # the line first: dpbench run says it when nothing was saved
     # Every failing rank's whole traceback is in the file.
     assert text.count("Traceback (most recent call last)") >= 1 and "dpbench/workers" in text, text
     assert not _leftovers(marker, grace=10)

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Write the documentation's generated tables from the code: `python -m tools.gen_docs` rewrites them,
-`python -m tools.gen_docs --check` exits 1 when a page differs from what the code says (what
-tests/docs/test_docs_generated.py runs; `--fast` leaves out the tables that start a pytest).
+"""Write the documentation's generated tables and facts from the code: `python -m tools.gen_docs`
+rewrites them, `python -m tools.gen_docs --check` exits 1 when a page differs from what the code says
+(what tests/docs/test_docs_generated.py runs; `--fast` leaves out the tables that start a pytest).
 
-A generated table sits between `<!-- generated:NAME -->` and `<!-- end:generated:NAME -->` in its
-page; everything else on the page is written by hand.
+A generated table sits between `<!-- generated:NAME -->` and `<!-- end:generated:NAME -->`, each
+marker on a line of its own, in its page. A generated fact (:func:`facts`: a claim level, a default)
+sits between the same markers inside one line, anywhere in the README or a page of docs/, as often as
+the text needs it: `at most <!-- generated:max-trials -->12<!-- end:generated:max-trials --> a case`.
+A fact written as code (`` `12` ``) stays code. Everything else on a page is written by hand.
 """
 
 from __future__ import annotations
@@ -163,13 +166,126 @@ def packages_table() -> str:
     return "\n".join(rows)
 
 
+def _design():
+    """The sequential design ``dpbench run`` uses by default (trials until settled, the default maximum)."""
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, plan_looks
+
+    return plan_looks(DEFAULT_MAX_TRIALS)
+
+
+def _default_budget() -> str:
+    from dpbench.measure.settings import duration_text, parse_budget
+    from dpbench.runner.run import DEFAULT_BUDGET
+
+    return duration_text(parse_budget("budget", DEFAULT_BUDGET))
+
+
+def _default_profile(*, cuda: bool) -> str:
+    from dpbench.measure.profiles import resolve_profile
+
+    return resolve_profile(cuda_count=int(cuda), cpu_count=2, environ={}).name.value
+
+
+def _suites(names) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def plan_line_sample() -> str:
+    """The plan line ``dpbench run`` prints after its second pass, for 24 cases of ~5 minutes a pass
+    at the default maximum and budget."""
+    from dpbench.measure.settings import parse_budget
+    from dpbench.measure.settle import Settling
+    from dpbench.runner.run import DEFAULT_BUDGET
+
+    design = Settling.design(budget_s=parse_budget("budget", DEFAULT_BUDGET))
+    line = design.plan_line(cases=24, pass_s=300.0, elapsed_s=540.0)
+    return f"```\ndpbench: {line}\n```"
+
+
+def facts() -> dict[str, Callable[[], str]]:
+    """Facts a sentence states inline (claim levels, defaults), each from the constant the code uses."""
+    from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, FIXED_ERROR
+    from dpbench.decision.text import LABEL_WIDTH
+    from dpbench.report.text import TERMINAL_LINES
+    from dpbench.runner.config import SUITES, WORKLOAD_SUITES
+    from dpbench.runner.run import DEFAULT_BUDGET
+
+    return {
+        # the level every claim needs, and the stricter one every look of trials until settled asks
+        "claim-level": lambda: f"{CLAIM_LEVEL:.0%}",
+        "look-level": lambda: f"{_design().look_level:.1%}",
+        "look-level-exact": lambda: f"{_design().look_level:.2%}",
+        "look-level-raw": lambda: repr(_design().look_level),
+        "look-error": lambda: f"{_design().error:.2%}",
+        "fixed-error": lambda: f"{FIXED_ERROR:.2%}",
+        "fewest-trials": lambda: str(min_pairs(CLAIM_LEVEL)),
+        "first-look": lambda: str(_design().min_trials),
+        "later-looks": lambda: " and ".join(map(str, _design().steps_after(_design().min_trials))),
+        # the defaults of dpbench run
+        "max-trials": lambda: str(DEFAULT_MAX_TRIALS),
+        "budget": _default_budget,
+        "budget-option": lambda: DEFAULT_BUDGET,
+        "workload-suites": lambda: _suites(WORKLOAD_SUITES),
+        "suites-not-run": lambda: _suites(s for s in SUITES if s not in WORKLOAD_SUITES),
+        "suites": lambda: _suites(SUITES),
+        # how a line names a workload spec too long to read in it
+        "label-width": lambda: str(LABEL_WIDTH),
+        "terminal-lines": lambda: str(TERMINAL_LINES),
+        "profile-with-cuda": lambda: _default_profile(cuda=True),
+        "profile-without-cuda": lambda: _default_profile(cuda=False),
+        "profile-trials": lambda: str(_profile_trials()),
+    }
+
+
+def _profile_trials() -> int:
+    """The fixed design's trials per case: the profile's (the same in both)."""
+    from dpbench.measure.profiles import resolve_profile
+
+    trials = {resolve_profile(name, cuda_count=0, cpu_count=2, environ={}).trials for name in ("quick", "full")}
+    if len(trials) != 1:
+        raise SystemExit(f"gen_docs: the profiles' trials differ ({sorted(trials)}): name each in the docs")
+    return trials.pop()
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
-    "architecture.md": {"packages": packages_table},
-    "strategies.md": {"options": options_table},
-    "suites.md": {"quick-profile": quick_profile_table},
+    "docs/architecture.md": {"packages": packages_table},
+    "docs/cli.md": {"plan-line": plan_line_sample},
+    "docs/strategies.md": {"options": options_table},
+    "docs/suites.md": {"quick-profile": quick_profile_table},
 }
+"""Page (relative to the repository) -> {table name: generator}."""
 # Tables whose generator starts a pytest (seconds): `--fast` leaves them out.
 SLOW_TABLES = ("quick-profile",)
+
+
+_INLINE = re.compile(r"<!-- generated:([\w-]+) -->([^\n]*?)<!-- end:generated:\1 -->")
+
+
+def render_facts(text: str, known: dict[str, Callable[[], str]] | None = None) -> str:
+    """``text`` with each inline generated fact replaced by what the code says now (in backticks
+    where it was); a name that is no fact is an error. ``known``: the facts (default :func:`facts`)."""
+    known = facts() if known is None else known
+    unknown = sorted({m.group(1) for m in _INLINE.finditer(text)} - set(known))
+    if unknown:
+        raise SystemExit(f"gen_docs: no fact named {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    values: dict[str, str] = {}
+
+    def fact(match: re.Match) -> str:
+        name, old = match.group(1), match.group(2)
+        value = values.setdefault(name, known[name]())
+        if "\n" in value:
+            raise SystemExit(f"gen_docs: the fact {name} is more than one line: {value!r}")
+        code = len(old) > 1 and old.startswith("`") and old.endswith("`") and "`" not in value
+        new = f"`{value}`" if code else value
+        return f"<!-- generated:{name} -->{new}<!-- end:generated:{name} -->"
+
+    return _INLINE.sub(fact, text)
+
+
+def fact_pages() -> list[str]:
+    """The pages that may state a fact inline: the README and every page of docs/ (relative to the repository)."""
+    return ["README.md", *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").rglob("*.md")))]
 
 
 def render(text: str, tables: dict[str, Callable[[], str]]) -> str:
@@ -191,13 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     stale = []
-    for page, all_tables in GENERATED.items():
-        tables = {name: make for name, make in all_tables.items() if not (args.fast and name in SLOW_TABLES)}
-        if not tables:
-            continue
-        path = ROOT / "docs" / page
+    for page in dict.fromkeys([*GENERATED, *fact_pages()]):
+        tables = {n: make for n, make in GENERATED.get(page, {}).items() if not (args.fast and n in SLOW_TABLES)}
+        path = ROOT / page
         old = path.read_text()
-        new = render(old, tables)
+        new = render_facts(render(old, tables))
         if new != old:
             stale.append(page)
             if not args.check:

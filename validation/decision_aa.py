@@ -97,20 +97,30 @@ def main(argv: list[str] | None = None) -> int:
         paths = run_decisions(args.runs, args.workloads, args.rest)
         if isinstance(paths, int):
             return paths
-    decisions = [json.loads(p.read_text()) for p in paths]
+    count_contradictions([json.loads(p.read_text()) for p in paths])
+    return 0
+
+
+def count_contradictions(
+    decisions: list[dict], pairs: list[tuple[int, int]] | None = None, *, show_runs: bool = True
+) -> int:
+    """Print each decision's claims (``show_runs``) and the contradictions between runs i and j
+    (from 1) of ``pairs`` (default: every pair of runs); return their number."""
     found = [relations(d) for d in decisions]
-    for i, (rel, settled, total) in enumerate(found, 1):
+    for i, (rel, settled, total) in enumerate(found if show_runs else [], 1):
         print(f"run {i}: {settled} of {total} comparisons settled ({settled / max(total, 1):.0%}); {len(rel)} claims")
+    pairs = pairs if pairs is not None else list(itertools.combinations(range(1, len(found) + 1), 2))
     contradictions = 0
-    for (i, (a, _, _)), (j, (b, _, _)) in itertools.combinations(enumerate(found, 1), 2):
+    for i, j in pairs:
+        a, b = found[i - 1][0], found[j - 1][0]
         clash = sorted((q, x, y) for q, x, y in a if (q, y, x) in b)
         contradictions += len(clash)
         print(
             f"runs {i} and {j}: {len(clash)} contradictions"
             + "".join(f"\n  {q}: {x} > {y}, then <" for q, x, y in clash)
         )
-    print(f"contradictions over {len(found) * (len(found) - 1) // 2} pairs of runs: {contradictions}")
-    return 0
+    print(f"contradictions over {len(pairs)} pairs of runs: {contradictions}")
+    return contradictions
 
 
 if __name__ == "__main__":

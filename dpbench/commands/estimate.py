@@ -27,7 +27,8 @@ def register_estimate(subparsers: argparse._SubParsersAction) -> None:
         help="estimate memory per rank for each strategy and world size (nothing allocated, nothing launched)",
         description="Will it fit? Build the workload's model on the meta device and under FakeTensorMode and "
         "print, per strategy and world size, what each rank holds (parameters, gradients, optimizer state, "
-        "communication buffers), the activation peak of one forward + backward at the rank's batch and the "
+        "communication buffers), the peak of one forward + backward at the rank's batch beyond the gradients "
+        "('beyond grads': activations, temporaries) and the "
         "estimated peak; with --device-memory, whether it fits.",
         epilog=examples(
             "dpbench estimate --workload mlp",
@@ -162,7 +163,7 @@ def estimate_table(doc: dict[str, Any]) -> str:
     keys = ["params_bytes", "grads_bytes", "optimizer_state_bytes", "comm_buffer_bytes"]
     keys += (["workspace_bytes"] if cuda else []) + ["activation_bytes"]
     head = ["strategy", "world", "params", "grads", "optim", "buffers"] + (["wksp."] if cuda else [])
-    head += ["activ.", "peak"] + (["fits"] if fits else [])
+    head += ["beyond grads", "peak"] + (["fits"] if fits else [])
     lines = [head]
     for row in doc["cases"]:
         if "refused" in row:

@@ -14,7 +14,7 @@ from dpbench.commands.options import RUN_HELP, ExamplesFormatter, add_results_di
 from dpbench.errors import UsageError, did_you_mean, expected_one_of
 from dpbench.results.console import write_json
 
-__all__ = ["LINK_HELP", "MEMORY_KINDS", "memory_estimator", "register_predict"]
+__all__ = ["LINK_HELP", "MEMORY_KINDS", "measured_profiles", "memory_estimator", "register_predict"]
 
 TARGETS = ("collectives",)
 
@@ -30,6 +30,14 @@ def _size(raw: str) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    if args.step:
+        if args.target is not None:
+            raise UsageError(f"--step: expected a measured step or a TARGET, found both ({args.target!r})")
+        return _predict_measured(args)
+    if args.target is None:
+        raise UsageError("TARGET: expected collectives, a saved run, or --step FILE, found none")
+    if args.strategies and args.target == "collectives":
+        raise UsageError("--strategies: only for a saved run or --step, not for TARGET collectives")
     if args.target != "collectives":
         return _predict_run(args)
     from dpbench.predict import (
@@ -111,9 +119,77 @@ def memory_estimator(kind: str) -> Any:
     return memory
 
 
+def _overlap(args: argparse.Namespace) -> Any:
+    from dpbench.predict import OverlapSlowdown
+
+    if args.overlap_slowdown is None:
+        return None
+    if not 0.0 <= args.overlap_slowdown <= 1.0:
+        raise UsageError(f"--overlap-slowdown: expected a fraction in [0, 1], found {args.overlap_slowdown}")
+    return OverlapSlowdown(value=args.overlap_slowdown, origin="stated: --overlap-slowdown")
+
+
+def _strategies(args: argparse.Namespace) -> list[str] | None:
+    return [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+
+
+def measured_profiles(paths: list[str]) -> list[Any]:
+    """The step profiles of measured-step files (``--step``): each workload built on the meta device
+    (:func:`dpbench.strategies.layout.meta_layout`) unless the file states ``parameter_count``."""
+    from dpbench.predict.measured import measured_profile, read_step_file
+    from dpbench.strategies.layout import meta_layout
+
+    out = []
+    for path in paths:
+        step = read_step_file(path)
+        layout = None
+        if step.workload is not None and step.parameter_count is None:
+            try:
+                layout = meta_layout(step.workload)
+            except ValueError as exc:
+                raise UsageError(f"{step.source}: workload: {exc}") from None
+        elif step.workload is not None:
+            raise UsageError(
+                f"{step.source}: parameter_count: expected a workload spec or a parameter count, found both"
+            )
+        out.append(measured_profile(step, layout=layout))
+    return out
+
+
+def _predict_measured(args: argparse.Namespace) -> int:
+    from dpbench.predict import format_steps, run_collective_model, steps_document
+    from dpbench.predict.forecast import select_profiles
+    from dpbench.predict.measured import measured_forecast
+
+    if args.sources or args.check or args.min_bytes or args.from_world_size or args.threads_per_rank:
+        raise UsageError(
+            "--from/--check/--min-bytes/--from-world-size/--threads-per-rank: not for --step (a measured step "
+            "gives its own world size); the collectives go in --collectives FILE"
+        )
+    worlds = int_list(args.world_sizes, "--world-sizes")
+    profiles = select_profiles(measured_profiles(args.step), _strategies(args))
+    model = run_collective_model(
+        None, collectives=args.collectives, link=args.link, gpus_per_node=args.gpus_per_node, collective=args.collective
+    )
+    forecast = measured_forecast(
+        profiles,
+        model,
+        worlds,
+        scaling=args.scaling,
+        overlap=_overlap(args),
+        source=", ".join(args.step),
+        accumulation=args.accumulation,
+    )
+    if args.json:
+        write_json(args.json, steps_document(forecast))
+        if args.json == "-":
+            return 0
+    sys.stdout.write(format_steps(forecast))
+    return 0
+
+
 def _predict_run(args: argparse.Namespace) -> int:
     from dpbench.predict import (
-        OverlapSlowdown,
         format_steps,
         run_collective_model,
         step_predictions,
@@ -131,11 +207,7 @@ def _predict_run(args: argparse.Namespace) -> int:
         gpus_per_node=args.gpus_per_node,
         collective=args.collective,
     )
-    overlap = None
-    if args.overlap_slowdown is not None:
-        if not 0.0 <= args.overlap_slowdown <= 1.0:
-            raise UsageError(f"--overlap-slowdown: expected a fraction in [0, 1], found {args.overlap_slowdown}")
-        overlap = OverlapSlowdown(value=args.overlap_slowdown, origin="stated: --overlap-slowdown")
+    overlap = _overlap(args)
     forecast = step_predictions(
         run,
         model,
@@ -144,6 +216,8 @@ def _predict_run(args: argparse.Namespace) -> int:
         overlap=overlap,
         from_world_size=args.from_world_size,
         threads_per_rank=args.threads_per_rank,
+        strategies=_strategies(args),
+        accumulation=args.accumulation,
         memory=memory_estimator(args.memory),
         memory_kind=MEMORY_KINDS.get(args.memory, "not estimated"),
     )
@@ -179,12 +253,31 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
             "dpbench predict collectives --from results/Linux-CPython-3.12-64bit/0003_comm.json --world-sizes 2,4",
             "dpbench predict collectives --from all_gather_perf_2n.log --world-sizes 8,16,32 --json -",
             "dpbench predict 0002 --world-sizes 2,4 --from-world-size 1",
+            "dpbench predict --step resnet50.toml --world-sizes 8,16 --gpus-per-node 8 "
+            "--link intra=150GB/s,inter=100Gb/s",
             "dpbench predict results/run.json --world-sizes 8,16 --gpus-per-node 8 --collectives nccl_8.log "
             "--link inter=25GB/s",
         ),
         formatter_class=ExamplesFormatter,
     )
-    p.add_argument("target", metavar="TARGET", help=f"what to predict: collectives, or a saved run ({RUN_HELP})")
+    p.add_argument(
+        "target",
+        metavar="TARGET",
+        nargs="?",
+        help=f"what to predict: collectives, or a saved run ({RUN_HELP}); none with --step",
+    )
+    p.add_argument(
+        "--step",
+        nargs="+",
+        metavar="FILE",
+        help="instead of a run: steps measured anywhere, one TOML file each (workload, strategy, world_size, "
+        "per_rank_batch, step_time_s, and what else is known; see docs/predict.md)",
+    )
+    p.add_argument(
+        "--strategies",
+        metavar="LIST",
+        help="a run or --step: only these configurations (labels or strategies, comma-separated: ddp,fsdp)",
+    )
     p.add_argument(
         "--from",
         dest="sources",
@@ -229,6 +322,13 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
         choices=("weak", "strong"),
         default="weak",
         help="a run: weak keeps the per-rank batch, strong the global batch (default: weak)",
+    )
+    p.add_argument(
+        "--accumulation",
+        choices=("count", "micro-batch"),
+        default="count",
+        help="a run or --step, strong scaling with accumulation_steps: count keeps the measured micro-batches "
+        "per step, micro-batch the measured micro-batch size (fewer per rank as ranks grow) (default: count)",
     )
     p.add_argument(
         "--from-world-size",

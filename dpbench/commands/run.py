@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from dpbench.commands.options import ExamplesFormatter, examples, positive_int
+from dpbench.decision.sequential import fewest_max_trials
 from dpbench.measure.settings import DEFAULT_MAX_TRIALS
 from dpbench.runner.config import SUITES
 from dpbench.runner.run import DEFAULT_BUDGET, RunOptions
@@ -56,7 +57,8 @@ def register_run(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-trials",
         metavar="N",
-        help=f"until settled: the most trials a case gets (default {DEFAULT_MAX_TRIALS}; at least 5)",
+        help=f"until settled: the most trials a case gets (default {DEFAULT_MAX_TRIALS}; "
+        f"at least {fewest_max_trials()[0]})",
     )
     p.add_argument(
         "--budget",

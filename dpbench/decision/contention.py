@@ -15,11 +15,28 @@ from typing import Any
 
 from dpbench.stats import median
 
-__all__ = ["CONTENDED", "contention_text", "is_busy", "foreign_cpu", "trial_shares"]
+__all__ = [
+    "CONTENDED",
+    "SPREAD_LIMIT",
+    "contention_text",
+    "foreign_cpu",
+    "is_busy",
+    "spread_text",
+    "trial_shares",
+    "trial_spread",
+]
 
 # Quiet runs on the development VM leave other processes 0–7% of the CPUs (upper quartile over a
 # run's trials); runs taken beside a test suite 43–92% (medians): docs/validation/gate.md#contention.
 CONTENDED = 0.2
+
+SPREAD_LIMIT = 8.0
+"""The largest spread (slowest kept trial over fastest) a configuration's trials may show and still
+be claimed on. The noise models fitted on the 2-core development VM (``validation.noise``:
+``quick-runs``, ``history-runs``) put a clean configuration's spread over 12 trials below 4.2× and
+6.7× in 99 of 100 cases (``tests/decision/test_contention.py`` re-derives it): beyond 8×, something
+the model does not cover slowed some trials — another job the sampler missed, or one that ran for
+part of the trials only (a median share below :data:`CONTENDED`)."""
 
 
 def is_busy(share: float, limit: float = CONTENDED) -> bool:
@@ -31,6 +48,19 @@ def contention_text(share: float, whose: str) -> str:
     """``other processes used 78% of the CPUs during the candidate's trials``: what a busy case's
     trials met, ``whose`` naming them ("ddp w2's", "its", "the candidate's")."""
     return f"other processes used {share:.0%} of the CPUs during {whose} trials"
+
+
+def trial_spread(values: Any) -> float:
+    """The slowest of ``values`` (positive throughputs or times) over the fastest: how far a
+    configuration's own trials spread (NaN with fewer than two)."""
+    kept = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return max(kept) / min(kept) if len(kept) >= 2 else math.nan
+
+
+def spread_text(spread: float, whose: str, limit: float = SPREAD_LIMIT) -> str:
+    """``ddp w2's trials spread 27×, beyond the 8× a quiet machine's noise allows``: why a
+    configuration whose trials spread past ``limit`` (:data:`SPREAD_LIMIT`) is not claimed on."""
+    return f"{whose} trials spread {spread:.0f}×, beyond the {limit:.0f}× a quiet machine's noise allows"
 
 
 def _trial_share(sampler: Any, cpu_count: int) -> float:

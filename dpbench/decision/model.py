@@ -15,9 +15,12 @@ beaten by anything the view claims. Each other configuration is then judged agai
 
 - ``fastest``: every other configuration is slower than the leader;
 - ``level``: the leader and some others are level (within the margin), the rest slower;
-- ``unsettled``: some comparison with the leader is neither — or the leader or its runner-up ran
-  while other processes took a large share of the machine (``busy``), or computes something else
-  than ``single`` (``departs``) — and the answer says what would settle it;
+- ``unsettled``: some comparison with the leader is neither, and the answer says what would settle
+  it. A comparison is never claimed where either side's trials were *contended*: other processes
+  took a large share of the machine while they ran (``busy``), or they spread further than a quiet
+  machine's noise allows (:data:`~dpbench.decision.contention.SPREAD_LIMIT`: contention the sampler
+  missed). Such a comparison is unsettled with that reason — against the leader and against
+  ``single`` alike, wherever the configuration ranks — and the answer states the reason;
 - ``alone``: one configuration, nothing to rank.
 
 Beside the ranking, never in it: where the configurations read the GPUs' energy counter, the one with
@@ -34,9 +37,9 @@ from enum import Enum
 from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
-from dpbench.decision.contention import contention_text, is_busy
+from dpbench.decision.contention import SPREAD_LIMIT, contention_text, is_busy, spread_text, trial_spread
 from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
-from dpbench.stats import PairedRatio, median, paired_ratio
+from dpbench.stats import PairedRatio, median, median_rate, paired_ratio
 
 __all__ = [
     "Answer",
@@ -46,9 +49,18 @@ __all__ = [
     "Frugal",
     "AnswerOutcome",
     "Question",
+    "SCOPE",
     "Standing",
     "answer_question",
 ]
+
+
+SCOPE = "session"
+"""What every claim is about (a saved identifier: the JSON's ``scope``): the trials of one session.
+Pairing trial i with trial i cancels what the machine did between passes, not the offset a fresh
+session gives each configuration (up to 30% on the 2-core development VM: docs/decision.md#sessions);
+an interval that carried it would need several sessions to fit and could never reach the level
+margin, so a claim says it holds for this session instead."""
 
 
 class AnswerOutcome(str, Enum):
@@ -134,6 +146,9 @@ class ConfigComparison:
     claim: Claim
     settle_trials: int | None = None
     """For an unsettled claim: about how many trials would settle it (None: unknown or many)."""
+    why: str = ""
+    """Why it is unsettled whatever its interval says: either side's trials were contended ('' when
+    the interval alone decided)."""
 
     def to_dict(self) -> dict[str, Any]:
         r = self.ratio
@@ -145,6 +160,7 @@ class ConfigComparison:
             "coverage": _num(r.confidence),
             "claim": self.claim.value,
             "settle_trials": self.settle_trials,
+            "why": self.why,
         }
 
 
@@ -154,7 +170,8 @@ class Standing:
 
     entry: Entry
     samples_per_s: float
-    """The median of its kept trials' throughput (what a table shows beside the ratios)."""
+    """Its kept trials' throughput at their median step time (:func:`dpbench.stats.median_rate`):
+    the number every table shows for it, the global batch over its headline step time."""
     trials: int
     """Its kept trials."""
     vs_leader: ConfigComparison | None = None
@@ -163,6 +180,8 @@ class Standing:
     """Its throughput over ``single``'s at the recipe (None for single, or where none ran)."""
     busy: bool = False
     """Other processes took more than the contention limit of the machine during its trials."""
+    contended: str = ""
+    """Why its trials cannot be claimed on (busy, or spread beyond the noise model; '' when they can)."""
 
     @property
     def name(self) -> str:
@@ -210,7 +229,8 @@ class Answer:
     level_with: tuple[str, ...] = ()
     """Configurations level with the leader."""
     reasons: tuple[str, ...] = ()
-    """Why the answer is unsettled beyond open comparisons (a busy machine, a departing fingerprint)."""
+    """What contended the trials, per contended configuration: why its comparisons are unsettled
+    whatever their intervals say (:func:`contention_of`); or why nothing could be ranked."""
     excluded: tuple[tuple[str, str], ...] = ()
     """(configuration, why) left out of the ranking: no kept trials, or it computes something else."""
     single: str | None = None
@@ -226,23 +246,29 @@ class Answer:
         return tuple(s for s in self.standings if s.vs_leader is not None and s.vs_leader.claim is Claim.UNSETTLED)
 
     @property
+    def open_by_interval(self) -> tuple[Standing, ...]:
+        """The unsettled comparisons more trials at this spread could settle: not those a contended
+        machine left open (:attr:`reasons` says why those are)."""
+        return tuple(s for s in self.unsettled if s.vs_leader is not None and not s.vs_leader.why)
+
+    @property
     def settle_trials(self) -> int | None:
         """About how many trials would settle every open comparison (None: unknown or many)."""
-        needs = [s.vs_leader.settle_trials for s in self.unsettled if s.vs_leader is not None]
+        needs = [s.vs_leader.settle_trials for s in self.open_by_interval if s.vs_leader is not None]
         return max(needs) if needs and all(n is not None for n in needs) else None  # type: ignore[type-var]
 
     def standing(self, name: str) -> Standing:
         return next(s for s in self.standings if s.name == name)
 
     def open_configurations(self) -> tuple[str, ...]:
-        """What more trials could still change: the leader, the unsettled and the busy ones
-        (empty once the answer is settled)."""
+        """What more trials could still change: the leader, the unsettled and the contended ones
+        (empty once the answer is settled): new pairs on a quieter machine can settle a contended one."""
         if self.outcome is not AnswerOutcome.UNSETTLED:
             return ()
         names = [self.leader] if self.leader else []
-        if self.reasons:  # a busy leader or runner-up: new pairs of both are what can settle it
-            names += [s.name for s in self.standings[:2]]
-        names += [s.name for s in self.standings if s.name != self.leader and (s.busy or s in self.unsettled)]
+        names += [
+            s.name for s in self.standings if s.name != self.leader and (s.busy or s.contended or s in self.unsettled)
+        ]
         return tuple(dict.fromkeys(names))
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,6 +294,7 @@ class Answer:
                     "trials": s.trials,
                     "busy": s.busy,
                     "busy_share": _num(s.entry.busy_share),
+                    "contended": s.contended,
                     "joules_per_sample": _num(s.joules_per_sample),
                     "vs_leader": s.vs_leader.to_dict() if s.vs_leader else None,
                     "vs_single": s.vs_single.to_dict() if s.vs_single else None,
@@ -281,18 +308,39 @@ def _num(value: float) -> float | None:
     return None if not isinstance(value, (int, float)) or not math.isfinite(value) else float(value)
 
 
-def _compare(numerator: Entry, denominator: Entry, *, level: float, margin: float) -> ConfigComparison:
+def _compare(
+    numerator: Entry, denominator: Entry, *, level: float, margin: float, contended: Mapping[str, str] | None = None
+) -> ConfigComparison:
+    """The claim on ``numerator`` over ``denominator``; unsettled, saying why, where ``contended``
+    (name → why) names either side, whatever the interval says: the pairs moved with the machine,
+    not with the configurations."""
     ratio = paired_ratio(numerator.throughputs, denominator.throughputs, level)
+    why = "; ".join(w for e in (numerator, denominator) if (w := (contended or {}).get(e.name, "")))
+    if why:
+        return ConfigComparison(ratio=ratio, claim=Claim.UNSETTLED, why=why)
     claim = claim_of(ratio, margin=margin, level=level)
     settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
     return ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle)
+
+
+def contention_of(entry: Entry, busy_limit: float, spread_limit: float = SPREAD_LIMIT) -> str:
+    """Why ``entry``'s trials cannot be claimed on ('' when they can): other processes took more
+    than ``busy_limit`` of the machine (the median over its trials), or its kept trials spread past
+    ``spread_limit`` (:data:`~dpbench.decision.contention.SPREAD_LIMIT`) — contention the sampler
+    missed or that hit only some of its trials."""
+    if is_busy(entry.busy_share, busy_limit):
+        return contention_text(entry.busy_share, f"{entry.name}'s")
+    spread = trial_spread(entry.throughputs)
+    return spread_text(spread, f"{entry.name}'s", spread_limit) if spread > spread_limit else ""
 
 
 def _kept(entry: Entry) -> list[float]:
     return [v for v in entry.throughputs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
 
 
-def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin: float) -> Entry:
+def _leader(
+    entries: Sequence[Entry], reference: Entry, *, level: float, margin: float, contended: Mapping[str, str]
+) -> Entry:
     """The highest paired ratio over the reference; then, while a claim finds another configuration
     faster than the leader, that one (pairwise ratios need not be transitive: the view must never
     crown one that a claim beats)."""
@@ -303,7 +351,7 @@ def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin:
         r = paired_ratio(e.throughputs, reference.throughputs, level)
         if r.pairs:
             return r.ratio
-        mine, theirs = median(_kept(e)), median(_kept(reference))  # no pairs: the medians, said as such
+        mine, theirs = median_rate(_kept(e)), median_rate(_kept(reference))  # no pairs: the rates, said as such
         return mine / theirs if theirs > 0 else math.nan
 
     scores = {e.name: score(e) for e in entries}  # each once: a ratio of every pair of trials
@@ -312,7 +360,8 @@ def _leader(entries: Sequence[Entry], reference: Entry, *, level: float, margin:
         beaters = [
             e
             for e in entries
-            if e is not leader and _compare(e, leader, level=level, margin=margin).claim is Claim.FASTER
+            if e is not leader
+            and _compare(e, leader, level=level, margin=margin, contended=contended).claim is Claim.FASTER
         ]
         if not beaters:
             break
@@ -328,10 +377,12 @@ def answer_question(
     busy_limit: float,
     level: float = CLAIM_LEVEL,
     margin: float = LEVEL_MARGIN,
+    spread_limit: float = SPREAD_LIMIT,
 ) -> Answer:
     """The answer of one question from its configurations' trials. ``busy_limit``: the share of
     all cores other processes may take during a configuration's trials before its numbers are
-    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`)."""
+    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`); ``spread_limit``: how far
+    its kept trials may spread (:data:`~dpbench.decision.contention.SPREAD_LIMIT`)."""
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"configurations of {question.title}: expected unique names, found {names}")
@@ -354,16 +405,19 @@ def answer_question(
             outcome=AnswerOutcome.UNSETTLED, leader=None, reasons=("no configuration has a kept trial",), **common
         )
     reference = single or max(ranked, key=lambda e: len(_kept(e)))
-    leader = _leader(ranked, reference, level=level, margin=margin)
+    contended = {e.name: why for e in ranked if (why := contention_of(e, busy_limit, spread_limit))}
+    leader = _leader(ranked, reference, level=level, margin=margin, contended=contended)
+    judged = dict(level=level, margin=margin, contended=contended)
 
     def standing(e: Entry) -> Standing:
         return Standing(
             entry=e,
-            samples_per_s=median(_kept(e)),
+            samples_per_s=median_rate(_kept(e)),
             trials=len(_kept(e)),
-            vs_leader=None if e is leader else _compare(e, leader, level=level, margin=margin),
-            vs_single=None if single is None or e is single else _compare(e, single, level=level, margin=margin),
+            vs_leader=None if e is leader else _compare(e, leader, **judged),
+            vs_single=None if single is None or e is single else _compare(e, single, **judged),
             busy=is_busy(e.busy_share, busy_limit),
+            contended=contended.get(e.name, ""),
         )
 
     others = sorted((standing(e) for e in ranked if e is not leader), key=lambda s: -_finite(s.vs_leader.ratio.ratio))
@@ -371,11 +425,8 @@ def answer_question(
     if not others:
         return Answer(outcome=AnswerOutcome.ALONE, leader=leader.name, standings=standings, **common)
     claims = [s.vs_leader.claim for s in others if s.vs_leader is not None]
-    reasons = [
-        contention_text(s.entry.busy_share, f"{s.name}'s")
-        for s in standings[:2]  # the leader and its runner-up: the claims that crown rest on them
-        if s.busy
-    ]
+    # Every contended configuration, wherever it ranks: its claims against single are shown too.
+    reasons = [s.contended for s in standings if s.contended]
     if reasons or Claim.UNSETTLED in claims:
         outcome = AnswerOutcome.UNSETTLED
     elif Claim.LEVEL in claims:
@@ -436,6 +487,7 @@ class Decision:
         return {
             "level": self.level,
             "margin": self.margin,
+            "scope": SCOPE,
             "questions": [a.to_dict() for a in self.answers],
             "notes": list(self.notes),
         }

@@ -35,11 +35,12 @@ from typing import Any
 
 from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, min_pairs
 from dpbench.decision.contention import CONTENDED, is_busy
-from dpbench.decision.model import Entry, Question, answer_question
+from dpbench.decision.model import Answer, AnswerOutcome, Entry, Question, answer_question
 
 __all__ = [
     "DEFAULT_MAX_TRIALS",
     "FIXED_ERROR",
+    "fewest_max_trials",
     "LookPlan",
     "asked_level",
     "coverage",
@@ -47,6 +48,7 @@ __all__ = [
     "miss_probability",
     "open_cases",
     "plan_looks",
+    "still_open",
 ]
 
 DEFAULT_MAX_TRIALS = 12
@@ -65,6 +67,12 @@ claim needs (5 pairs, [min, max]: 2/32 = 6.25%, what the quick profile's 5 trial
 most the 8-trial fixed design's (k = 1: 7.03%), so the design claims falsely no more often than
 either; the stated level's 10% would allow a first look at 5 pairs but more false claims than both
 (docs/validation/sequential.md has both designs simulated)."""
+
+
+def fewest_max_trials(floor_level: float = CLAIM_LEVEL) -> tuple[int, str]:
+    """The smallest maximum a design accepts, and why, in the words its refusals use: the fewest
+    pairs whose interval reaches ``floor_level`` (the claim level, which every look asks at least)."""
+    return min_pairs(floor_level), f"the fewest trials whose interval reaches the {floor_level:.0%} claim level"
 
 
 def asked_level(level: float) -> float:
@@ -170,11 +178,9 @@ def plan_looks(max_trials: int, *, budget: float | None = None, floor_level: flo
     (default :data:`FIXED_ERROR`).
 
     A larger maximum means more looks, so a stricter level and possibly a later first look."""
-    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < min_pairs(floor_level):
-        raise ValueError(
-            f"max_trials: expected an int >= {min_pairs(floor_level)} (the fewest pairs whose interval reaches "
-            f"the {floor_level:.0%} claim level), found {max_trials!r}"
-        )
+    fewest, why = fewest_max_trials(floor_level)
+    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < fewest:
+        raise ValueError(f"max_trials: expected an int >= {fewest} ({why}), found {max_trials!r}")
     budget = FIXED_ERROR if budget is None else budget
     levels = sorted(
         {floor_level}
@@ -210,6 +216,15 @@ def open_cases(
     still: set[str] = set()
     for question, entries in questions.items():
         answer = answer_question(question, entries, busy_limit=busy_limit, level=plan.level_at(look), margin=margin)
-        still.update(answer.open_configurations())
-        still.update(e.name for e in entries if is_busy(e.busy_share, busy_limit))
+        still |= still_open(answer, entries, busy_limit=busy_limit)
     return still
+
+
+def still_open(answer: Answer, entries: Sequence[Entry], *, busy_limit: float = CONTENDED) -> set[str]:
+    """What more trials could still change in one question: the answer's open configurations, and
+    every configuration whose trials ran on a busy machine where there is anything to rank (a lone
+    configuration makes no claim that a quieter machine would settle)."""
+    names = set(answer.open_configurations())
+    if answer.outcome is not AnswerOutcome.ALONE:
+        names.update(e.name for e in entries if is_busy(e.busy_share, busy_limit))
+    return names

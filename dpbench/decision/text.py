@@ -6,13 +6,14 @@ run`` print these sentences; the level of every claim is stated once, in :func:`
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from dpbench.decision.claims import Claim
-from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Standing
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
+from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Question, Standing
 from dpbench.schema import EnergyGap
 
 __all__ = [
@@ -25,11 +26,16 @@ __all__ = [
     "headline",
     "interval_text",
     "level_line",
+    "question_label",
     "summary_lines",
     "vs_single_text",
+    "workload_label",
 ]
 
 WIDTH = 100  # the terminal lines' width
+# A workload spec that fits two terminal lines is written whole (it is copied into commands); a longer
+# one is named by what it builds and a hash (:func:`workload_label`), so that its line stays readable.
+LABEL_WIDTH = 2 * WIDTH
 _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
@@ -40,6 +46,19 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
 
 
+def workload_label(workload: str, *, width: int = LABEL_WIDTH) -> str:
+    """The workload as a line that names more than it says it: its spec where it fits ``width``,
+    else what it builds (``hf:gpt2``, the part before the overrides, its end where that is long too)
+    and a short hash of the whole spec: ``hf:gpt2@…#3f9a1c``. The same spec always reads the same."""
+    if len(workload) <= width:
+        return workload
+    digest = hashlib.sha1(workload.encode()).hexdigest()[:6]
+    head, at, _ = workload.partition("@")
+    keep = width - len("@…#") - len(digest)
+    head = head if len(head) <= keep else "…" + head[-(keep - 1) :]
+    return f"{head}{'@…' if at else ''}#{digest}"
+
+
 def rate_text(value: float) -> str:
     if not math.isfinite(value):
         return "–"
@@ -47,10 +66,16 @@ def rate_text(value: float) -> str:
 
 
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level every sentence below it uses."""
+    """The one statement of the claim level and scope every sentence below it uses. Trials until
+    settled look after every pass, so each look asks a stricter level than the claim level a single
+    look asks (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a
+    contradiction. A claim is about this session's trials (:data:`dpbench.decision.model.SCOPE`;
+    docs/decision.md#sessions says why)."""
+    stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
+    why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials; level = within ±{decision.margin:.0%}; "
-        "unsettled = more trials needed"
+        f"claims at {decision.level:.0%} intervals of paired trials{why}, in this session; "
+        f"level = within ±{decision.margin:.0%}; unsettled = more trials needed"
     )
 
 
@@ -62,6 +87,8 @@ def interval_text(c: ConfigComparison) -> str:
 
 
 def _settle(c: ConfigComparison) -> str:
+    if c.why:
+        return c.why
     return f"settles at ~{c.settle_trials} trials" if c.settle_trials else "many more trials needed"
 
 
@@ -84,11 +111,26 @@ def vs_single_text(s: Standing) -> str:
     return claim_text(c, "single")
 
 
-def headline(answer: Answer) -> str:
-    """The question's answer in one sentence."""
-    where = answer.question.title
-    if answer.single is None and len(answer.standings) > 1:
-        where += " [no single at this recipe]"
+def question_label(question: Question) -> str:
+    """The question in a line: its title, a long workload spec by :func:`workload_label`."""
+    label = workload_label(question.workload)
+    return f"{label} ({question.recipe})" if question.recipe else label
+
+
+def headline(answer: Answer, *, named: bool = True) -> str:
+    """The question's answer in one sentence. ``named``: the sentence starts with the question (the
+    terminal: :func:`question_label`, a line of its own stays readable); else a heading above it names
+    the question in full, and the sentence does not again (the report)."""
+    no_single = answer.single is None and len(answer.standings) > 1
+    where = question_label(answer.question) + (" [no single at this recipe]" if no_single else "")
+    sentence = _headline(answer, where)
+    if named:
+        return sentence
+    body = sentence[len(where) + 2 :]  # past "<where>: "
+    return ("[no single at this recipe] " if no_single else "") + body[:1].upper() + body[1:]
+
+
+def _headline(answer: Answer, where: str) -> str:
     if answer.leader is None:
         return f"{where}: nothing to rank ({'; '.join(answer.reasons)})."
     lead = answer.standing(answer.leader)
@@ -97,7 +139,7 @@ def headline(answer: Answer) -> str:
     others = [s for s in answer.standings if s.name != answer.leader]
     slower = [s.name for s in others if s.vs_leader is not None and s.vs_leader.claim is Claim.SLOWER]
     if answer.outcome is AnswerOutcome.ALONE:
-        return f"{where}: only {lead.name} ran, at {rate}{single}."
+        return f"{where}: nothing to rank: one configuration: {lead.name} at {rate}{single}."
     if answer.outcome is AnswerOutcome.FASTEST:
         return f"{where}: the fastest is {lead.name} at {rate}{single}; slower: all {len(others)} others."
     if answer.outcome is AnswerOutcome.LEVEL:
@@ -106,7 +148,7 @@ def headline(answer: Answer) -> str:
             f"{where}: no single fastest: {lead.name} ({rate}{single}) is level with "
             f"{_names(list(answer.level_with))}{tail}."
         )
-    open_ = [s.name for s in answer.unsettled]
+    open_ = [s.name for s in answer.open_by_interval]  # the contended ones: the reasons say why
     why = list(answer.reasons)
     if open_:
         more = f"; it settles at ~{answer.settle_trials} trials" if answer.settle_trials else ""
@@ -168,7 +210,7 @@ def _header(width: int) -> str:
 
 def _row(s: Standing, answer: Answer) -> str:
     """``0.83× (0.80–0.86, 5 pairs)  slower``: against the leader, compact (the header says so)."""
-    busy = " · busy" if s.busy else ""
+    busy = " · busy" if s.busy else " · spread" if s.contended else ""
     if s.name == answer.leader:
         lead = {AnswerOutcome.FASTEST: "the fastest", AnswerOutcome.LEVEL: "leads a level set"}.get(
             answer.outcome, "leads"
@@ -178,7 +220,9 @@ def _row(s: Standing, answer: Answer) -> str:
     assert c is not None
     r = c.ratio
     ci = f"{r.lo:.2f}–{r.hi:.2f}, {r.pairs} pairs" if r.pairs >= 2 and math.isfinite(r.lo) else f"{r.pairs} pairs"
-    if c.claim is Claim.UNSETTLED:
+    if c.claim is Claim.UNSETTLED and c.why:
+        said = "unsettled (contended)"  # the headline's reasons say by what
+    elif c.claim is Claim.UNSETTLED:
         said = f"unsettled (~{c.settle_trials} trials)" if c.settle_trials else "unsettled (many trials)"
     else:
         said = c.claim.value
@@ -188,6 +232,22 @@ def _row(s: Standing, answer: Answer) -> str:
 def _memory(s: Standing) -> str:
     peak = s.entry.memory_bytes
     return f"peak {peak / 2**20:,.0f} MiB/rank" if peak == peak else ""
+
+
+def _rows(shown: list[Standing], answer: Answer) -> list[str]:
+    """The header and a row per configuration: its name, its numbers against the leader and its
+    memory. Nothing is cut: the name column is as wide as every row's numbers leave room for, and a
+    longer name takes a line of its own, its numbers under it in their column."""
+    tails = {s.name: "  ".join(filter(None, (_row(s, answer), _memory(s)))) for s in shown}
+    room = WIDTH - 4 - max(len(t) for t in tails.values())
+    width = max(min(max(len(s.name) for s in shown), room), len("configuration"))
+    lines = [_header(width)]
+    for s in shown:
+        if len(s.name) > width:
+            lines += [f"  {s.name}", f"  {' ' * width}  {tails[s.name]}"]
+        else:
+            lines.append(f"  {s.name.ljust(width)}  {tails[s.name]}")
+    return lines
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -223,12 +283,7 @@ def _lines(decision: Decision, *, rows: bool) -> list[str]:
         shown = list(answer.standings[:_ROWS])
         rest = answer.standings[_ROWS:]
         if len(answer.standings) > 1:
-            width = min(max(len(s.name) for s in shown), 36)
-            lines.append(_header(width))
-            for s in shown:
-                row = f"  {s.name[:width].ljust(width)}  {_row(s, answer)}"
-                mem = _memory(s)
-                lines.append(row if not mem or len(row) + len(mem) + 2 > WIDTH else f"{row}  {mem}")
+            lines += _rows(shown, answer)
         if rest:
             counts: dict[str, int] = {}
             for s in rest:

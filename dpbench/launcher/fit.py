@@ -242,7 +242,7 @@ def _reason(
     if worst.workspace_bytes:
         parts.append(f"CUDA workspaces {_gib(worst.workspace_bytes)}")
     if worst.activation_bytes is not None:
-        parts.append(f"activations {_gib(worst.activation_bytes)}")
+        parts.append(f"beyond grads {_gib(worst.activation_bytes)}")  # a step's peak beyond them
     sharing = f" × {len(ranks)} workers sharing {target}" if len(ranks) > 1 else ""
     total = f"~{_gib(need)} GiB" + (f" + headroom ~{_gib(room)} GiB ({why})" if why else "")
     return (

@@ -19,7 +19,14 @@ from dpbench.schema import Profile
 if TYPE_CHECKING:
     from dpbench.measure.settings import SessionSettings
 
-__all__ = ["ProfileConfig", "resolve_profile", "strategy_cases", "world_sizes_for"]
+__all__ = [
+    "ProfileConfig",
+    "case_world_sizes",
+    "resolve_profile",
+    "strategy_cases",
+    "world_sizes_for",
+    "world_sizes_line",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -288,13 +295,13 @@ def strategy_cases(
     ``global_batch(world_size)`` samples per step: fixed for strong scaling, growing for weak;
     ``options``: per strategy name, the options of its cases; ``configurations``: named ones
     (:class:`dpbench.strategies.configs.StrategyConfig`), a case each, their options over ``options``."""
-    from dpbench.schema import BASELINE_STRATEGY, StrategyName
+    from dpbench.schema import StrategyName
 
     options = options or {}
     cases = []
     for workload in workloads:
         for strategy in StrategyName:
-            sizes = (1,) if strategy.value == BASELINE_STRATEGY else world_sizes  # the baseline runs one rank
+            sizes = case_world_sizes(strategy.value, world_sizes)
             base = dict(options.get(strategy.value, {}))
             named = [c.as_dict() for c in configurations if c.strategy == strategy.value]
             cases += [
@@ -309,3 +316,33 @@ def strategy_cases(
                 for size in sizes
             ]
     return cases
+
+
+def case_world_sizes(strategy: str, world_sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The world sizes ``strategy``'s cases run at: the baseline (one replica) at 1 alone, whatever
+    was asked; every other strategy at each of ``world_sizes``."""
+    from dpbench.schema import BASELINE_STRATEGY
+
+    return (1,) if strategy == BASELINE_STRATEGY else tuple(world_sizes)
+
+
+def world_sizes_line(settings: SessionSettings) -> str | None:
+    """Before the trials, one line on what the configurations and world sizes asked for will not
+    measure (None: nothing to say): the world sizes the baseline does not run at, where its
+    configuration or those sizes were asked for; and that nothing can be ranked where they make
+    one configuration a workload (its throughput is still measured)."""
+    from dpbench.schema import BASELINE_STRATEGY, StrategyName
+
+    asked = settings.world_sizes
+    configs = [c.spec for c in settings.strategies] or [s.value for s in StrategyName]
+    strategies = [c.strategy for c in settings.strategies] or configs
+    parts = []
+    dropped = [n for n in asked or () if n != 1]
+    if BASELINE_STRATEGY in strategies and dropped and (settings.strategies or 1 not in asked):
+        sizes = ", ".join(map(str, dropped))
+        parts.append(f"{BASELINE_STRATEGY} runs at world size 1 only (the baseline: one replica), not at {sizes}")
+    if len(configs) == 1 and (asked or strategies == [BASELINE_STRATEGY]):
+        (size, *more) = case_world_sizes(strategies[0], asked or (1,))
+        if not more:
+            parts.append(f"nothing to rank: one configuration a workload ({configs[0]} w{size}), its throughput alone")
+    return "; ".join(parts) or None

@@ -20,8 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
-from dpbench.decision.sequential import DEFAULT_MAX_TRIALS
+from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, fewest_max_trials
 
 if TYPE_CHECKING:
     from dpbench.strategies.configs import StrategyConfig
@@ -83,10 +82,10 @@ def parse_trials(option: str, raw: Any) -> int:
 
 
 def parse_max_trials(option: str, raw: Any) -> int:
-    """A maximum trial count, at least the fewest trials a claim at the claim level needs."""
-    floor = min_pairs(CLAIM_LEVEL)
-    why = f" (the fewest trials whose interval reaches the {CLAIM_LEVEL:.0%} claim level)"
-    return parse_count(option, raw, minimum=floor, why=why)
+    """A maximum trial count, at least the smallest the sequential design accepts (and in its words:
+    :func:`dpbench.decision.sequential.fewest_max_trials`)."""
+    floor, why = fewest_max_trials()
+    return parse_count(option, raw, minimum=floor, why=f" ({why})")
 
 
 def parse_budget(option: str, raw: Any, *, forms: str = BUDGET_FORMS) -> float:

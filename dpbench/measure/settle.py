@@ -21,17 +21,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dpbench.decision.contention import CONTENDED, is_busy, trial_shares
+from dpbench.decision.contention import CONTENDED, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
-from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks
+from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks, still_open
+from dpbench.decision.text import question_label
 from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
 
-__all__ = ["TrialsLook", "Settling", "questions"]
+__all__ = ["TrialsLook", "Settling", "name_in_question", "questions"]
 
 
 def _span(low: float, high: float) -> str:
@@ -49,6 +50,18 @@ def _question(case: Any) -> Question | None:
         global_batch=case.global_batch,
         options=getattr(case, "options", None) or {},
     )
+
+
+# Options every configuration of a question shares (its recipe): the question says them, the name does not.
+_RECIPE_OPTIONS = ("optimizer", "precision")
+
+
+def name_in_question(case: Any) -> str:
+    """``ddp(bucket_cap_mb=5) w2``: the case as its question's line names it — the question already
+    says the workload and the recipe, so the name does not (its label repeats a long spec in every case)."""
+    options = sorted((k, v) for k, v in (getattr(case, "options", None) or {}).items() if k not in _RECIPE_OPTIONS)
+    said = f"({', '.join(f'{k}={v}' for k, v in options)})" if options else ""
+    return f"{case.strategy}{said} w{case.world_size}"
 
 
 def questions(
@@ -92,6 +105,16 @@ class TrialsLook:
     """The cases more trials could still change, whatever the design allows next."""
     answers: tuple[Answer, ...]
     """Each question's answer at the design's level."""
+    short_names: Mapping[str, str] = field(default_factory=dict)
+    """Each configuration's name (its case's label, unique in the session) → its name inside its
+    question (:func:`name_in_question`), where that is unique in the question."""
+
+
+def _shortened(text: str, short_names: Mapping[str, str]) -> str:
+    """``text`` (a reason naming configurations by their labels) with each named as its question does."""
+    for name in sorted(short_names, key=len, reverse=True):
+        text = text.replace(name, short_names[name])
+    return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,13 +142,17 @@ class Settling:
         answers = tuple(
             answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
         )
-        names = {n for a in answers for n in a.open_configurations()}
-        names |= {e.name for es in grouped.values() for e in es if is_busy(e.busy_share, self.busy_limit)}
+        names = {n for a, es in zip(answers, grouped.values()) for n in still_open(a, es, busy_limit=self.busy_limit)}
         unsettled = frozenset(keys[n] for n in names)
         # Collective cases (no question) run until the minimum, as every case does.
         opened = open_cases(grouped, self.plan, trials, busy_limit=self.busy_limit)
         still = frozenset(cases) if trials < self.plan.min_trials else frozenset(keys[n] for n in opened)
-        return TrialsLook(trials=trials, open_keys=still, unsettled=unsettled, answers=answers)
+        short: dict[str, str] = {}
+        for entries in grouped.values():
+            said = {e.name: name_in_question(cases[keys[e.name]]) for e in entries}
+            if len(set(said.values())) == len(said):  # else the labels, which tell them apart
+                short.update(said)
+        return TrialsLook(trials=trials, open_keys=still, unsettled=unsettled, answers=answers, short_names=short)
 
     def plan_line(self, *, cases: int, pass_s: float, elapsed_s: float, passes: int = 2) -> str:
         """Once ``passes`` passes have run (``elapsed_s`` in all), from the last one (``pass_s``):
@@ -162,10 +189,13 @@ class Settling:
         else:
             stopped = f"the trials stopped at their maximum ({self.plan.max_trials})"
         open_answers = [a for a in look.answers if a.open_configurations()]
-        titles = "; ".join(f"{a.question.title}: {', '.join(a.open_configurations())}" for a in open_answers)
+        titles = "; ".join(
+            f"{question_label(a.question)}: {', '.join(look.short_names.get(n, n) for n in a.open_configurations())}"
+            for a in open_answers
+        )
         needs = [a.settle_trials for a in open_answers]
-        reasons = [r for a in open_answers for r in a.reasons]
-        if reasons and not any(a.unsettled for a in open_answers):  # only a busy machine keeps them open
+        reasons = [_shortened(r, look.short_names) for a in open_answers for r in a.reasons]
+        if reasons and not any(a.open_by_interval for a in open_answers):  # only contention keeps them open
             tail = f"; {'; '.join(reasons)}: a quieter machine would settle them"
         elif needs and all(n is not None for n in needs):
             more = max(max(n for n in needs if n is not None) - look.trials, 1)

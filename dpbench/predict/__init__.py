@@ -1,14 +1,17 @@
 """predict: what dpbench measured here, carried to a world size it did not measure. It owns the
 collective cost model — per collective (all_reduce, all_gather, reduce_scatter, broadcast) and link
-tier (inside a node, across nodes), an alpha–beta time with a ring's latency and nccl-tests' bus
-factor, fitted by least squares on log time — and its inputs:
+tier (inside a node, across nodes), an alpha–beta time with the latency of the hops NCCL's ring or
+tree takes (a hop across the network costing its own) and nccl-tests' bus factor, fitted by least
+squares on log time; the measurement itself where one was made at that size and world size — and
+its inputs:
 
 - :mod:`~dpbench.predict.measurements`: nccl-tests text output and saved comm-suite runs →
   :class:`Measurement` records.
 - :mod:`~dpbench.predict.model`: the model's form, one tier's fit (:class:`TierFit`) and the
   stated links (:class:`Link`, ``--link``).
 - :mod:`~dpbench.predict.collectives`: the public API — :func:`fit_collectives` →
-  :class:`CollectiveModel` (``time_us``, ``predict``) → :class:`CollectivePrediction`.
+  :class:`CollectiveModel` (``time_us``, ``predict``) → :class:`CollectivePrediction`, whose
+  :class:`Basis` says what it rests on (measured, interpolated, fitted, from all_reduce, a stated link).
 - :mod:`~dpbench.predict.text`: what ``dpbench predict collectives`` prints and its JSON.
 
 And the step model built on it:
@@ -42,6 +45,7 @@ from __future__ import annotations
 from dpbench._lazy import lazy_attributes
 
 __all__ = [
+    "Basis",
     "CollectiveModel",
     "CollectivePrediction",
     "ComputeFloor",
@@ -71,6 +75,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Basis": "dpbench.predict.collectives",
     "CollectiveModel": "dpbench.predict.collectives",
     "CollectivePrediction": "dpbench.predict.collectives",
     "fit_collectives": "dpbench.predict.collectives",
@@ -94,7 +99,7 @@ _LAZY = {
     "StepForecast": "dpbench.predict.forecast",
     "StrategyPick": "dpbench.predict.forecast",
     "step_predictions": "dpbench.predict.forecast",
-    "run_collective_model": "dpbench.predict.forecast",
+    "run_collective_model": "dpbench.predict.basis",
     "format_steps": "dpbench.predict.text",
     "steps_document": "dpbench.predict.text",
 }

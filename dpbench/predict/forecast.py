@@ -19,15 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpbench.errors import UsageError
-from dpbench.predict.collectives import CollectiveModel, fit_collectives
-from dpbench.predict.measurements import read_comm_run, read_measurements
-from dpbench.predict.model import parse_link
+from dpbench.predict.basis import basis_notes, busy_line, check_model, run_collective_model
+from dpbench.predict.collectives import CollectiveModel
 from dpbench.predict.profile import StepProfile, case_label, gpu_sharing, profile_from_benchmark, profiles_from_run
 from dpbench.predict.schedule import replay
 from dpbench.predict.step import (
     OverlapSlowdown,
     StepPrediction,
-    needed_collectives,
     predict_step,
     stated_overlap,
     step_tasks,
@@ -39,8 +37,10 @@ __all__ = [
     "StepForecast",
     "StrategyPick",
     "measure_overlap",
+    "missed",
     "pick_strategies",
-    "run_collective_model",
+    "select_profiles",
+    "run_collective_model",  # from dpbench.predict.basis, where the forecast's sources are read
     "step_predictions",
 ]
 
@@ -50,21 +50,26 @@ Memory = Callable[[StepProfile, int, int], "int | None"]
 
 @dataclass(kw_only=True, frozen=True)
 class StrategyPick:
-    """Which strategy configuration one workload would use at one world size, and how sure."""
+    """Which strategy configuration one workload would use at one world size, and how sure — or
+    why none is picked."""
 
     workload: str
     """The workload spec."""
     world_size: int
     """Ranks."""
-    label: str
-    """The fastest predicted strategy configuration."""
+    label: str | None
+    """The fastest predicted strategy configuration; None: no pick (``why`` says why)."""
     sure: bool
     """Whether its interval lies below every other's (no overlap)."""
     overlapping: tuple[str, ...]
     """The configurations whose intervals overlap the pick's (empty when sure)."""
+    why: str = ""
+    """Why there is no pick: where the model missed a measurement by more than its own interval."""
 
     def sentence(self) -> str:
-        """``w8 mlp: ddp (sure)`` or ``w8 mlp: ddp (not sure: overlaps zero)``."""
+        """``w8 mlp: ddp (sure)``, ``w8 mlp: ddp (not sure: overlaps zero)`` or ``w8 mlp: no pick: …``."""
+        if self.label is None:
+            return f"w{self.world_size} {self.workload}: no pick: {self.why}"
         how = "sure" if self.sure else f"not sure: overlaps {', '.join(self.overlapping)}"
         return f"w{self.world_size} {self.workload}: {self.label} ({how})"
 
@@ -89,35 +94,6 @@ class StepForecast:
     """What the predictions leave out or assume, one line each."""
     memory: str = "not estimated"
     """What ``memory_per_rank_bytes`` counts, in words (from the caller's estimator)."""
-
-
-def run_collective_model(
-    run: Any,
-    *,
-    collectives: Sequence[str] | None = None,
-    link: str | None = None,
-    gpus_per_node: int | None = None,
-    collective: str | None = None,
-) -> CollectiveModel:
-    """The collective model to predict ``run`` with, from the command line's sources: the
-    measurements in ``collectives`` (nccl-tests logs, comm-suite runs; ``collective`` names the
-    collective of logs that do not say), else the run's own comm-suite benchmarks, plus the stated
-    ``link`` (``--link`` text) for what no measurement covers; ``gpus_per_node`` as ``--gpus-per-node``."""
-    stated = parse_link(link) if link else None
-    if collectives:
-        measurements = read_measurements(list(collectives), collective=collective)
-    else:
-        measurements = read_comm_run(run.path) if _has_collectives(run) else []
-        if not measurements and stated is None:
-            raise UsageError(
-                f"--collectives: {run.run_id} has no comm-suite benchmarks: expected nccl-tests logs or a "
-                "comm-suite run in --collectives, or a stated link, e.g. --link intra=10GB/s, found neither"
-            )
-    return fit_collectives(measurements, link=stated, gpus_per_node=gpus_per_node)
-
-
-def _has_collectives(run: Any) -> bool:
-    return any((b.get("extra_info") or {}).get("kind") == "collective" for b in run.benchmarks)
 
 
 def _calibrating_cases(run: Any, *, shared: bool = False) -> list[dict[str, Any]]:
@@ -187,13 +163,41 @@ def measure_overlap(run: Any) -> OverlapSlowdown | None:
     )
 
 
+def missed(p: StepPrediction) -> bool:
+    """Whether ``p``'s measurement lies outside its interval (the model did not hold there)."""
+    m = p.measured_step_time_s
+    return p.error is not None and m is not None and not p.lo_s <= m <= p.hi_s
+
+
 def pick_strategies(predictions: list[StepPrediction]) -> list[StrategyPick]:
-    """Per workload and world size, the fastest predicted configuration; sure when no other interval overlaps it."""
+    """Per workload and world size, the fastest predicted configuration; sure when no other interval
+    overlaps it. None where the model missed one of the workload's measurements by more than its own
+    interval (at any world size it can check): a pick the table contradicts is no pick."""
     groups: dict[tuple[str, int], list[StepPrediction]] = {}
     for p in predictions:
         groups.setdefault((p.workload, p.world_size), []).append(p)
+    misses: dict[str, list[StepPrediction]] = {}
+    for p in predictions:
+        if missed(p):
+            misses.setdefault(p.workload, []).append(p)
     out = []
     for (workload, world), group in sorted(groups.items()):
+        if workload in misses:
+            why = "; ".join(
+                f"{p.label} at w{p.world_size} predicted {p.error:+.1%} off its measurement, outside its interval"
+                for p in misses[workload]
+            )
+            out.append(
+                StrategyPick(
+                    workload=workload,
+                    world_size=world,
+                    label=None,
+                    sure=False,
+                    overlapping=(),
+                    why=f"the model did not hold where it can be checked ({why})",
+                )
+            )
+            continue
         best = min(group, key=lambda p: p.step_time_s)
         overlapping = tuple(p.label for p in group if p is not best and p.lo_s <= best.hi_s)
         out.append(
@@ -243,6 +247,20 @@ def _sharing_notes(profiles: list[StepProfile], predictions: list[StepPrediction
     return notes
 
 
+def select_profiles(profiles: list[StepProfile], strategies: Sequence[str] | None) -> list[StepProfile]:
+    """The profiles whose strategy or label ``strategies`` names (None: all); a name matching none is
+    a UsageError listing the labels."""
+    if not strategies:
+        return profiles
+    labels = sorted({p.label for p in profiles} | {p.strategy for p in profiles})
+    for name in strategies:
+        if name not in labels:
+            from dpbench.errors import expected_names_from
+
+            raise UsageError(expected_names_from("--strategies", name, labels, what="configurations in the run"))
+    return [p for p in profiles if p.label in strategies or p.strategy in strategies]
+
+
 def step_predictions(
     run: Any,
     model: CollectiveModel,
@@ -254,25 +272,22 @@ def step_predictions(
     memory: Memory | None = None,
     memory_kind: str = "not estimated",
     threads_per_rank: int | None = None,
+    strategies: Sequence[str] | None = None,
+    accumulation: str = "count",
 ) -> StepForecast:
     """Every ddp, fsdp, zero and allreduce configuration of ``run`` (a ``dpbench.results.SavedRun``)
     predicted at ``world_sizes`` from its smallest world size measured (or ``from_world_size``),
     with the run's own measurement beside where it has one; ``overlap``: the slowdown to use
     (default: measured from the run, else stated); ``memory``: the estimator's bytes per rank
     (None where it cannot), ``memory_kind`` what they count, in words; ``threads_per_rank``: the CPU
-    threads each rank will have (default: as measured; see :func:`~dpbench.predict.step.predict_step`)."""
+    threads each rank will have (default: as measured; see :func:`~dpbench.predict.step.predict_step`);
+    ``strategies``: the configurations to predict (labels or strategies; default: all); ``accumulation``:
+    under strong scaling, keep the measured micro-batches (``count``) or micro-batch size (``micro-batch``)."""
     if not world_sizes or any(n < 1 for n in world_sizes):
         raise UsageError(f"--world-sizes: expected positive integers, found {world_sizes}")
-    profiles = profiles_from_run(run, world_size=from_world_size)
+    profiles = select_profiles(profiles_from_run(run, world_size=from_world_size), strategies)
     model = with_derived_collectives(model)
-    for p in profiles:
-        for name in needed_collectives(p):
-            if name not in model.collectives():
-                raise UsageError(
-                    f"{p.label} needs {name}: the collective model has no measurement of it (it has "
-                    f"{', '.join(model.collectives()) or 'none'}): expected it in --collectives, or a link "
-                    "stated to stand in, e.g. --link intra=10GB/s"
-                )
+    check_model(profiles, model, world_sizes)
     given = overlap is not None
     if overlap is None:
         overlap = measure_overlap(run) or stated_overlap(profiles[0].device_type)
@@ -295,9 +310,13 @@ def step_predictions(
                     measured_step_time_s=found,
                     measured_ranks_per_device=sharing,
                     threads_per_rank=threads_per_rank,
+                    accumulation=accumulation,
                 )
             )
-    notes = list(model.notes) + _sharing_notes(profiles, predictions)
+    notes = list(model.notes) + basis_notes(profiles, model) + _sharing_notes(profiles, predictions)
+    busy = busy_line(run)
+    if busy:
+        notes.insert(0, f"the source run {run.run_id} was flagged: {busy}")
     left_out = [] if given else _calibrating_cases(run, shared=True)
     if left_out:
         notes.append(

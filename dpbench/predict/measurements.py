@@ -44,8 +44,9 @@ class Measurement:
     """The library that ran it: ``nccl`` (nccl-tests), a comm-suite run's process-group backend; None: not recorded."""
 
 
-# An MPI launcher's per-line tag: ``[1,0]<stdout>:`` (Open MPI's --tag-output).
-_MPI_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+# An MPI launcher's per-line tag: ``[1,0]<stdout>:`` (Open MPI's --tag-output). Removed wherever it
+# is: where two ranks' writes interleave, a tag lands inside a line (``on node-[1,0]<stdout>:00000C``).
+_MPI_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 _DEVICE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf)?\s*$")
 # NCCL's own debug lines (NCCL_DEBUG=INFO) interleave with the table: ``host:pid:tid [0] NCCL INFO …``.
@@ -76,8 +77,9 @@ def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[
     """The out-of-place rows of one nccl-tests log.
 
     The collective comes from the log's ``# Collective test starting:`` line, else the file name
-    (``all_gather_perf.log``), else ``collective``. The ranks and their hosts come from the
-    ``# Using devices`` lines (ranks per node: the ranks on one host name)."""
+    (``all_gather_perf.log``), else ``collective``; a log that names another collective than
+    ``collective`` is refused. The ranks and their hosts come from the ``# Using devices`` lines
+    (ranks per node: the ranks on one host name)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -111,7 +113,14 @@ def read_nccl_tests(path: str | Path, *, collective: str | None = None) -> list[
         raise UsageError(
             f"{path}: nccl-tests output without its '# Using devices' lines: the ranks and nodes are unknown"
         )
-    name = named or _collective_in(path.name) or collective
+    said = named or _collective_in(path.name)
+    if said is not None and collective is not None and said != _collective_in(collective):
+        where = "its '# Collective test starting' line" if named else "its file name"
+        raise UsageError(
+            f"{path}: a log of {said} ({where}), but --collective asks for {collective}: "
+            f"expected --collective {said}, or a log of {collective}"
+        )
+    name = said or collective
     if name is None:
         raise UsageError(
             f"{path}: which collective? neither the log nor the file name says: "

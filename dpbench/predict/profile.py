@@ -29,7 +29,7 @@ From a training benchmark's ``extra_info`` (schema 2):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -40,6 +40,7 @@ from dpbench.strategies import BucketSync, StepSchedule, scheduled_strategies, s
 
 __all__ = [
     "GradientGroup",
+    "buckets_from_sizes",
     "case_label",
     "StepProfile",
     "fit_compute_floor",
@@ -107,6 +108,9 @@ class StepProfile:
     """The most ranks that ran on one GPU (2: two ranks time-sliced it); None: CPU, or not recorded."""
     compute_floor: ComputeFloor | None = None
     """How forward + backward grow with the per-rank batch (None: linearly, no floor given)."""
+    stated: tuple[str, ...] = ()
+    """What the profile assumes where its measurement said nothing, one line each (``backward = 2 ×
+    forward (assumed)``); empty for a saved run's case, which records every phase."""
 
     @property
     def compute_s(self) -> float:
@@ -152,6 +156,31 @@ def gradient_groups(total_bytes: int, *, first_bytes: int | None, cap_bytes: int
     for size in sizes:
         done += size
         out.append(GradientGroup(bytes=size, ready_fraction=done / total_bytes))
+    return tuple(out)
+
+
+def buckets_from_sizes(sizes: Sequence[int], *, first_bytes: int | None, cap_bytes: int) -> tuple[GradientGroup, ...]:
+    """Parameters' bytes in the order backward makes their gradients ready, cut into buckets as
+    DDP's reducer cuts them once it has seen a step (``dpbench.strategies.ddp.ddp_collectives``): a
+    bucket closes before the parameter that would take it past its cap (``first_bytes`` for the
+    first, ``cap_bytes`` after); each ready when the backward has produced its share of the bytes."""
+    total = sum(sizes)
+    if total <= 0 or cap_bytes <= 0:
+        return ()
+    cut: list[int] = []
+    size = 0
+    for nbytes in sizes:
+        limit = (first_bytes or cap_bytes) if not cut else cap_bytes
+        if size and size + nbytes > limit:
+            cut.append(size)
+            size = 0
+        size += nbytes
+    if size:
+        cut.append(size)
+    out, done = [], 0
+    for size in cut:
+        done += size
+        out.append(GradientGroup(bytes=size, ready_fraction=done / total))
     return tuple(out)
 
 

@@ -52,6 +52,7 @@ from dpbench.strategies import BucketSync, ShardedUnits
 
 __all__ = [
     "OverlapSlowdown",
+    "ACCUMULATIONS",
     "SCALINGS",
     "StepPrediction",
     "needed_collectives",
@@ -63,6 +64,10 @@ __all__ = [
 
 SCALINGS = ("weak", "strong")
 """weak: the per-rank batch stays as measured; strong: the global batch stays as measured."""
+ACCUMULATIONS = ("count", "micro-batch")
+"""Under strong scaling with accumulation: count keeps the measured micro-batches per step (each
+shrinks with the per-rank batch); micro-batch keeps the measured micro-batch size (fewer per rank as
+ranks grow, down to one)."""
 _NO_FLOOR = "the profile states none (StepProfile.compute_floor)"
 
 # A collective's time: (collective, bytes, group size, whether the group spans nodes) → seconds.
@@ -135,6 +140,8 @@ class StepPrediction:
     """The most ranks that shared one GPU in that measurement (2: time-sliced; None: CPU or not recorded)."""
     compute_floor: ComputeFloor = dataclasses.field(default_factory=lambda: linear_compute(_NO_FLOOR))
     """How forward + backward were scaled to ``per_rank_batch`` (measured, or stated linear)."""
+    micro_batches: int = 1
+    """Micro-batches per step at this world size (accumulation)."""
 
     @property
     def exposed_comm_s(self) -> float:
@@ -245,7 +252,15 @@ def _buffer_broadcast(p: StepProfile, *, send: Send, world: int, spans: bool) ->
 
 
 def _bucket_tasks(
-    p: StepProfile, sync: BucketSync, *, forward: float, backward: float, send: Send, world: int, spans: bool
+    p: StepProfile,
+    sync: BucketSync,
+    *,
+    forward: float,
+    backward: float,
+    send: Send,
+    world: int,
+    spans: bool,
+    micro_batches: int | None = None,
 ) -> tuple[list[Task], list[Task]]:
     """The buffers' broadcast, then forward and backward per micro-batch, the last one's backward cut at
     each bucket's ready point when ``overlap``, and the buckets' all-reduces (in the last backward only:
@@ -253,7 +268,7 @@ def _bucket_tasks(
     comm = _buffer_broadcast(p, send=send, world=world, spans=spans)
     # DDP's buffer sync is synchronous: the first forward starts when the broadcast has ended
     synced = ((COMM, 0),) if comm else ()
-    micro = p.accumulation_steps
+    micro = micro_batches or p.accumulation_steps
     compute = []
     for m in range(micro - 1):
         compute.append(
@@ -378,10 +393,12 @@ def step_tasks(
     send: Send,
     gpus_per_node: int,
     thread_scale: float = 1.0,
+    micro_batches: int | None = None,
 ) -> tuple[list[Task], list[Task], float]:
     """The profile's step at ``world_size`` as tasks on the two streams, and its compute alone, s;
     ``batch_scale`` multiplies forward and backward (the per-rank batch's change), ``thread_scale``
-    every compute phase (fewer threads per rank: more than 1)."""
+    every compute phase (fewer threads per rank: more than 1); ``micro_batches``: the step's
+    micro-batches where they differ from the profile's (accumulation with the micro-batch fixed)."""
     schedule = p.schedule
     forward, backward = p.forward_s * batch_scale * thread_scale, p.backward_s * batch_scale * thread_scale
     optimizer = p.optimizer_s * (p.world_size / world_size if schedule.sharded_optimizer else 1.0) * thread_scale
@@ -400,7 +417,14 @@ def step_tasks(
         )
     else:
         compute, comm = _bucket_tasks(
-            p, sync, forward=forward, backward=backward, send=send, world=world_size, spans=spans
+            p,
+            sync,
+            forward=forward,
+            backward=backward,
+            send=send,
+            world=world_size,
+            spans=spans,
+            micro_batches=micro_batches,
         )
     compute.append(Task(name="optimizer", seconds=optimizer, after_end=((COMM, len(comm) - 1),) if comm else ()))
     if schedule.partition_broadcast:  # each rank broadcasts its partition after its step
@@ -416,26 +440,49 @@ def step_tasks(
     return compute, comm, forward + backward + optimizer
 
 
-def _batch(p: StepProfile, world_size: int, scaling: str) -> tuple[float, float]:
-    """(per-rank batch, global batch) at ``world_size``."""
+def _batch(p: StepProfile, world_size: int, scaling: str, accumulation: str = "count") -> tuple[float, float, int]:
+    """(per-rank batch, global batch, micro-batches per step) at ``world_size``."""
     if scaling not in SCALINGS:
         raise UsageError(f"--scaling: expected one of {', '.join(SCALINGS)}, found {scaling!r}")
+    if accumulation not in ACCUMULATIONS:
+        raise UsageError(f"--accumulation: expected one of {', '.join(ACCUMULATIONS)}, found {accumulation!r}")
+    micro = p.accumulation_steps
     if scaling == "weak":
-        return float(p.per_rank_batch), float(p.per_rank_batch * world_size)
+        return float(p.per_rank_batch), float(p.per_rank_batch * world_size), micro
     total = p.per_rank_batch * p.world_size
     if total < world_size:
         raise UsageError(
             f"--world-sizes: {world_size}: strong scaling keeps the measured global batch of {total}, "
             f"which cannot give every one of {world_size} ranks a sample"
         )
-    micro = p.accumulation_steps
+    if accumulation == "micro-batch" and micro > 1:
+        return total / world_size, float(total), _fixed_micro_batch(p, world_size, total)
     if total // world_size < micro:  # ddp's own check: every rank's slice holds a sample per micro-batch
         raise UsageError(
             f"--world-sizes: {world_size}: {p.strategy} option accumulation_steps={micro} expects at least "
             f"{micro} samples per rank, found {total // world_size} (strong scaling splits the measured "
-            f"global batch of {total})"
+            f"global batch of {total}); --accumulation micro-batch keeps the micro-batch instead"
         )
-    return total / world_size, float(total)
+    return total / world_size, float(total), micro
+
+
+def _fixed_micro_batch(p: StepProfile, world_size: int, total: int) -> int:
+    """The micro-batches per rank that keep the measured micro-batch at ``world_size`` (fewer as ranks
+    grow, as Megatron and most training scripts scale); a UsageError where the batch cannot split so."""
+    micro = p.accumulation_steps
+    size, left = divmod(p.per_rank_batch, micro)
+    if left:
+        raise UsageError(
+            f"--accumulation micro-batch: {p.label}'s {p.per_rank_batch} samples per rank in {micro} micro-batches "
+            "are not one micro-batch size: expected a per-rank batch that accumulation_steps divides"
+        )
+    if total % (world_size * size):
+        raise UsageError(
+            f"--world-sizes: {world_size}: the measured global batch of {total} cannot split into micro-batches of "
+            f"{size} on every one of {world_size} ranks (--accumulation micro-batch): expected a world size that "
+            f"divides {total // size}"
+        )
+    return total // (world_size * size)
 
 
 def _floor(p: StepProfile) -> ComputeFloor:
@@ -450,6 +497,7 @@ def _step_s(
     bound: str,
     slowdown: float,
     thread_scale: float = 1.0,
+    micro_batches: int | None = None,
 ) -> tuple[float, float, float]:
     """(step, compute alone, collectives back to back) in seconds at one bound of the intervals."""
     send = _sender(model, bound)
@@ -461,6 +509,7 @@ def _step_s(
         send=send,
         gpus_per_node=model.gpus_per_node,
         thread_scale=thread_scale,
+        micro_batches=micro_batches,
     )
     compute = [dataclasses.replace(t, seconds=t.seconds * scale) for t in compute]
     done = replay(compute, comm, overlap_slowdown=slowdown)
@@ -478,6 +527,7 @@ def predict_step(
     measured_step_time_s: float | None = None,
     measured_ranks_per_device: int | None = None,
     threads_per_rank: int | None = None,
+    accumulation: str = "count",
 ) -> StepPrediction:
     """``profile``'s step at ``world_size`` (see the module doc), with its 95% interval.
 
@@ -487,18 +537,22 @@ def predict_step(
     ``threads_per_rank``: the CPU threads each rank will compute with, where it differs from the
     profile's (ranks sharing one host's cores): compute scales as measured threads ÷ these (linear:
     no part of a step is taken to be serial). The one-rank reference of the efficiency keeps the
-    profile's threads."""
+    profile's threads.
+
+    ``accumulation`` (strong scaling with micro-batches): ``count`` keeps the measured micro-batches
+    per step, ``micro-batch`` the measured micro-batch size (see :data:`ACCUMULATIONS`)."""
     if world_size < 1:
         raise UsageError(f"--world-sizes: expected positive integers, found {world_size}")
     if threads_per_rank is not None and threads_per_rank < 1:
         raise UsageError(f"--threads-per-rank: expected a positive integer, found {threads_per_rank}")
     threads = profile.threads_per_rank / threads_per_rank if threads_per_rank and profile.threads_per_rank else 1.0
-    per_rank, global_batch = _batch(profile, world_size, scaling)
-    step, compute, comm = _step_s(profile, model, world_size, per_rank, "mid", overlap.value, threads)
-    lo = _step_s(profile, model, world_size, per_rank, "lo", overlap.value, threads)[0]
-    hi = _step_s(profile, model, world_size, per_rank, "hi", overlap.value, threads)[0]
+    per_rank, global_batch, micro = _batch(profile, world_size, scaling, accumulation)
+    step, compute, comm = _step_s(profile, model, world_size, per_rank, "mid", overlap.value, threads, micro)
+    lo = _step_s(profile, model, world_size, per_rank, "lo", overlap.value, threads, micro)[0]
+    hi = _step_s(profile, model, world_size, per_rank, "hi", overlap.value, threads, micro)[0]
     one_rank = per_rank if scaling == "weak" else global_batch
-    alone = _step_s(profile, model, 1, one_rank, "mid", overlap.value)[0]
+    _, _, one_micro = _batch(profile, 1, scaling, accumulation)
+    alone = _step_s(profile, model, 1, one_rank, "mid", overlap.value, micro_batches=one_micro)[0]
     samples = global_batch / step
     return StepPrediction(
         workload=profile.workload,
@@ -519,4 +573,5 @@ def predict_step(
         measured_step_time_s=measured_step_time_s,
         measured_ranks_per_device=measured_ranks_per_device,
         compute_floor=_floor(profile),
+        micro_batches=micro,
     )

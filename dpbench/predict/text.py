@@ -239,19 +239,22 @@ def _error_cell(p: StepPrediction) -> str:
 PICK_LINE = "pick (the fastest predicted; sure when no other interval overlaps it):"
 """What the picks are, above them."""
 
-_WIDTHS = (-28, 6, 10, 22, 11, 11, 10, 13, 10, 8)  # negative: left-aligned
+_WIDTHS = (6, 10, 22, 11, 11, 10, 13, 10, 8)  # the columns after the label, right-aligned
+_LABEL_WIDTH = 28  # the label column at least; as wide as its longest label, which is never cut
 
 
-def _row(cells: tuple[str, ...]) -> str:
-    return "".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, w in zip(cells, _WIDTHS))
+def _row(cells: tuple[str, ...], label_width: int = _LABEL_WIDTH) -> str:
+    return f"{cells[0]:<{label_width}}" + "".join(f"{c:>{w}}" for c, w in zip(cells[1:], _WIDTHS))
 
 
 def format_steps(forecast: StepForecast) -> str:
     """The forecast as text (see the module doc)."""
     lines = [heading(forecast)] + [f"  {line}" for line in basis_lines(forecast)]
     for workload, predictions in by_workload(forecast):
-        lines += ["", workload, _row(STEP_COLUMNS)]
-        lines += [_row((cells[0][:27], *cells[1:])) for cells in map(prediction_cells, predictions)]
+        rows = [prediction_cells(p) for p in predictions]
+        width = max([_LABEL_WIDTH, *(len(cells[0]) + 1 for cells in rows)])
+        lines += ["", workload, _row(STEP_COLUMNS, width)]
+        lines += [_row(cells, width) for cells in rows]
     lines += ["", PICK_LINE]
     lines += [f"  {pick.sentence()}" for pick in forecast.picks]
     return "\n".join(lines) + "\n"
@@ -275,6 +278,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "world_size": p.world_size,
                 "nodes": p.nodes,
                 "per_rank_batch": p.per_rank_batch,
+                "micro_batches": p.micro_batches,
                 "global_batch": p.global_batch,
                 "step_time_s": p.step_time_s,
                 "lo_s": p.lo_s,
@@ -299,6 +303,7 @@ def steps_document(forecast: StepForecast) -> dict[str, Any]:
                 "label": k.label,
                 "sure": k.sure,
                 "overlapping": list(k.overlapping),
+                "why": k.why,
             }
             for k in forecast.picks
         ],

@@ -27,7 +27,6 @@ import matplotlib.colors
 import pandas as pd
 
 from dpbench.decision.claims import Claim
-from dpbench.decision.contention import contention_text
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import training_rows
 from dpbench.decision.text import claim_text, frugal_text, headline, joules_text, rate_text
@@ -206,7 +205,9 @@ def _claims(answer: Answer) -> list[str]:
     for s in answer.standings:
         against = "the leader" if s.vs_leader is None else claim_text(s.vs_leader, answer.leader or "the leader")
         single = f"; {claim_text(s.vs_single, 'single')}" if s.vs_single is not None else ""
-        busy = f"; {contention_text(s.entry.busy_share, 'its')}" if s.busy else ""
+        # busy, or spread past the noise model: said once, where no claim of it already says so
+        said = any(c is not None and s.contended in c.why for c in (s.vs_leader, s.vs_single))
+        busy = f"; {s.contended}" if s.contended and not said else ""
         energy = f", {joules_text(s.joules_per_sample)}" if s.joules_per_sample == s.joules_per_sample else ""
         out.append(f"{s.name} ({rate_text(s.samples_per_s)}{energy}, {s.trials} trials): {against}{single}{busy}")
     out += [f"{name}: left out of the ranking: {why}" for name, why in answer.excluded]
@@ -341,7 +342,8 @@ def decisions(
             run=answer.run,
             about=workload_about(group) if len(group) else "",
             outcome=answer.outcome.value,
-            sentences=[line for line in (headline(answer), frugal_text(answer)) if line is not None],
+            # The heading names the question: the sentence under it does not again.
+            sentences=[line for line in (headline(answer, named=False), frugal_text(answer)) if line is not None],
             grids=_ratio_grids(answer),
             claims=_claims(answer),
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 from dpbench._atomic import no_empty_directories
 from dpbench._children import dies_with_us, stop_signals, wait_stopping
 from dpbench.errors import check_choice, check_names
+from dpbench.measure.plugin.failures import failure_files, first_failure_line
 from dpbench.measure.settings import SessionSettings, build_settings, check_design
 from dpbench.runner.config import (
     SUITES,
@@ -37,6 +38,7 @@ __all__ = [
     "EXIT_INPUT",
     "RunOptions",
     "RunPlan",
+    "nothing_saved_line",
     "pytest_command",
     "resolve_run",
     "resolve_run_config",
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 EXIT_INPUT = 2
+TESTS_FAILED = 1  # pytest.ExitCode.TESTS_FAILED: the parent reads pytest's exit without importing pytest
 DEFAULT_BUDGET = "30m"
 """Until settled, the wall-clock budget when none is given."""
 
@@ -295,6 +298,18 @@ def _saved(results: Path, name: str) -> set[Path]:
     return set(results.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json"))
 
 
+def nothing_saved_line(save: str, status: int, failed: list[Path]) -> str:
+    """The last line of a run that saved nothing: where pytest says tests failed (exit 1), what failed
+    (how many cases, the first one's line, from the failure files the session wrote,
+    :mod:`dpbench.measure.plugin.failures`); else pytest's exit (an interrupted session says its own why)."""
+    if not failed or status != TESTS_FAILED:
+        return f"no run named {save} was saved (pytest exit {status}); no report"
+    cases = f"{len(failed)} case{'s' if len(failed) != 1 else ''} failed"
+    return f"{cases}, so no run named {save} was saved and no report (pytest exit {status}); the first: " + (
+        first_failure_line(failed)
+    )
+
+
 def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = None, tables: bool = False) -> int:
     """Check, measure, save, report, decide; the exit code. ``json_path``: also write the decision
     as JSON there; ``tables``: pytest-benchmark's tables too."""
@@ -308,6 +323,10 @@ def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = 
     config = plan.config
     cmd, env = pytest_command(plan, pytest_args, tables=tables)
     _say_slow_steps(plan)
+    from dpbench.measure.profiles import world_sizes_line
+
+    if line := world_sizes_line(plan.settings):  # what the configurations asked for will not measure
+        print(f"dpbench run: {line}")
     if config.workloads and not config.suites:
         skipped = ", ".join(s for s in SUITES if s not in WORKLOAD_SUITES)
         print(
@@ -335,11 +354,12 @@ def _measure_and_report(plan: RunPlan, cmd: list[str], env: dict[str, str], *, j
     # pytest-benchmark makes the results directory as it starts: a run that saves nothing
     # (interrupted, failed) leaves none behind.
     with no_empty_directories(results):
-        before = _saved(results, config.save)
+        before, failed_before = _saved(results, config.save), failure_files(results)
         status = _run_pytest(cmd, env)
         new = sorted(_saved(results, config.save) - before)
+        failed = sorted(failure_files(results) - failed_before)
     if not new:
-        print(f"dpbench run: no run named {config.save} was saved (pytest exit {status}); no report", file=sys.stderr)
+        print(f"dpbench run: {nothing_saved_line(config.save, status, failed)}", file=sys.stderr)
         return status or 1
     from dpbench.report.html import write_report_and_decision
     from dpbench.runner.text import print_decision

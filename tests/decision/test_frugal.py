@@ -44,7 +44,7 @@ def test_the_most_frugal_is_named_when_it_is_not_the_fastest():
     )
     assert frugal_text(a) == line
     # The terminal: under the question's headline, wrapped at its width.
-    assert summary_lines(Decision(answers=(a,)))[3:5] == [
+    assert summary_lines(Decision(answers=(a,)))[4:6] == [
         "  The most frugal is single w1 at 0.01 J/sample, not the fastest, ddp w2, at 0.016 J/sample: 1.60×",
         "    the energy per sample (CI 1.60–1.60, 5 pairs): the fastest uses more.",
     ]

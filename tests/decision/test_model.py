@@ -38,6 +38,15 @@ def test_the_fastest_is_crowned_when_every_other_is_slower():
     )
 
 
+def test_a_lone_configuration_has_nothing_to_rank_and_says_so():
+    a = _answer(_entry("single w1", "single", 1.0, busy_share=0.9))
+    assert (a.outcome, a.leader, a.open_configurations()) == (AnswerOutcome.ALONE, "single w1", ())
+    assert (
+        headline(a)
+        == "mlp (sgd · fp32 · global batch 64): nothing to rank: one configuration: single w1 at 100 samples/s."
+    )
+
+
 def test_an_interval_that_holds_one_but_is_wider_than_the_margin_is_unsettled_never_no_difference():
     swings = (0.5, 2.0, 0.6, 1.8, 1.02)
     a = _answer(_entry("single w1", "single", 1.0), _entry("ddp w1", "ddp", swings))
@@ -123,6 +132,31 @@ def test_a_long_spec_is_never_broken_across_lines():
     assert any(spec in line for line in lines)
 
 
+def test_a_long_configuration_keeps_its_name_and_its_memory_in_the_terminal():
+    """``fsdp(reshard_after_forward=False) w2``'s row was too wide for its peak memory, which was
+    dropped (the number it was run for), and a name over 36 characters was cut: now every row's
+    numbers and memory fit, and a name too long for the column takes a line of its own."""
+    from dpbench.decision.model import Decision
+    from dpbench.decision.text import WIDTH, summary_lines
+
+    mib = 2**20
+    answer = _answer(
+        _entry("single w1", "single", 1.0, memory_bytes=348 * mib),
+        _entry("fsdp(reshard_after_forward=False) w2", "fsdp", (0.6, 0.66, math.nan, 0.5, 0.7), memory_bytes=395 * mib),
+        _entry("fsdp(reshard_after_forward=False, checkpoint=True) w2", "fsdp", 0.5, memory_bytes=300 * mib),
+    )
+    lines = summary_lines(Decision(answers=(answer,)))
+    assert lines[4:] == [  # the level line and the headline take two lines each
+        "  configuration                 × the leader (CI, pairs)  claim",
+        "  single w1                     leads  peak 348 MiB/rank",
+        "  fsdp(reshard_after_forward=False) w2",
+        "                                0.63× (0.50–0.70, 4 pairs)  unsettled (~5 trials)  peak 395 MiB/rank",
+        "  fsdp(reshard_after_forward=False, checkpoint=True) w2",
+        "                                0.50× (0.50–0.50, 5 pairs)  slower  peak 300 MiB/rank",
+    ]
+    assert max(map(len, lines)) <= WIDTH
+
+
 def test_a_question_is_built_one_way_for_a_saved_row_and_a_measured_case():
     from dpbench.decision.questions import question_of
     from dpbench.schema import DEFAULT_OPTIMIZER, DEFAULT_PRECISION
@@ -143,3 +177,14 @@ def test_a_busy_case_is_judged_and_said_one_way():
 
     assert is_busy(CONTENDED + 0.01) and not is_busy(CONTENDED) and not is_busy(math.nan)
     assert contention_text(0.78, "ddp w2's") == "other processes used 78% of the CPUs during ddp w2's trials"
+
+
+def test_every_claim_says_it_holds_for_this_session():
+    from dpbench.decision.model import Decision
+    from dpbench.decision.text import level_line
+
+    decision = Decision(answers=(_answer(_entry("single w1", "single", 1.0), _entry("ddp w2", "ddp", 2.0)),))
+    assert decision.to_dict()["scope"] == "session"
+    assert level_line(decision) == (
+        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
+    )

@@ -51,3 +51,20 @@ def test_the_recorded_level_is_the_one_claims_are_made_at_and_the_one_stated():
     assert _claim(decision) is Claim.UNSETTLED
     assert decision.answers[0].level == decision.level == 0.9375  # the level every view states once
     assert decision.answers[0].standing("single w1").vs_leader.ratio.confidence == pytest.approx(1 - 2 / 256)
+
+
+def test_the_level_line_says_the_looks_level_and_the_claim_level_it_tightens():
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, plan_looks
+    from dpbench.decision.text import level_line
+
+    settled = decide(_configs(plan_looks(DEFAULT_MAX_TRIALS).look_level), ["r1"], departures={})
+    assert level_line(settled) == (
+        "claims at 96% intervals of paired trials (every look's, stricter than one look's 90%), in this session; "
+        "level = within ±5%; unsettled = more trials needed"
+    )
+    fixed = decide(_configs(None), ["r1"], departures={})
+    assert level_line(fixed) == (
+        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
+    )
+    # A maximum of 6 looks once, at the claim level itself: nothing stricter to say.
+    assert level_line(decide(_configs(plan_looks(6).look_level), ["r1"], departures={})) == level_line(fixed)

@@ -167,10 +167,11 @@ def test_open_cases_a_clear_gap_closes_at_the_minimum_a_tie_with_a_wild_pair_sta
 def test_open_cases_a_busy_configuration_stays_open():
     plan = plan_looks(12)
     entries = _entries({"single w1": 1.0, "ddp w2": 1.5, "fsdp w2": 1.2}, 6)
-    # single is neither the leader nor its runner-up: the answer stands, but its trials are not trusted.
+    # single is neither the leader nor its runner-up, but its trials are not trusted: its claims
+    # (against the leader and every claim against it) wait for new pairs of it and the leader.
     busy = [Entry(**{**e.__dict__, "busy_share": 0.6}) if e.name == "single w1" else e for e in entries]
     assert open_cases({Q: entries}, plan, 6) == set()
-    assert open_cases({Q: busy}, plan, 6) == {"single w1"}
+    assert open_cases({Q: busy}, plan, 6) == {"single w1", "ddp w2"}
 
 
 def test_open_cases_reads_the_design_level_not_the_fixed_one():

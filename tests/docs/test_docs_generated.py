@@ -50,3 +50,44 @@ def test_the_options_table_names_every_strategy():
     table = gen_docs().options_table()
     for name in list_strategies():
         assert f"| `{name}` |" in table or f"`{name}`," in table
+
+
+def test_an_inline_fact_is_the_codes_and_keeps_its_code_style():
+    module = gen_docs()
+    known = {"level": lambda: "96.1%", "max": lambda: "12"}
+    text = (
+        "at <!-- generated:level -->90%<!-- end:generated:level --> each, "
+        "default <!-- generated:max -->`9`<!-- end:generated:max --> "
+        "(<!-- generated:max -->9<!-- end:generated:max -->)\n"
+    )
+    assert module.render_facts(text, known) == (
+        "at <!-- generated:level -->96.1%<!-- end:generated:level --> each, "
+        "default <!-- generated:max -->`12`<!-- end:generated:max --> "
+        "(<!-- generated:max -->12<!-- end:generated:max -->)\n"
+    )
+
+
+def test_an_inline_fact_no_code_states_is_an_error():
+    with pytest.raises(SystemExit, match="no fact named nope; known: level"):
+        gen_docs().render_facts("<!-- generated:nope -->x<!-- end:generated:nope -->", {"level": lambda: "90%"})
+
+
+def test_the_facts_are_the_constants_the_run_uses():
+    from dpbench.decision.claims import CLAIM_LEVEL
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, plan_looks
+    from dpbench.runner.config import SUITES, WORKLOAD_SUITES
+
+    facts = {name: make() for name, make in gen_docs().facts().items()}
+    assert (facts["claim-level"], facts["max-trials"], facts["budget"]) == (f"{CLAIM_LEVEL:.0%}", "12", "30 min")
+    assert facts["look-level"] == f"{plan_looks(DEFAULT_MAX_TRIALS).look_level:.1%}" == "96.1%"
+    assert facts["workload-suites"] == "`throughput`" and WORKLOAD_SUITES == ("throughput",)
+    assert facts["suites"].count("`") == 2 * len(SUITES)
+    assert (facts["profile-with-cuda"], facts["profile-without-cuda"]) == ("full", "quick")
+
+
+def test_the_readme_states_its_claim_level_and_defaults_as_generated_facts():
+    from pathlib import Path
+
+    readme = (Path(gen_docs().ROOT) / "README.md").read_text()
+    for name in ("claim-level", "look-level", "max-trials", "budget"):
+        assert f"<!-- generated:{name} -->" in readme, name

@@ -42,6 +42,25 @@ def test_a_case_over_the_given_memory_is_refused_before_any_process_starts(monke
     )
 
 
+def test_the_peak_estimate_says_beyond_grads_for_what_a_step_holds_beyond_the_gradients():
+    """The forward + backward's peak beyond the gradients read as activations under that name: it
+    is named as the estimate's table names it."""
+    from types import SimpleNamespace
+
+    from dpbench.strategies.estimate import RankEstimate
+
+    mib = 2**20
+    rank = RankEstimate(
+        rank=0, params_bytes=64 * mib, grads_bytes=64 * mib, optimizer_state_bytes=0, comm_buffer_bytes=0,
+        activation_bytes=32 * mib, peak_bytes=160 * mib,
+    )  # fmt: skip
+    case = SimpleNamespace(strategy="ddp", world_size=2, optimizer="sgd")
+    line = fit._reason(case, [rank], 160 * mib, 128 * mib, "DPBENCH_DEVICE_MEMORY=128MiB", "cpu", 0, None)
+    assert line.startswith(
+        "ddp w2 needs ~0.156 GiB per rank (params 0.0625, grads 0.0625, sgd 0, beyond grads 0.0312 GiB): ~0.156 GiB"
+    )
+
+
 def test_the_state_estimate_fits_when_the_memory_suffices_and_the_ignore_switch_skips_the_check():
     ddp = get_strategy("ddp")
     options = ddp.parse_options({"optimizer": "sgd"}, device="cpu", world_size=2, global_batch=8)

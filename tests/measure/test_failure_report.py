@@ -98,3 +98,18 @@ def test_dpbench_torch_and_the_standard_library_are_not_the_users():
     for module in (dpbench, torch, json):
         path = str(Path(module.__file__).resolve())
         assert any(path.startswith(root + "/") for root in library_roots()), (path, library_roots())
+
+
+def test_the_file_starts_with_the_line_pytest_shows_for_dpbench_run_to_read_back(tmp_path):
+    from dpbench.measure.plugin.failures import failure_files, first_failure_line, traceback_path
+
+    error = WorkerError(f"worker rank 0 failed:\n{TRACEBACK}", rank=0, failures={0: TRACEBACK})
+    where = tmp_path / "Linux-CPython-3.11-64bit" / "failures" / "0001"
+    line = failure_line("ddp w2", error, traceback_file=traceback_path(where, "ddp-w2"), roots=ROOTS)
+    path = write_traceback(where, "ddp-w2", "ddp w2", error, line=line)
+    assert path.read_text().startswith(f"{line}\n\nddp w2\n\nworker rank 0 failed:")
+    assert failure_files(tmp_path) == {path} and first_failure_line([path]) == line
+    assert line == (
+        "ddp w2: worker rank 0 failed: ValueError: shape mismatch: 3 != 4 — in your code at "
+        f'/home/me/blocks.py:7 in block: raise ValueError("shape mismatch: 3 != 4") (the full traceback: {path})'
+    )

@@ -99,3 +99,35 @@ def test_sigterm_and_sighup_interrupt_the_session_once_and_are_put_back_after_it
         signals.INTERRUPTED.update(yes=False, signal=None)
         for sig, handler in found.items():
             signal.signal(sig, handler)
+
+
+def test_a_session_whose_cases_failed_is_not_warned_that_it_saves_nothing_unless_verbose():
+    import warnings
+
+    from pytest_benchmark.logger import PytestBenchmarkWarning
+
+    from dpbench.measure.plugin.storage import no_empty_save_warning
+
+    def warned(**how) -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with no_empty_save_warning(**how):  # what pytest-benchmark says when nothing was measured
+                warnings.warn(PytestBenchmarkWarning("Not saving anything, no benchmarks have been run!"), stacklevel=1)
+        return [str(w.message) for w in seen]
+
+    assert warned(interrupted=False, failed=True) == []  # the run's last line says what failed
+    assert warned(interrupted=True) == []
+    assert warned(interrupted=False, failed=True, verbose=True) == ["Not saving anything, no benchmarks have been run!"]
+    assert warned(interrupted=False) == ["Not saving anything, no benchmarks have been run!"]  # nothing failed: say it
+
+
+def test_the_max_trials_help_states_the_designs_default_and_minimum():
+    # The plugin stays light (every pytest session loads it): its help is checked here, not imported.
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, fewest_max_trials
+    from dpbench.measure import plugin
+
+    options: dict[str, dict] = {}
+    group = SimpleNamespace(addoption=lambda *names, **attrs: options.update(dict.fromkeys(names, attrs)))
+    plugin.pytest_addoption(SimpleNamespace(getgroup=lambda *_: group))
+    help_text = options["--dpbench-max-trials"]["help"]
+    assert help_text.endswith(f"(default {DEFAULT_MAX_TRIALS}; at least {fewest_max_trials()[0]})"), help_text

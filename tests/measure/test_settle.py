@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dpbench.decision.sequential import plan_looks
+from dpbench.decision.text import workload_label
 from dpbench.measure.remeasure import remeasure
 from dpbench.measure.settings import parse_budget, parse_max_trials
 from dpbench.measure.settle import Settling
@@ -188,10 +189,29 @@ def test_a_case_on_a_busy_machine_stays_open():
             result.sampler = busy
             return result
 
-    # single is neither the leader nor its runner-up: the answer stands, its trials are measured on.
+    # single is neither the leader nor its runner-up, but every claim on it waits for a quieter pass:
+    # it and the leader it pairs with are measured on; fsdp's claim against the leader is settled.
     single, ddp, fsdp = Busy("single", 1, 0.010), FakeTraining("ddp", 2, 0.005), FakeTraining("fsdp", 2, 0.008)
     _run([single, ddp, fsdp], max_trials=12)
-    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 6, 6]
+    assert [len(c.calls) for c in (single, ddp, fsdp)] == [12, 12, 6]
+
+
+def test_a_lone_configuration_on_a_busy_machine_stops_at_the_minimum():
+    """``--strategies single``: one configuration, nothing to rank; a busy machine cannot unsettle a
+    comparison there is none of: it stopped only at the maximum, "still unsettled: busy cases"."""
+    busy = {"devices": {"cpu": {"cpu_pct_mean": 90.0}, "pid:1": {"cpu_pct_mean": 20.0}}}
+
+    @dataclass
+    class Busy(FakeTraining):
+        def measure_trial(self, profile, **kw):
+            result = super().measure_trial(profile, **kw)
+            result.sampler = busy
+            return result
+
+    single = Busy("single", 1, 0.010)
+    session, lines = _run([single], max_trials=12)
+    assert (len(single.calls), session.stopped) == (6, "settled")
+    assert lines[-1] == "trials settled after 6 passes: every question has its answer"
 
 
 def test_the_questions_follow_the_recipe():
@@ -284,3 +304,47 @@ def test_a_question_the_re_measurement_reopens_gets_more_passes():
     assert session.passes > 6 and session.stopped == "settled", lines[-1]
     assert [t.trial for t in session.results[ddp.key].trials] == list(range(session.passes))
     assert not session.reopened()
+
+
+@dataclass
+class LongSpecTraining(FakeTraining):
+    """A case labelled as the suites label it: its workload spec in its name."""
+
+    workload: str = "hf:gpt2@" + ",".join(f"n_extra_{i}={i}" for i in range(100))  # ~1,500 characters
+
+    @property
+    def label(self):
+        return f"{self.strategy}-{self.workload}-w{self.world_size} (batch {self.global_batch})"
+
+
+def test_the_stop_line_names_a_long_spec_once_by_what_it_builds_and_a_hash():
+    single = LongSpecTraining("single", 1, 0.020)
+    ddp = LongSpecTraining("ddp", 2, 0.010)
+    fsdp = LongSpecTraining("fsdp", 2, 0.010, factors=(1.1, 0.9), options={"reshard_after_forward": False})
+    session, lines = _run([single, ddp, fsdp], max_trials=12)
+    label = workload_label(single.workload)
+    assert label.startswith("hf:gpt2@…#") and len(label) == len("hf:gpt2@…#") + 6
+    assert lines[-1] == (
+        f"the trials stopped at their maximum (12); still unsettled: {label} (sgd · fp32 · global batch 64): "
+        "fsdp(reshard_after_forward=False) w2, ddp w2; more trials than can be said would settle them "
+        "(the gaps sit on the margin)"
+    )
+
+
+def test_a_busy_leader_is_named_as_its_question_names_it_in_the_stop_line():
+    busy = {"devices": {"cpu": {"cpu_pct_mean": 90.0}, "pid:1": {"cpu_pct_mean": 20.0}}}  # others: 80% of 2 cores
+
+    @dataclass
+    class Busy(LongSpecTraining):
+        def measure_trial(self, profile, **kw):
+            result = super().measure_trial(profile, **kw)
+            result.sampler = busy
+            return result
+
+    ddp = Busy("ddp", 2, 0.005)  # the leader, on a busy machine: the question stays open
+    _, lines = _run([LongSpecTraining("single", 1, 0.010), ddp], max_trials=6)
+    assert lines[-1] == (
+        "the trials stopped after 5 passes: no later look up to the maximum (6) may claim more; still unsettled: "
+        f"{workload_label(ddp.workload)} (sgd · fp32 · global batch 64): ddp w2, single w1; other processes used "
+        "80% of the CPUs during ddp w2's trials: a quieter machine would settle them"
+    )

@@ -96,6 +96,12 @@ def test_the_text_shows_the_model_then_the_predictions_and_the_error(capsys):
         ),
         (["--world-sizes", "4"], "--from: expected nccl-tests logs or saved comm-suite runs (or --link), found none"),
         (
+            ["--from", *ONE_NODE, str(DATA / "nccl_16.log"), "--collective", "all_reduce", "--world-sizes", "32"]
+            + ["--link", "inter=100GB/s"],
+            "--link inter=100GB/s: 800 GB/s of bus bandwidth across nodes (8 GPUs × its line rate), over twice "
+            f"the 127.9 GB/s {DATA / 'nccl_16.log'} measured",
+        ),
+        (
             ["--from", *ONE_NODE, "--world-sizes", "4", "--gpus-per-node", "0"],
             "--gpus-per-node: expected an int >= 1, found '0'",
         ),

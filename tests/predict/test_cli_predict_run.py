@@ -78,7 +78,14 @@ def test_the_text_names_the_sources_and_the_pick(capsys):
         (["colectives", "--world-sizes", "2"], "TARGET: expected one of collectives, found 'colectives' (did you"),
         (["no_such_run", "--world-sizes", "2"], "TARGET: run 'no_such_run': expected a results file"),
         ([RUN, "--world-sizes", "0"], "--world-sizes: expected comma-separated integers >= 1, found '0'"),
-        ([RUN, "--world-sizes", "16"], "world size 16: spans 8 nodes of 2 GPUs"),
+        # names the options a run takes (--collectives, --link, --gpus-per-node), not --from
+        (
+            [RUN, "--world-sizes", "16"],
+            "world size 16: spans 8 nodes of 2 GPUs (the most ranks on one node in the measurements' device "
+            "lines), and no all_reduce measurement or stated link crosses nodes: expected logs across nodes in "
+            "--collectives, the link between nodes stated (--link inter=25GB/s), or more GPUs per node "
+            "(--gpus-per-node)",
+        ),
         ([RUN, "--world-sizes", "2", "--overlap-slowdown", "2"], "--overlap-slowdown: expected a fraction in [0, 1]"),
         ([RUN, "--world-sizes", "2", "--from-world-size", "3"], "no ddp, fsdp, zero or allreduce training case at"),
         ([RUN, "--world-sizes", "2", "--from", RUN], "--from/--check/--min-bytes: only for TARGET collectives"),
@@ -180,3 +187,103 @@ def test_the_text_says_what_buffers_are_broadcast_or_that_none_were_recorded(cap
         False,
         True,
     ]
+
+
+def test_a_long_label_is_never_cut(capsys, tmp_path):
+    """The label column is as wide as its longest label: ``fsdp@replicate=1,reshard_after_forward=False``
+    was cut to 27 characters (``fsdp@replicate=1,reshard_af``), the option's value lost."""
+    run = json.loads(Path(RUN).read_text())
+    for bench in run["benchmarks"]:
+        if bench["extra_info"].get("strategy") == "fsdp":
+            bench["extra_info"]["requested_options"] = {"reshard_after_forward": False, "replicate": 1}
+    path = tmp_path / "0001_fsdp.json"
+    path.write_text(json.dumps(run))
+    assert main(["predict", str(path), "--world-sizes", "2", "--memory", "off"]) == 0
+    table = capsys.readouterr().out.split("\nmlp\n")[1].split("\n\n")[0].splitlines()
+    label = "fsdp@replicate=1,reshard_after_forward=False"
+    assert [line.split()[0] for line in table] == ["strategy", "ddp", "allreduce", "zero", label]
+    assert [line.index("ranks") + len("ranks") for line in table[:1]] == [len(label) + 1 + 6]
+    assert {len(line) for line in table} == {len(label) + 1 + 101}
+
+
+NCCL_8 = str(DATA / "nccl_8.log")
+
+
+def test_a_stated_link_wins_over_the_runs_own_collectives_and_says_so(capsys):
+    argv = ("--world-sizes", "2", "--from-world-size", "1", "--strategies", "ddp")
+    own = _json(capsys, *argv)
+    slow = _json(capsys, *argv, "--link", "intra=0.01GB/s")
+    assert slow["predictions"][0]["step_time_s"] > 10 * own["predictions"][0]["step_time_s"]
+    assert (
+        "intra tier: the stated --link intra=0.01GB/s wins over the run's own 12 measurements of it "
+        "(gloo, on the machine the run measured)" in slow["notes"]
+    )
+    assert "all_reduce intra: stated: --link intra=0.01GB/s (no interval)" in slow["notes"]
+    assert any(n.startswith("compute measured on cpu (ddp): the predictions are CPU compute") for n in slow["notes"])
+
+
+def test_no_pick_where_the_model_missed_a_measurement_beyond_its_interval(capsys):
+    doc = _json(
+        capsys, "--world-sizes", "2,4", "--from-world-size", "1", "--link", "intra=1GB/s", "--gpus-per-node", "8"
+    )
+    ddp = next(p for p in doc["predictions"] if p["label"] == "ddp" and p["world_size"] == 2)
+    assert not ddp["lo_s"] <= ddp["measured_step_time_s"] <= ddp["hi_s"]
+    assert [(p["world_size"], p["label"]) for p in doc["picks"]] == [(2, None), (4, None)]
+    assert all(
+        p["why"]
+        == "the model did not hold where it can be checked (allreduce at w2 predicted -13.1% off its measurement, "
+        "outside its interval; ddp at w2 predicted -17.3% off its measurement, outside its interval; fsdp at w2 "
+        "predicted -40.1% off its measurement, outside its interval)"
+        for p in doc["picks"]
+    )
+
+
+def test_strategies_leave_the_others_out(capsys):
+    doc = _json(capsys, "--world-sizes", "2", "--from-world-size", "1", "--strategies", "zero,ddp")
+    assert sorted(p["label"] for p in doc["predictions"]) == ["ddp", "zero"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--collectives", NCCL_8, "--collective", "all_reduce", "--link", "intra=1GB/s"],
+            "--link intra=1GB/s: 1 GB/s of bus bandwidth inside a node, under half the 230.9 GB/s "
+            f"{NCCL_8} measured (all_reduce, 8 ranks, 1073741824 B): expected a link the log agrees with, "
+            "or the log alone",
+        ),
+        (
+            ["--collectives", NCCL_8, "--collective", "all_reduce", "--link", "inter=25GB/s"],
+            "zero needs broadcast: the collective model has no measurement of it (it has all_gather, all_reduce, "
+            "reduce_scatter; the stated --link inter=25GB/s stands in only for the collectives measured or where "
+            "none is measured): expected broadcast measurements in --collectives; or leave zero out (--strategies)",
+        ),
+        (
+            ["--strategies", "dp"],
+            "--strategies: expected configurations in the run from allreduce, ddp, fsdp, zero, found 'dp' "
+            "(did you mean 'ddp'?)",
+        ),
+    ],
+)
+def test_links_against_logs_and_the_advice_given(capsys, argv, message):
+    assert main(["predict", RUN, "--world-sizes", "8", "--from-world-size", "1", "--memory", "off", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_a_busy_source_run_is_the_first_note():
+    from dpbench.predict.basis import busy_line
+    from dpbench.predict.forecast import run_collective_model, step_predictions
+    from dpbench.results.load import read_run
+
+    run = read_run(RUN)
+    assert busy_line(run) is None
+    for bench in run.benchmarks:  # 3 of every case's 5 trials disturbed, none measured again
+        bench["extra_info"]["trials"]["disturbed"] = [{"why": "control", "replaced": False}] * 3 + [None, None]
+    line = (
+        "the machine was busy during 60% of the trials (63 of 105, 63 of them not measured again): "
+        "results are unreliable"
+    )
+    assert busy_line(run) == line
+    forecast = step_predictions(run, run_collective_model(run), [2], from_world_size=1)
+    assert forecast.notes[0] == f"the source run {run.run_id} was flagged: {line}"

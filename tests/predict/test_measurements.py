@@ -70,14 +70,27 @@ def test_the_collective_comes_from_the_file_name_and_the_root_column_is_skipped(
     ]
 
 
-def test_the_collective_comes_from_the_log_before_the_option(tmp_path):
+def test_the_collective_comes_from_the_log_and_another_one_asked_is_refused(tmp_path):
     text = (
         "# Collective test starting: reduce_scatter_perf\n"
         + HEADER
         + "  16  4  float  sum  -1  9.0  0  0  0  9.1  0  0  0\n"
     )
-    (got,) = read_nccl_tests(_log(tmp_path, "run.log", text), collective="broadcast")
+    path = _log(tmp_path, "run.log", text)
+    (got,) = read_nccl_tests(path)
     assert (got.collective, got.bytes, got.time_us) == ("reduce_scatter", 16, 9.0)
+    assert read_nccl_tests(path, collective="reduce_scatter") == [got]
+    with pytest.raises(UsageError) as e:
+        read_nccl_tests(path, collective="broadcast")
+    assert str(e.value) == (
+        f"{path}: a log of reduce_scatter (its '# Collective test starting' line), but --collective asks for "
+        "broadcast: expected --collective reduce_scatter, or a log of broadcast"
+    )
+    named = _log(tmp_path, "all_gather_perf.log", HEADER + "  16  4  float  sum  -1  9.0  0  0  0  9.1  0  0  0\n")
+    with pytest.raises(
+        UsageError, match=r"all_gather_perf.log: a log of all_gather \(its file name\), but --collective"
+    ):
+        read_measurements([named], collective="all_reduce")
 
 
 def test_a_log_that_names_no_collective_asks_for_the_option(tmp_path):
@@ -109,6 +122,16 @@ def test_a_broken_row_names_its_line(tmp_path):
     )
     with pytest.raises(UsageError, match=r"all_reduce_perf.log:12: not an nccl-tests result row: expected 13 columns"):
         read_nccl_tests(path)
+
+
+def test_an_mpi_tag_inside_a_line_is_removed_too(tmp_path):
+    # two ranks' writes interleaved: a tag lands inside a device line (as in the public 128-GPU log)
+    tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in HEADER.splitlines())
+    tagged = tagged.replace("Pid   6900 on host-a device", "Pid   6900 on host-[1,0]<stdout>:a device")
+    got = read_nccl_tests(
+        _log(tmp_path, "all_reduce.log", tagged + "[1,0]<stdout>:  8 2 float sum -1 9.0 0 0 0 9.1 0 0 0\n")
+    )
+    assert [(m.world_size, m.nodes, m.ranks_per_node, m.time_us) for m in got] == [(3, 2, 2, 9.0)]
 
 
 def test_an_empty_file_and_a_log_without_devices_are_refused(tmp_path):

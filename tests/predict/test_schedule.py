@@ -289,3 +289,30 @@ def test_on_nccl_all_gather_and_reduce_scatter_take_broadcasts_bandwidth_not_an_
     # nccl-tests logs are NCCL's
     log = Path(__file__).parent / "data" / "nccl_2.log"
     assert fit_collectives(read_nccl_tests(log, collective="all_reduce")).backends == ("nccl",)
+
+
+def test_strong_scaling_with_the_micro_batch_fixed_runs_fewer_micro_batches_per_rank():
+    profile = _profile("ddp", options={"accumulation_steps": 8})  # 32 samples at one rank: micro-batches of 4
+    overlap = OverlapSlowdown(value=0.0, origin="test")
+
+    def step(world: int, accumulation: str):
+        return predict_step(profile, MODEL, world, overlap=overlap, scaling="strong", accumulation=accumulation)
+
+    fixed, count = step(2, "micro-batch"), step(2, "count")
+    assert (fixed.micro_batches, count.micro_batches) == (4, 8)
+    # 16 per rank: forward 1 ms, backward 5 ms in all. Four micro-batches: 4.75 ms until the last backward,
+    # half of it (0.625 ms) to bucket 0 (3 ms, to 8.375), bucket 1 after it (4 ms), the optimizer: 13.375 ms;
+    # eight: 5.375 ms, then 0.3125 ms to bucket 0 (to 8.6875), bucket 1 (4 ms), the optimizer: 13.6875 ms
+    assert fixed.step_time_s == pytest.approx(13.375 * MS)
+    assert count.step_time_s == pytest.approx(13.6875 * MS)
+    assert step(1, "micro-batch").micro_batches == 8
+    # 8 ranks: 4 per rank, one micro-batch of 4 (count refuses: fewer samples than micro-batches)
+    assert step(8, "micro-batch").micro_batches == 1
+    with pytest.raises(UsageError, match="--accumulation micro-batch keeps the micro-batch instead$"):
+        step(8, "count")
+    with pytest.raises(
+        UsageError,
+        match=r"^--world-sizes: 16: the measured global batch of 32 cannot split into micro-batches of 4 on every "
+        r"one of 16 ranks \(--accumulation micro-batch\): expected a world size that divides 8$",
+    ):
+        step(16, "micro-batch")

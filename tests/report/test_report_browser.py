@@ -245,13 +245,14 @@ def test_the_check_passes_a_clean_page(browser, tmp_path: Path):
 
 
 # Where the first question's answer sits at 1400×900, and whether any warning box comes before it.
-FIRST_SCREEN = """() => {
+FIRST_SCREEN = r"""() => {
   const line = document.querySelector('p.verdict-line'), grid = document.querySelector('figure.grid');
   const warn = document.querySelector('p.warn'), box = e => e ? e.getBoundingClientRect() : null;
   return {line: box(line) && box(line).bottom, grid: grid && box(grid).top,
           warnBefore: !!(warn && line && (line.compareDocumentPosition(warn) & Node.DOCUMENT_POSITION_PRECEDING)),
           folded: document.querySelectorAll('details.trial-notes').length,
-          text: line && line.textContent};
+          text: line && line.textContent,
+          heading: document.querySelector('div.workload h3').textContent.replace(/\s+/g, ' ').trim()};
 }"""
 QUICK_RUN = Path(__file__).resolve().parents[1] / "data" / "quick-run-disturbed-trial.json.gz"
 
@@ -280,4 +281,31 @@ def test_the_first_screen_is_the_answer(browser, tmp_path: Path):
     assert found["line"] is not None and found["line"] <= 900, found
     assert found["grid"] is not None and found["grid"] < 900, found
     assert not found["warnBefore"] and found["folded"] == 1, found
-    assert found["text"].startswith("mlp (sgd · fp32 · global batch 64): "), found
+    assert found["heading"] == "mlp (sgd · fp32 · global batch 64) · 0001_quick", found
+    assert found["text"].startswith("Not settled: single w1 leads at "), found  # the heading names the question
+
+
+# Each decision heading's overflow past its card (the section), in pixels.
+HEADINGS = """() => Array.from(document.querySelectorAll('div.workload h3')).map(h => {
+  const card = h.closest('section').getBoundingClientRect(), own = h.getBoundingClientRect();
+  return {overflow: Math.max(own.right - card.right, h.scrollWidth - h.clientWidth), height: own.height};
+})"""
+
+
+def test_a_long_workload_spec_wraps_inside_its_card(browser, tmp_path: Path):
+    """A Hugging Face spec of ~1,500 characters as the question's heading, at 1400×900: it wraps
+    inside its card instead of running off it."""
+    from _long_spec import long_spec_run
+
+    from dpbench.report import write_report
+
+    path = write_report([str(long_spec_run(tmp_path))], tmp_path / "report.html")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        headings = page.evaluate(HEADINGS)
+    finally:
+        context.close()
+    assert headings and all(h["overflow"] <= 0 for h in headings), headings
+    assert max(h["height"] for h in headings) > 100, headings  # the long one wrapped onto many lines

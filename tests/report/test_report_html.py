@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _long_spec import LONG_SPEC, long_spec_run
 from scipy import stats as sps
 
 from dpbench._atomic import atomic_write_text
@@ -203,9 +204,9 @@ def test_decision_heatmap_is_the_paired_ratio_and_the_gates_verdicts(page: str, 
 
 def test_the_decision_sentence_names_the_fastest_and_what_it_beats(page: str):
     view = html.unescape(page.split('<section id="decision"', 1)[1].split("</section>", 1)[0])
-    sentences = re.findall(r'<p class="verdict-line">(.*?)</p>', view)
-    mlp = next(s for s in sentences if s.startswith("mlp ("))
-    assert "): the fastest is ddp w4 at " in mlp and "slower: all " in mlp
+    mlp = next(b for b in view.split('<div class="workload ')[1:] if "<h3>mlp (" in b)  # the heading names it
+    sentence = re.findall(r'<p class="verdict-line">(.*?)</p>', mlp)[0]
+    assert sentence.startswith("The fastest is ddp w4 at ") and "slower: all " in sentence
 
 
 # ---------------------------------------------------------------- no case dropped
@@ -426,3 +427,15 @@ def test_provenance_names_the_runtime_settings_the_workers_inherited():
     )
     assert _runtime_env(run({}, {})) == "none set"
     assert _runtime_env(run()) is None
+
+
+# ---------------------------------------------------------------- a long workload spec
+def test_a_long_workload_spec_is_named_once_in_its_decision_block_and_wraps(tmp_path: Path):
+    page = write_report([str(long_spec_run(tmp_path))], tmp_path / "r.html").read_text(encoding="utf-8")
+    view = html.unescape(page.split('<section id="decision"', 1)[1].split("</section>", 1)[0])
+    block = next(b for b in view.split('<div class="workload ')[1:] if LONG_SPEC in b)
+    heading = re.search(r"<h3>(.*?) <span", block)[1]
+    assert heading == f"{LONG_SPEC} (sgd · fp32 · global batch 64)" and block.count(LONG_SPEC) == 1
+    sentence = re.findall(r'<p class="verdict-line">(.*?)</p>', block)[0]
+    assert sentence.startswith("Not settled: single w1 leads at "), sentence
+    assert "h3 { font-size: 1.05rem; margin-bottom: .3rem; overflow-wrap: anywhere; }" in page

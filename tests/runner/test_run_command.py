@@ -239,3 +239,72 @@ def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(t
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["--strategies", "single", "--world-sizes", "2"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2; nothing to rank: "
+            "one configuration a workload (single w1), its throughput alone",
+        ),
+        (
+            ["--world-sizes", "2,4"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2, 4",
+        ),
+        (
+            ["--strategies", "ddp@bucket_cap_mb=5", "--world-sizes", "2"],
+            "dpbench run: nothing to rank: one configuration a workload (ddp@bucket_cap_mb=5 w2), its throughput alone",
+        ),
+        (
+            ["--strategies", "single,ddp", "--world-sizes", "1,2"],
+            "dpbench run: single runs at world size 1 only (the baseline: one replica), not at 2",
+        ),
+        (["--world-sizes", "1,2"], None),
+        (["--strategies", "ddp", "--world-sizes", "1,2"], None),
+    ],
+)
+def test_what_the_configurations_asked_for_will_not_measure_is_said_before_the_trials(
+    user_dir, monkeypatch, capsys, argv, line
+):
+    """``--strategies single --world-sizes 2`` measured single at one rank without a word: neither
+    that world size 2 was dropped nor that one configuration cannot be ranked."""
+    said = []
+    monkeypatch.setattr(run_module, "_run_pytest", lambda cmd, env: said.append(capsys.readouterr().out) or 1)
+    assert main(["run", *argv]) == 1  # pytest (faked) saved nothing
+    (before,) = said
+    assert [text for text in before.splitlines() if text.startswith("dpbench run: ")] == ([line] if line else [])
+
+
+def test_a_run_whose_every_case_failed_ends_on_what_failed(user_dir, monkeypatch, capsys):
+    results = user_dir / "results"
+    first = "single w1: worker rank 0 failed: ValueError: shape mismatch — in your code at my_models.py:9 in forward"
+
+    def pytest_whose_cases_fail(cmd, env):  # the session writes one failure file per failed case, line first
+        where = results / "Linux-CPython-3.11-64bit" / "failures" / "0001"
+        where.mkdir(parents=True)
+        (where / "single-w1.txt").write_text(f"{first}\n\nsingle w1\n\nTraceback ...\n")
+        time.sleep(0.01)
+        (where / "ddp-w2.txt").write_text("ddp w2: worker rank 1 failed: ValueError: shape mismatch\n\nddp w2\n")
+        return 1
+
+    monkeypatch.setattr(run_module, "_run_pytest", pytest_whose_cases_fail)
+    assert main(["run", "--workload", "mlp", "--strategies", "single,ddp"]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == (
+        "dpbench run: 2 cases failed, so no run named run was saved and no report (pytest exit 1); the first: " + first
+    )
+
+
+def test_an_interrupted_run_is_not_said_to_have_failed_for_its_failed_cases(tmp_path):
+    from dpbench.runner.run import nothing_saved_line
+
+    failed = [tmp_path / "ddp-w2.txt"]
+    failed[0].write_text("ddp w2: worker rank 1 failed: ValueError: shape mismatch\n\nddp w2\n")
+    assert nothing_saved_line("run", 2, failed) == "no run named run was saved (pytest exit 2); no report"
+    assert nothing_saved_line("run", 1, []) == "no run named run was saved (pytest exit 1); no report"
+    assert nothing_saved_line("run", 1, failed) == (
+        "1 case failed, so no run named run was saved and no report (pytest exit 1); the first: "
+        "ddp w2: worker rank 1 failed: ValueError: shape mismatch"
+    )

@@ -25,12 +25,14 @@ def test_the_run_decision_is_the_sessions_decision(tmp_path):
     assert lines[1:] == decision_text([path], max_lines=TERMINAL_LINES).splitlines()
     assert len(lines) - 1 <= TERMINAL_LINES  # it fits the last screen (here: the headlines alone)
     full = decision_text([path]).splitlines()  # dpbench report: every row
-    assert full[0] == "claims at 90% intervals of paired trials; level = within ±5%; unsettled = more trials needed"
-    assert " ".join(" ".join(full[1:3]).split()) == (
+    assert " ".join(" ".join(full[0:2]).split()) == (
+        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
+    )
+    assert " ".join(" ".join(full[2:4]).split()) == (
         "mlp (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s, but unsettled "
         "against it: manual w2, allreduce w2 and fsdp w2; it settles at ~5 trials."
     )
-    assert full[5].split() == ["manual", "w2", "0.61×", "(0.50–0.85,", "4", "pairs)", "unsettled", "(~5", "trials)"] + [
+    assert full[6].split() == ["manual", "w2", "0.61×", "(0.50–0.85,", "4", "pairs)", "unsettled", "(~5", "trials)"] + [
         "peak",
         "369",
         "MiB/rank",
@@ -102,3 +104,20 @@ def test_a_configuration_whose_fingerprint_departs_is_left_out_of_every_view(tmp
     assert "  left out: ddp w2: computes something else than single: " in text
     (q,) = [q for q in decision.to_dict()["questions"] if q["workload"] == "mlp" and q["recipe"]["global_batch"] == 64]
     assert q["excluded"][0]["configuration"] == "ddp w2"
+
+
+def test_a_long_workload_spec_is_named_by_what_it_builds_and_a_hash_in_the_terminal(tmp_path):
+    from _long_spec import LONG_SPEC, long_spec_run
+
+    from dpbench.decision.text import WIDTH, workload_label
+
+    out = io.StringIO()
+    print_decision(long_spec_run(tmp_path), out=out)
+    lines = out.getvalue().splitlines()
+    label = workload_label(LONG_SPEC)
+    assert label == "hf:gpt2@…#" + label[-6:] and len(label) == 16
+    assert lines[3:5] == [  # below the heading and the level line's two lines
+        f"{label} (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s,",
+        "    but unsettled against it: manual w2, allreduce(mode=overlap) w2, ddp(comm_hook=fp16) w2,",
+    ]
+    assert max(len(line) for line in lines) <= WIDTH and LONG_SPEC not in out.getvalue()

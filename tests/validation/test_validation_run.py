@@ -65,6 +65,16 @@ def _count(out: str, pattern: str) -> int:
             id="simulate_history",
         ),
         pytest.param(
+            "validation.simulate_contention",
+            ["--jobs", "5", "--rates", "0.5", "--unsampled", "0,1", "--configs", "2", "--gaps", "0"],
+            {
+                r"model quick-runs \(.*\); 5 jobs a cell; 56 measured contended trials \(step factor median .*\)": 1,
+                r"\| 50% \| (0|100)% \| A/A \| 2 \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \| "
+                r"\d+% / \d+% \|": 2,
+            },
+            id="simulate_contention",
+        ),
+        pytest.param(
             "validation.simulate_ratio_estimators",
             ["--reps", "200"],
             {

@@ -14,7 +14,17 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Frame", "failure_line", "innermost_frame", "library_roots", "raised", "write_traceback"]
+__all__ = [
+    "Frame",
+    "failure_files",
+    "failure_line",
+    "first_failure_line",
+    "innermost_frame",
+    "library_roots",
+    "raised",
+    "traceback_path",
+    "write_traceback",
+]
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 # The last line of a Python traceback: the exception's type (maybe dotted) and its message.
@@ -96,11 +106,31 @@ def failure_line(case: str, error: BaseException, *, traceback_file: Path | None
     return line
 
 
-def write_traceback(directory: Path, name: str, heading: str, error: BaseException) -> Path:
-    """The failure's whole text — ``heading``, every failing rank's traceback and the notes — in
-    ``directory/<name>.txt``; its path."""
+def traceback_path(directory: Path, name: str) -> Path:
+    """Where :func:`write_traceback` writes the failure of case ``name``."""
+    return directory / f"{re.sub(r'[^A-Za-z0-9_.=@-]+', '_', name)}.txt"
+
+
+def write_traceback(directory: Path, name: str, heading: str, error: BaseException, *, line: str = "") -> Path:
+    """The failure's whole text — ``line`` (the one line pytest shows, where given), ``heading``,
+    every failing rank's traceback and the notes — in ``directory/<name>.txt``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{re.sub(r'[^A-Za-z0-9_.=@-]+', '_', name)}.txt"
+    path = traceback_path(directory, name)
     notes = "".join(f"\n{note}" for note in getattr(error, "__notes__", ()))
-    path.write_text(f"{heading}\n\n{error}{notes}\n")
+    said = f"{line}\n\n" if line else ""
+    path.write_text(f"{said}{heading}\n\n{error}{notes}\n")
     return path
+
+
+def failure_files(storage: Path) -> set[Path]:
+    """The failure files under a results directory (``<machine>/failures/<run id>/<case>.txt``): what
+    ``dpbench run`` reads back to say what failed when a session saved nothing."""
+    return set(storage.glob("*/failures/*/*.txt"))
+
+
+def first_failure_line(paths: list[Path]) -> str:
+    """The one line of the earliest-written of ``paths`` (its first line); '' for none."""
+    if not paths:
+        return ""
+    first = min(paths, key=lambda path: path.stat().st_mtime_ns)
+    return (first.read_text().splitlines() or [""])[0]

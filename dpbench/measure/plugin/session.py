@@ -260,8 +260,8 @@ def pytest_runtestloop(session):
                     f"in {done.seconds:.0f} s",
                     progress=state.progress,
                 )
-            if done.busy:
-                say(config, done.busy, progress=state.progress)
+            # A busy machine is said once, in the terminal summary (pytest_terminal_summary): above the
+            # tables and the decision whose numbers it qualifies.
     return None  # pytest's own loop runs the tests next
 
 
@@ -360,9 +360,12 @@ def pytest_runtest_makereport(item, call):
         return
     state = session_of(item.config)
     label = getattr(case, "label", None) or case.id
-    path = failures.write_traceback(_failures_dir(item.config, state.timelines.run_id), case.id, label, error)
+    where = _failures_dir(item.config, state.timelines.run_id)
+    path = failures.traceback_path(where, case.id)
     shown = Path(os.path.relpath(path)) if path.is_relative_to(Path.cwd()) else path
     line = failures.failure_line(label, error, traceback_file=shown, roots=failures.library_roots())
+    # The file starts with the line: `dpbench run` says the first failure's line last, when nothing was saved.
+    failures.write_traceback(where, case.id, label, error, line=line)
     if item.config.get_verbosity() > 0:
         report.sections.append(("dpbench", line))
     else:
@@ -392,7 +395,9 @@ def pytest_sessionfinish(session, exitstatus):
     where = storage.storage_dir(session.config)
     before = set(where.glob(storage.RUN_GLOB)) if where and where.exists() else set()
     interrupted = signals.INTERRUPTED["yes"] or exitstatus == pytest.ExitCode.INTERRUPTED
-    with storage.no_empty_save_warning(interrupted=interrupted):
+    failed = bool(session.testsfailed)
+    verbose = session.config.get_verbosity() > 0
+    with storage.no_empty_save_warning(interrupted=interrupted, failed=failed, verbose=verbose):
         outcome = yield
     # From here on the save is over: a SIGINT / SIGTERM landing now (settling the files below, the
     # rest of the shutdown) is noted and said, never raised — raised, it escaped pytest's session

@@ -128,14 +128,16 @@ def guard_save(config: Any, machine_id: str, *, timelines: TimelineStore, traces
 
 
 @contextlib.contextmanager
-def no_empty_save_warning(*, interrupted: bool) -> Iterator[None]:
-    """Around pytest-benchmark's save: an interrupted session is not warned that it saves nothing.
+def no_empty_save_warning(*, interrupted: bool, failed: bool = False, verbose: bool = False) -> Iterator[None]:
+    """Around pytest-benchmark's save: a session that was interrupted, or whose cases failed, is not
+    warned that it saves nothing (with ``verbose``, ``-v``, a failed one still is).
 
     pytest-benchmark warns "Not saving anything, no benchmarks have been run!" when a session told
-    to save ends with no benchmark, which is what Ctrl-C during the first trials leaves; the
-    session's own last line already says that nothing was saved, and why."""
+    to save ends with no benchmark, which is what Ctrl-C during the first trials leaves, and every
+    case failing; the session's own last line (or ``dpbench run``'s) already says that nothing was
+    saved, and why."""
     with warnings.catch_warnings():
-        if interrupted:
+        if interrupted or (failed and not verbose):
             warnings.filterwarnings("ignore", message="Not saving anything", category=PytestBenchmarkWarning)
         yield
 
