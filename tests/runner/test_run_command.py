@@ -231,8 +231,8 @@ def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(t
         assert not alive, f"still running {took:.1f} s after {sig.name}: {alive}\n{out[-3000:]}"
         assert not _leftovers(marker), out[-3000:]  # nothing the tree missed (the reaper included)
         assert proc.returncode == code, out[-3000:]
-        if last is not None:
-            assert out.endswith(last), out[-3000:]
+        if last is not None:  # in the output, not necessarily last: see test_suites_signals.py's SIGHUP test
+            assert last in out, out[-3000:]
         assert not list(tmp_path.rglob("*.json")) and not (tmp_path / "report.html").exists(), list(tmp_path.rglob("*"))
     finally:
         if proc.poll() is None:
