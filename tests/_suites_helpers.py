@@ -77,10 +77,17 @@ def _pytest(args: list[str], env: dict[str, str], timeout: float = 240) -> subpr
 
 
 def _sigint_when(
-    cmd: list[str], env: dict[str, str], when: str, *, delay: float = 0.0, group: bool = False
+    cmd: list[str],
+    env: dict[str, str],
+    when: str,
+    *,
+    delay: float = 0.0,
+    group: bool = False,
+    sig: signal.Signals = signal.SIGINT,
 ) -> tuple[int, str]:
-    """Run ``cmd``, send SIGINT ``delay`` s after a line matches the regex ``when``; (exit code, output).
-    ``group``: to ``cmd``'s whole process group, as Ctrl-C in a terminal does (it and its children)."""
+    """Run ``cmd``, send SIGINT (or ``sig``) ``delay`` s after a line matches the regex ``when``;
+    (exit code, output). ``group``: to ``cmd``'s whole process group, as Ctrl-C in a terminal does
+    (it and its children)."""
     # A shell's background job starts with SIGINT ignored, and Python keeps an ignored SIGINT:
     # give the run the default disposition so it gets KeyboardInterrupt as in a terminal.
     proc = subprocess.Popen(
@@ -101,9 +108,9 @@ def _sigint_when(
             if re.search(when, line):
                 time.sleep(delay)
                 if group:
-                    os.killpg(proc.pid, signal.SIGINT)
+                    os.killpg(proc.pid, sig)
                 else:
-                    proc.send_signal(signal.SIGINT)
+                    proc.send_signal(sig)
                 break
             assert time.monotonic() < deadline, "".join(lines)[-3000:]
         rest, _ = proc.communicate(timeout=90)
@@ -115,10 +122,17 @@ def _sigint_when(
 
 
 def _interrupted_run(
-    tmp_path, marker: str, *, when: str, args: list[str], extra_plugin: str | None = None, trials: int = 2
+    tmp_path,
+    marker: str,
+    *,
+    when: str,
+    args: list[str],
+    extra_plugin: str | None = None,
+    trials: int = 2,
+    sig: signal.Signals = signal.SIGINT,
 ):
-    """Start a suite run of ``trials`` trials a case, send SIGINT once a line matches the regex
-    ``when``; return its output."""
+    """Start a suite run of ``trials`` trials a case, send SIGINT (or ``sig``) once a line matches
+    the regex ``when``; return its output."""
     storage = tmp_path / "results"
     earlier = storage / "Some-Machine" / "0001_earlier.json"
     earlier.parent.mkdir(parents=True)
@@ -142,8 +156,8 @@ def _interrupted_run(
         if extra_plugin:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
             cmd += ["-p", extra_plugin]
-        code, out = _sigint_when(cmd, env, when, delay=0.3)
-        assert code != 0, out[-3000:]
+        code, out = _sigint_when(cmd, env, when, delay=0.3, sig=sig)
+        assert code != 0 if sig == signal.SIGINT else code == 128 + sig, out[-3000:]
         assert earlier.read_bytes() == before, "an earlier run was changed"
         saved = sorted(p.name for p in storage.rglob("*.json") if p != earlier)
         assert saved == [], f"an interrupted session saved {saved}"

@@ -34,6 +34,23 @@ def test_ctrl_c_in_a_later_case_saves_nothing_and_keeps_earlier_runs(tmp_path):
     assert "table shows" not in out, out[-3000:]
 
 
+def test_a_closed_terminal_sighup_in_a_case_is_ctrl_c_exit_129(tmp_path):
+    """SIGHUP (the terminal closed, the ssh session dropped) stops the session as SIGTERM does:
+    workers stopped, nothing saved, exit 129 and a line saying so. Before, pytest died of it at
+    once with no line, and its workers were left for the lifeline to end."""
+    out = _interrupted_run(
+        tmp_path,
+        uuid.uuid4().hex,
+        when=r"trial 1/1 · .*single-mlp-w1",
+        args=["suites/", "-k", "test_throughput and mlp and single"],
+        trials=1,
+        sig=signal.SIGHUP,
+    )
+    # In the output, not necessarily last: a worker still starting when the session stopped may print
+    # its own traceback (a broken pipe to its gone parent) after it, as it may after Ctrl-C.
+    assert "dpbench: terminated (SIGHUP): nothing was saved; earlier runs are untouched\n" in out, out[-3000:]
+
+
 def test_ctrl_c_during_the_save_leaves_no_file(tmp_path):
     marker = uuid.uuid4().hex
     # A plugin that makes the save slow enough to be interrupted, announcing when it is in it.

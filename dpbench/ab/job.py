@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from dpbench._atomic import missing_root, remove_empty_tree
+from dpbench._children import STOP_SIGNALS, stop_exit_code, stop_signals, stop_words
 from dpbench.ab.environments import SideSpec, prepare_environments, same_environment
 from dpbench.ab.provenance import probe, provenance_lines, unasked_differences
 from dpbench.ab.revisions import (
@@ -55,6 +56,7 @@ from dpbench.ab.settle import PairsLook, SettlePlan, end_line, until_settled
 __all__ = [
     "DEFAULT_TRIALS",
     "Judge",
+    "EXIT_HUNG_UP",
     "EXIT_INTERRUPTED",
     "EXIT_SUITE_FAILED",
     "EXIT_TERMINATED",
@@ -72,6 +74,7 @@ BASE, HEAD = "base", "head"
 EXIT_SUITE_FAILED = 4  # a revision could not be set up, or one of its invocations failed
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a SIGTERM (a CI cancel) stopped the job
+EXIT_HUNG_UP = 128 + signal.SIGHUP  # 129: a SIGHUP (the terminal closed) stopped it
 
 Judge = Callable[[Sequence[str]], int]
 """Judges the saved pairs: takes ``dpbench compare``'s arguments naming them (``--baseline RUN...
@@ -193,34 +196,13 @@ def _compare(base: Revision, head: Revision, judge: Judge, provenance: dict, alp
     return code
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, unwound as Ctrl-C is (every child stopped, worktrees removed), exit 143."""
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """A CI cancel (SIGTERM) stops the job like Ctrl-C: children stopped, worktrees removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-        raise _Terminated("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @contextlib.contextmanager
 def _uninterruptible() -> Iterator[None]:
     """Clean-up runs to the end: a second Ctrl-C must not leave a worktree behind."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -341,7 +323,9 @@ def run_ab(
 
     by_side: dict[str, Revision] = {}
     try:
-        with _sigterm_interrupts():
+        # A CI cancel (SIGTERM) or a closed terminal (SIGHUP) stops the job like Ctrl-C: children
+        # stopped, worktrees removed.
+        with stop_signals():
             if environments:
                 prepare_environments(
                     repo=repo,
@@ -390,9 +374,8 @@ def run_ab(
         print(f"dpbench ab: error: {e}", file=sys.stderr)
         return EXIT_SUITE_FAILED
     except KeyboardInterrupt as exc:
-        how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
-        say(f"{how} while {current}; runs saved so far: {len(done)}, kept in {run_dir}")
-        return EXIT_TERMINATED if isinstance(exc, _Terminated) else EXIT_INTERRUPTED
+        say(f"{stop_words(exc)} while {current}; runs saved so far: {len(done)}, kept in {run_dir}")
+        return stop_exit_code(exc)
     finally:
         with _uninterruptible():
             if revisions:

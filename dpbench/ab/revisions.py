@@ -9,7 +9,8 @@ of a revision must run with ``PYTHONPATH=<its worktree>`` (``dpbench.ab.job.invo
 ``import dpbench`` resolves to that revision's source.
 
 Child processes run in their own process group and are stopped (SIGINT, then SIGKILL) with it,
-so an interrupt leaves nothing behind.
+so an interrupt leaves nothing behind; a child dies with us even when we are SIGKILLed
+(:func:`dpbench._children.dies_with_us`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dpbench._children import dies_with_us, wait_stopping
+
 __all__ = [
     "ABError",
     "Revision",
@@ -41,8 +44,6 @@ __all__ = [
     "say",
 ]
 
-# How long an interrupted child gets to stop its own children before its process group is killed.
-STOP_GRACE_S = 30.0
 LOG_TAIL_LINES = 30
 
 
@@ -131,18 +132,6 @@ def log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
         return ""
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
-    """SIGINT the child's process group (pytest stops its workers), then force it."""
-    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _sigint_stops() -> None:
     """In the child, before exec: SIGINT back to its default, even where we were started with it
     ignored (a background job of a script), since SIGINT is how we ask the child to stop."""
@@ -162,13 +151,11 @@ def run_logged(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path)
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_sigint_stops,
+            preexec_fn=dies_with_us(_sigint_stops),
         )
         try:
-            return proc.wait()
-        except BaseException:
-            _stop_group(proc)
-            raise
+            # A stop SIGINTs the group (pytest stops its workers), SIGKILLs it after a grace period.
+            return wait_stopping(proc, group=True)
         finally:
             # Whatever the group left behind (a worker orphaned by a crash) goes with it.
             with contextlib.suppress(ProcessLookupError, PermissionError):

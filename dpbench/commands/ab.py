@@ -179,7 +179,7 @@ def register_ab(subparsers: argparse._SubParsersAction) -> None:
         "Everything after -- goes to every pytest invocation (e.g. -k 'ddp and mlp'). Exit code: "
         "compare's (0 no regression, 1 regression, 2 unusable input); 4 when a side could "
         "not be set up (an interpreter that cannot import torch or dpbench, a requirements file pip "
-        "cannot install) or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM. "
+        "cannot install) or an invocation failed; 130 when interrupted (Ctrl-C), 143 on SIGTERM, 129 on SIGHUP. "
         "A side is a revision or an environment: two revisions, or an environment on each side "
         "(both running --rev); the verdict opens with what differs between the sides' environments.",
         epilog=examples(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpbench._atomic import no_empty_directories
+from dpbench._children import dies_with_us, stop_signals, wait_stopping
 from dpbench.errors import check_choice, check_names
 from dpbench.measure.plugin.failures import failure_files, first_failure_line
 from dpbench.measure.settings import SessionSettings, build_settings, check_design
@@ -332,12 +333,29 @@ def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = 
             "measuring the decision set: every strategy at its defaults at each world size (the throughput suite); "
             f"not run: {skipped} (--suites adds them)"
         )
+    # From here on SIGTERM and SIGHUP stop the run as Ctrl-C does (the command line says which
+    # signal and exits with the shell's status for it), the report included.
+    with stop_signals():
+        return _measure_and_report(plan, cmd, env, json_path=json_path)
+
+
+def _run_pytest(cmd: list[str], env: dict[str, str]) -> int:
+    """pytest's exit status. It ends with us: a stop is passed on to it and it is SIGKILLed after a
+    grace period (:func:`dpbench._children.wait_stopping`); SIGKILLed ourselves, the kernel kills
+    it (its workers then leave through its lifeline)."""
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=dies_with_us())
+    with proc:
+        return wait_stopping(proc)
+
+
+def _measure_and_report(plan: RunPlan, cmd: list[str], env: dict[str, str], *, json_path: str | None) -> int:
+    config = plan.config
     results = Path(config.results)
     # pytest-benchmark makes the results directory as it starts: a run that saves nothing
     # (interrupted, failed) leaves none behind.
     with no_empty_directories(results):
         before, failed_before = _saved(results, config.save), failure_files(results)
-        status = subprocess.run(cmd, env=env).returncode
+        status = _run_pytest(cmd, env)
         new = sorted(_saved(results, config.save) - before)
         failed = sorted(failure_files(results) - failed_before)
     if not new:

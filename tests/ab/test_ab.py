@@ -342,9 +342,15 @@ def test_a_failing_invocation_stops_and_names_the_revision_and_trial(repo, envs)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, side", [(signal.SIGINT, HEAD), (signal.SIGTERM, BASE)], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig, side",
+    [(signal.SIGINT, HEAD), (signal.SIGTERM, BASE), (signal.SIGHUP, HEAD), (signal.SIGKILL, BASE)],
+    ids=["ctrl-c", "sigterm", "sighup", "sigkill"],
+)
 def test_an_interrupt_stops_everything_and_keeps_the_saved_runs(repo, tmp_path, envs, sig, side):
-    """Ctrl-C during head's first trial (base's is saved by then); SIGTERM (a CI cancel) during base's."""
+    """Ctrl-C during head's first trial (base's is saved by then); SIGTERM (a CI cancel) during base's;
+    SIGHUP (the terminal closed) during head's; SIGKILL (after a CI runner's grace period) during
+    base's: nothing of the job may run on, even with no chance to clean up (its worktrees stay)."""
     proc = subprocess.Popen(
         _ab_command(
             "ab-base", "ab-head", "--trials", "3", "--workdir", str(tmp_path), "--envs", str(envs), "--", *SELECTION
@@ -376,10 +382,15 @@ def test_an_interrupt_stops_everything_and_keeps_the_saved_runs(repo, tmp_path, 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    how = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
-    assert proc.returncode == (130 if sig == signal.SIGINT else 143), out + err
-    assert f"{how} while {side} (ab-{side}" in err and "trial 1 of 3" in err, err
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    if sig == signal.SIGKILL:  # its pytest dies with it, and that one's workers with that
+        assert proc.returncode == -signal.SIGKILL, out + err
+        assert _left_under(tmp_path) == []
+        assert not list(run_dir.glob(f"{side}/*/*.json")), "no partial run of the interrupted side"
+        return
+    how = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
+    assert proc.returncode == 128 + sig, out + err
+    assert f"{how} while {side} (ab-{side}" in err and "trial 1 of 3" in err, err
     saved = sorted(run_dir.glob("*/*/[0-9][0-9][0-9][0-9]_*.json"))
     assert [p.relative_to(run_dir).parts[0] for p in saved] == ([BASE] if side == HEAD else [])
     for path in saved:

@@ -160,7 +160,17 @@ def test_a_rank_killed_mid_case_fails_that_case_naming_rank_and_node(tmp_path, v
     assert not left, [p.cmdline() for p in left]
 
 
-def test_ctrl_c_on_the_head_node_stops_every_node(tmp_path):
+@pytest.mark.parametrize(
+    "sig, why",
+    [
+        (signal.SIGINT, "interrupted"),
+        # What a CI runner's cancel and a closed terminal send: torchrun passes it on to its ranks.
+        (signal.SIGTERM, "terminated (SIGTERM)"),
+        (signal.SIGHUP, "terminated (SIGHUP)"),
+    ],
+    ids=["sigint", "sigterm", "sighup"],
+)
+def test_a_signal_to_the_head_nodes_torchrun_stops_every_node(tmp_path, sig, why):
     marker = uuid.uuid4().hex
     storage = tmp_path / "results"
     cluster = start(
@@ -187,13 +197,13 @@ def test_ctrl_c_on_the_head_node_stops_every_node(tmp_path):
             assert all(n.proc.poll() is None for n in cluster.nodes), cluster.output()[-4000:]
             time.sleep(0.2)
         assert head is not None and "trial 2/3" in head.output(), cluster.output()[-4000:]
-        head.proc.send_signal(signal.SIGINT)  # Ctrl-C reaches the head node's torchrun agent
+        head.proc.send_signal(sig)  # Ctrl-C (or a cancel) reaches the head node's torchrun agent
         codes = cluster.wait(60)
     finally:
         cluster.stop()
     out = cluster.output()
     assert all(code not in (0, None) for code in codes), (codes, out[-6000:])
-    assert "interrupted: nothing was saved" in out, out[-6000:]
+    assert f"{why}: nothing was saved" in out, out[-6000:]
     assert not list(storage.rglob("*.json"))
     left = leftovers(marker, grace=15)
     kill_all(left)

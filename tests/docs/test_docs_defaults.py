@@ -48,9 +48,11 @@ CHECKS = [
     ("cli.md", f"| `--trials N` | `{ab.DEFAULT_TRIALS}` |"),
     ("gate.md", f"(`--trials` per side, default {ab.DEFAULT_TRIALS};"),
     ("gate.md", f"{ab.EXIT_SUITE_FAILED} when a revision could not be set up"),
-    ("gate.md", f"{ab.EXIT_INTERRUPTED} on Ctrl-C and {ab.EXIT_TERMINATED} on SIGTERM"),
+    ("gate.md", f"{ab.EXIT_INTERRUPTED} on Ctrl-C, {ab.EXIT_TERMINATED} on SIGTERM"),
+    ("gate.md", f"and {ab.EXIT_HUNG_UP} on SIGHUP"),
     ("cli.md", f"| {ab.EXIT_SUITE_FAILED} | `ab`: a side could not be set up"),
-    ("cli.md", f"| {ab.EXIT_TERMINATED} | `ab`: stopped by SIGTERM"),
+    ("cli.md", f"| {ab.EXIT_TERMINATED} | `run`, `ab`: stopped by SIGTERM"),
+    ("cli.md", f"| {ab.EXIT_HUNG_UP} | `run`, `ab`: stopped by SIGHUP"),
     # history
     ("cli.md", f"| `--threshold THRESHOLD` | `{pct(changepoints.DEFAULT_THRESHOLD)}` | the smallest change reported |"),
     ("cli.md", f"| `--alpha ALPHA` | `{num(changepoints.DEFAULT_ALPHA)}` | p below which"),

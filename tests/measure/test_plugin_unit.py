@@ -69,6 +69,38 @@ def test_the_session_state_is_one_object_on_the_config_stash():
     assert state.profile is None and state.files == {} and not state.session_started
 
 
+def test_sigterm_and_sighup_interrupt_the_session_once_and_are_put_back_after_it():
+    """SIGTERM and SIGHUP are Ctrl-C from the session's start; a second one while it stops (``dpbench
+    run`` passes on what reached both) is only noted; after the save all three are only noted; and the
+    session puts back every handler it found."""
+    import signal
+
+    from dpbench.measure.plugin import signals
+    from dpbench.measure.plugin.state import DpbenchSession
+
+    def mine(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise AssertionError("the caller's handler")
+
+    found = {sig: signal.signal(sig, mine) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    state = DpbenchSession()
+    try:
+        signals.session_signals(state)
+        with pytest.raises(KeyboardInterrupt, match="SIGHUP"):
+            signal.raise_signal(signal.SIGHUP)
+        assert signals.INTERRUPTED == {"yes": True, "signal": "SIGHUP"}
+        assert signals.stopped_by() == signal.SIGHUP
+        signal.raise_signal(signal.SIGTERM)  # stopping already: noted, not raised
+        signals.late_signals(state)
+        signal.raise_signal(signal.SIGTERM)
+        assert state.late_signal == "SIGTERM"
+        signals.restore(state)
+        assert [signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)] == [mine, mine]
+    finally:
+        signals.INTERRUPTED.update(yes=False, signal=None)
+        for sig, handler in found.items():
+            signal.signal(sig, handler)
+
+
 def test_a_session_whose_cases_failed_is_not_warned_that_it_saves_nothing_unless_verbose():
     import warnings
 

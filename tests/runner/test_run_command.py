@@ -3,8 +3,12 @@ that saves nothing (failed, interrupted) leaves no results directory behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -12,11 +16,13 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from _suites_helpers import _env, _leftovers, _sigint_when
 from _user_models import SOURCE
 
 from dpbench.cli import main
+from dpbench.runner import run as run_module
 
 
 @pytest.fixture
@@ -68,7 +74,7 @@ def user_dir(tmp_path, monkeypatch):
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_saved(user_dir, capsys, monkeypatch, argv, message):
     started = []
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(run_module, "_run_pytest", lambda *a, **k: started.append(a))
     assert main(["run", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dpbench run: error: ") and message in err and err.count("\n") == 1
@@ -90,7 +96,7 @@ def test_cuda_without_a_visible_gpu_is_refused_before_pytest_starts_naming_where
     user_dir, capsys, monkeypatch, no_gpu, source
 ):
     started = []
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(run_module, "_run_pytest", lambda *a, **k: started.append(a))
     argv = ["run", "--workload", "mlp"]
     named = {
         "option": "--device",
@@ -117,7 +123,7 @@ def test_cuda_with_a_visible_gpu_goes_on_to_pytest(user_dir, monkeypatch, no_gpu
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     started = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, env: started.append(cmd) or subprocess.CompletedProcess(cmd, 5))
+    monkeypatch.setattr(run_module, "_run_pytest", lambda cmd, env: started.append(cmd) or 5)
     assert main(["run", "--workload", "mlp", "--device", "cuda"]) == 5  # pytest's exit: nothing saved
     (handed,) = [a for a in started[0] if a.startswith("--dpbench-settings=")]
     assert json.loads(handed.partition("=")[2])["device"] == "cuda"
@@ -131,9 +137,9 @@ def test_a_run_that_saves_nothing_leaves_no_results_directory_it_made(user_dir, 
 
     def pytest_that_fails(cmd, env):  # pytest-benchmark makes its storage as it starts
         (results / "Linux-CPython-3.11-64bit").mkdir(parents=True, exist_ok=True)
-        return subprocess.CompletedProcess(cmd, 1)
+        return 1
 
-    monkeypatch.setattr(subprocess, "run", pytest_that_fails)
+    monkeypatch.setattr(run_module, "_run_pytest", pytest_that_fails)
     assert main(["run", "--workload", "mlp", "--strategies", "single"]) == 1
     assert "no run named run was saved (pytest exit 1)" in capsys.readouterr().err
     assert (results / "earlier").is_dir() if existed else not results.exists()  # what was there before stays
@@ -143,10 +149,7 @@ def test_a_run_that_saves_nothing_leaves_no_results_directory_it_made(user_dir, 
 def test_ctrl_c_leaves_no_results_directory(tmp_path):
     marker = uuid.uuid4().hex
     tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))  # short: the forkserver's socket lives under it
-    boot = "import sys; from dpbench.cli import main; sys.exit(main())"
-    cmd = [sys.executable, "-c", boot, "run", "--workload", "mlp", "--strategies", "single,ddp", "--world-sizes", "1,2"]
-    cmd += ["--suites", "throughput", "--device", "cpu", "--results", str(tmp_path / "results")]
-    cmd += ["--report", str(tmp_path / "report.html")]
+    cmd = _tiny_run(tmp_path)
     try:
         # Ctrl-C in a terminal reaches the whole foreground group: dpbench run and its pytest.
         # Until settled by default: the first pass of at most the design's maximum.
@@ -155,6 +158,86 @@ def test_ctrl_c_leaves_no_results_directory(tmp_path):
         assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
         assert not _leftovers(marker, grace=10)
     finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _tiny_run(tmp_path: Path) -> list[str]:
+    """``dpbench run`` of two cases a pass (single and ddp on two ranks: workers to leave behind)."""
+    boot = "import sys; from dpbench.cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", boot, "run", "--workload", "mlp", "--strategies", "single,ddp", "--world-sizes", "1,2"]
+    cmd += ["--suites", "throughput", "--device", "cpu", "--results", str(tmp_path / "results")]
+    return cmd + ["--report", str(tmp_path / "report.html")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sig, code, last",
+    [
+        # kill -INT of dpbench run alone (a terminal's Ctrl-C reaches its pytest too: the test above).
+        (signal.SIGINT, 130, "dpbench run: interrupted\n"),
+        (signal.SIGTERM, 143, "dpbench run: terminated (SIGTERM)\n"),
+        (signal.SIGHUP, 129, "dpbench run: terminated (SIGHUP)\n"),
+        (signal.SIGKILL, -signal.SIGKILL, None),  # nothing left to say it; its pytest dies with it
+    ],
+    ids=["sigint", "sigterm", "sighup", "sigkill"],
+)
+def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(tmp_path, sig, code, last):
+    """``kill -TERM`` (``timeout``, a CI cancel), a closed terminal's SIGHUP and the SIGKILL after a
+    grace period reach ``dpbench run`` alone, not its pytest: each must still end pytest and its
+    workers within 5 s and save nothing. Before, the parent left at once and its pytest measured on
+    for minutes and saved a run nobody reported."""
+    marker = uuid.uuid4().hex
+    tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))  # short: the forkserver's socket lives under it
+    proc = subprocess.Popen(
+        _tiny_run(tmp_path),
+        env=_env(marker, TMPDIR=str(tmpdir)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # what reaches the group stays between this test and the run
+        # A test process may have SIGINT ignored (a background job; a module that set it): not the run.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        for line in proc.stdout:  # once the trials are running (until settled: the first pass)
+            lines.append(line)
+            if re.search(r"trial 1/\d+ · .*ddp", line):
+                break
+            assert time.monotonic() < deadline, "".join(lines)[-3000:]
+        # dpbench run's own (not the parent: psutil would reap it, and Popen would lose its status).
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert len(tree) >= 3, tree  # pytest, the forkserver helper, the workers (and pytest's reaper)
+        proc.send_signal(sig)
+        signalled = time.monotonic()
+        _, alive = psutil.wait_procs(tree, timeout=5)
+        alive = [p for p in alive if _running(p)]  # a zombie has ended; its parent just has not reaped it yet
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, signalled + 5 - time.monotonic()))
+        alive += [f"dpbench run ({proc.pid})"] if proc.poll() is None else []
+        took = time.monotonic() - signalled
+        if alive:  # they would hold the output open: end them before reading it
+            os.killpg(proc.pid, signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=30)
+        out = "".join(lines) + rest
+        assert not alive, f"still running {took:.1f} s after {sig.name}: {alive}\n{out[-3000:]}"
+        assert not _leftovers(marker), out[-3000:]  # nothing the tree missed (the reaper included)
+        assert proc.returncode == code, out[-3000:]
+        if last is not None:  # in the output, not necessarily last: see test_suites_signals.py's SIGHUP test
+            assert last in out, out[-3000:]
+        assert not list(tmp_path.rglob("*.json")) and not (tmp_path / "report.html").exists(), list(tmp_path.rglob("*"))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
@@ -188,9 +271,7 @@ def test_what_the_configurations_asked_for_will_not_measure_is_said_before_the_t
     """``--strategies single --world-sizes 2`` measured single at one rank without a word: neither
     that world size 2 was dropped nor that one configuration cannot be ranked."""
     said = []
-    monkeypatch.setattr(
-        subprocess, "run", lambda cmd, env: said.append(capsys.readouterr().out) or subprocess.CompletedProcess(cmd, 1)
-    )
+    monkeypatch.setattr(run_module, "_run_pytest", lambda cmd, env: said.append(capsys.readouterr().out) or 1)
     assert main(["run", *argv]) == 1  # pytest (faked) saved nothing
     (before,) = said
     assert [text for text in before.splitlines() if text.startswith("dpbench run: ")] == ([line] if line else [])
@@ -206,9 +287,9 @@ def test_a_run_whose_every_case_failed_ends_on_what_failed(user_dir, monkeypatch
         (where / "single-w1.txt").write_text(f"{first}\n\nsingle w1\n\nTraceback ...\n")
         time.sleep(0.01)
         (where / "ddp-w2.txt").write_text("ddp w2: worker rank 1 failed: ValueError: shape mismatch\n\nddp w2\n")
-        return subprocess.CompletedProcess(cmd, 1)
+        return 1
 
-    monkeypatch.setattr(subprocess, "run", pytest_whose_cases_fail)
+    monkeypatch.setattr(run_module, "_run_pytest", pytest_whose_cases_fail)
     assert main(["run", "--workload", "mlp", "--strategies", "single,ddp"]) == 1
     last = capsys.readouterr().err.splitlines()[-1]
     assert last == (

@@ -8,7 +8,7 @@ or is asked to with ``--dpbench`` (a suite of your own). Then it registers
 :mod:`~dpbench.measure.plugin.session` (the hooks and fixtures: the interleaved trials, the
 machine info, saving), split by concern as pytest-benchmark's plugin is:
 :mod:`~dpbench.measure.plugin.storage` (where runs and timelines go, nothing half-saved),
-:mod:`~dpbench.measure.plugin.signals` (SIGINT/SIGTERM from start-up to the last line) and
+:mod:`~dpbench.measure.plugin.signals` (SIGINT, SIGTERM, SIGHUP from start-up to the last line) and
 :mod:`~dpbench.measure.plugin.text` (what it prints). The session's state is one
 :class:`~dpbench.measure.plugin.state.DpbenchSession` on pytest's config: the suites and other
 plugins read it with :func:`session_of`. ``-p no:dpbench`` turns it off.

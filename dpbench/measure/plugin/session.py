@@ -18,6 +18,7 @@ import pytest
 import torch
 from pytest_benchmark.utils import get_machine_id
 
+from dpbench._children import stop_exit_code, stop_words
 from dpbench.measure import TrialSession, resolve_profile, worker_clock
 from dpbench.measure.convergence import resolve_convergence
 from dpbench.measure.plugin import failures, signals, storage
@@ -408,18 +409,18 @@ def pytest_sessionfinish(session, exitstatus):
     removed = storage.settle(where, before, interrupted=interrupted, timelines=state.timelines, traces=state.traces)
     if not interrupted:
         return
-    sigterm = signals.INTERRUPTED["signal"] == "SIGTERM"
-    why = "terminated (SIGTERM)" if sigterm else "interrupted"
+    stopped_by = signals.stopped_by()  # None: Ctrl-C
+    why = stop_words(stopped_by)
     if failed_save:  # a full disk, a permission error: one line instead of pytest's INTERNALERROR
         error = outcome.excinfo[1]
         why = f"saving failed ({type(error).__name__}: {error})"
         outcome.force_result(None)
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-    elif sigterm:
-        session.exitstatus = signals.EXIT_SIGTERM
+    elif stopped_by is not None:
+        session.exitstatus = stop_exit_code(stopped_by)
     if interrupted_in_save:  # Ctrl-C during the save (or pytest's summary): one line, pytest's exit 2, no traceback
         outcome.force_result(None)
-        if not sigterm:
+        if stopped_by is None:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
     # The run's last line (printed after pytest's own summary, in pytest_unconfigure).
     state.last_line = (
@@ -460,7 +461,7 @@ def pytest_unconfigure(config):
     interrupted = signals.INTERRUPTED
     early = last is None and interrupted["yes"] and not state.session_started
     if early:
-        last = signals.not_started_line(interrupted["signal"] == "SIGTERM")
+        last = signals.not_started_line(signals.stopped_by())
     if last is not None:
         say(config, last, progress=state.progress)
     late = state.late_signal
@@ -474,8 +475,10 @@ def pytest_unconfigure(config):
     for store in (state.timelines, state.traces):
         if store is not None:
             store.discard()
-    if early and interrupted["signal"] == "SIGTERM":
-        raise SystemExit(signals.EXIT_SIGTERM)  # pytest would say 2 (interrupted); last of the unconfigure hooks
+    if early and signals.stopped_by() is not None:
+        raise SystemExit(
+            stop_exit_code(signals.stopped_by())
+        )  # pytest would say 2 (interrupted); last of the unconfigure hooks
 
 
 # ---------------------------------------------------------------- fixtures the suites use

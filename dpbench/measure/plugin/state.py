@@ -60,10 +60,10 @@ class DpbenchSession:
     """pytest_sessionstart has run: pytest runs pytest_sessionfinish from then on, whatever happens."""
     last_line: str | None = None
     """The interrupted session's last line (nothing saved), printed after pytest's summary."""
-    sigterm: Any = None
-    """The SIGTERM handler to put back when the session ends (None: nothing was replaced)."""
+    stop_handlers: dict[signal.Signals, Any] = field(default_factory=dict)
+    """The SIGTERM/SIGHUP handlers to put back when the session ends (empty: nothing was replaced)."""
     late_handlers: dict[signal.Signals, Any] = field(default_factory=dict)
-    """The SIGINT/SIGTERM handlers the after-the-save handlers replaced, to put back at the end."""
+    """The SIGINT/SIGTERM/SIGHUP handlers the after-the-save handlers replaced, to put back at the end."""
     late_signal: str | None = None
     """The name of a signal that came after the results were settled (noted, never raised)."""
 
