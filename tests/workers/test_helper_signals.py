@@ -52,3 +52,15 @@ def test_ctrl_c_while_the_helper_imports_its_preload_leaves_it_running_and_silen
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "helper alive", proc.stderr[-3000:]
     assert "KeyboardInterrupt" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_imported_outside_the_helper_it_leaves_ctrl_c_alone():
+    # A process that imports it for another reason (the docs test resolving dotted names) keeps its
+    # SIGINT handler: ignoring it there made Ctrl-C do nothing in the test process from then on.
+    probe = (
+        "import signal; before = signal.getsignal(signal.SIGINT); import dpbench.workers.helper_signals as h; "
+        "print(signal.getsignal(signal.SIGINT) is before, h.in_forkserver_helper())"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"]
