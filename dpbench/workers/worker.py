@@ -63,7 +63,7 @@ class WorkerContext:
             now = time.monotonic()
             if self._conn is not None and now - self._last_beat >= HEARTBEAT_EVERY_S:
                 self._last_beat = now
-                self._conn.send_bytes(pickle.dumps(("alive", None)))
+                tell(self._conn, ("alive", None))  # a parent gone: the serving loop leaves on its next send
 
     @contextlib.contextmanager
     def keep_alive(self, seconds: float) -> Iterator[None]:
@@ -251,6 +251,18 @@ def worker_facts(
     return facts
 
 
+def tell(conn: Connection, message: Any) -> bool:
+    """Send ``message`` (a tuple, or bytes already pickled) to the parent; False where the parent is
+    gone. A run stopped while this rank still starts or works closes the pipe: the rank then leaves
+    quietly, where an escaping BrokenPipeError printed a ``Process dpbench-rank0:`` traceback below
+    the run's last line."""
+    try:
+        conn.send_bytes(message if isinstance(message, bytes) else pickle.dumps(message))
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
 def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
     from dpbench.workers.lifeline import guard_worker
     from dpbench.workers.runtime_env import user_runtime_env
@@ -269,7 +281,6 @@ def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
     runtime_env = user_runtime_env(os.environ)
     os.environ.clear()
     os.environ.update(config.environ)
-    send = lambda msg: conn.send_bytes(pickle.dumps(msg))  # noqa: E731
     try:
         if config.loopback and sys.platform.startswith("linux"):
             # Gloo's pairwise connections and NCCL's bootstrap stay on loopback (all ranks
@@ -299,9 +310,11 @@ def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
             )
             group = dist.group.WORLD
         ctx = WorkerContext(rank, config.world_size, device, config.backend, group, _conn=conn)
-        send(("ready", worker_facts(rank, config.device_type, affinity_error, runtime_env)))
+        ready = ("ready", worker_facts(rank, config.device_type, affinity_error, runtime_env))
     except BaseException:
-        send(("error", traceback.format_exc()))
+        tell(conn, ("error", traceback.format_exc()))
+        return
+    if not tell(conn, ready):
         return
     try:
         while True:
@@ -319,7 +332,8 @@ def worker_main(rank: int, conn: Connection, config: WorkerConfig) -> None:
                 payload = pickle.dumps(("result", fn(ctx, *args, **kwargs)))
             except BaseException:
                 payload = pickle.dumps(("error", traceback.format_exc()))
-            conn.send_bytes(payload)
+            if not tell(conn, payload):
+                return
     finally:
         for cleanup in reversed(ctx._cleanups):
             try:
