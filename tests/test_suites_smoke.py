@@ -233,7 +233,11 @@ def test_a_failing_strategy_fails_only_its_case(tmp_path):
 def test_suites_run_once_each_with_benchmark_disable(tmp_path):
     """`--benchmark-disable` (a quick "does every case work" pass) runs each target once."""
     marker = uuid.uuid4().hex
-    selection = "test_throughput and dp and w2 or test_dp_phases or test_collective and 4KiB and not 64KiB"
+    # A case of each kind: in-process (dp) and process-group (ddp) training, dp's phases, a collective.
+    selection = (
+        "test_throughput and dp and w2 and not fsdp and not torch-dp or test_dp_phases"
+        " or test_collective and 4KiB-all_reduce and not 64KiB"
+    )
     proc = _pytest(
         ["suites/", "-q", "--benchmark-disable", "-k", selection, f"--benchmark-storage=file://{tmp_path / 'results'}"],
         _env(marker),
