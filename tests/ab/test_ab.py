@@ -199,9 +199,11 @@ def test_pytest_args_need_the_double_dash(repo, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(repo, tmp_path):
+def test_same_lock_shares_one_environment_and_each_side_imports_its_own_source(repo, tmp_path, envs):
+    # The file's shared environments, still empty: the first test to make one (the later tests reuse
+    # it rather than pay a venv of their own).
+    assert not any(envs.iterdir()), "this test makes the first shared environment"
     before = len(_setup_log(repo))
-    envs = tmp_path / "envs"
     revisions = prepare(repo=repo, revs={BASE: "ab-base", HEAD: "ab-head"}, run_dir=tmp_path / "run", envs=envs)
     try:
         assert revisions[0].lock == revisions[1].lock == lock_hash(revisions[0].worktree)

@@ -168,7 +168,7 @@ def _broken_module(root: Path, name: str) -> Path:
 
 @pytest.mark.parametrize(
     "which",
-    # The last three start both sides' interpreters (the good one imports torch): seconds each.
+    # The last three start an interpreter: seconds each.
     ["missing", "directory", "not-executable"]
     + [pytest.param(w, marks=pytest.mark.slow) for w in ("not-python", "no-torch", "no-dpbench")],
 )
@@ -195,12 +195,17 @@ def test_a_bad_interpreter_is_named_and_nothing_is_saved(which, tmp_path, monkey
         )
     monkeypatch.chdir(REPO)
     work = tmp_path / "work"
+    # The interpreters that start are base's: the sides are probed in order and the first that fails
+    # stops the job, so the good one (which imports torch, seconds) never starts; the others are
+    # head's (checked before anything starts). Each side's bad interpreter is named as that side's.
+    side = "base" if which in ("not-python", "no-torch", "no-dpbench") else "head"
+    pythons = {"base": PYTHON, "head": PYTHON, side: str(bad)}
     # A probe that wrongly passed would fail the one trial at once (nothing selected), with another message.
-    argv = ["--base-python", PYTHON, "--head-python", str(bad), "--workdir", str(work), "--trials", "1"]
+    argv = ["--base-python", pythons["base"], "--head-python", pythons["head"], "--workdir", str(work), "--trials", "1"]
     assert main(["ab", *argv, "--", "-k", "no-such-case"]) == 4
     err = capsys.readouterr().err
     (line,) = _errors(err)
-    assert line.startswith("dpbench ab: error: head") and str(bad) in line and line.endswith(expected), line
+    assert line.startswith(f"dpbench ab: error: {side}") and str(bad) in line and line.endswith(expected), line
     assert not list(work.glob("*/*/provenance.json")) and not list(work.glob("*/*/*/*.json")), "nothing saved"
     assert (REPO / "dpbench").is_dir(), "the checkout the sides ran in is never removed"
 

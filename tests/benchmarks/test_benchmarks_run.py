@@ -179,6 +179,7 @@ def test_trace_overhead_runs_the_suites_untraced_and_traced(tmp_path, monkeypatc
     monkeypatch.setenv("DPBENCH_TRIALS", "1")
     monkeypatch.setenv("DPBENCH_WORKLOADS", "mlp")
     monkeypatch.setenv("DPBENCH_WORLD_SIZES", "1")
+    monkeypatch.setenv("DPBENCH_MEMORY_ESTIMATE", "state")  # the fit check's traced peak: ~2 s a session
     out_file = tmp_path / "trace.json"
     argv = ["--passes", "1", "-k", "test_throughput and single-mlp-w1", "--json", str(out_file)]
     assert importlib.import_module("benchmarks.trace_overhead").main(argv) == 0

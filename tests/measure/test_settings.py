@@ -132,3 +132,37 @@ def test_the_session_reads_the_one_value_and_refuses_an_option_beside_it(monkeyp
         and read.trials == 3
         and read == dataclasses.replace(read, strategies=parse_configs("x", "ddp"))
     )
+
+
+@pytest.mark.parametrize(
+    "env, options, message",
+    [
+        (
+            {"DPBENCH_TRIALS": "0"},
+            {},
+            "DPBENCH_TRIALS must be an integer >= 1 (fresh-process trials per case), got '0'",
+        ),
+        (
+            {"DPBENCH_TRIALS": "2.5"},
+            {},
+            "DPBENCH_TRIALS must be an integer >= 1 (fresh-process trials per case), got '2.5'",
+        ),
+        (
+            {},
+            {"dpbench_trials": "x"},
+            "--dpbench-trials must be an integer >= 1 (fresh-process trials per case), got 'x'",
+        ),
+    ],
+    ids=["env-zero", "env-fraction", "option-word"],
+)
+def test_a_bad_trial_count_is_the_sessions_one_line_error(env, options, message, monkeypatch):
+    # What the suites' pytest_configure turns into a usage error (exit 4, this line alone): one such
+    # session runs end to end in tests/test_suites_smoke.py.
+    from dpbench.measure.plugin.session import session_settings
+
+    monkeypatch.delenv("DPBENCH_TRIALS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as exc:
+        session_settings(_Config(**options))
+    assert str(exc.value) == message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,17 @@ def test_dpbench_trace_values():
     ] * 4
     with pytest.raises(ValueError, match="DPBENCH_TRACE must be 1 or 0 .* got 'maybe'"):
         trace_env({"DPBENCH_TRACE": "maybe"})
+
+
+def test_a_bad_dpbench_trace_value_is_the_sessions_usage_error(monkeypatch):
+    # The suites' pytest_configure asks _trace_store; pytest prints a UsageError as one line, exit 4.
+    from dpbench.measure.plugin.session import _trace_store
+
+    monkeypatch.setenv("DPBENCH_TRACE", "maybe")
+    config = SimpleNamespace(getoption=lambda name, default=None: default)
+    with pytest.raises(pytest.UsageError) as exc:
+        _trace_store(config, run_id="r")
+    assert str(exc.value) == "DPBENCH_TRACE must be 1 or 0 (true/false, yes/no), got 'maybe'"
 
 
 class _Case:

@@ -1,5 +1,7 @@
 """``--dpbench-trace`` end to end: traces published beside the saved run, the breakdown in
-extra_info, dp skipped with its reason and still measured, and nothing saved on Ctrl-C."""
+extra_info, dp skipped with its reason and still measured, and nothing saved on Ctrl-C. A bad
+``DPBENCH_TRACE`` is the session's usage error: tests/measure/test_tracing.py (one usage error runs
+end to end in tests/test_suites_smoke.py)."""
 
 from __future__ import annotations
 
@@ -49,10 +51,3 @@ def test_ctrl_c_during_a_traced_run_publishes_no_trace(tmp_path):
         args=["suites/", "-k", "test_throughput and ddp-mlp-w2", "--dpbench-trace"],
     )
     assert not list((tmp_path / "results").rglob("traces/*")), "an interrupted session published traces"
-
-
-def test_a_bad_dpbench_trace_value_is_a_usage_error(tmp_path):
-    proc = _pytest(
-        ["suites/test_throughput.py", "--collect-only", "-q"], _env("none", DPBENCH_TRACE="maybe"), timeout=120
-    )
-    assert proc.returncode == 4 and "DPBENCH_TRACE must be 1 or 0" in proc.stderr, proc.stderr[-2000:]
