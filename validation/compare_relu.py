@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         pids = len(marker.read_text().split()) if marker.exists() else 0
         jobs.append(judge(n, code, found, first, pids, time.monotonic() - started))
         print(table(jobs[-1:]).splitlines()[-1], flush=True)
-    (out / "summary.json").write_text(json.dumps([asdict(j) for j in jobs], indent=1))
+        # after every job: an interrupted series keeps the jobs it finished
+        (out / "summary.json").write_text(json.dumps([asdict(j) for j in jobs], indent=1))
     met = sum(j.met for j in jobs)
     print("\n" + table(jobs))
     target = f"exit 1, ≥ {NEED} of 14 named, no transformer case"
