@@ -16,7 +16,7 @@ as a broken job (the regression never ran), never as a gate that passed.
 
     .venv/bin/python -m validation.compare_relu [--jobs 10] [--out DIR] [--select EXPR]
 
-Needs a quiet machine: about 5–6 minutes a job on the 2-core VM.
+Needs a quiet machine: about 4–5 minutes a job on the 2-core VM.
 """
 
 from __future__ import annotations
