@@ -157,7 +157,7 @@ def measured_profiles(paths: list[str]) -> list[Any]:
 
 
 def _predict_measured(args: argparse.Namespace) -> int:
-    from dpbench.predict import format_steps, run_collective_model, steps_document
+    from dpbench.predict import run_collective_model
     from dpbench.predict.forecast import select_profiles
     from dpbench.predict.measured import measured_forecast
 
@@ -180,20 +180,13 @@ def _predict_measured(args: argparse.Namespace) -> int:
         source=", ".join(args.step),
         accumulation=args.accumulation,
     )
-    if args.json:
-        write_json(args.json, steps_document(forecast))
-        if args.json == "-":
-            return 0
-    sys.stdout.write(format_steps(forecast))
-    return 0
+    return _answer(args, forecast)
 
 
 def _predict_run(args: argparse.Namespace) -> int:
     from dpbench.predict import (
-        format_steps,
         run_collective_model,
         step_predictions,
-        steps_document,
     )
 
     run = _resolve_target(args)
@@ -221,12 +214,7 @@ def _predict_run(args: argparse.Namespace) -> int:
         memory=memory_estimator(args.memory),
         memory_kind=MEMORY_KINDS.get(args.memory, "not estimated"),
     )
-    if args.json:
-        write_json(args.json, steps_document(forecast))
-        if args.json == "-":
-            return 0
-    sys.stdout.write(format_steps(forecast))
-    return 0
+    return _answer(args, forecast)
 
 
 def _fraction(raw: str) -> float:
@@ -360,3 +348,15 @@ def register_predict(subparsers: argparse._SubParsersAction) -> None:
     add_results_dir(p)
     p.add_argument("--json", metavar="FILE", help="write the fits and predictions as JSON (-: to stdout)")
     p.set_defaults(handler=_predict)
+
+
+def _answer(args: argparse.Namespace, forecast: Any) -> int:
+    """The forecast as JSON (``--json FILE``, ``-`` for stdout alone) and as the table; exit 0."""
+    from dpbench.predict import format_steps, steps_document
+
+    if args.json:
+        write_json(args.json, steps_document(forecast))
+        if args.json == "-":
+            return 0
+    sys.stdout.write(format_steps(forecast))
+    return 0
