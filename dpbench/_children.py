@@ -34,6 +34,7 @@ __all__ = [
     "STOP_SIGNALS",
     "Stopped",
     "dies_with_us",
+    "in_terminal_foreground",
     "stop_exit_code",
     "stop_signals",
     "stop_words",
@@ -129,9 +130,9 @@ def wait_stopping(proc: subprocess.Popen, *, group: bool = False, grace: float =
     ``group``: ``proc`` leads its own process group, which no terminal signal reaches: every stop
     is sent to the group as SIGINT (pytest stops its workers; the workers and the forkserver
     helper ignore it), then the group is SIGKILLed after ``grace``. Otherwise ``proc`` shares our
-    group: SIGTERM and SIGHUP are forwarded to it; SIGINT is not (a terminal's Ctrl-C reached it
-    already, and a second one would interrupt its own clean-up); then ``proc`` is SIGKILLed after
-    ``grace``.
+    group: SIGTERM and SIGHUP are forwarded to it, and so is SIGINT unless a terminal's Ctrl-C
+    reached it already (:func:`in_terminal_foreground`: a second one would interrupt its own
+    clean-up); then ``proc`` is SIGKILLed after ``grace``.
     """
     try:
         return proc.wait()
@@ -139,10 +140,28 @@ def wait_stopping(proc: subprocess.Popen, *, group: bool = False, grace: float =
         signum = _signum(stop)
         if group:
             _send(lambda sig: os.killpg(proc.pid, sig), signal.SIGINT)
-        elif signum != signal.SIGINT:
+        elif signum != signal.SIGINT or not in_terminal_foreground():
+            # A SIGINT with no terminal to have sent it to the whole group (``kill -INT``, ``timeout
+            # -s INT``, a CI runner) reached us alone: unforwarded, the child would only end by the
+            # SIGKILL after the grace, and its workers by their lifeline's grace after that.
             _send(proc.send_signal, signum)
         _end(proc, grace=grace, kill=(lambda: os.killpg(proc.pid, signal.SIGKILL)) if group else proc.kill)
         raise
+
+
+def in_terminal_foreground() -> bool:
+    """Whether this process is in its controlling terminal's foreground process group: only then
+    does a terminal's Ctrl-C reach the whole group, a child sharing it included."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:  # no controlling terminal (a CI job, a daemon, start_new_session)
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _send(send: Callable[[int], None], sig: int) -> None:

@@ -3,7 +3,9 @@ SIGKILLed after the grace period, and a SIGKILLed command takes its child with i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dpbench import _children
 from dpbench._children import Stopped, dies_with_us, stop_exit_code, stop_signals, stop_words, wait_stopping
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,17 +67,22 @@ def ctrl_c():
 
 
 @pytest.mark.parametrize(
-    "sig, ignore, forwarded, code",
+    "sig, terminal, ignore, forwarded, code",
     [
-        (signal.SIGTERM, False, "SIGTERM\n", 0),
-        (signal.SIGHUP, False, "SIGHUP\n", 0),
+        (signal.SIGTERM, True, False, "SIGTERM\n", 0),
+        (signal.SIGHUP, True, False, "SIGHUP\n", 0),
         # Ctrl-C reached the child from the terminal already: not sent again, SIGKILL after the grace.
-        (signal.SIGINT, False, "", -signal.SIGKILL),
-        (signal.SIGTERM, True, "SIGTERM\n", -signal.SIGKILL),  # a child that stays is SIGKILLed
+        (signal.SIGINT, True, False, "", -signal.SIGKILL),
+        # No terminal sent it to the group (kill -INT, timeout -s INT): it reached us alone.
+        (signal.SIGINT, False, False, "SIGINT\n", 0),
+        (signal.SIGTERM, True, True, "SIGTERM\n", -signal.SIGKILL),  # a child that stays is SIGKILLed
     ],
-    ids=["sigterm", "sighup", "sigint-not-sent-again", "sigterm-child-stays"],
+    ids=["sigterm", "sighup", "sigint-not-sent-again", "sigint-without-a-terminal", "sigterm-child-stays"],
 )
-def test_a_stop_while_waiting_is_passed_on_and_raised_once_the_child_is_gone(sig, ignore, forwarded, code, ctrl_c):
+def test_a_stop_while_waiting_is_passed_on_and_raised_once_the_child_is_gone(
+    sig, terminal, ignore, forwarded, code, ctrl_c, monkeypatch
+):
+    monkeypatch.setattr(_children, "in_terminal_foreground", lambda: terminal)
     proc = _child(ignore=ignore)
     timer = threading.Timer(0.1, os.kill, (os.getpid(), sig))
     with pytest.raises(KeyboardInterrupt) as raised, stop_signals():
@@ -118,3 +126,26 @@ def test_dies_with_us_sets_the_death_signal_and_runs_the_further_steps_in_the_ch
         text=True,
     )
     assert proc.stdout == f"{int(signal.SIGKILL)} True\n", proc.stderr  # SIGINT ignored at exec, as the step left it
+
+
+_FOREGROUND = "from dpbench._children import in_terminal_foreground; print(in_terminal_foreground(), flush=True)"
+
+
+def test_only_a_process_in_its_terminals_foreground_group_counts_ctrl_c_as_reaching_its_child():
+    """Under a terminal (a pty, its session leader in the foreground) yes; in a session of its own
+    with no terminal (a CI job, a daemon) no: there a SIGINT was sent to the process alone."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    alone = subprocess.run(
+        [sys.executable, "-c", _FOREGROUND], env=env, capture_output=True, text=True, start_new_session=True
+    )
+    assert alone.stdout == "False\n", alone.stderr
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a new session whose controlling terminal is the pty
+        os.execve(sys.executable, [sys.executable, "-c", _FOREGROUND], env)
+    out = b""
+    with contextlib.suppress(OSError):  # EIO once the child has closed the pty
+        while chunk := os.read(fd, 1024):
+            out += chunk
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    assert (out.decode().strip(), os.waitstatus_to_exitcode(status)) == ("True", 0), out
