@@ -202,18 +202,28 @@ def _agree(
 
 def _densest(
     names: tuple[str, ...], evs: Mapping[str, Evidence], var: Mapping[str, float], lo: float, hi: float
-) -> float:
+) -> float | None:
     """The move in [lo, hi] where the cases' log ratios are densest, each spread by its own trial
     spread (a mixture of normals; a mode, so a group of changed cases elsewhere does not pull it, and a
-    steady case weighs more than a noisy one, which could agree with two moves far apart)."""
+    steady case weighs more than a noisy one, which could agree with two moves far apart).
+
+    A mode, not the window's highest point: None when the density has no peak inside the window. A
+    density still rising at the window's edge peaks beyond it, at cases that moved further than the
+    controls allow — a changed group, not the machine (taking the edge for the move let such a group
+    into the reference, and its scatter into the between-run offset)."""
     import numpy as np
 
     diffs = np.array([evs[n].diff for n in names])
     sd = np.sqrt(np.array([var[n] for n in names]) + SMOOTHING**2)
-    grid = np.arange(lo, hi + GRID_STEP / 2, GRID_STEP) if hi > lo else np.array([lo])
+    inner = np.arange(lo, hi + GRID_STEP / 2, GRID_STEP) if hi > lo else np.array([lo])
+    grid = np.concatenate([[inner[0] - GRID_STEP], inner, [inner[-1] + GRID_STEP]])
     z = (diffs[None, :] - grid[:, None]) / sd[None, :]
     density = (np.exp(-0.5 * z * z) / sd[None, :]).sum(axis=1)
-    return float(grid[int(np.argmax(density))])
+    peak = (density[1:-1] >= density[:-2]) & (density[1:-1] >= density[2:])
+    if not peak.any():
+        return None
+    best = int(np.argmax(np.where(peak, density[1:-1], -np.inf)))
+    return float(inner[best])
 
 
 def reference_cases(
@@ -245,6 +255,11 @@ def reference_cases(
     # and the noisy cases of a changed group lean the density of all the cases towards it.
     steady = tuple(sorted(everyone, key=lambda n: var[n])[: max(len(everyone) // 2, MIN_OTHERS + 1)])
     move = _densest(steady, evs, var, control - reach, control + reach)
+    if move is None:  # the steady half is a changed group beyond the controls' reach: every case then
+        move = _densest(everyone, evs, var, control - reach, control + reach)
+    if move is None:  # no cases gather at any move the controls allow: nothing tells the machine but them
+        centre, between = _fit(everyone, evs, trial_var, fit_between_runs)
+        return Reference(names=everyone, centre=centre, between=between, anchored=False)
     near = _agree(everyone, evs, {n: var[n] + control_var for n in everyone}, move)
     # The typical between-run offset of the cases near that move: a median match, which the changed cases
     # the controls' wide reach lets in (fewer than half) cannot move; then every case that agrees with
