@@ -15,8 +15,11 @@ first time the slow ``F.relu`` runs in a process, and a job whose candidate left
 as a broken job (the regression never ran), never as a gate that passed.
 
     .venv/bin/python -m validation.compare_relu [--jobs 10] [--out DIR] [--select EXPR]
+    .venv/bin/python -m validation.compare_relu --rejudge DIR
 
-Needs a quiet machine: about 4–5 minutes a job on the 2-core VM.
+Needs a quiet machine: about 4–5 minutes a job on the 2-core VM. ``--rejudge DIR`` runs no suite: it
+compares every job's kept runs in DIR again with this checkout's gate (seconds a job), writing nothing
+into DIR — how a change of the gate is checked against jobs already measured.
 """
 
 from __future__ import annotations
@@ -166,12 +169,40 @@ def table(jobs: list[Job]) -> str:
     return "\n".join(rows)
 
 
+def rejudge(where: Path) -> int:
+    """Every job of an earlier series in ``where`` compared again by this checkout's gate."""
+    dirs = sorted(d for d in where.glob("job[0-9]*") if d.is_dir()) if where.is_dir() else []
+    if not dirs:
+        print(f"validation.compare_relu: error: --rejudge {where} holds no jobNN directories", file=sys.stderr)
+        return 2
+    jobs: list[Job] = []
+    with tempfile.TemporaryDirectory(prefix="dpbench-rejudge-") as tmp:
+        for d in dirs:
+            base, cand = sorted(d.rglob("*_base.json")), sorted(d.rglob("*_relu.json"))
+            if not (base and cand):
+                print(f"validation.compare_relu: {d.name}: no base and relu runs kept, left out", file=sys.stderr)
+                continue
+            marker = d / "slow" / MARKER
+            pids = len(marker.read_text().split()) if marker.exists() else 0
+            code, found, first = run_compare(base[-1], cand[-1], Path(tmp) / f"{d.name}.json")
+            jobs.append(judge(int(d.name[3:]), code, found, first, pids, 0.0))
+    if not jobs:
+        return 2
+    met = sum(j.met for j in jobs)
+    print(table(jobs))
+    print(f"\n{met} of {len(jobs)} jobs met the target (exit 1, ≥ {NEED} of 14 named, no transformer case), re-judged")
+    return 0 if met == len(jobs) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=10, help="how many jobs (default 10)")
     p.add_argument("--out", type=Path, help="where to keep the runs and comparisons (default: a new temp dir)")
     p.add_argument("--select", help="only the throughput cases pytest's -k EXPR selects (a smoke run)")
+    p.add_argument("--rejudge", type=Path, metavar="DIR", help="compare the kept runs of an earlier --out DIR again")
     args = p.parse_args(argv)
+    if args.rejudge is not None:
+        return rejudge(args.rejudge)
     if args.jobs < 1:
         print(f"validation.compare_relu: error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
         return 2

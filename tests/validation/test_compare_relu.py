@@ -110,3 +110,39 @@ def test_refuses_bad_input_in_one_line(tmp_path, capsys):
         "validation.compare_relu: error: --jobs must be at least 1, got 0",
         f"validation.compare_relu: error: --out {tmp_path / 'full'} is not empty",
     ]
+
+
+def test_rejudge_compares_the_kept_runs_again_with_this_gate(tmp_path, capsys):
+    """The job the gate once passed (tests/gate/data: job 4 of the real series), kept as the series
+    keeps it, re-judged by ``dpbench compare`` itself: it now fails and names 12+ of the 14."""
+    import gzip
+
+    data = Path(__file__).resolve().parents[1] / "gate" / "data"
+    job = tmp_path / "job04"
+    (job / "results" / "Linux").mkdir(parents=True)
+    for side, name in (("base", "0001_base.json"), ("relu", "0002_relu.json")):
+        with gzip.open(data / f"relu-job-pass-{side}.json.gz", "rt") as f:
+            (job / "results" / "Linux" / name).write_text(f.read())
+    (job / "slow").mkdir()
+    (job / "slow" / module.MARKER).write_text("101\n102\n")
+    assert module.main(["--rejudge", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| 4 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:5] == ["1", cells[2], "0", "regression"] and int(cells[2].split()[0]) >= 12, row
+    assert "1 of 1 jobs met the target" in out
+    assert sorted(p.name for p in job.rglob("*")) == [
+        "0001_base.json",
+        "0002_relu.json",
+        "Linux",
+        module.MARKER,
+        "results",
+        "slow",
+    ]
+
+
+def test_rejudge_refuses_a_directory_without_jobs(tmp_path, capsys):
+    assert module.main(["--rejudge", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr().err == f"validation.compare_relu: error: --rejudge {tmp_path} holds no jobNN directories\n"
+    )
