@@ -129,6 +129,7 @@ def judge_family(
             threshold=threshold,
             baseline_trials=len(item.base.times),
             candidate_trials=len(item.cand.times),
+            runs=min(len(item.base.runs), len(item.cand.runs)),
         )
         out[item.name] = result
         reason = _incomparable(item)
@@ -174,6 +175,7 @@ def judge_family(
             out[name].verdict, out[name].p_value, out[name].p_adjusted = copy.verdict, copy.p_value, copy.p_adjusted
             out[name].excess, out[name].test, out[name].pairs = copy.excess, copy.test, copy.pairs
             out[name].trial_var, out[name].fixed_var = copy.trial_var, copy.fixed_var
+            out[name].session_var, out[name].runs = copy.session_var, copy.runs
             out[name].note = "; ".join(filter(None, [copy.note, f"the same case as {first}: judged once"]))
     return list(out.values()), family.public
 
@@ -314,7 +316,8 @@ def _test(
         }[method]
         out[name].pairs = e.pairs
         out[name].trial_var = post.mean if post is not None else e.s2
-        out[name].fixed_var = extra + (between.mean * e.b if between is not None else 0.0)
+        out[name].session_var = between.mean * e.b if between is not None else 0.0
+        out[name].fixed_var = extra + out[name].session_var
     names = list(p_up)
     # The broad tests (everything slower, everything faster: dpbench.gate.broad) are two more hypotheses of
     # the job, in the same Holm families as the cases', so the job's false-alarm rate stays alpha.

@@ -8,7 +8,9 @@ of one run never shrink. The plan is the normal approximation of that test: the 
 which the change seen (beyond the machine) would be significant at Holm's strictest step
 (``alpha / cases``) with :data:`POWER` — a planning figure, not a promise: the test itself averages
 over the variance's posterior and the machine's move is measured afresh. Where the fixed part
-alone is too wide, no number of trials helps, and the step is to measure that part (``--aa``) or to
+alone is too wide, no number of trials helps. Its between-run share (``session_var``: how far a
+fresh session moves the case) averages out over fresh sessions, so the step is then the runs a side
+that would settle it (:data:`MAX_RUNS` at most); failing that, to measure that part (``--aa``) or to
 cancel it (``dpbench ab`` pairs base and head trial by trial).
 """
 
@@ -27,6 +29,7 @@ __all__ = ["LEGEND", "MAX_TRIALS", "POWER", "NextStep", "next_step", "plan"]
 
 POWER = 0.8  # the chance the planned run shows a change as large as the one seen (if it is real)
 MAX_TRIALS = 50  # trials a side beyond which a rerun is no cheap step: measure or cancel the offset instead
+MAX_RUNS = 10  # runs a side beyond which more sessions are no cheap step either
 
 _MEASURE_OR_PAIR = "measure its own move with --aa runs of the baseline, or pair the sides with `dpbench ab BASE HEAD`"
 
@@ -35,6 +38,10 @@ _MEASURE_OR_PAIR = "measure its own move with --aa runs of the baseline, or pair
 LEGEND = {
     "trials": "N trials a side: rerun both sides with pytest --dpbench-trials N, which would show the change seen "
     f"at alpha/cases with {POWER:.0%} power (the normal approximation of the gate's test)",
+    "runs": "N runs a side: a fresh session alone moves the case more than more trials of one run can outweigh; "
+    "N sessions a side (pytest --benchmark-save=NAME, N times each) compared with `dpbench compare --baseline "
+    "RUN... --candidate RUN...` average that move out, and would show the change seen at alpha/cases with "
+    f"{POWER:.0%} power (the normal approximation of the gate's test); or {_MEASURE_OR_PAIR}",
     "aa-or-ab": "--aa or ab (±x%): a fresh session alone moves the case ±x%, so more trials of one run cannot "
     f"settle it; {_MEASURE_OR_PAIR}",
     "ab-after-aa": "ab (±x%): even as the --aa runs measured it, a fresh session moves the case ±x%: pair the "
@@ -54,15 +61,15 @@ class NextStep:
 
     kind: str
     """``trials`` (rerun with more trials), ``pairs`` (rerun dpbench ab with more pairs),
-    ``aa-or-ab`` (the between-run offset dominates),
+    ``runs`` (more fresh sessions a side), ``aa-or-ab`` (the between-run offset dominates),
     ``ab`` (the machine moved), ``two-trials`` (fewer than two trials a side)"""
     short: str
     """the table's cell: ``9 trials a side``, ``--aa or ab (±13%)``, ``ab: the machine moved``"""
     text: str
     """the whole sentence, with this case's numbers"""
     count: int | None = None
-    """``trials`` and ``pairs``: the trials a side or pairs in all the plan asks for (None for the other
-    kinds); ``dpbench ab`` measures its open cases to it"""
+    """``trials``, ``pairs`` and ``runs``: the trials a side, pairs or runs a side in all the plan asks
+    for (None for the other kinds); ``dpbench ab`` measures its open cases to its pairs"""
 
 
 def _machine_moved(b: BenchmarkComparison) -> bool:
@@ -110,6 +117,8 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
             text=f"more trials cannot settle {seen}: even as the --aa runs measured it, a fresh session moves it "
             f"{spread}; pair the sides with `dpbench ab BASE HEAD`",
         )
+    if b.fixed_var >= budget and (runs := _runs(b, budget)) is not None:
+        return runs
     if b.fixed_var >= budget:
         return NextStep(
             kind="aa-or-ab",
@@ -128,6 +137,8 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
             count=needed,
             text=f"{needed} pairs would be needed to settle {seen}: too small a change for these cases' spread",
         )
+    if needed > MAX_TRIALS and (runs := _runs(b, budget)) is not None:
+        return runs
     if needed > MAX_TRIALS:
         return NextStep(
             kind="aa-or-ab",
@@ -147,6 +158,31 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
         short=f"{needed} trials a side",
         count=needed,
         text=f"{needed} trials a side ({needed - have} more; pytest --dpbench-trials {needed}) {power}",
+    )
+
+
+def _runs(b: BenchmarkComparison, budget: float) -> NextStep | None:
+    """Fresh sessions a side, each of this run's trials: R of them divide the trials' share and the
+    between-run share (``session_var``) by R / the runs now; the machine's share is kept as it is
+    (measured afresh over more runs it shrinks too: the plan errs long). None without the parts, or
+    beyond :data:`MAX_RUNS`."""
+    have = b.runs
+    if not (have >= 1 and math.isfinite(b.session_var) and b.session_var > 0):
+        return None
+    shift = max(b.fixed_var - b.session_var, 0.0)
+    if shift >= budget:
+        return None
+    per_runs = b.trial_var * (1 / b.baseline_trials + 1 / b.candidate_trials) + b.session_var  # at `have` runs
+    needed = max(math.ceil(have * per_runs / (budget - shift)), have + 1)
+    if needed > MAX_RUNS:
+        return None
+    return NextStep(
+        kind="runs",
+        short=f"{needed} runs a side",
+        count=needed,
+        text=f"{needed} runs a side ({needed - have} more of each: fresh sessions, whose own moves average out, "
+        f"where more trials of one run cannot) would show a {fmt_ratio(b.excess)} change at α/cases with "
+        f"{POWER:.0%} power; or {_MEASURE_OR_PAIR}",
     )
 
 

@@ -43,6 +43,8 @@ class BenchmarkComparison:
     # The variances the test assumed (log scale), for planning the next measurement (gate.next_step):
     trial_var: float = math.nan  # of one log trial (or one pair's log ratio): more trials shrink its share
     fixed_var: float = math.nan  # of the log change, beyond the trials' share: between-run offset + machine shift
+    session_var: float = math.nan  # fixed_var's between-run part: more runs a side (fresh sessions) shrink it
+    runs: int = 0  # runs a side behind the test (the fewer side's)
 
 
 @dataclass(kw_only=True)

@@ -73,3 +73,23 @@ def test_no_plan_for_a_settled_verdict():
 def test_after_aa_runs_only_pairing_is_left():
     step = plan(_case(fixed_var=0.02), alpha=0.01, family_size=10, method="trials", aa=True)
     assert step.kind == "ab-after-aa" and step.short == "ab (±15%)" and "--aa" not in step.short
+
+
+def test_a_between_run_offset_that_fresh_sessions_average_out_asks_for_runs_a_side():
+    # fixed = 0.0005 of the machine's move + 0.0035 between-run at one run a side: no trials settle
+    # it, but R runs a side make var = (trial_var · 2/5 + 0.0035) / R + 0.0005, which must reach the budget.
+    z = NormalDist().inv_cdf(1 - 0.01 / 10) + NormalDist().inv_cdf(0.8)
+    budget = (math.log(1.2) / z) ** 2
+    assert 0.004 > budget
+    runs = math.ceil((0.01 * 2 / 5 + 0.0035) / (budget - 0.0005))
+    assert runs == 5
+    step = plan(_case(fixed_var=0.004, session_var=0.0035, runs=1), alpha=0.01, family_size=10, method="trials")
+    assert (step.kind, step.short, step.count) == ("runs", "5 runs a side", 5)
+    assert step.text.startswith("5 runs a side (4 more of each: fresh sessions")
+    assert "dpbench compare --baseline" in LEGEND["runs"]
+    # The machine's share alone too wide, or more than MAX_RUNS sessions (15 here): --aa or ab, as before.
+    assert plan(_case(fixed_var=0.004, session_var=0.0, runs=1), alpha=0.01, family_size=10, method="trials").kind == (
+        "aa-or-ab"
+    )
+    far = plan(_case(fixed_var=0.02, session_var=0.0195, runs=1), alpha=0.01, family_size=10, method="trials")
+    assert far.kind == "aa-or-ab"
