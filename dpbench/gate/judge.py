@@ -32,7 +32,7 @@ differs widely from benchmark to benchmark. What that means for the test:
 * ``R`` moves every benchmark alike. Two things measure it: the controls (a fixed computation
   timed in the same workers; their median over the run, which carries the controls' own run
   offset, :data:`CONTROL_RUN_SD`) and the *reference* cases (``reference.reference_cases``: the
-  cases that moved as the controls did — sought where the steadier cases are densest within the
+  cases that moved as the controls did — sought at a peak of the steadier cases' density within the
   controls' reach — so a change of most of the suite is not taken for the machine). The reference's
   median (every reference case but the one judged) is the more precise and is used, unless the
   reference as a whole moved beyond the controls by more than the threshold, significantly: then the
