@@ -226,7 +226,12 @@ def _family(
     runs = min((len(i.base.runs) for i in items if i.name in tested), default=1)
     control, sampling_c, own_c = control_move(controls, runs)
     reference = reference_cases(
-        evs, trial_var, control=control, control_var=sampling_c + own_c, fit_between_runs=method == Method.TRIALS
+        evs,
+        trial_var,
+        control=control,
+        control_var=sampling_c + own_c,
+        fit_between_runs=method == Method.TRIALS,
+        threshold=threshold,
     )
     own = reference.between  # the comparison's own fit of the between-run offsets, on the reference cases
     if method == Method.TRIALS and evs:

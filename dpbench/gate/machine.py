@@ -233,11 +233,13 @@ def reference_cases(
     control: float,
     control_var: float,
     fit_between_runs: bool,
+    threshold: float = 0.1,
 ) -> Reference:
     """The reference cases given each case's evidence, its expected trial variance of the log ratio
     (``trial_var``), the controls' log move ``control`` and that estimate's variance ``control_var``
     (NaN: no controls). ``fit_between_runs``: one run of several trials a side, whose between-run
-    offset the comparison must fit (the other designs' samples span sessions already).
+    offset the comparison must fit (the other designs' samples span sessions already). ``threshold``:
+    the gate's (a reference whose median lies that far from the move is no reference).
 
     Where the machine moved, the cases the code did not change agree with one another by their own
     trial spread, and that move lies within the controls' reach (:data:`REFERENCE_Z` of their whole
@@ -275,6 +277,13 @@ def reference_cases(
     move_var = math.pi / 2 * median([spread[n] for n in near]) / len(near) if near else 0.0
     wide = {n: v + move_var for n, v in spread.items()}
     chosen = _agree(everyone, evs, wide, move)
+    if chosen and abs(median([evs[n].diff for n in chosen]) - move) > Threshold(threshold).log_up:
+        # Cases that moved as the machine did cannot have their median a threshold away from the move
+        # they were chosen around: the typical offset let a changed group's near side in (in simulated
+        # half-slowed suites the reference then ran away to most of the cases, and the offset fitted
+        # over them hid the change; in simulated A/A jobs that median stays within 0.05 of the move).
+        # The trial spread alone chooses then, which a change of the code does not widen.
+        chosen = _agree(everyone, evs, {n: var[n] + move_var for n in everyone}, move)
     # The between-run offset is fitted on every case (fit_between screens out the far ones itself): its
     # estimate rests on the few cases a session moved most, and a narrower choice that cut them would take
     # the typical offset for far smaller than it is.
