@@ -233,7 +233,7 @@ def reference_cases(
     control: float,
     control_var: float,
     fit_between_runs: bool,
-    threshold: float = 0.1,
+    threshold: float,
 ) -> Reference:
     """The reference cases given each case's evidence, its expected trial variance of the log ratio
     (``trial_var``), the controls' log move ``control`` and that estimate's variance ``control_var``

@@ -117,10 +117,8 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
             text=f"more trials cannot settle {seen}: even as the --aa runs measured it, a fresh session moves it "
             f"{spread}; pair the sides with `dpbench ab BASE HEAD`",
         )
-    if b.fixed_var >= budget and (runs := _runs(b, budget)) is not None:
-        return runs
     if b.fixed_var >= budget:
-        return NextStep(
+        return _runs(b, budget) or NextStep(
             kind="aa-or-ab",
             short=f"--aa or ab ({spread})",
             text=f"more trials cannot settle {seen}: a fresh session alone moves it {spread}; {_MEASURE_OR_PAIR}",
@@ -137,10 +135,8 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
             count=needed,
             text=f"{needed} pairs would be needed to settle {seen}: too small a change for these cases' spread",
         )
-    if needed > MAX_TRIALS and (runs := _runs(b, budget)) is not None:
-        return runs
     if needed > MAX_TRIALS:
-        return NextStep(
+        return _runs(b, budget) or NextStep(
             kind="aa-or-ab",
             short=f"--aa or ab ({needed} trials)",
             text=f"{needed} trials a side would be needed to settle {seen}; {_MEASURE_OR_PAIR}",
