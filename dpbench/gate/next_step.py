@@ -46,6 +46,9 @@ LEGEND = {
     f"settle it; {_MEASURE_OR_PAIR}",
     "ab-after-aa": "ab (±x%): even as the --aa runs measured it, a fresh session moves the case ±x%: pair the "
     "sides with `dpbench ab BASE HEAD`",
+    "ab-shift": "ab (shift ±x%): the machine's move between the runs, taken out of every case, is itself known "
+    "only to ±x% (from the cases it was measured on), more than the change can be told from: more trials or "
+    "runs of one side cannot settle it; pair the sides with `dpbench ab BASE HEAD`, where the move cancels",
     "ab": "ab: the machine moved: the change is the machine's, not (only) the code's; measure both sides in one "
     "job with `dpbench ab BASE HEAD`, where each pair's drift cancels",
     "pairs": "N pairs: rerun the paired job with dpbench ab --trials N, which would show the change seen at "
@@ -62,6 +65,7 @@ class NextStep:
     kind: str
     """``trials`` (rerun with more trials), ``pairs`` (rerun dpbench ab with more pairs),
     ``runs`` (more fresh sessions a side), ``aa-or-ab`` (the between-run offset dominates),
+    ``ab-shift`` (the uncertainty of the machine's move dominates),
     ``ab`` (the machine moved), ``two-trials`` (fewer than two trials a side)"""
     short: str
     """the table's cell: ``9 trials a side``, ``--aa or ab (±13%)``, ``ab: the machine moved``"""
@@ -118,10 +122,14 @@ def plan(b: BenchmarkComparison, *, alpha: float, family_size: int, method: str,
             f"{spread}; pair the sides with `dpbench ab BASE HEAD`",
         )
     if b.fixed_var >= budget:
-        return _runs(b, budget) or NextStep(
-            kind="aa-or-ab",
-            short=f"--aa or ab ({spread})",
-            text=f"more trials cannot settle {seen}: a fresh session alone moves it {spread}; {_MEASURE_OR_PAIR}",
+        return (
+            _runs(b, budget)
+            or _shift(b, seen)
+            or NextStep(
+                kind="aa-or-ab",
+                short=f"--aa or ab ({spread})",
+                text=f"more trials cannot settle {seen}: a fresh session alone moves it {spread}; {_MEASURE_OR_PAIR}",
+            )
         )
     # var = trial_var · (1/n + 1/n) + fixed (n trials a side) — or trial_var / n + fixed for n pairs
     per_side = (1 if paired else 2) * b.trial_var / (budget - b.fixed_var)
@@ -179,6 +187,24 @@ def _runs(b: BenchmarkComparison, budget: float) -> NextStep | None:
         text=f"{needed} runs a side ({needed - have} more of each: fresh sessions, whose own moves average out, "
         f"where more trials of one run cannot) would show a {fmt_ratio(b.excess)} change at α/cases with "
         f"{POWER:.0%} power; or {_MEASURE_OR_PAIR}",
+    )
+
+
+def _shift(b: BenchmarkComparison, seen: str) -> NextStep | None:
+    """Where the uncertainty of the machine's move, not a fresh session's own, is most of ``fixed_var``:
+    --aa runs measure each case's session move, which is not what is wide, so only pairing helps.
+    None where the between-run share is unknown or the larger one."""
+    if not math.isfinite(b.session_var):
+        return None
+    shift = b.fixed_var - b.session_var
+    if shift <= b.session_var:
+        return None
+    spread = f"±{math.expm1(math.sqrt(shift)):.0%}"
+    return NextStep(
+        kind="ab-shift",
+        short=f"ab (shift {spread})",
+        text=f"more trials cannot settle {seen}: the machine's move between the runs, taken out of every case, is "
+        f"known only to {spread}; pair the sides with `dpbench ab BASE HEAD`, where the move cancels",
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+import pytest
+
 from dpbench.gate.next_step import LEGEND, plan
 from dpbench.gate.verdicts import BenchmarkComparison, Verdict
 
@@ -87,9 +89,22 @@ def test_a_between_run_offset_that_fresh_sessions_average_out_asks_for_runs_a_si
     assert (step.kind, step.short, step.count) == ("runs", "5 runs a side", 5)
     assert step.text.startswith("5 runs a side (4 more of each: fresh sessions")
     assert "dpbench compare --baseline" in LEGEND["runs"]
-    # The machine's share alone too wide, or more than MAX_RUNS sessions (15 here): --aa or ab, as before.
-    assert plan(_case(fixed_var=0.004, session_var=0.0, runs=1), alpha=0.01, family_size=10, method="trials").kind == (
-        "aa-or-ab"
-    )
+    # More than MAX_RUNS sessions (15 here): --aa or ab, as before.
     far = plan(_case(fixed_var=0.02, session_var=0.0195, runs=1), alpha=0.01, family_size=10, method="trials")
     assert far.kind == "aa-or-ab"
+
+
+def test_where_the_machines_move_not_a_session_is_what_is_wide_only_pairing_is_named():
+    # fixed = 0.004, all of it the uncertainty of the machine's move (no between-run offset fitted):
+    # --aa runs measure a session's move, which is 0 here, so the step is ab, worded as the shift.
+    step = plan(_case(fixed_var=0.004, session_var=0.0, runs=1), alpha=0.01, family_size=10, method="trials")
+    assert math.expm1(math.sqrt(0.004)) == pytest.approx(0.0653, abs=1e-4)
+    assert (step.kind, step.short) == ("ab-shift", "ab (shift ±7%)")
+    assert step.text == (
+        "more trials cannot settle a +20.0% change: the machine's move between the runs, taken out of every case, "
+        "is known only to ±7%; pair the sides with `dpbench ab BASE HEAD`, where the move cancels"
+    )
+    assert "--aa" not in step.text and "fresh session" not in step.text
+    # The session's share the larger (0.02 of 0.0205) and beyond MAX_RUNS: its move is named, as before.
+    many = plan(_case(fixed_var=0.0205, session_var=0.02, runs=1), alpha=0.01, family_size=10, method="trials")
+    assert many.kind == "aa-or-ab" and "a fresh session alone moves it" in many.text
