@@ -111,7 +111,8 @@ def collect_ranks(
     while len(results) < world_size:
         now = time.monotonic()
         if first_failure_at is not None:
-            if now - first_failure_at >= grace:
+            # Every rank answered or failed: nothing is left for the grace to hear.
+            if now - first_failure_at >= grace or len(results) + len(failures) >= world_size:
                 break
             wait_for = first_failure_at + grace - now
         else:

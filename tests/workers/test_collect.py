@@ -84,3 +84,23 @@ def test_silent_ranks_are_all_named_in_the_timeout():
         "every rank's worker was stopped. Raise `timeout` if a single step legitimately takes this long."
     )
     assert info.value.rank == 1 and info.value.failures == {1: "silent for 0.2 s", 2: "silent for 0.2 s"}
+
+
+def test_once_every_rank_failed_the_grace_is_not_waited_out(monkeypatch):
+    """A failure's grace listens for the other ranks; when all have failed there is nothing left to
+    hear, so no further wait (before, the loop slept out the whole grace: 0.5 s a failure, the
+    helper-gone grace of seconds where a forkserver helper died)."""
+    import dpbench.workers.collect as collect
+
+    calls = []
+    real = collect.wait
+
+    def counted(objects, timeout=None):
+        calls.append(len(objects))
+        return real(objects, timeout=timeout)
+
+    monkeypatch.setattr(collect, "wait", counted)
+    with pytest.raises(WorkerError) as info:
+        _collect({0: [("error", "zero")], 1: [("error", "one")], 2: [("error", "two")]})
+    assert set(info.value.failures) == {0, 1, 2}
+    assert calls == [3]  # the one wait that heard all three, then no empty wait for the grace
