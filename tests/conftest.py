@@ -121,6 +121,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 # tests, the clusters, dpbench ab) come last alphabetically and one worker runs them alone at the
 # end. Under xdist the files go heaviest first (longest-processing-time first: the usual greedy
 # schedule), weighted by their slow tests; a file's own order is kept. One process: unchanged.
+# Before them, the files that hold a serial test, each with its serial tests first: a serial test
+# waits for the other worker's running test to end and holds it idle while it runs, which costs
+# least at the start, where every worker runs such short files (the serial tests are kept in files
+# of their own or of short tests: a serial test after a long one would make the other worker wait).
 SLOW_WEIGHT_S, FAST_WEIGHT_S = 5.0, 0.1  # a slow test takes ≥ 2 s, often 10-30; a fast one well under 1
 
 
@@ -128,11 +132,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if XDIST_WORKERS <= 1:
         return
     weight: dict[str, float] = {}
+    has_serial: set[str] = set()
     for item in items:
         path = str(item.path)
         weight[path] = weight.get(path, 0.0) + (SLOW_WEIGHT_S if item.get_closest_marker("slow") else FAST_WEIGHT_S)
+        if item.get_closest_marker("serial"):
+            has_serial.add(path)
     first_seen = {path: i for i, path in enumerate(dict.fromkeys(str(item.path) for item in items))}
-    items.sort(key=lambda item: (-weight[str(item.path)], first_seen[str(item.path)]))
+    position = {id(item): i for i, item in enumerate(items)}
+    items.sort(
+        key=lambda item: (
+            str(item.path) not in has_serial,
+            -weight[str(item.path)],
+            first_seen[str(item.path)],
+            item.get_closest_marker("serial") is None,
+            position[id(item)],
+        )
+    )
 
 
 # ---- report fixtures ----

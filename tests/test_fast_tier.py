@@ -102,25 +102,28 @@ def test_a_serial_test_runs_while_no_other_test_runs_under_xdist(pytester: pytes
     assert [(s[0], o[0]) for s in serial for o in spans if o is not s and overlap(s, o)] == []
 
 
+class _Item:
+    """What the ordering reads of a collected test: its file and its markers."""
+
+    def __init__(self, path, name, slow=False, serial=False):
+        self.path, self.name, self._slow, self._serial = Path(path), name, slow, serial
+
+    def get_closest_marker(self, name):
+        return object() if (name == "slow" and self._slow) or (name == "serial" and self._serial) else None
+
+
 def test_under_xdist_the_heaviest_files_go_first_and_each_keeps_its_order(monkeypatch):
     import conftest
 
-    class Item:
-        def __init__(self, path, name, slow=False):
-            self.path, self.name, self._slow = Path(path), name, slow
-
-        def get_closest_marker(self, name):
-            return object() if name == "slow" and self._slow else None
-
     items = [
-        Item("a.py", "a1"),
-        Item("a.py", "a2"),  # 0.2
-        Item("b.py", "b1", slow=True),
-        Item("b.py", "b2"),  # 5.1
-        Item("c.py", "c1", slow=True),
-        Item("c.py", "c2", slow=True),  # 10
-        Item("d.py", "d1"),
-        Item("d.py", "d2"),
+        _Item("a.py", "a1"),
+        _Item("a.py", "a2"),  # 0.2
+        _Item("b.py", "b1", slow=True),
+        _Item("b.py", "b2"),  # 5.1
+        _Item("c.py", "c1", slow=True),
+        _Item("c.py", "c2", slow=True),  # 10
+        _Item("d.py", "d1"),
+        _Item("d.py", "d2"),
     ]  # 0.2, after a: ties keep the collected order
     monkeypatch.setattr(conftest, "XDIST_WORKERS", 2)
     reordered = list(items)
@@ -130,3 +133,24 @@ def test_under_xdist_the_heaviest_files_go_first_and_each_keeps_its_order(monkey
     same = list(items)
     conftest.pytest_collection_modifyitems(None, same)
     assert same == items
+
+
+def test_under_xdist_the_files_with_a_serial_test_go_first_their_serial_tests_leading(monkeypatch):
+    import conftest
+
+    items = [
+        _Item("heavy.py", "h1", slow=True),
+        _Item("heavy.py", "h2", slow=True),  # 10: first by weight alone
+        _Item("bounds.py", "b1"),
+        _Item("bounds.py", "b2", slow=True, serial=True),  # 5.1
+        _Item("bounds.py", "b3", serial=True),
+        _Item("light.py", "l1"),
+        _Item("watch.py", "w1", slow=True),
+        _Item("watch.py", "w2", slow=True),
+        _Item("watch.py", "w3", serial=True),  # 10.1
+    ]
+    monkeypatch.setattr(conftest, "XDIST_WORKERS", 2)
+    conftest.pytest_collection_modifyitems(None, items)
+    # The serial files first, heaviest first, each with its serial tests leading in their own order;
+    # then the rest, heaviest first, as before.
+    assert [i.name for i in items] == ["w3", "w1", "w2", "b2", "b3", "b1", "h1", "h2", "l1"]
