@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HOMES = ("benchmarks", "validation", "tools")
 
@@ -107,6 +109,7 @@ def runs_in(source: str, known: set[str]) -> set[str]:
     return {name for name in out if ":" not in name}
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_every_entry_point_is_run_by_a_test():
     known = entry_points()
     assert len(known) > 25  # the homes were found

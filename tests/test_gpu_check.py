@@ -507,6 +507,7 @@ def test_the_session_leaves_the_facts_and_the_check_in_a_few_files(tmp_path):
     assert f"under timeout -k {B['CHECK_GRACE_S']} {within}\n" in out.stdout
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_the_facts_end_within_their_share_of_the_call(tmp_path):
     repo = _checkout(tmp_path)
     budgets_file = repo / "tools" / "gpu-budgets.sh"

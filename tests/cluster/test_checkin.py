@@ -235,6 +235,7 @@ def test_a_port_that_is_not_a_check_in_port_is_given_up():
     assert client.state == "refused" and lost.lines == []
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_an_agent_whose_head_and_store_both_refuse_says_node_0_is_gone():
     port, store = _free_port(), _free_port()  # nothing listens on either
     lost = Lost()
@@ -248,6 +249,7 @@ def test_an_agent_whose_head_and_store_both_refuse_says_node_0_is_gone():
     ]
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_while_the_store_answers_an_agent_waits_for_the_head_and_handover_ends_it():
     port = _free_port()
     store = socket.socket()

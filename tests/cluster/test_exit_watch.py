@@ -39,6 +39,7 @@ def test_a_torchrun_still_waiting_after_the_grace_is_stopped_with_one_line(capsy
     )
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_a_torchrun_that_ignores_sigterm_is_killed():
     agent = subprocess.Popen(
         [

@@ -141,12 +141,14 @@ def test_simulated_aa_jobs_do_not_fail(paired):
     assert failed == 0
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 @pytest.mark.parametrize("paired", [False, True])
 def test_simulated_large_slowdown_of_a_steady_case_is_caught(paired):
     _, caught = _jobs(UNIFORM, jobs=20, seed=2, benchmarks=30, trials=5, paired=paired, effect=2.0, target_sd=0.02)
     assert caught >= 19
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_simulated_machine_slowdown_alone_fails_no_job_and_a_real_one_beyond_it_is_caught():
     failed, _ = _jobs(UNIFORM, jobs=15, seed=3, benchmarks=30, trials=5, paired=False, machine=1.12)
     assert failed == 0
@@ -173,6 +175,7 @@ def test_with_aa_runs_a_25pc_slowdown_of_a_steady_case_is_caught_far_more_often_
     assert failed <= 1  # the full simulation's A/A rate with --aa is ~0.3-1.3%: 2 of 20 would be p < 0.03
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_the_program_prints_every_target_line_of_compare(capsys):
     """``python -m validation.simulate_gate`` itself, at 20 jobs of 5 cases, compare only."""
     argv = ["--jobs", "20", "--benchmarks", "5", "--compare-only"]

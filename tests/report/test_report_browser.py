@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Chromium (apt-get install chromium; .ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium; .ci/run installs it)"),
+    pytest.mark.slow,  # a browser started for the file: seconds, out of the fast tier
+]
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="needs playwright (scripts/setup-env installs the test extras)"
 )

@@ -325,6 +325,7 @@ def test_with_one_trial_the_spread_is_said_to_be_unknown(tmp_path: Path):
     assert "× single (1 pair: no interval): unsettled" in ddp and "CI" not in ddp
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_drifting_controls_and_clock_warnings_are_shown(tmp_path: Path):
     name = synthetic_runs.bench_id(synthetic_runs.TRAINING_CASES[1])
     run = synthetic_runs.make_run(
@@ -430,6 +431,7 @@ def test_provenance_names_the_runtime_settings_the_workers_inherited():
 
 
 # ---------------------------------------------------------------- a long workload spec
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_a_long_workload_spec_is_named_once_in_its_decision_block_and_wraps(tmp_path: Path):
     page = write_report([str(long_spec_run(tmp_path))], tmp_path / "r.html").read_text(encoding="utf-8")
     view = html.unescape(page.split('<section id="decision"', 1)[1].split("</section>", 1)[0])

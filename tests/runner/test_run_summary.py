@@ -9,6 +9,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from dpbench.report.text import TERMINAL_LINES, decision_text
 from dpbench.runner.text import print_decision
 
@@ -51,6 +53,7 @@ def test_a_run_without_training_benchmarks_says_so(tmp_path):
     assert out.getvalue().splitlines()[1:] == ["no training benchmarks in this run"]
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_report_json_is_the_decision_the_terminal_words(tmp_path, capsys):
     from dpbench.cli import main
     from dpbench.decision.text import summary_lines

@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 module = importlib.import_module("validation.compare_relu")
 
 
+@pytest.mark.slow  # over a second under the suite's load: out of the fast tier
 def test_sitecustomize_slows_relu_and_leaves_its_marker(tmp_path):
     marker = module.write_sitecustomize(tmp_path / "slow")
     probe = (
