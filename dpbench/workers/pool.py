@@ -73,10 +73,10 @@ from dpbench.workers.runtime_env import patched_environ, runtime_env_patch
 from dpbench.workers.starting import check_socket_dir, start_process
 from dpbench.workers.worker import WorkerConfig, WorkerContext, worker_main
 
-# After a worker died with its forkserver helper, how long to wait for the helper's other workers:
-# they die at once (SIGKILL), but the pool hears each death through a process on a loaded machine,
-# and the wait ends as soon as every rank is heard, so a long bound costs nothing when they all die.
-HELPER_GONE_GRACE_SECONDS = 5.0
+# After a worker died with its forkserver helper, how long to wait for the helper's other workers
+# (the wait ends as soon as every rank is heard). Not longer: a rank the helper never started is
+# never heard, and a signal that stops a case while its workers start must end it within 5 s.
+HELPER_GONE_GRACE_SECONDS = 2.0
 # After a polite "close", how long a worker gets to tear down its process group and exit.
 _CLOSE_GRACE_SECONDS = 5.0
 
