@@ -139,14 +139,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("serial"):
             has_serial.add(path)
     first_seen = {path: i for i, path in enumerate(dict.fromkeys(str(item.path) for item in items))}
-    position = {id(item): i for i, item in enumerate(items)}
-    items.sort(
+    items.sort(  # stable: a file's tests keep their order beyond the serial ones leading
         key=lambda item: (
             str(item.path) not in has_serial,
             -weight[str(item.path)],
             first_seen[str(item.path)],
             item.get_closest_marker("serial") is None,
-            position[id(item)],
         )
     )
 
