@@ -269,31 +269,6 @@ def pytest_command(plan: RunPlan, pytest_args: list[str], *, tables: bool = Fals
     return cmd + [a for a in pytest_args if a != "--"], env
 
 
-def _say_slow_steps(plan: RunPlan) -> None:
-    """Before the trials: a line for each workload whose single step on this CPU is estimated to
-    take long (what dominates it, how to shrink it). On a GPU the CPU's estimate says nothing."""
-    settings = plan.settings
-    if not plan.config.workloads or settings.device == "cuda":
-        return
-    import torch
-
-    if settings.device is None and torch.cuda.is_available() and torch.cuda.device_count():
-        return
-    from dpbench.measure.profiles import resolve_profile
-    from dpbench.strategies.step_cost import slow_step_line, step_cost
-    from dpbench.workloads import resolve_workload
-
-    profile = resolve_profile(settings.profile, cuda_count=0, environ={})  # its batch sizes only
-    rate = None  # measured with the first workload's count, then kept for the others
-    for spec in plan.config.workloads:
-        batch = profile.global_batch_for(spec)
-        cost = step_cost(resolve_workload(spec), batch, rate=rate)
-        rate = cost.rate if cost is not None else rate
-        line = cost and slow_step_line(spec, cost, batch)
-        if line:
-            print(f"dpbench run: {line}")
-
-
 def _saved(results: Path, name: str) -> set[Path]:
     return set(results.glob(f"*/[0-9][0-9][0-9][0-9]_{name}.json"))
 
@@ -322,7 +297,6 @@ def run(options: RunOptions, *, pytest_args: list[str], json_path: str | None = 
         return EXIT_INPUT
     config = plan.config
     cmd, env = pytest_command(plan, pytest_args, tables=tables)
-    _say_slow_steps(plan)
     from dpbench.measure.profiles import world_sizes_line
 
     if line := world_sizes_line(plan.settings):  # what the configurations asked for will not measure

@@ -223,6 +223,8 @@ def pytest_runtestloop(session):
     if len(trials):
         if state.profile.device == "cuda":
             _idle_baseline(config, state)
+        else:
+            _say_slow_steps(config, state)
         plan = trials.until_settled and trials.until_settled.plan
         many = f"{plan.min_trials}–{plan.max_trials} trials until settled" if plan else f"{trials.trials} trials"
         say(config, f"measuring {len(trials)} cases × {many}, interleaved", progress=state.progress)
@@ -263,6 +265,26 @@ def pytest_runtestloop(session):
             # A busy machine is said once, in the terminal summary (pytest_terminal_summary): above the
             # tables and the decision whose numbers it qualifies.
     return None  # pytest's own loop runs the tests next
+
+
+def _say_slow_steps(config, state) -> None:
+    """Before the trials on a CPU, for the workloads the session was asked for by name: a line for
+    each whose ``single`` step is estimated to take long (what dominates it, how to shrink it).
+    Said here rather than by ``dpbench run`` before it starts the session: counting a step's FLOPs
+    imports torch's compiler stack, which this process loads anyway for the cases' fit check."""
+    settings = state.settings
+    if settings is None or not settings.workloads_chosen:
+        return
+    from dpbench.strategies.step_cost import slow_step_line, step_cost
+    from dpbench.workloads import resolve_workload
+
+    rate = None  # measured with the first workload's count, then kept for the others
+    for spec in settings.workloads:
+        batch = state.profile.global_batch_for(spec)
+        cost = step_cost(resolve_workload(spec), batch, rate=rate)
+        rate = cost.rate if cost is not None else rate
+        if cost is not None and (line := slow_step_line(spec, cost, batch)):
+            say(config, line, progress=state.progress)
 
 
 def _idle_baseline(config, state) -> None:
