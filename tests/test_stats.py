@@ -183,3 +183,16 @@ def test_the_busy_run_line_is_one_sentence_for_the_session_and_the_report():
     )
     assert busy_run_line(disturbed=0, total=0, unreplaced=0, control_spread=math.nan) is None
     assert REMEASURE_SHARE == 0.2
+    # The sampler saw the machine quiet: wide controls alone are not a neighbour; many disturbed trials still are.
+    assert busy_run_line(disturbed=1, total=10, unreplaced=1, control_spread=0.5, others_quiet=True) is None
+    assert busy_run_line(disturbed=3, total=10, unreplaced=1, control_spread=0.5, others_quiet=True) == (
+        "the machine was busy during 30% of the trials (3 of 10, 1 of them not measured again): results are unreliable"
+    )
+
+
+def test_the_runs_share_is_its_cases_median_and_quiet_only_where_sampled():
+    from dpbench.decision.contention import CONTENDED, others_quiet, run_share
+
+    assert run_share([0.01, math.nan, 0.5, 0.02]) == 0.02
+    assert math.isnan(run_share([math.nan, None])) and math.isnan(run_share([]))
+    assert [others_quiet(s) for s in (0.0, CONTENDED, 0.21, math.nan)] == [True, True, False, False]

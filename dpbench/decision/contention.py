@@ -21,6 +21,8 @@ __all__ = [
     "contention_text",
     "foreign_cpu",
     "is_busy",
+    "others_quiet",
+    "run_share",
     "spread_text",
     "trial_shares",
     "trial_spread",
@@ -42,6 +44,19 @@ part of the trials only (a median share below :data:`CONTENDED`)."""
 def is_busy(share: float, limit: float = CONTENDED) -> bool:
     """Other processes used more than ``limit`` of the machine (``share``, 0–1; NaN: not sampled, not busy)."""
     return share == share and share > limit
+
+
+def run_share(case_shares: Any) -> float:
+    """A run's share of the machine other processes used: the median over its cases of each case's
+    (:func:`foreign_cpu`); NaN where no case was sampled."""
+    known = [s for s in case_shares if isinstance(s, (int, float)) and not math.isnan(s)]
+    return median(known) if known else math.nan
+
+
+def others_quiet(share: float, limit: float = CONTENDED) -> bool:
+    """The sampler read the trials (``share`` is not NaN) and other processes used at most ``limit``
+    of the machine: what a wide spread of the controls is then not (a neighbour's)."""
+    return share == share and not is_busy(share, limit)
 
 
 def contention_text(share: float, whose: str) -> str:

@@ -19,6 +19,7 @@ re-measurement replaced is left out of every estimate while enough trials remain
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,13 +107,18 @@ def busy_line(
     """The run's first line (:func:`dpbench.stats.busy_run_line`) where more than ``share`` of its
     trials were disturbed, or its controls spread so wide that the machine was busy throughout;
     else None."""
+    from dpbench.decision.contention import foreign_cpu, others_quiet, run_share
+
     flags = [f for r in results.values() for f in r.disturbed if f is not None]
+    cores = os.cpu_count()  # what the run's machine_info records, and the saved run's reading uses
+    shares = [foreign_cpu({"sampler": [t.sampler for t in r.trials]}, cores) for r in results.values()]
     return busy_run_line(
         disturbed=len(flags),
         total=sum(len(r.trials) for r in results.values()),
         unreplaced=sum(1 for f in flags if not f.get("replaced")),
         control_spread=limits.control_spread if limits is not None else math.nan,
         share=share,
+        others_quiet=others_quiet(run_share(shares)),
     )
 
 

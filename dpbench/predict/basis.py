@@ -92,6 +92,7 @@ def _has_collectives(run: Any) -> bool:
 def busy_line(run: Any) -> str | None:
     """The line the session printed where the run's machine was busy (:func:`dpbench.stats.busy_run_line`:
     too many disturbed trials, or controls spread wide throughout), from its saved trials; else None."""
+    from dpbench.decision.contention import foreign_cpu, others_quiet, run_share
     from dpbench.results.disturbed import placement
     from dpbench.stats import TrialSeries, busy_run_line, disturbance_limits
 
@@ -99,7 +100,7 @@ def busy_line(run: Any) -> str | None:
         ok = [v for v in values or [] if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
         return tuple(float(v) for v in ok)
 
-    series, disturbed, unreplaced, total = [], 0, 0, 0
+    series, disturbed, unreplaced, total, shares = [], 0, 0, 0, []
     for bench in run.benchmarks:
         info = bench.get("extra_info") or {}
         trials = info.get("trials") or {}
@@ -107,6 +108,7 @@ def busy_line(run: Any) -> str | None:
         if not values:
             continue
         total += len(values)
+        shares.append(foreign_cpu(trials, run.machine_info.get("cpu_count")))
         flags = [f for f in trials.get("disturbed") or [] if isinstance(f, dict)]
         disturbed += len(flags)
         unreplaced += sum(1 for f in flags if not f.get("replaced"))
@@ -114,7 +116,13 @@ def busy_line(run: Any) -> str | None:
     if not series:
         return None
     spread = disturbance_limits(series).control_spread
-    return busy_run_line(disturbed=disturbed, total=total, unreplaced=unreplaced, control_spread=spread)
+    return busy_run_line(
+        disturbed=disturbed,
+        total=total,
+        unreplaced=unreplaced,
+        control_spread=spread,
+        others_quiet=others_quiet(run_share(shares)),
+    )
 
 
 def check_model(profiles: list[StepProfile], model: CollectiveModel, world_sizes: list[int]) -> None:

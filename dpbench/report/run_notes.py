@@ -71,9 +71,18 @@ def busy_share(rows: pd.DataFrame) -> tuple[int, int, int]:
 def busy_line(run: str, rows: pd.DataFrame) -> str | None:
     """``RUN: the machine was busy during 35% of the trials …: results are unreliable`` — the line the
     session printed (:func:`dpbench.stats.busy_run_line`), from the saved run — else None."""
+    from dpbench.decision.contention import others_quiet, run_share
+
     disturbed, total, unreplaced = busy_share(rows)
     spread = rows["run_control_spread"].iloc[0] if "run_control_spread" in rows and len(rows) else math.nan
-    line = busy_run_line(disturbed=disturbed, total=total, unreplaced=unreplaced, control_spread=spread)
+    shares = _each_case_once(rows)["foreign_cpu"] if "foreign_cpu" in rows else []
+    line = busy_run_line(
+        disturbed=disturbed,
+        total=total,
+        unreplaced=unreplaced,
+        control_spread=spread,
+        others_quiet=others_quiet(run_share(shares)),
+    )
     return f"{run}: {line}" if line else None
 
 

@@ -152,3 +152,35 @@ def test_a_machine_busy_all_run_long_is_said_even_when_no_trial_stands_out():
     done = remeasure(session)
     assert done.busy is not None and "results are unreliable" in done.busy
     assert done.busy.startswith("the machine was busy")
+
+
+@pytest.mark.parametrize(("machine_pct", "said"), [(51.0, False), (90.0, True)], ids=["quiet", "neighbour"])
+def test_the_sessions_busy_throughout_line_needs_the_sampler_to_see_other_processes(monkeypatch, machine_pct, said):
+    """Controls spread ±65%: the session says the machine was busy throughout only where the sampler
+    saw other processes use more than a fifth of it (its own worker took one core of two: 50%)."""
+    import os
+
+    from dpbench.measure.remeasure import busy_line
+    from dpbench.measure.trials import CaseResult
+    from dpbench.stats import DisturbanceLimits
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    sampler = {"devices": {"cpu": {"cpu_pct_mean": machine_pct}, "pid:7": {"cpu_pct_mean": 100.0}}}
+    trials = [
+        TrialResult(
+            trial=i,
+            order=i,
+            started_at=math.nan,
+            steps_per_round=5,
+            round_times=[0.01],
+            unit_times=[0.01],
+            control_s=1e-3,
+            sampler=sampler,
+        )
+        for i in range(5)
+    ]
+    results = {"a": CaseResult(key="a", trials=trials)}
+    limits = DisturbanceLimits(control_median={}, control_limit=2.0, trial_limit=3.0, control_spread=0.5)
+    line = busy_line(results, limits=limits)
+    expected = "the machine was busy throughout: the controls spread by ±65% (robust sd), 0 of 5 trials stood out"
+    assert (line is not None and line.startswith(expected)) if said else line is None
