@@ -19,7 +19,7 @@ __all__ = ["PRELOAD", "START_METHOD", "fresh_forkserver", "helper_alive", "track
 # a forkserver child starts in ~0.1 s. Where there is no forkserver, spawn is used.
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 PRELOAD = [
-    "dpbench.workers.helper_signals",  # first: Ctrl-C during the imports below is the parent's
+    "dpbench.workers.helper_signals",  # first: Ctrl-C is the parent's; the helper ends with the parent
     "torch",
     "torch.distributed",
     "torch.optim",

@@ -168,10 +168,11 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
-def _tiny_run(tmp_path: Path) -> list[str]:
-    """``dpbench run`` of two cases a pass (single and ddp on two ranks: workers to leave behind)."""
+def _tiny_run(tmp_path: Path, strategies: str = "single,ddp", world_sizes: str = "1,2") -> list[str]:
+    """``dpbench run`` of two cases a pass by default (single and ddp on two ranks: workers to leave behind)."""
     boot = "import sys; from dpbench.cli import main; sys.exit(main())"
-    cmd = [sys.executable, "-c", boot, "run", "--workload", "mlp", "--strategies", "single,ddp", "--world-sizes", "1,2"]
+    cmd = [sys.executable, "-c", boot, "run", "--workload", "mlp", "--strategies", strategies]
+    cmd += ["--world-sizes", world_sizes]
     cmd += ["--suites", "throughput", "--device", "cpu", "--results", str(tmp_path / "results")]
     return cmd + ["--report", str(tmp_path / "report.html")]
 
@@ -192,11 +193,17 @@ def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(t
     """``kill -TERM`` (``timeout``, a CI cancel), a closed terminal's SIGHUP and the SIGKILL after a
     grace period reach ``dpbench run`` alone, not its pytest: each must still end pytest and its
     workers within 5 s and save nothing. Before, the parent left at once and its pytest measured on
-    for minutes and saved a run nobody reported."""
+    for minutes and saved a run nobody reported.
+
+    The signal comes as the case's first trial starts: the forkserver helper may still be importing
+    torch, a worker may wait in its rendezvous for a rank that never starts. There, on a loaded
+    machine, the helper and such a worker outlived pytest until its reaper SIGKILLed them (11 of 24
+    runs of this test beside a busy loop left them 6.5-7.5 s after the signal); the helper now ends
+    with its parent, and its workers with it (dpbench.workers.helper_signals)."""
     marker = uuid.uuid4().hex
     tmpdir = Path(tempfile.mkdtemp(prefix="dpt-"))  # short: the forkserver's socket lives under it
     proc = subprocess.Popen(
-        _tiny_run(tmp_path),
+        _tiny_run(tmp_path, "ddp", "2"),
         env=_env(marker, TMPDIR=str(tmpdir)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -208,14 +215,15 @@ def test_a_signal_to_dpbench_run_alone_ends_every_process_of_the_run_within_5s(t
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 180
-        for line in proc.stdout:  # once the trials are running (until settled: the first pass)
+        for line in proc.stdout:  # as the first trial starts (until settled: the first pass)
             lines.append(line)
             if re.search(r"trial 1/\d+ · .*ddp", line):
                 break
             assert time.monotonic() < deadline, "".join(lines)[-3000:]
-        # dpbench run's own (not the parent: psutil would reap it, and Popen would lose its status).
+        # dpbench run's own (not the parent: psutil would reap it, and Popen would lose its status):
+        # pytest and its reaper, the helper and workers where started (what starts later: _leftovers).
         tree = psutil.Process(proc.pid).children(recursive=True)
-        assert len(tree) >= 3, tree  # pytest, the forkserver helper, the workers (and pytest's reaper)
+        assert len(tree) >= 2, tree
         proc.send_signal(sig)
         signalled = time.monotonic()
         _, alive = psutil.wait_procs(tree, timeout=5)
