@@ -282,7 +282,6 @@ MAX_LINES = 600
 MIN_LINES = 60
 SMALL_CONCEPTS = {
     "dpbench/_lazy.py": "the lazy-attribute helper every package face uses",
-    "dpbench/workers/helper_signals.py": "the forkserver helper's first import: Ctrl-C is the parent's",
     "dpbench/strategies/errors.py": "StrategyUnavailable, raised from anywhere a strategy cannot run",
     "dpbench/strategies/_cast.py": "CastInputs, FSDP mixed precision's compute-only twin",
     "dpbench/launcher/cluster.py": "the `python -m dpbench.launcher.cluster` alias of dpbench.cluster",
