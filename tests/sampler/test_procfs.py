@@ -67,3 +67,29 @@ def test_system_reader_matches_psutil():
     assert mem_total_f == mem_total_p
     assert used_f == pytest.approx(used_p, abs=64 << 20)
     fast.close()
+
+
+def test_a_hypervisors_steal_reads_as_busy_in_both_readers(monkeypatch):
+    """Time the hypervisor gave another VM (``steal``, /proc/stat's eighth field) is time this
+    machine's processes did not get: both readers count it busy, so a neighbour on the same host
+    shows in the share other processes used (dpbench.decision.contention), not only one inside
+    this machine. Guest time is inside user and nice already, and iowait is idle."""
+    from collections import namedtuple
+
+    from dpbench.sampler.cpu import _busy_and_total
+
+    lines = iter([b"cpu  100 0 50 800 0 0 0 0 0 0\ncpu0 ...\n", b"cpu  100 0 50 900 0 0 0 100 0 0\ncpu0 ...\n"])
+    reader = procfs.SystemReader()
+    real_pread = os.pread
+    monkeypatch.setattr(
+        procfs.os, "pread", lambda fd, n, off: next(lines) if fd == reader._stat else real_pread(fd, n, off)
+    )
+    (busy0, total0), (busy1, total1) = reader.cpu_busy_total(), reader.cpu_busy_total()
+    assert (busy1 - busy0) / (total1 - total0) == 0.5  # 100 ticks idle, 100 stolen
+    reader.close()
+
+    times = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    busy0, total0 = _busy_and_total(times(1.0, 0.0, 0.5, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    busy1, total1 = _busy_and_total(times(1.5, 0.0, 0.5, 9.0, 0.5, 0.0, 0.0, 1.0, 0.5, 0.0))
+    # 0.5 s user (0.5 of it a guest's, not counted twice), 1 s idle, 0.5 s iowait (idle), 1 s stolen
+    assert (busy1 - busy0) / (total1 - total0) == 0.5
