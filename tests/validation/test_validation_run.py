@@ -75,6 +75,16 @@ def _count(out: str, pattern: str) -> int:
             id="simulate_contention",
         ),
         pytest.param(
+            "validation.simulate_job_level",
+            ["--jobs", "5", "--configs", "4", "--gaps", "0,0.2"],
+            {
+                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job": 1,
+                r"\| 4 \| 6 \| A/A \| [\d.]+% / — \| [\d.]+% / — \|": 1,
+                r"\| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \|": 1,
+            },
+            id="simulate_job_level",
+        ),
+        pytest.param(
             "validation.simulate_ratio_estimators",
             ["--reps", "200"],
             {
@@ -327,3 +337,14 @@ def test_ab_relu_runs_dpbench_ab_in_the_clone_and_reads_its_verdicts(tmp_path, m
     assert "exit 1 (target 1); 3 of 4 mlp/lenet cases regressed (target ≥ 12 of 4)" in out
     assert "transformer cases regressed: none" in out and "until settled: 4 pairs of trials" in out
     assert out.rstrip().endswith("target NOT met") and "== A/A" not in out
+
+
+def test_the_job_level_t_rule_claims_where_the_interval_excludes_no_difference():
+    from validation.simulate_job_level import t_claims
+
+    assert t_claims([2.0, 2.2, 1.9], [1.0, 1.0, 1.0], 0.05)  # about 2x, tight: faster
+    assert t_claims([1.0, 1.0, 1.0], [2.0, 2.2, 1.9], 0.05)  # the other way: slower
+    assert not t_claims([1.1, 0.9, 1.0], [1.0, 1.0, 1.0], 0.05)  # around 1: no claim
+    # One pair: no interval. A strict enough level leaves even a clear gap unclaimed.
+    assert not t_claims([2.0], [1.0], 0.05)
+    assert not t_claims([2.0, 2.6, 1.6], [1.0, 1.0, 1.0], 1e-6)
