@@ -122,6 +122,7 @@ def test_the_helper_and_its_workers_end_within_a_second_of_their_parent(tmp_path
     proc = subprocess.Popen(
         [sys.executable, str(tmp_path / "run.py"), when], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
     )
+    pids: list[int] = []
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert len(pids) == (2 if when == "worker" else 1), pids
@@ -134,7 +135,7 @@ def test_the_helper_and_its_workers_end_within_a_second_of_their_parent(tmp_path
         assert not alive, f"{alive} still running {time.monotonic() - ended:.1f} s after their parent ended"
     finally:
         proc.kill()
-        for p in pids if "pids" in locals() else []:
+        for p in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signals.SIGKILL)
 
