@@ -14,7 +14,8 @@ Worker side (:func:`rank_metrics`, run on every rank at once after the timed ste
 * total collective time: the collectives one step issues (the strategy's
   :meth:`~dpbench.strategies.base.Strategy.collective_plan`) replayed back to back with
   compute idle;
-* CPU peak FLOP/s: a large matmul on this worker's threads (:func:`dpbench.strategies._metrics.measure_matmul_flops`).
+* CPU peak FLOP/s: a large matmul on this worker's threads (:func:`dpbench.strategies._metrics.measure_matmul_flops`),
+  once per process for each way a case shares the cores (``known_peaks``: later cases reuse it).
 
 Parent side: :func:`combine` reduces the per-rank answers to the JSON-safe dict.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,18 +237,28 @@ def gpu_keys(cuda_devices: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], None]) -> dict[str, Any]:
-    """This rank's part of the case metrics (every rank calls it at the same time)."""
+def rank_metrics(
+    trainer: Any,
+    *,
+    matmul_parallel: int,
+    heartbeat: Callable[[], None],
+    known_peaks: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, Any]:
+    """This rank's part of the case metrics (every rank calls it at the same time). ``known_peaks``:
+    the CPU matmul peak per rank by compute dtype, measured by an earlier case that shared the cores
+    alike (``dpbench.launcher.run``); a rank takes its own entry instead of measuring again."""
     import torch
 
     # Building the twin and the FLOP-count copy reseeds torch's RNG: restore it afterwards so
     # a workload drawing random numbers (dropout) continues exactly as if nothing had run.
     indices = [torch.device(d).index for d in trainer.cuda_devices]
     with torch.random.fork_rng(devices=indices):
-        return _rank_metrics(trainer, matmul_parallel=matmul_parallel, heartbeat=heartbeat)
+        return _rank_metrics(trainer, matmul_parallel=matmul_parallel, heartbeat=heartbeat, known=known_peaks or {})
 
 
-def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], None]) -> dict[str, Any]:
+def _rank_metrics(
+    trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[], None], known: Mapping[str, Sequence[float]]
+) -> dict[str, Any]:
     import torch
 
     out: dict[str, Any] = {"memory": memory_report(trainer)}  # first: before any profiling allocation
@@ -271,7 +282,10 @@ def _rank_metrics(trainer: Any, *, matmul_parallel: int, heartbeat: Callable[[],
     heartbeat()
     out["compute_dtype"] = trainer.compute_dtype()
     out["replica_concurrency"] = trainer.replica_concurrency()
-    if not trainer.cuda_devices:
+    if not trainer.cuda_devices and out["compute_dtype"] in known:
+        # Every rank holds the same map and dtype, so all reuse or all measure (at one barrier).
+        out["matmul_flops_per_s"] = float(known[out["compute_dtype"]][trainer.rank])
+    elif not trainer.cuda_devices:
         from dpbench.strategies._metrics import measure_matmul_flops
 
         barrier()  # every worker measures at once: the peak of the cores the case shares
