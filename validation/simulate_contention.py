@@ -40,7 +40,7 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Entry, Question, answer_question
 from dpbench.stats import median
-from validation.contention import ContentionModel, measured_contention
+from validation.contention import Contention, ContentionModel, measured_contention
 from validation.noise import MODELS, draw_case_params, draw_side
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +54,12 @@ ARMS = ("guarded", "unguarded")
 
 def _load(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def measured_neighbour() -> tuple[Contention, ...]:
+    """The contended trials of the stored real runs (:data:`CONTENDED_RUNS`, each trial against the
+    same case on :data:`QUIET_RUN`): what the simulated neighbour draws from."""
+    return tuple(measured_contention([_load(r) for r in CONTENDED_RUNS], _load(QUIET_RUN)))
 
 
 def draw_job(model, contention: ContentionModel, rng: random.Random, *, configs: int, gap: float, trials: int):
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     model = MODELS[args.model]
-    found = tuple(measured_contention([_load(r) for r in CONTENDED_RUNS], _load(QUIET_RUN)))
+    found = measured_neighbour()
     steps = sorted(c.step for c in found)
     print(
         f"model {args.model} ({model.source}); {args.jobs} jobs a cell; {len(found)} measured contended trials "

@@ -5,6 +5,7 @@ job then claims falsely, or finds the gap. Seeded: the same arguments print the 
 
     python -m validation.simulate_job_level [--model quick-runs] [--jobs 1000] [--configs 4,8,16]
                                             [--trials 5,8] [--gaps 0,0.2] [--level 0.9]
+                                            [--looks 5,8,12] [--rates 0,0.5] [--unsampled 0]
 
 A candidate for issue 64's per-job level, not what the decision uses: the decision's sign-test
 intervals hold their level per comparison, and a job of K configurations compares up to
@@ -17,8 +18,15 @@ One job: C configurations whose trials are drawn from the gate's fitted noise mo
 (validation.noise, as ``validation.simulate_contention`` draws them, no neighbour), the second
 ``gap`` faster than the others, which tie. Every pair is judged on its first n paired trials: the
 t-interval of the mean log ratio at 1 - (1 - level)/pairs; a claim where it excludes 0. A false
-claim is a claim between two tied configurations. What this does not cover: the sequential design's
-looks (each look is one more chance to miss), "level" claims, and a busy neighbour.
+claim is a claim between two tied configurations.
+
+``--looks 5,8,12`` judges the sequential design instead: every pair looked at after 5, 8 and 12
+pairs, each look at the job's level split over its pairs and its looks (Bonferroni again), and a
+pair's first claim stands. ``--rates`` adds the busy neighbour of :mod:`validation.contention`
+(the factors and CPU shares measured on real contended runs; ``--unsampled``: the share of
+contended trials the sampler misses), with the decision's guard: no claim on a configuration whose
+trials were busy or spread past the quiet machine's noise (``decision.model.contention_of``), as
+the decision does. Not covered: "level" claims.
 """
 
 from __future__ import annotations
@@ -30,9 +38,12 @@ from collections.abc import Sequence
 
 from scipy import stats
 
+from dpbench.decision.contention import CONTENDED
+from dpbench.decision.model import Entry, contention_of
+from dpbench.stats import median
 from validation.contention import ContentionModel
 from validation.noise import MODELS
-from validation.simulate_contention import draw_job
+from validation.simulate_contention import draw_job, measured_neighbour
 
 
 def t_claims(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> bool:
@@ -48,25 +59,66 @@ def t_claims(throughputs: Sequence[float], others: Sequence[float], alpha: float
     return mean - half > 0 or mean + half < 0
 
 
-def run_cell(model, *, configs: int, gap: float, trials: Sequence[int], jobs: int, level: float, seed: int):
-    """Per trial count: the jobs with a false claim and the jobs that claimed the gap."""
+def _contended(times: Sequence[float], shares: Sequence[float]) -> bool:
+    """Whether the decision would refuse to claim on these trials (busy, or spread past the noise)."""
+    seen = [s for s in shares if s == s]
+    entry = Entry(
+        name="c", strategy="ddp", throughputs=tuple(1 / t for t in times), busy_share=median(seen) if seen else math.nan
+    )
+    return bool(contention_of(entry, CONTENDED))
+
+
+def _judge(truth, times, shares, looks: Sequence[int], alpha: float) -> tuple[bool, bool]:
+    """(a false claim, the gap claimed) for one job judged at ``looks`` (one look: a fixed design),
+    each look at ``alpha`` per pair, a pair's first claim standing."""
+    configs = len(times)
+    claimed: set[tuple[int, int]] = set()
+    wrong = found = False
+    for n in looks:
+        rates = [[1 / t for t in series[:n]] for series in times]
+        guarded = [_contended(series[:n], read[:n]) for series, read in zip(times, shares)]
+        for a in range(configs):
+            for b in range(a + 1, configs):
+                if (a, b) in claimed or guarded[a] or guarded[b]:
+                    continue
+                if t_claims(rates[a], rates[b], alpha):
+                    claimed.add((a, b))
+                    wrong |= truth[a] == truth[b]
+                    found |= truth[a] != truth[b]
+    return wrong, found
+
+
+def run_cell(
+    model,
+    *,
+    configs: int,
+    gap: float,
+    trials: Sequence[int],
+    jobs: int,
+    level: float,
+    seed: int,
+    looks: Sequence[int] = (),
+    contention: ContentionModel | None = None,
+):
+    """Per fixed trial count (and ``"looks"`` for the sequential design): the jobs with a false
+    claim and the jobs that claimed the gap."""
     rng = random.Random(seed)
-    quiet = ContentionModel(found=(), rate=0.0)
+    neighbour = contention or ContentionModel(found=(), rate=0.0)
     pairs = configs * (configs - 1) // 2
     alpha = (1 - level) / pairs
-    out = {n: [0, 0] for n in trials}
+    out: dict[int | str, list[int]] = {n: [0, 0] for n in trials}
+    if looks:
+        out["looks"] = [0, 0]
     for _ in range(jobs):
-        truth, times, _ = draw_job(model, quiet, rng, configs=configs, gap=gap, trials=max(trials))
+        truth, times, shares = draw_job(model, neighbour, rng, configs=configs, gap=gap, trials=max([*trials, *looks]))
         for n in trials:
-            rates = [[1 / t for t in series[:n]] for series in times]
-            wrong = found = False
-            for a in range(configs):
-                for b in range(a + 1, configs):
-                    if t_claims(rates[a], rates[b], alpha):
-                        wrong |= truth[a] == truth[b]
-                        found |= truth[a] != truth[b]
+            wrong, found = _judge(truth, times, shares, [n], alpha)
             out[n][0] += wrong
             out[n][1] += found
+        if looks:
+            wrong, found = _judge(truth, times, shares, looks, alpha / len(looks))
+            out["looks"][0] += wrong
+            out["looks"][1] += found
     return out
 
 
@@ -78,23 +130,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", default="5,8")
     p.add_argument("--gaps", default="0,0.2")
     p.add_argument("--level", type=float, default=0.9)
+    p.add_argument("--looks", default="", help="the sequential design's looks (pairs), e.g. 5,8,12")
+    p.add_argument("--rates", default="0", help="the share of passes a busy neighbour overlaps")
+    p.add_argument("--unsampled", type=float, default=0.0, help="the share of contended trials the sampler misses")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     trials = [int(n) for n in args.trials.split(",")]
+    looks = [int(n) for n in args.looks.split(",")] if args.looks else []
+    rates = [float(r) for r in args.rates.split(",")]
     model = MODELS[args.model]
+    found = measured_neighbour() if any(rates) else ()
     print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job")
-    heads = " | ".join(f"{n} trials: false / gap claimed" for n in trials)
-    print(f"| configurations | pairs | true gap | {heads} |")
-    print("|---|---|---|" + "---|" * len(trials))
-    for gap in (float(g) for g in args.gaps.split(",")):
-        for configs in (int(c) for c in args.configs.split(",")):
-            cell = run_cell(
-                model, configs=configs, gap=gap, trials=trials, jobs=args.jobs, level=args.level, seed=args.seed
-            )
-            cols = " | ".join(
-                f"{cell[n][0] / args.jobs:.1%} / " + (f"{cell[n][1] / args.jobs:.1%}" if gap else "—") for n in trials
-            )
-            print(f"| {configs} | {configs * (configs - 1) // 2} | {'A/A' if not gap else f'{gap:.0%}'} | {cols} |")
+    cells: list[int | str] = [*trials, *(["looks"] if looks else [])]
+    heads = " | ".join(
+        f"{n} trials: false / gap claimed" if n != "looks" else f"looks at {args.looks}: false / gap claimed"
+        for n in cells
+    )
+    print(f"| busy passes | configurations | pairs | true gap | {heads} |")
+    print("|---|---|---|---|" + "---|" * len(cells))
+    for rate in rates:
+        neighbour = ContentionModel(found=found, rate=rate, unsampled=args.unsampled)
+        for gap in (float(g) for g in args.gaps.split(",")):
+            for configs in (int(c) for c in args.configs.split(",")):
+                cell = run_cell(
+                    model,
+                    configs=configs,
+                    gap=gap,
+                    trials=trials,
+                    jobs=args.jobs,
+                    level=args.level,
+                    seed=args.seed,
+                    looks=looks,
+                    contention=neighbour,
+                )
+                cols = " | ".join(
+                    f"{cell[n][0] / args.jobs:.1%} / " + (f"{cell[n][1] / args.jobs:.1%}" if gap else "—")
+                    for n in cells
+                )
+                pairs = configs * (configs - 1) // 2
+                print(f"| {rate:.0%} | {configs} | {pairs} | {'A/A' if not gap else f'{gap:.0%}'} | {cols} |")
     return 0
 
 

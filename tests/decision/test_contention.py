@@ -144,11 +144,11 @@ def test_the_contention_model_draws_what_the_stored_contended_runs_show():
 def test_beside_a_neighbour_the_guard_keeps_false_claims_within_the_stated_level():
     # A small seeded cell of validation.simulate_contention (docs/validation/decision.md has the grid):
     # half the passes beside the neighbour, 4 configurations that tie.
-    from validation.contention import ContentionModel, measured_contention
+    from validation.contention import ContentionModel
     from validation.noise import MODELS
-    from validation.simulate_contention import CONTENDED_RUNS, QUIET_RUN, _load, run_cell
+    from validation.simulate_contention import measured_neighbour, run_cell
 
-    found = tuple(measured_contention([_load(r) for r in CONTENDED_RUNS], _load(QUIET_RUN)))
+    found = measured_neighbour()
     contention = ContentionModel(found=found, rate=0.5)
     r = run_cell(MODELS["quick-runs"], contention, configs=4, gap=0.0, jobs=40, seed=1)
     assert r["8-guarded"] / 40 <= 0.10 < r["8-unguarded"] / 40

@@ -76,11 +76,11 @@ def _count(out: str, pattern: str) -> int:
         ),
         pytest.param(
             "validation.simulate_job_level",
-            ["--jobs", "5", "--configs", "4", "--gaps", "0,0.2"],
+            ["--jobs", "5", "--configs", "4", "--gaps", "0,0.2", "--looks", "5,8", "--rates", "0,1"],
             {
                 r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job": 1,
-                r"\| 4 \| 6 \| A/A \| [\d.]+% / — \| [\d.]+% / — \|": 1,
-                r"\| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \|": 1,
+                r"\| (0|100)% \| 4 \| 6 \| A/A \| [\d.]+% / — \| [\d.]+% / — \| [\d.]+% / — \|": 2,
+                r"\| (0|100)% \| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \|": 2,
             },
             id="simulate_job_level",
         ),
@@ -348,3 +348,17 @@ def test_the_job_level_t_rule_claims_where_the_interval_excludes_no_difference()
     # One pair: no interval. A strict enough level leaves even a clear gap unclaimed.
     assert not t_claims([2.0], [1.0], 0.05)
     assert not t_claims([2.0, 2.6, 1.6], [1.0, 1.0, 1.0], 1e-6)
+
+
+def test_the_job_level_judge_keeps_a_pairs_first_claim_and_none_on_contended_trials():
+    from validation.simulate_job_level import _judge
+
+    wobble = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0]
+    times = [[0.5 * w for w in wobble], [1.0 * w for w in reversed(wobble)]]  # the first twice as fast
+    quiet = [[0.0] * 8, [0.0] * 8]
+    assert _judge([2.0, 1.0], times, quiet, [5, 8], 0.05) == (False, True)  # the gap, claimed
+    assert _judge([1.0, 1.0], times, quiet, [5, 8], 0.05) == (True, False)  # tied in truth: a false claim
+    busy = [[0.9] * 8, [0.0] * 8]  # other processes took 90% of the cores through the first's trials
+    assert _judge([2.0, 1.0], times, busy, [5, 8], 0.05) == (False, False)
+    unsampled = [[float("nan")] * 8, [0.0] * 8]  # not sampled: its spread decides, and it is quiet
+    assert _judge([2.0, 1.0], times, unsampled, [5, 8], 0.05) == (False, True)
