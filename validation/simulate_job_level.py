@@ -5,7 +5,8 @@ job then claims falsely, or finds the gap. Seeded: the same arguments print the 
 
     python -m validation.simulate_job_level [--model quick-runs] [--jobs 1000] [--configs 4,8,16]
                                             [--trials 5,8] [--gaps 0,0.2] [--level 0.9]
-                                            [--looks 5,8,12] [--rates 0,0.5] [--unsampled 0]
+                                            [--looks 5,8,12] [--rates 0,0.5] [--unsampled 0] [--wild 0]
+                                            [--wild-factors 10,90]
 
 A candidate for issue 64's per-job level, not what the decision uses: the decision's sign-test
 intervals hold their level per comparison, and a job of K configurations compares up to
@@ -26,7 +27,9 @@ pair's first claim stands. ``--rates`` adds the busy neighbour of :mod:`validati
 (the factors and CPU shares measured on real contended runs; ``--unsampled``: the share of
 contended trials the sampler misses), with the decision's guard: no claim on a configuration whose
 trials were busy or spread past the quiet machine's noise (``decision.model.contention_of``), as
-the decision does. Not covered: "level" claims.
+the decision does. ``--wild``: the share of jobs with one trial 10–90× slower (``--wild-factors``)
+that the re-measurement did not replace (the t-interval is not distribution-free: this is its
+coverage with one wild pair). Not covered: "level" claims.
 """
 
 from __future__ import annotations
@@ -88,6 +91,19 @@ def _judge(truth, times, shares, looks: Sequence[int], alpha: float) -> tuple[bo
     return wrong, found
 
 
+WILD_FACTORS = (10.0, 90.0)
+"""One trial made this many times slower by another process on the two cores (the development VM's
+worst seen), drawn log-uniformly between the two."""
+
+
+def disturb(times: list[list[float]], rng: random.Random, factors: tuple[float, float] = WILD_FACTORS) -> None:
+    """One trial of one configuration, within the first five (so every design sees it), made
+    ``factors`` slower in place: a disturbed trial the re-measurement did not replace."""
+    lo, hi = (math.log(f) for f in factors)
+    series = times[rng.randrange(len(times))]
+    series[rng.randrange(min(5, len(series)))] *= math.exp(rng.uniform(lo, hi))
+
+
 def run_cell(
     model,
     *,
@@ -99,6 +115,8 @@ def run_cell(
     seed: int,
     looks: Sequence[int] = (),
     contention: ContentionModel | None = None,
+    wild: float = 0.0,
+    wild_factors: tuple[float, float] = WILD_FACTORS,
 ):
     """Per fixed trial count (and ``"looks"`` for the sequential design): the jobs with a false
     claim and the jobs that claimed the gap."""
@@ -111,6 +129,8 @@ def run_cell(
         out["looks"] = [0, 0]
     for _ in range(jobs):
         truth, times, shares = draw_job(model, neighbour, rng, configs=configs, gap=gap, trials=max([*trials, *looks]))
+        if rng.random() < wild:
+            disturb(times, rng, wild_factors)
         for n in trials:
             wrong, found = _judge(truth, times, shares, [n], alpha)
             out[n][0] += wrong
@@ -133,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--looks", default="", help="the sequential design's looks (pairs), e.g. 5,8,12")
     p.add_argument("--rates", default="0", help="the share of passes a busy neighbour overlaps")
     p.add_argument("--unsampled", type=float, default=0.0, help="the share of contended trials the sampler misses")
+    p.add_argument("--wild", type=float, default=0.0, help="the share of jobs with one wild trial, kept")
+    p.add_argument("--wild-factors", default="10,90", help="how much slower the wild trial is: LO,HI (log-uniform)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     trials = [int(n) for n in args.trials.split(",")]
@@ -140,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     rates = [float(r) for r in args.rates.split(",")]
     model = MODELS[args.model]
     found = measured_neighbour() if any(rates) else ()
-    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job")
+    lo, hi = (float(f) for f in args.wild_factors.split(","))
+    wild = f"; one trial {lo:g}-{hi:g}x slower in {args.wild:.0%} of jobs" if args.wild else ""
+    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job{wild}")
     cells: list[int | str] = [*trials, *(["looks"] if looks else [])]
     heads = " | ".join(
         f"{n} trials: false / gap claimed" if n != "looks" else f"looks at {args.looks}: false / gap claimed"
@@ -162,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                     looks=looks,
                     contention=neighbour,
+                    wild=args.wild,
+                    wild_factors=(lo, hi),
                 )
                 cols = " | ".join(
                     f"{cell[n][0] / args.jobs:.1%} / " + (f"{cell[n][1] / args.jobs:.1%}" if gap else "—")

@@ -76,9 +76,9 @@ def _count(out: str, pattern: str) -> int:
         ),
         pytest.param(
             "validation.simulate_job_level",
-            ["--jobs", "5", "--configs", "4", "--gaps", "0,0.2", "--looks", "5,8", "--rates", "0,1"],
+            ["--jobs", "5", "--configs", "4", "--gaps", "0,0.2", "--looks", "5,8", "--rates", "0,1", "--wild", "0.5"],
             {
-                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job": 1,
+                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job; one trial 10-90x slower in 50% of jobs": 1,
                 r"\| (0|100)% \| 4 \| 6 \| A/A \| [\d.]+% / — \| [\d.]+% / — \| [\d.]+% / — \|": 2,
                 r"\| (0|100)% \| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \| [\d.]+% / [\d.]+% \|": 2,
             },
@@ -362,3 +362,14 @@ def test_the_job_level_judge_keeps_a_pairs_first_claim_and_none_on_contended_tri
     assert _judge([2.0, 1.0], times, busy, [5, 8], 0.05) == (False, False)
     unsampled = [[float("nan")] * 8, [0.0] * 8]  # not sampled: its spread decides, and it is quiet
     assert _judge([2.0, 1.0], times, unsampled, [5, 8], 0.05) == (False, True)
+
+
+def test_a_disturbed_trial_is_one_trial_of_one_configuration_made_slower_within_the_first_five():
+    import random
+
+    from validation.simulate_job_level import disturb
+
+    times = [[1.0] * 8 for _ in range(4)]
+    disturb(times, random.Random(3), (10.0, 90.0))
+    slowed = [(c, t) for c, series in enumerate(times) for t, v in enumerate(series) if v != 1.0]
+    assert len(slowed) == 1 and slowed[0][1] < 5 and 10.0 <= times[slowed[0][0]][slowed[0][1]] <= 90.0
