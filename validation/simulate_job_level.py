@@ -16,7 +16,7 @@ difference (its smallest error at n pairs is 2/2^n: docs/validation/decision.md,
 job would cost"); an interval that uses the sizes of the differences can.
 
 One job: C configurations whose trials are drawn from the gate's fitted noise model
-(validation.noise, as ``validation.simulate_contention`` draws them, no neighbour), the second
+(validation.noise, as ``validation.simulate_contention`` draws them), the second
 ``gap`` faster than the others, which tie. Every pair is judged on its first n paired trials: the
 t-interval of the mean log ratio at 1 - (1 - level)/pairs; a claim where it excludes 0. A false
 claim is a claim between two tied configurations.
@@ -129,7 +129,7 @@ def run_cell(
         out["looks"] = [0, 0]
     for _ in range(jobs):
         truth, times, shares = draw_job(model, neighbour, rng, configs=configs, gap=gap, trials=max([*trials, *looks]))
-        if rng.random() < wild:
+        if wild and rng.random() < wild:  # no draw without it: the seeded tables stay as published
             disturb(times, rng, wild_factors)
         for n in trials:
             wrong, found = _judge(truth, times, shares, [n], alpha)

@@ -333,9 +333,9 @@ class Run:
         key = self._cpu_peak_key(parallel)
         known = _CPU_PEAKS.get(key, {}) if key is not None else {}
         per_rank = self._live_pool().run(_case_metrics_worker, parallel, known)
-        measured = [r.get("matmul_flops_per_s") for r in per_rank]
-        if key is not None and all(isinstance(m, float) for m in measured):
-            _CPU_PEAKS.setdefault(key, {})[per_rank[0]["compute_dtype"]] = measured  # type: ignore[assignment]
+        readings = [r.get("matmul_flops_per_s") for r in per_rank]  # measured now, or the known ones
+        if key is not None and all(isinstance(m, float) for m in readings):
+            _CPU_PEAKS.setdefault(key, {})[per_rank[0]["compute_dtype"]] = readings  # type: ignore[assignment]
         metrics = combine(per_rank, device_type=self.spec.device_type, options=self.spec.options, environ=os.environ)
         metrics["memory_estimate"] = getattr(self, "memory_estimate", None)
         return metrics
