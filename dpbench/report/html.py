@@ -21,8 +21,9 @@ from dpbench.decision.model import Decision
 from dpbench.errors import UsageError
 from dpbench.gate.compare import DEFAULT_THRESHOLD
 from dpbench.predict.forecast import StepForecast
+from dpbench.report.data import report_data
 from dpbench.report.machines import environment_lines
-from dpbench.report.sections import build_sections, report_data
+from dpbench.report.sections import build_sections
 from dpbench.results.frame import runs_frame
 from dpbench.results.load import DEFAULT_RESULTS_DIR, ResultsError, SavedRun, read_run, resolve_runs
 from dpbench.schema import __version__

@@ -27,7 +27,7 @@ _RUNS_BEFORE = pytest.StashKey[set[Path]]()
 
 def decision_of(files: Sequence[str | Path]) -> Decision:
     """The decision model of saved run files (:mod:`dpbench.decision`): what every view renders."""
-    from dpbench.report.sections import report_data
+    from dpbench.report.data import report_data
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
 

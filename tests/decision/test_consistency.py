@@ -140,7 +140,7 @@ def test_the_decision_and_the_tables_show_one_throughput_per_configuration(tmp_p
     import gzip
     from pathlib import Path
 
-    from dpbench.report.sections import report_data
+    from dpbench.report.data import report_data
     from dpbench.results.frame import runs_frame
     from dpbench.results.load import read_run
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from dpbench.decision.text import frugal_text
 from dpbench.measure.energy import energy_info, trial_energy
 from dpbench.report import plots
+from dpbench.report.data import report_data
 from dpbench.report.decision import decisions
 from dpbench.report.run_notes import run_warnings
-from dpbench.report.sections import report_data
 from dpbench.results.frame import load_runs
 from validation.synthetic_runs import make_doc
 

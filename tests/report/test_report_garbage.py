@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from dpbench.report import ResultsError, load_runs, plots
+from dpbench.report.data import report_data
 from dpbench.report.decision import decisions
-from dpbench.report.sections import build_sections, report_data
+from dpbench.report.sections import build_sections
 from validation import synthetic_runs
 from validation.synthetic_runs import write_json
 

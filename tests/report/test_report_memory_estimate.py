@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dpbench.report import load_runs, plots_resources
-from dpbench.report.sections import report_data
+from dpbench.report.data import report_data
 from validation import synthetic_runs
 from validation.synthetic_runs import write_json
 

@@ -11,8 +11,9 @@ import pytest
 
 from dpbench.report import load_runs
 from dpbench.report import sections as sections_mod
+from dpbench.report.data import report_data
 from dpbench.report.figures import Part
-from dpbench.report.sections import build_sections, figure_section, report_data
+from dpbench.report.sections import build_sections, figure_section
 from validation import synthetic_runs
 
 pytestmark = pytest.mark.skipif(

@@ -13,7 +13,8 @@ import pytest
 
 from dpbench.decision.configs import configurations
 from dpbench.report import load_runs, plots, plots_resources
-from dpbench.report.sections import PARTS, build_sections, report_data
+from dpbench.report.data import report_data
+from dpbench.report.sections import PARTS, build_sections
 from dpbench.results.units import fmt_bytes
 from validation import synthetic_runs
 from validation.synthetic_runs import write_json

@@ -124,3 +124,23 @@ def test_a_long_workload_spec_is_named_by_what_it_builds_and_a_hash_in_the_termi
         "    but unsettled against it: manual w2, allreduce(mode=overlap) w2, ddp(comm_hook=fp16) w2,",
     ]
     assert max(len(line) for line in lines) <= WIDTH and LONG_SPEC not in out.getvalue()
+
+
+def test_the_terminal_decision_draws_nothing(tmp_path):
+    """Every suite session that saves a run ends with the decision: it reads the page's decision
+    (dpbench.report.data) without importing matplotlib or the figures, about half a second of each
+    session's end. In a fresh interpreter, the same text as here."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "0001_quick.json"
+    path.write_bytes(gzip.decompress(QUICK.read_bytes()))
+    code = (
+        "import sys; from dpbench.report.text import decision_text; text = decision_text([sys.argv[1]]); "
+        "sys.stdout.write(text); "
+        "sys.exit(' '.join(m for m in ('matplotlib', 'seaborn', 'dpbench.report.figures') if m in sys.modules) or None)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "\nmlp (sgd · fp32 · global batch 64): " in proc.stdout, proc.stdout[:300]
+    assert proc.stdout == decision_text([path])
