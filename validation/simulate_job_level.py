@@ -6,7 +6,7 @@ job then claims falsely, or finds the gap. Seeded: the same arguments print the 
     python -m validation.simulate_job_level [--model quick-runs] [--jobs 1000] [--configs 4,8,16]
                                             [--trials 5,8] [--gaps 0,0.2] [--level 0.9]
                                             [--looks 5,8,12] [--rates 0,0.5] [--unsampled 0] [--wild 0]
-                                            [--wild-factors 10,90]
+                                            [--wild-factors 10,90] [--margin 0.05]
 
 A candidate for issue 64's per-job level, not what the decision uses: the decision's sign-test
 intervals hold their level per comparison, and a job of K configurations compares up to
@@ -29,7 +29,9 @@ contended trials the sampler misses), with the decision's guard: no claim on a c
 trials were busy or spread past the quiet machine's noise (``decision.model.contention_of``), as
 the decision does. ``--wild``: the share of jobs with one trial 10–90× slower (``--wild-factors``)
 that the re-measurement did not replace (the t-interval is not distribution-free: this is its
-coverage with one wild pair). Not covered: "level" claims.
+coverage with one wild pair). ``--margin 0.05`` adds "level" claims: a pair whose interval lies
+within ±5% is claimed level (false where the truth is further apart), and the table adds the share
+of tied pairs called level.
 """
 
 from __future__ import annotations
@@ -49,17 +51,32 @@ from validation.noise import MODELS
 from validation.simulate_contention import draw_job, measured_neighbour
 
 
-def t_claims(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> bool:
-    """Whether the t-interval of the mean of log(throughputs[i] / others[i]) at two-sided error
-    ``alpha`` excludes 0 (a claim: one side is faster). False with fewer than two pairs."""
+def t_interval(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> tuple[float, float] | None:
+    """The t-interval of the mean of log(throughputs[i] / others[i]) at two-sided error ``alpha``;
+    None with fewer than two pairs (no spread to read)."""
     logs = [math.log(a / b) for a, b in zip(throughputs, others)]
     n = len(logs)
     if n < 2:
-        return False
+        return None
     mean = sum(logs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
     half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
-    return mean - half > 0 or mean + half < 0
+    return mean - half, mean + half
+
+
+def t_claims(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> bool:
+    """Whether the t-interval at two-sided error ``alpha`` excludes 0 (a claim: one side is
+    faster). False with fewer than two pairs."""
+    interval = t_interval(throughputs, others, alpha)
+    return interval is not None and (interval[0] > 0 or interval[1] < 0)
+
+
+def t_level(throughputs: Sequence[float], others: Sequence[float], alpha: float, margin: float) -> bool:
+    """Whether the t-interval at two-sided error ``alpha`` lies within ±``margin`` (a "level" claim:
+    neither is more than ``margin`` faster, as the decision's level reads: within ±5%)."""
+    interval = t_interval(throughputs, others, alpha)
+    bound = math.log(1 + margin)
+    return interval is not None and -bound < interval[0] and interval[1] < bound
 
 
 def _contended(times: Sequence[float], shares: Sequence[float]) -> bool:
@@ -71,12 +88,16 @@ def _contended(times: Sequence[float], shares: Sequence[float]) -> bool:
     return bool(contention_of(entry, CONTENDED))
 
 
-def _judge(truth, times, shares, looks: Sequence[int], alpha: float) -> tuple[bool, bool]:
-    """(a false claim, the gap claimed) for one job judged at ``looks`` (one look: a fixed design),
-    each look at ``alpha`` per pair, a pair's first claim standing."""
+def _judge(truth, times, shares, looks: Sequence[int], alpha: float, margin: float = 0.0) -> tuple[bool, bool, float]:
+    """(a false claim, the gap claimed, the share of tied pairs called level) for one job judged at
+    ``looks`` (one look: a fixed design), each look at ``alpha`` per pair, a pair's first claim
+    standing. With ``margin``, a pair whose interval lies within it is claimed level; a level claim
+    is false where the truth is further apart than the margin."""
     configs = len(times)
     claimed: set[tuple[int, int]] = set()
     wrong = found = False
+    level = 0
+    bound = math.log(1 + margin)
     for n in looks:
         rates = [[1 / t for t in series[:n]] for series in times]
         guarded = [_contended(series[:n], read[:n]) for series, read in zip(times, shares)]
@@ -88,7 +109,12 @@ def _judge(truth, times, shares, looks: Sequence[int], alpha: float) -> tuple[bo
                     claimed.add((a, b))
                     wrong |= truth[a] == truth[b]
                     found |= truth[a] != truth[b]
-    return wrong, found
+                elif margin and t_level(rates[a], rates[b], alpha, margin):
+                    claimed.add((a, b))
+                    wrong |= abs(math.log(truth[a] / truth[b])) > bound
+                    level += truth[a] == truth[b]
+    tied = sum(truth[a] == truth[b] for a in range(configs) for b in range(a + 1, configs))
+    return wrong, found, level / tied if tied else 0.0
 
 
 WILD_FACTORS = (10.0, 90.0)
@@ -117,28 +143,27 @@ def run_cell(
     contention: ContentionModel | None = None,
     wild: float = 0.0,
     wild_factors: tuple[float, float] = WILD_FACTORS,
+    margin: float = 0.0,
 ):
     """Per fixed trial count (and ``"looks"`` for the sequential design): the jobs with a false
-    claim and the jobs that claimed the gap."""
+    claim, the jobs that claimed the gap, and the tied pairs called level (summed over jobs)."""
     rng = random.Random(seed)
     neighbour = contention or ContentionModel(found=(), rate=0.0)
     pairs = configs * (configs - 1) // 2
     alpha = (1 - level) / pairs
-    out: dict[int | str, list[int]] = {n: [0, 0] for n in trials}
+    out: dict[int | str, list[float]] = {n: [0, 0, 0.0] for n in trials}
     if looks:
-        out["looks"] = [0, 0]
+        out["looks"] = [0, 0, 0.0]
     for _ in range(jobs):
         truth, times, shares = draw_job(model, neighbour, rng, configs=configs, gap=gap, trials=max([*trials, *looks]))
         if wild and rng.random() < wild:  # no draw without it: the seeded tables stay as published
             disturb(times, rng, wild_factors)
         for n in trials:
-            wrong, found = _judge(truth, times, shares, [n], alpha)
-            out[n][0] += wrong
-            out[n][1] += found
+            for i, v in enumerate(_judge(truth, times, shares, [n], alpha, margin)):
+                out[n][i] += v
         if looks:
-            wrong, found = _judge(truth, times, shares, looks, alpha / len(looks))
-            out["looks"][0] += wrong
-            out["looks"][1] += found
+            for i, v in enumerate(_judge(truth, times, shares, looks, alpha / len(looks), margin)):
+                out["looks"][i] += v
     return out
 
 
@@ -155,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unsampled", type=float, default=0.0, help="the share of contended trials the sampler misses")
     p.add_argument("--wild", type=float, default=0.0, help="the share of jobs with one wild trial, kept")
     p.add_argument("--wild-factors", default="10,90", help="how much slower the wild trial is: LO,HI (log-uniform)")
+    p.add_argument(
+        "--margin", type=float, default=0.0, help="also claim level where the interval lies within ±MARGIN (0.05)"
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     trials = [int(n) for n in args.trials.split(",")]
@@ -164,12 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     found = measured_neighbour() if any(rates) else ()
     lo, hi = (float(f) for f in args.wild_factors.split(","))
     wild = f"; one trial {lo:g}-{hi:g}x slower in {args.wild:.0%} of jobs" if args.wild else ""
-    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job{wild}")
+    level = f"; level claims within ±{args.margin:.0%}" if args.margin else ""
+    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job{wild}{level}")
+    what = "false / gap claimed" + (" / tied pairs called level" if args.margin else "")
     cells: list[int | str] = [*trials, *(["looks"] if looks else [])]
-    heads = " | ".join(
-        f"{n} trials: false / gap claimed" if n != "looks" else f"looks at {args.looks}: false / gap claimed"
-        for n in cells
-    )
+    heads = " | ".join(f"{n} trials: {what}" if n != "looks" else f"looks at {args.looks}: {what}" for n in cells)
     print(f"| busy passes | configurations | pairs | true gap | {heads} |")
     print("|---|---|---|---|" + "---|" * len(cells))
     for rate in rates:
@@ -188,9 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                     contention=neighbour,
                     wild=args.wild,
                     wild_factors=(lo, hi),
+                    margin=args.margin,
                 )
                 cols = " | ".join(
-                    f"{cell[n][0] / args.jobs:.1%} / " + (f"{cell[n][1] / args.jobs:.1%}" if gap else "—")
+                    f"{cell[n][0] / args.jobs:.1%} / "
+                    + (f"{cell[n][1] / args.jobs:.1%}" if gap else "—")
+                    + (f" / {cell[n][2] / args.jobs:.1%}" if args.margin else "")
                     for n in cells
                 )
                 pairs = configs * (configs - 1) // 2

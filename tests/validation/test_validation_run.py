@@ -85,6 +85,15 @@ def _count(out: str, pattern: str) -> int:
             id="simulate_job_level",
         ),
         pytest.param(
+            "validation.simulate_job_level",
+            ["--jobs", "5", "--configs", "4", "--gaps", "0", "--trials", "8", "--margin", "0.05"],
+            {
+                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job; level claims within ±5%": 1,
+                r"\| 0% \| 4 \| 6 \| A/A \| [\d.]+% / — / [\d.]+% \|": 1,
+            },
+            id="simulate_job_level-margin",
+        ),
+        pytest.param(
             "validation.simulate_ratio_estimators",
             ["--reps", "200"],
             {
@@ -356,12 +365,29 @@ def test_the_job_level_judge_keeps_a_pairs_first_claim_and_none_on_contended_tri
     wobble = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0]
     times = [[0.5 * w for w in wobble], [1.0 * w for w in reversed(wobble)]]  # the first twice as fast
     quiet = [[0.0] * 8, [0.0] * 8]
-    assert _judge([2.0, 1.0], times, quiet, [5, 8], 0.05) == (False, True)  # the gap, claimed
-    assert _judge([1.0, 1.0], times, quiet, [5, 8], 0.05) == (True, False)  # tied in truth: a false claim
+    assert _judge([2.0, 1.0], times, quiet, [5, 8], 0.05) == (False, True, 0.0)  # the gap, claimed
+    assert _judge([1.0, 1.0], times, quiet, [5, 8], 0.05) == (True, False, 0.0)  # tied in truth: a false claim
     busy = [[0.9] * 8, [0.0] * 8]  # other processes took 90% of the cores through the first's trials
-    assert _judge([2.0, 1.0], times, busy, [5, 8], 0.05) == (False, False)
+    assert _judge([2.0, 1.0], times, busy, [5, 8], 0.05) == (False, False, 0.0)
     unsampled = [[float("nan")] * 8, [0.0] * 8]  # not sampled: its spread decides, and it is quiet
-    assert _judge([2.0, 1.0], times, unsampled, [5, 8], 0.05) == (False, True)
+    assert _judge([2.0, 1.0], times, unsampled, [5, 8], 0.05) == (False, True, 0.0)
+
+
+def test_the_job_level_judge_claims_level_within_the_margin_and_counts_it_false_beyond():
+    from validation.simulate_job_level import _judge, t_level
+
+    a = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]  # within ±2% of b, pair by pair
+    b = [1.0] * 8
+    assert t_level(a, b, 0.05, 0.05) and not t_level(a, b, 0.05, 0.005)
+    assert not t_level(a[:1], b[:1], 0.05, 0.05)  # one pair: no interval
+    times = [[1 / x for x in a], [1 / x for x in b], [0.5 / x for x in a]]  # the third twice as fast
+    quiet = [[0.0] * 8] * 3
+    # Tied in truth: the level claim is right; the twice-as-fast pairs are claimed faster.
+    assert _judge([1.0, 1.0, 2.0], times, quiet, [8], 0.05, margin=0.05) == (False, True, 1.0)
+    # 10% apart in truth, as close in the trials: the level claim is false.
+    assert _judge([1.1, 1.0, 2.0], times, quiet, [8], 0.05, margin=0.05) == (True, True, 0.0)
+    # Without a margin no level is claimed, and nothing is false.
+    assert _judge([1.1, 1.0, 2.0], times, quiet, [8], 0.05) == (False, True, 0.0)
 
 
 def test_a_disturbed_trial_is_one_trial_of_one_configuration_made_slower_within_the_first_five():
