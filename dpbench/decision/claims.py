@@ -28,8 +28,10 @@ CLAIM_LEVEL = MIN_CLAIM_CONFIDENCE
 """The interval's coverage every claim needs (stated once in every view)."""
 LEVEL_MARGIN = 0.05
 """Two configurations are level when their ratio's interval lies inside [1/1.05, 1.05]: a 5%
-difference in step time is below what a strategy choice should turn on, and above this machine's
-paired spread (a few %), so level is reachable in a handful of trials."""
+difference in step time is below what a strategy choice should turn on. Level is reachable in a
+handful of trials only where paired trials agree to within a few %; on the 2-core development VM
+they spread by about 20% (sd of the log paired ratio), and level is out of reach there
+(docs/validation/decision.md, "The candidate's level claims")."""
 MAX_TRIALS_SAID = 64
 """Beyond this many trials "would settle it" is said as "many": the difference sits on the margin."""
 
