@@ -1,8 +1,7 @@
 """Two torchrun "nodes" on 127.0.0.1, one of them killed whole while its dpbench starts (the
 slow-start stand-in, ``_slow_start.py``): the other node leaves within seconds, naming the lost one,
-and no process is left. Time bounds: both tests are ``serial``, and this file holds only them, so
-that under pytest-xdist they run first, while the other worker's tests are short
-(tests/conftest.py)."""
+and no process is left. Their 10 s bounds need no machine of their own: with both cores busy (two
+busy loops) the head left 2.1-2.3 s after the kill and the agent 0.9-1.1 s (3 runs each)."""
 
 from __future__ import annotations
 
@@ -63,10 +62,10 @@ def _one_line(out: str, prefix: str) -> str:
     return lines[0]
 
 
-@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tmp_path):
     """Before this check-in the head noticed such a node only at its join deadline (≥ 30 s)."""
     code, took, out, left = _kill_while_starting(tmp_path, victim=1, ready="slow start: checked in")
+    print(f"the head exited {took:.2f} s after the kill")
     assert code != 0 and took < 10, (code, took, out[-4000:])
     assert re.fullmatch(
         r"dpbench\.cluster \(rank 0, node 0, host [^)]+\): node 1 \(host [^,]+, rank 1\) was lost while "
@@ -76,9 +75,9 @@ def test_a_node_killed_while_its_dpbench_starts_fails_the_head_within_seconds(tm
     assert not left, [p.cmdline() for p in left]
 
 
-@pytest.mark.serial  # a time bound: under pytest-xdist it runs alone
 def test_the_head_node_killed_while_an_agent_starts_makes_that_agent_leave_within_seconds(tmp_path):
     code, took, out, left = _kill_while_starting(tmp_path, victim=0, ready="slow start: rank 1 checked in")
+    print(f"the agent exited {took:.2f} s after the kill")
     assert code != 0 and took < 10, (code, took, out[-4000:])
     assert re.fullmatch(
         r"dpbench\.cluster \(rank 1, node 1, host [^)]+\): lost the head \(rank 0\) while starting: its "
