@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -92,6 +93,15 @@ def _count(out: str, pattern: str) -> int:
                 r"\| 0% \| 4 \| 6 \| A/A \| [\d.]+% / — / [\d.]+% \|": 1,
             },
             id="simulate_job_level-margin",
+        ),
+        pytest.param(
+            "validation.simulate_job_level",
+            ["--jobs", "5", "--configs", "4", "--gaps", "0.2", "--trials", "5", "--rule", "median"],
+            {
+                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job; the median's interval \(MAD\)": 1,
+                r"\| 0% \| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \|": 1,
+            },
+            id="simulate_job_level-median",
         ),
         pytest.param(
             "validation.simulate_ratio_estimators",
@@ -399,3 +409,21 @@ def test_a_disturbed_trial_is_one_trial_of_one_configuration_made_slower_within_
     disturb(times, random.Random(3), (10.0, 90.0))
     slowed = [(c, t) for c, series in enumerate(times) for t, v in enumerate(series) if v != 1.0]
     assert len(slowed) == 1 and slowed[0][1] < 5 and 10.0 <= times[slowed[0][0]][slowed[0][1]] <= 90.0
+
+
+def test_the_medians_interval_is_centred_on_the_median_and_one_wild_pair_barely_moves_it():
+    from validation.simulate_job_level import median_interval, median_mad_quantile, t_interval
+
+    base = [1.0] * 8
+    clean = [1.10, 1.12, 1.08, 1.11, 1.09, 1.13, 1.07, 1.10]  # about 10% faster, pair by pair
+    wild = [*clean[:-1], 50.0]  # one pair 50x: a disturbance no re-measurement replaced
+    lo, hi = median_interval(clean, base, 0.05)
+    assert lo < math.log(1.10) < hi and lo > 0  # the median log ratio, 10% excluded from 0: a claim
+    wlo, whi = median_interval(wild, base, 0.05)
+    assert abs((wlo + whi) / 2 - math.log(1.105)) < 0.01 and wlo > 0  # still about 10% faster, still a claim
+    tlo, thi = t_interval(wild, base, 0.05)
+    assert (tlo + thi) / 2 > math.log(1.5) and tlo < 0  # the mean moves past 1.5x and claims nothing
+    assert median_interval(clean[:2], base[:2], 0.05) is None  # too few pairs for a MAD
+    # Seeded, and wider at smaller errors and at fewer pairs.
+    assert median_mad_quantile(5, 0.1) == median_mad_quantile(5, 0.1)
+    assert median_mad_quantile(5, 0.01) > median_mad_quantile(5, 0.1) > median_mad_quantile(8, 0.1)
