@@ -73,7 +73,7 @@ def median_interval(throughputs: Sequence[float], others: Sequence[float], alpha
     t quantile is for the mean). One wild pair moves neither the centre nor the MAD much, and the
     error can fall below the sign test's 2/2ⁿ floor; its coverage under this machine's noise is what
     the simulation measures. None with fewer than three pairs."""
-    logs = sorted(math.log(a / b) for a, b in zip(throughputs, others))
+    logs = [math.log(a / b) for a, b in zip(throughputs, others)]
     n = len(logs)
     if n < 3:
         return None
@@ -107,14 +107,14 @@ INTERVALS = {"t": t_interval, "median": median_interval}
 """The interval a rule judges each pair by (``--rule``)."""
 
 
-def t_claims(throughputs: Sequence[float], others: Sequence[float], alpha: float, interval=t_interval) -> bool:
+def claims_difference(throughputs: Sequence[float], others: Sequence[float], alpha: float, interval=t_interval) -> bool:
     """Whether the interval (the t-interval by default) at two-sided error ``alpha`` excludes 0 (a
     claim: one side is faster). False where it has too few pairs."""
     bounds = interval(throughputs, others, alpha)
     return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
 
 
-def t_level(
+def claims_level(
     throughputs: Sequence[float], others: Sequence[float], alpha: float, margin: float, interval=t_interval
 ) -> bool:
     """Whether the interval at two-sided error ``alpha`` lies within ±``margin`` (a "level" claim:
@@ -152,11 +152,11 @@ def _judge(
             for b in range(a + 1, configs):
                 if (a, b) in claimed or guarded[a] or guarded[b]:
                     continue
-                if t_claims(rates[a], rates[b], alpha, interval):
+                if claims_difference(rates[a], rates[b], alpha, interval):
                     claimed.add((a, b))
                     wrong |= truth[a] == truth[b]
                     found |= truth[a] != truth[b]
-                elif margin and t_level(rates[a], rates[b], alpha, margin, interval):
+                elif margin and claims_level(rates[a], rates[b], alpha, margin, interval):
                     claimed.add((a, b))
                     wrong |= abs(math.log(truth[a] / truth[b])) > bound
                     level += truth[a] == truth[b]
@@ -243,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     found = measured_neighbour() if any(rates) else ()
     lo, hi = (float(f) for f in args.wild_factors.split(","))
     wild = f"; one trial {lo:g}-{hi:g}x slower in {args.wild:.0%} of jobs" if args.wild else ""
-    level = f"; level claims within ±{args.margin:.0%}" if args.margin else ""
-    level += "; the median's interval (MAD)" if args.rule == "median" else ""
-    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job{wild}{level}")
+    extras = wild + (f"; level claims within ±{args.margin:.0%}" if args.margin else "")
+    extras += "; the median's interval (MAD)" if args.rule == "median" else ""
+    print(f"model {args.model} ({model.source}); {args.jobs} jobs a cell; level {args.level:.0%} per job{extras}")
     what = "false / gap claimed" + (" / tied pairs called level" if args.margin else "")
     cells: list[int | str] = [*trials, *(["looks"] if looks else [])]
     heads = " | ".join(f"{n} trials: {what}" if n != "looks" else f"looks at {args.looks}: {what}" for n in cells)

@@ -359,14 +359,14 @@ def test_ab_relu_runs_dpbench_ab_in_the_clone_and_reads_its_verdicts(tmp_path, m
 
 
 def test_the_job_level_t_rule_claims_where_the_interval_excludes_no_difference():
-    from validation.simulate_job_level import t_claims
+    from validation.simulate_job_level import claims_difference
 
-    assert t_claims([2.0, 2.2, 1.9], [1.0, 1.0, 1.0], 0.05)  # about 2x, tight: faster
-    assert t_claims([1.0, 1.0, 1.0], [2.0, 2.2, 1.9], 0.05)  # the other way: slower
-    assert not t_claims([1.1, 0.9, 1.0], [1.0, 1.0, 1.0], 0.05)  # around 1: no claim
+    assert claims_difference([2.0, 2.2, 1.9], [1.0, 1.0, 1.0], 0.05)  # about 2x, tight: faster
+    assert claims_difference([1.0, 1.0, 1.0], [2.0, 2.2, 1.9], 0.05)  # the other way: slower
+    assert not claims_difference([1.1, 0.9, 1.0], [1.0, 1.0, 1.0], 0.05)  # around 1: no claim
     # One pair: no interval. A strict enough level leaves even a clear gap unclaimed.
-    assert not t_claims([2.0], [1.0], 0.05)
-    assert not t_claims([2.0, 2.6, 1.6], [1.0, 1.0, 1.0], 1e-6)
+    assert not claims_difference([2.0], [1.0], 0.05)
+    assert not claims_difference([2.0, 2.6, 1.6], [1.0, 1.0, 1.0], 1e-6)
 
 
 def test_the_job_level_judge_keeps_a_pairs_first_claim_and_none_on_contended_trials():
@@ -384,12 +384,12 @@ def test_the_job_level_judge_keeps_a_pairs_first_claim_and_none_on_contended_tri
 
 
 def test_the_job_level_judge_claims_level_within_the_margin_and_counts_it_false_beyond():
-    from validation.simulate_job_level import _judge, t_level
+    from validation.simulate_job_level import _judge, claims_level
 
     a = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]  # within ±2% of b, pair by pair
     b = [1.0] * 8
-    assert t_level(a, b, 0.05, 0.05) and not t_level(a, b, 0.05, 0.005)
-    assert not t_level(a[:1], b[:1], 0.05, 0.05)  # one pair: no interval
+    assert claims_level(a, b, 0.05, 0.05) and not claims_level(a, b, 0.05, 0.005)
+    assert not claims_level(a[:1], b[:1], 0.05, 0.05)  # one pair: no interval
     times = [[1 / x for x in a], [1 / x for x in b], [0.5 / x for x in a]]  # the third twice as fast
     quiet = [[0.0] * 8] * 3
     # Tied in truth: the level claim is right; the twice-as-fast pairs are claimed faster.
