@@ -104,6 +104,15 @@ def _count(out: str, pattern: str) -> int:
             id="simulate_job_level-median",
         ),
         pytest.param(
+            "validation.simulate_job_level",
+            ["--jobs", "5", "--configs", "4", "--gaps", "0.2", "--trials", "5", "--rule", "hull"],
+            {
+                r"model quick-runs \(.*\); 5 jobs a cell; level 90% per job; the t-interval holding the median": 1,
+                r"\| 0% \| 4 \| 6 \| 20% \| [\d.]+% / [\d.]+% \|": 1,
+            },
+            id="simulate_job_level-hull",
+        ),
+        pytest.param(
             "validation.simulate_ratio_estimators",
             ["--reps", "200"],
             {
@@ -427,3 +436,18 @@ def test_the_medians_interval_is_centred_on_the_median_and_one_wild_pair_barely_
     # Seeded, and wider at smaller errors and at fewer pairs.
     assert median_mad_quantile(5, 0.1) == median_mad_quantile(5, 0.1)
     assert median_mad_quantile(5, 0.01) > median_mad_quantile(5, 0.1) > median_mad_quantile(8, 0.1)
+
+
+def test_the_hull_is_the_t_interval_widened_only_to_hold_the_median():
+    from validation.simulate_job_level import hull_interval, t_interval
+
+    base = [1.0] * 5
+    even = [1.10, 1.12, 1.08, 1.11, 1.09]  # the median (1.10) inside the t-interval: nothing changes
+    assert hull_interval(even, base, 0.1) == t_interval(even, base, 0.1)
+    # Four pairs a little faster, one far faster: the mean log ratio, and the t-interval about it,
+    # sit above the median log ratio (1.02), which the hull then reaches down to.
+    skewed = [1.01, 1.02, 1.02, 1.03, 3.0]
+    tlo, thi = t_interval(skewed, base, 0.5)
+    assert tlo > math.log(1.02)  # the t-interval alone leaves out the ratio the decision shows
+    assert hull_interval(skewed, base, 0.5) == (math.log(1.02), thi)
+    assert hull_interval(even[:1], base[:1], 0.1) is None  # no spread to read from one pair
