@@ -113,6 +113,13 @@ def _count(out: str, pattern: str) -> int:
             id="simulate_job_level-hull",
         ),
         pytest.param(
+            "validation.interval_rules",
+            [str(GATE_DATA / "quick-throughput.json.gz")],
+            # The stored quick run: 3 questions, 63 pairs; the hull claims what the t does, never widened.
+            {r"\| quick-throughput\.json\.gz \| 3 \| 63 \| 10 / 10 / 3 \| 0 \|": 1},
+            id="interval_rules",
+        ),
+        pytest.param(
             "validation.simulate_ratio_estimators",
             ["--reps", "200"],
             {
