@@ -20,7 +20,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from validation.simulate_job_level import INTERVALS
+from validation.simulate_job_level import INTERVALS, excludes_zero
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = (
@@ -61,7 +61,7 @@ def judge(path: Path) -> dict[str, int]:
             bounds = {rule: interval(xs, ys, alpha) for rule, interval in INTERVALS.items()}
             counts["widened"] += bounds["hull"] != bounds["t"]
             for rule, b in bounds.items():
-                counts[rule] += b is not None and (b[0] > 0 or b[1] < 0)
+                counts[rule] += excludes_zero(b)
     return counts
 
 

@@ -122,11 +122,15 @@ RULE_WORDS = {"t": "", "median": "; the median's interval (MAD)", "hull": "; the
 """What the heading says of a rule other than the t-interval."""
 
 
+def excludes_zero(bounds: tuple[float, float] | None) -> bool:
+    """Whether an interval on the log paired ratio claims a difference (False for no interval)."""
+    return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+
+
 def claims_difference(throughputs: Sequence[float], others: Sequence[float], alpha: float, interval=t_interval) -> bool:
     """Whether the interval (the t-interval by default) at two-sided error ``alpha`` excludes 0 (a
     claim: one side is faster). False where it has too few pairs."""
-    bounds = interval(throughputs, others, alpha)
-    return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+    return excludes_zero(interval(throughputs, others, alpha))
 
 
 def claims_level(
