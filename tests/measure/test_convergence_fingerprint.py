@@ -111,8 +111,11 @@ def test_a_run_with_tf32_sized_differences_matches_after_thousands_of_steps(clea
     assert verdict.status is FingerprintStatus.MATCHES, verdict.reason
     assert verdict.compared_steps == 8 and "final test accuracy" in verdict.reason
     # What the parameters after the last step would have said: a clean run left out.
+    # (The sum or the sum of squares, whichever departs first: that turns on the rounding of the CPU's
+    # vector kernels, and it differed between two machines this suite ran on, with the same code.)
     late = compare_fingerprints(tf32_at_end, reference_at_end)
-    assert late.status is FingerprintStatus.DEPARTS and late.where.startswith(f"parameter sum after step {STEPS}")
+    assert late.status is FingerprintStatus.DEPARTS
+    assert late.where in (f"parameter sum after step {STEPS}", f"parameter sum of squares after step {STEPS}")
 
 
 def test_a_gradient_scaled_twice_departs_from_its_first_steps(clean):
