@@ -6,7 +6,7 @@ loss, backward, SGD step) run *in this calling process*, as a user's own ``pytho
 would run it: default environment, torch's default thread count, nothing pinned. Short rounds
 alternate between the two so machine noise hits both alike; each round pair gives a ratio of
 median step times, and the verdict is ``dpbench.stats.paired_ratio`` of them — the suite's one
-paired-ratio estimator: the median of the pair ratios with its distribution-free interval — with
+paired-ratio estimator: the median of the pair ratios with its 95% interval — with
 the pairs' interquartile range, the rounds, and the load average (a busy machine swamps a 3 %
 effect). Target: <= 1.03 on an idle machine. ``--all`` adds the older two views: the bare loop in a worker
 process of its
@@ -16,7 +16,7 @@ One script is one draw of two processes' luck (the calling process and the harne
 that luck moves the ratio by more than its rounds' interval says (measurements:
 docs/calibration.md#harness-overhead). ``--sessions N`` therefore runs the measurement in N fresh Python processes, one
 after another, and judges the session ratios (the unit of repetition) with the same
-``paired_ratio``: the median across sessions and its distribution-free interval.
+``paired_ratio``: the median across sessions and its 95% interval.
 
     .venv/bin/python -m benchmarks.harness_overhead [--workload mlp] [--rounds 40] [--all] [--sessions N]
 """
@@ -375,7 +375,7 @@ def across_sessions(args: argparse.Namespace) -> int:
         what = f"{name.split(':')[1]} / bare loop (own workers)" if ":" in name else "launch('single') / bare loop"
         print(
             f"{name.split(':')[0]}: {what} over {len(values)} fresh sessions: {pr.ratio:.3f} "
-            f"[{pr.lo:.3f}, {pr.hi:.3f}] (median, distribution-free interval; sessions {min(values):.3f}-"
+            f"[{pr.lo:.3f}, {pr.hi:.3f}] (median, 95% interval; sessions {min(values):.3f}-"
             f"{max(values):.3f})"
         )
     print(f"load average at the end {os.getloadavg()[0]:.1f} (on {available_cores()} cores)")

@@ -17,8 +17,9 @@ __all__ = [
     "Threshold",
     "CONTROL_CAP",
     "DISTURBED_SPREADS",
-    "MIN_CLAIM_CONFIDENCE",
+    "MIN_PAIRS",
     "REMEASURE_SHARE",
+    "SHOWN_CONFIDENCE",
     "DisturbanceLimits",
     "PairedRatio",
     "TrialSeries",
@@ -30,7 +31,8 @@ __all__ = [
     "left_out",
     "log_t_interval",
     "median",
-    "median_interval",
+    "hull_interval",
+    "mean_interval",
     "median_rate",
     "or_none",
     "paired_ratio",
@@ -38,11 +40,9 @@ __all__ = [
     "positive",
 ]
 
-# A paired ratio claims a difference only when its interval's own coverage is at least this: with
-# 5 pairs (the profiles' trials) the distribution-free interval is [min, max] at 93.8%, and claims
-# stay possible; with 4 (one trial of 5 left out, unreplaced) it is 87.5%, a 1-in-8 false claim,
-# so none is made.
-MIN_CLAIM_CONFIDENCE = 0.9
+MIN_PAIRS = 3
+"""The fewest pairs an interval is read from: the spread of two pairs is one difference, and a
+median one trial cannot move needs three (the disturbed-trial rule's minimum too)."""
 
 
 def positive(values: Sequence[float] | None) -> list[float]:
@@ -94,56 +94,60 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     return statistics.stdev(values) / statistics.fmean(values)
 
 
-def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A ``confidence`` interval of the centre of positive ``values``: a t-interval of their
-    logs, exp'd back (NaNs with fewer than two values)."""
+def _t_half(logs: Sequence[float], confidence: float) -> float:
+    """Half the width of the t-interval of the mean of ``logs`` at ``confidence`` (two-sided)."""
     # scipy.special, not scipy.stats: the same quantile, without the ~0.7 s import of scipy.stats
     # that the report and the gate would pay for this one function.
     from scipy.special import stdtrit
 
-    logs = [math.log(v) for v in positive(values)]
+    return float(stdtrit(len(logs) - 1, 0.5 + confidence / 2)) * statistics.stdev(logs) / math.sqrt(len(logs))
+
+
+def mean_interval(logs: Sequence[float], confidence: float) -> tuple[float, float]:
+    """Student's t-interval of the mean of ``logs`` at ``confidence`` (NaNs with fewer than two)."""
     if len(logs) < 2:
         return math.nan, math.nan
-    mean = statistics.fmean(logs)
-    half = float(stdtrit(len(logs) - 1, 0.5 + confidence / 2)) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean - half), math.exp(mean + half)
+    mean, half = statistics.fmean(logs), _t_half(logs, confidence)
+    return mean - half, mean + half
 
 
-def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """A distribution-free interval on the median of ``values`` and its exact coverage:
-    ``(lo, hi, coverage)``, NaNs with fewer than two values.
+def log_t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A ``confidence`` interval of the centre of positive ``values``: a t-interval of their
+    logs, exp'd back (NaNs with fewer than two values)."""
+    lo, hi = mean_interval([math.log(v) for v in positive(values)], confidence)
+    return math.exp(lo), math.exp(hi)
 
-    The interval is a pair of order statistics ``[x(k+1), x(n-k)]`` (the sign test inverted): it
-    covers the true median with probability ``1 - 2 P(B <= k)``, B ~ Binomial(n, 1/2), whatever the
-    distribution. ``k`` is the largest that still reaches ``confidence``; below six values none does,
-    and the interval is ``[min, max]`` with its lower coverage (93.75% with 5, 87.5% with 4).
-    Beyond five values one wild value moves neither end.
-    """
-    from scipy.special import bdtr  # the binomial CDF, without scipy.stats' import time
 
-    ordered = sorted(positive(values))
-    n = len(ordered)
-    if n < 2:
-        return math.nan, math.nan, math.nan
-    k = 0
-    while k + 1 <= (n - 1) // 2 and 1 - 2 * float(bdtr(k + 1, n, 0.5)) >= confidence:
-        k += 1
-    return ordered[k], ordered[n - 1 - k], 1 - 2 * float(bdtr(k, n, 0.5))
+def hull_interval(logs: Sequence[float], confidence: float) -> tuple[float, float]:
+    """The interval every paired ratio carries, on the log scale: the t-interval of the mean of
+    ``logs`` at ``confidence``, widened where it must be to hold their median (NaNs with fewer than
+    :data:`MIN_PAIRS`).
+
+    The ratio dpbench shows is the median of the pairs (one wild pair moves it by one rank); the
+    interval is the mean's, whose width uses the sizes of the differences and so reaches a level
+    per question in a handful of pairs, where the sign test's order statistics cannot (their
+    smallest error at n pairs is 2/2^n). Widened to hold the median, no view prints a ratio outside
+    its own interval, and a claim needs the t-interval and the shown ratio on the same side of 1;
+    its error is at most the t-interval's (docs/validation/decision.md, "The choice")."""
+    if len(logs) < MIN_PAIRS:
+        return math.nan, math.nan
+    (lo, hi), centre = mean_interval(logs, confidence), statistics.median(logs)
+    return min(lo, centre), max(hi, centre)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PairedRatio:
     """``numerator / denominator`` from trials paired by index: the median of the per-pair
-    ratios (exp of the median of their logs) and its distribution-free interval
-    (:func:`median_interval`; NaN with fewer than two pairs). One wild pair — a trial the machine
-    disturbed — moves the median by at most one rank, where it moved a geometric mean without limit."""
+    ratios (exp of the median of their logs) and its interval (:func:`hull_interval`; NaN with
+    fewer than :data:`MIN_PAIRS` pairs). One wild pair — a trial the machine disturbed — moves the
+    median by at most one rank, where it moved a geometric mean without limit."""
 
     ratio: float
     lo: float
     hi: float
     pairs: int
     ratios: tuple[float, ...] = ()  # the per-pair ratios behind it
-    confidence: float = math.nan  # the interval's exact coverage (0.9375 for [min, max] of 5 pairs)
+    confidence: float = math.nan  # the interval's nominal coverage, this comparison's alone
 
     @property
     def interval(self) -> list[float] | None:
@@ -172,19 +176,25 @@ class PairedRatio:
         )
 
     @property
-    def significant(self) -> bool:
-        """The interval excludes 1 and covers at least :data:`MIN_CLAIM_CONFIDENCE` (False when unknown)."""
-        return self.pairs >= 2 and self.confidence >= MIN_CLAIM_CONFIDENCE and (self.lo > 1 or self.hi < 1)
+    def excludes_one(self) -> bool:
+        """The interval lies wholly above or below 1 (False when unknown)."""
+        return self.pairs >= MIN_PAIRS and (self.lo > 1 or self.hi < 1)
+
+
+SHOWN_CONFIDENCE = 0.95
+"""The coverage of an interval shown beside a number (a table's ``× single (95% CI)``, a saved
+run's ``relative_to_ddp``): one comparison's own. A claim asks more of each of its question's
+comparisons (:func:`dpbench.decision.claims.comparison_level`)."""
 
 
 def paired_ratio(
-    numerator: Sequence[float], denominator: Sequence[float], confidence: float = MIN_CLAIM_CONFIDENCE
+    numerator: Sequence[float], denominator: Sequence[float], confidence: float = SHOWN_CONFIDENCE
 ) -> PairedRatio:
     """Trial i of one case against trial i of another: interleaved trials ran close in time, so
     pairing cancels what the machine did between passes. Extra trials on one side are unpaired
     and left out, and so is a pair with a missing (NaN) trial on either side: a disturbed trial
-    left out keeps its slot as NaN, so the other slots stay paired. The interval is at the claim
-    level (one level for every claim), or at ``confidence`` where a sequential look asks for more."""
+    left out keeps its slot as NaN, so the other slots stay paired. The interval is at
+    ``confidence`` for this comparison alone (:func:`hull_interval`)."""
     ratios = positive(
         [
             a / b
@@ -197,8 +207,10 @@ def paired_ratio(
     # exp(median of logs) is the median of the ratios (exp is monotonic), but for an even count the
     # middle two are averaged on the log scale, so that a ratio and its inverse stay inverses.
     centre = math.exp(statistics.median(math.log(r) for r in ratios))
-    lo, hi, coverage = median_interval(ratios, confidence)
-    return PairedRatio(ratio=centre, lo=lo, hi=hi, pairs=len(ratios), ratios=tuple(ratios), confidence=coverage)
+    lo, hi = hull_interval([math.log(r) for r in ratios], confidence)
+    return PairedRatio(
+        ratio=centre, lo=math.exp(lo), hi=math.exp(hi), pairs=len(ratios), ratios=tuple(ratios), confidence=confidence
+    )
 
 
 # ---------------------------------------------------------------- disturbed trials
@@ -219,7 +231,7 @@ TRIAL_CAP = 3.0
 # at most about a fifth of the planned passes' time. More disturbed than that, and the machine was
 # busy: the run says its results are unreliable (busy_run_line, which the session and the report print).
 REMEASURE_SHARE = 0.2
-TRIAL_RULE_MIN = 3  # the trial rule needs a median that one trial cannot move: three trials or more
+TRIAL_RULE_MIN = MIN_PAIRS  # the trial rule needs a median that one trial cannot move
 MIN_KEPT = 2  # disturbed trials are left out only while this many (and half the case's) remain
 
 

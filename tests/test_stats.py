@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dpbench.stats import coefficient_of_variation, log_t_interval, median, median_interval, paired_ratio, positive
+from dpbench.stats import (
+    MIN_PAIRS,
+    coefficient_of_variation,
+    hull_interval,
+    log_t_interval,
+    median,
+    paired_ratio,
+    positive,
+)
 
 
 def test_log_t_interval_is_scipys_t_interval_of_the_logs():
@@ -30,22 +38,58 @@ def test_log_t_interval_needs_two_positive_values(values):
 
 
 def test_paired_ratio_by_hand():
-    # Trial i of both cases: ratios 2, 2, 2, 2, 2 exactly → ratio 2, a zero-width interval at 93.75%, significant.
+    # Trial i of both cases: ratios 2, 2, 2, 2, 2 exactly → ratio 2, a zero-width interval that excludes 1.
     r = paired_ratio([2.0, 4.0, 6.0, 8.0, 10.0], [1.0, 2.0, 3.0, 4.0, 5.0])
-    assert (r.ratio, r.pairs, r.confidence) == (pytest.approx(2.0), 5, 1 - 2 / 32)
-    assert r.lo == pytest.approx(2.0) and r.hi == pytest.approx(2.0) and r.significant
-    # Three pairs: [min, max] covers only 75%, too little for a claim however far from 1.
-    three = paired_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
-    assert three.confidence == 0.75 and not three.significant
-    # Ratios 0.5 and 2: the median on the log scale is 1, an interval around 1: not significant.
-    r = paired_ratio([1.0, 4.0], [2.0, 2.0])
-    assert r.ratio == pytest.approx(1.0) and r.lo < 1 < r.hi and not r.significant
+    assert (r.ratio, r.pairs, r.confidence) == (pytest.approx(2.0), 5, 0.95)
+    assert r.lo == pytest.approx(2.0) and r.hi == pytest.approx(2.0) and r.excludes_one
+    # Ratios 0.5, 2 and 1: the median on the log scale is 1, an interval around 1.
+    r = paired_ratio([1.0, 4.0, 2.0], [2.0, 2.0, 2.0])
+    assert r.ratio == pytest.approx(1.0) and r.lo < 1 < r.hi and not r.excludes_one
+    # Two pairs: a ratio, no interval (MIN_PAIRS), however far from 1.
+    two = paired_ratio([2.0, 4.4], [1.0, 2.0])
+    assert MIN_PAIRS == 3 and two.pairs == 2 and math.isnan(two.lo) and not two.excludes_one
     # Unpaired extra trials are left out; one pair has no interval and makes no claim.
     one = paired_ratio([3.0, 9.0, 9.0], [1.5])
-    assert one.pairs == 1 and one.ratio == pytest.approx(2.0) and math.isnan(one.lo) and not one.significant
+    assert one.pairs == 1 and one.ratio == pytest.approx(2.0) and math.isnan(one.lo) and not one.excludes_one
     # A NaN slot (a disturbed trial left out) drops its pair and keeps the others paired.
     gap = paired_ratio([2.0, math.nan, 6.0], [1.0, 2.0, 2.0])
     assert gap.ratios == (2.0, 3.0) and gap.pairs == 2
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 1 - 0.1 / 63])
+def test_the_paired_interval_is_scipys_t_interval_of_the_log_ratios(confidence):
+    """Where the median lies inside it (a symmetric spread), the interval is scipy's t-interval of
+    the mean log ratio, exp'd back, at the coverage asked."""
+    rng = random.Random(11)
+    a = [rng.lognormvariate(0, 0.1) for _ in range(8)]
+    b = [rng.lognormvariate(0.2, 0.1) for _ in range(8)]
+    logs = np.log(np.array(a) / np.array(b))
+    lo, hi = sps.t.interval(confidence, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    r = paired_ratio(a, b, confidence)
+    assert lo < np.median(logs) < hi
+    assert (r.lo, r.hi) == pytest.approx((math.exp(lo), math.exp(hi)), rel=1e-12) and r.confidence == confidence
+
+
+def test_the_interval_is_widened_only_to_hold_the_median():
+    """Seven log ratios, three low and four high: the t-interval of the mean (scipy's) ends below
+    the median; the interval reaches up to the median exactly and keeps the t's lower end."""
+    logs = [0.10, 0.10, 0.10, 0.30, 0.30, 0.30, 0.30]
+    lo, hi = sps.t.interval(0.9, 6, loc=statistics.fmean(logs), scale=sps.sem(logs))
+    assert hi < 0.30  # the t-interval alone excludes the median
+    assert hull_interval(logs, 0.9) == pytest.approx((lo, 0.30), rel=1e-12)
+    assert all(math.isnan(v) for v in hull_interval(logs[:2], 0.9))
+
+
+def test_the_paired_interval_covers_at_its_level_under_normal_log_noise():
+    """The coverage asked is what the t-interval gets on normal log ratios (its model): by
+    simulation, 4,000 draws of 5 pairs at two levels."""
+    rng = random.Random(7)
+    for confidence in (0.9, 0.99):
+        hits = 0
+        for _ in range(4000):
+            ratio = paired_ratio([rng.lognormvariate(0, 0.2) for _ in range(5)], [1.0] * 5, confidence)
+            hits += ratio.lo <= 1 <= ratio.hi
+        assert hits / 4000 == pytest.approx(confidence, abs=0.015)
 
 
 def test_one_wild_pair_moves_the_median_by_one_rank():
@@ -56,31 +100,6 @@ def test_one_wild_pair_moves_the_median_by_one_rank():
     )
     assert r.ratio == pytest.approx(15.86 / 13.47)  # the middle of 0.74, 1.02, 1.18, 1.32, 21.7
     assert statistics.geometric_mean(r.ratios) > 1.9
-
-
-@pytest.mark.parametrize("n", range(2, 30))
-def test_median_interval_is_the_sign_test_interval(n):
-    """Against scipy's binomial: the widest order-statistic interval reaching 95%, its exact coverage."""
-    values = [float(i + 1) for i in range(n)]
-    lo, hi, coverage = median_interval(values)
-    k = int(lo) - 1
-    assert hi == n - k and coverage == pytest.approx(1 - 2 * sps.binom.cdf(k, n, 0.5), abs=1e-12)
-    if n >= 6:
-        assert coverage >= 0.95 and 1 - 2 * sps.binom.cdf(k + 1, n, 0.5) < 0.95
-    else:
-        assert k == 0
-
-
-def test_median_interval_coverage_by_simulation():
-    """The coverage it states is what a skewed, heavy-tailed distribution gets (distribution-free)."""
-    rng = random.Random(7)
-    for n in (5, 9):
-        hits = 0
-        for _ in range(4000):
-            values = [rng.lognormvariate(0, 1) ** 3 for _ in range(n)]  # true median 1
-            lo, hi, coverage = median_interval(values)
-            hits += lo <= 1 <= hi
-        assert hits / 4000 == pytest.approx(coverage, abs=0.02)
 
 
 def test_pairing_cancels_what_the_machine_did_between_passes():

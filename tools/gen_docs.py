@@ -204,24 +204,24 @@ def plan_line_sample() -> str:
 
 def facts() -> dict[str, Callable[[], str]]:
     """Facts a sentence states inline (claim levels, defaults), each from the constant the code uses."""
-    from dpbench.decision.claims import CLAIM_LEVEL, min_pairs
-    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, FIXED_ERROR
-    from dpbench.decision.text import LABEL_WIDTH
+    from dpbench.decision.claims import CLAIM_LEVEL
+    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS
+    from dpbench.decision.text import LABEL_WIDTH, and_joined
     from dpbench.report.text import TERMINAL_LINES
     from dpbench.runner.config import SUITES, WORKLOAD_SUITES
     from dpbench.runner.run import DEFAULT_BUDGET
+    from dpbench.stats import MIN_PAIRS, SHOWN_CONFIDENCE
 
     return {
-        # the level every claim needs, and the stricter one every look of trials until settled asks
+        # the level of every question's claims, the chance of a false one it leaves, and the looks of
+        # trials until settled it is split over
         "claim-level": lambda: f"{CLAIM_LEVEL:.0%}",
-        "look-level": lambda: f"{_design().look_level:.1%}",
-        "look-level-exact": lambda: f"{_design().look_level:.2%}",
-        "look-level-raw": lambda: repr(_design().look_level),
-        "look-error": lambda: f"{_design().error:.2%}",
-        "fixed-error": lambda: f"{FIXED_ERROR:.2%}",
-        "fewest-trials": lambda: str(min_pairs(CLAIM_LEVEL)),
+        "claim-error": lambda: f"{1 - CLAIM_LEVEL:.0%}",
+        "shown-level": lambda: f"{SHOWN_CONFIDENCE:.0%}",
+        "fewest-trials": lambda: str(MIN_PAIRS),
         "first-look": lambda: str(_design().min_trials),
-        "later-looks": lambda: " and ".join(map(str, _design().steps_after(_design().min_trials))),
+        "looks": lambda: and_joined([str(n) for n in _design().looks]),
+        "look-count": lambda: str(len(_design().looks)),
         # the defaults of dpbench run
         "max-trials": lambda: str(DEFAULT_MAX_TRIALS),
         "budget": _default_budget,

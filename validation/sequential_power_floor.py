@@ -8,9 +8,9 @@ under "trials used" that no stopping rule can go below. Exact (no simulation): c
 Per number of pairs n and true gap g (one configuration 1 + g times as fast), the probability that
 one look at n pairs claims ``faster`` at the claim level (two-sided 90%: one side's 5%):
 
-- the sign test's order-statistic interval, which dpbench uses (distribution-free: no claim at all
-  below 5 pairs, where 2 · 2⁻ⁿ > 10%);
-- Student's t on the log ratios (parametric: assumes normal log ratios, no disturbed trial);
+- the sign test's order-statistic interval, which the decision used before the t-interval
+  (distribution-free: no claim at all below 5 pairs, where 2 · 2⁻ⁿ > 10%);
+- Student's t on the log ratios, which it uses now (parametric: assumes normal log ratios);
 - a z-test with the noise's spread known (no test of the pairs alone can do better).
 
 The pairs' log ratios are drawn as the model draws them: each configuration its own trial spread
@@ -24,7 +24,7 @@ import math
 
 from scipy.stats import binom, nct, norm, t
 
-from dpbench.decision.claims import MIN_CLAIM_CONFIDENCE
+from dpbench.decision.claims import CLAIM_LEVEL
 from validation.noise import MODELS
 
 
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model = MODELS[args.model]
     sd = math.sqrt(2) * model.trial_sd
-    alpha = 1 - MIN_CLAIM_CONFIDENCE
+    alpha = 1 - CLAIM_LEVEL
     print(f"noise model {args.model}: trial sd {model.trial_sd:.3f}, a pair's log ratio sd {sd:.3f}")
-    print(f"claim level {MIN_CLAIM_CONFIDENCE:.0%} two-sided; power of one look at n pairs")
+    print(f"claim level {CLAIM_LEVEL:.0%} two-sided; power of one look at n pairs")
     for gap in (float(g) for g in args.gaps.split(",")):
         d = math.log1p(gap)
         print(f"\ngap {gap:.0%}\n{'pairs':>5} {'sign':>6} {'t':>6} {'z (sd known)':>13}")

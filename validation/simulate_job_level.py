@@ -9,8 +9,9 @@ job then claims falsely, or finds the gap. Seeded: the same arguments print the 
                                             [--wild-factors 10,90] [--margin 0.05]
                                             [--rule t|median|hull]
 
-A candidate for issue 64's per-job level, not what the decision uses: the decision's sign-test
-intervals hold their level per comparison, and a job of K configurations compares up to
+The candidates for issue 64's per-job level, of which the decision adopted the hull (per question,
+:mod:`dpbench.decision.claims`): the sign-test intervals it used before held their level per
+comparison, and a job of K configurations compares up to
 K(K - 1)/2 pairs (the leader is chosen from the same trials, so only a bound over every pair covers
 the comparisons with it). The sign test cannot reach a per-job level in few trials whatever the
 difference (its smallest error at n pairs is 2/2^n: docs/validation/decision.md, "What a level per
@@ -44,27 +45,20 @@ import math
 import random
 from collections.abc import Sequence
 
-from scipy import stats
-
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Entry, contention_of
-from dpbench.stats import median
+from dpbench.stats import MIN_PAIRS, mean_interval, median
+from dpbench.stats import hull_interval as stats_hull
 from validation.contention import ContentionModel
 from validation.noise import MODELS
 from validation.simulate_contention import draw_job, measured_neighbour
 
 
 def t_interval(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> tuple[float, float] | None:
-    """The t-interval of the mean of log(throughputs[i] / others[i]) at two-sided error ``alpha``;
-    None with fewer than two pairs (no spread to read)."""
+    """The t-interval of the mean of log(throughputs[i] / others[i]) at two-sided error ``alpha``
+    (:func:`dpbench.stats.mean_interval`); None with fewer than two pairs (no spread to read)."""
     logs = [math.log(a / b) for a, b in zip(throughputs, others)]
-    n = len(logs)
-    if n < 2:
-        return None
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
-    return mean - half, mean + half
+    return mean_interval(logs, 1 - alpha) if len(logs) >= 2 else None
 
 
 def median_interval(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> tuple[float, float] | None:
@@ -106,14 +100,13 @@ def median_mad_quantile(n: int, alpha: float) -> float:
 
 def hull_interval(throughputs: Sequence[float], others: Sequence[float], alpha: float) -> tuple[float, float] | None:
     """:func:`t_interval` widened, where it must be, to hold the median log paired ratio (the ratio
-    the decision shows): a claim then needs the t-interval and the shown median on the same side,
-    and no view prints a ratio outside its own interval. Its error is at most the t-interval's (it
-    holds the t-interval), and its width is the t-interval's wherever the median lies inside it."""
-    bounds = t_interval(throughputs, others, alpha)
-    if bounds is None:
-        return None
-    centre = median([math.log(a / b) for a, b in zip(throughputs, others)])
-    return min(bounds[0], centre), max(bounds[1], centre)
+    the decision shows): :func:`dpbench.stats.hull_interval`, the interval the decision adopted. A
+    claim then needs the t-interval and the shown median on the same side, and no view prints a
+    ratio outside its own interval. Its error is at most the t-interval's (it holds the
+    t-interval), and its width is the t-interval's wherever the median lies inside it. None with
+    fewer than :data:`dpbench.stats.MIN_PAIRS` pairs."""
+    logs = [math.log(a / b) for a, b in zip(throughputs, others)]
+    return stats_hull(logs, 1 - alpha) if len(logs) >= MIN_PAIRS else None
 
 
 INTERVALS = {"t": t_interval, "median": median_interval, "hull": hull_interval}

@@ -4,12 +4,12 @@ per job and trials used, drawn from the gate's noise models (validation.noise) w
 trials from a real run. Seeded: the same arguments print the same numbers.
 
     python -m validation.simulate_sequential [--model quick-runs|history-runs|clean] [--jobs 1000] [--max-trials 12]
-                                   [--error-budget 0.0625]
 
 One job is one question: C configurations (2, 4, 8) whose trials are drawn from the model (each its
 own trial spread, the run's offset shared), one of them ``gap`` faster than the others, which tie
 (A/A: all tie); 1 trial in 50 is disturbed by a factor drawn from a real run's disturbed trials and
-stays in (the sign-test interval is what keeps one wild pair from moving a claim). The sequential
+stays in (the spread guard and the t-interval's width, which one wild pair inflates, keep it from
+moving a claim). The sequential
 design runs through the real session (dpbench.measure.trials.TrialSession with
 dpbench.measure.settle.Settling, fake cases returning the drawn trials); the fixed designs answer
 the same question from the first 5 or 8 trials at the claim level (dpbench.decision.answer_question).
@@ -33,6 +33,7 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import AnswerOutcome, Entry, Question, answer_question
 from dpbench.decision.sequential import plan_looks
+from dpbench.decision.text import looks_text
 from dpbench.measure.settle import Settling
 from dpbench.measure.trials import TrialResult, TrialSession
 from validation.noise import (
@@ -176,23 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--max-trials", type=int, default=12)
     p.add_argument("--rate", type=float, default=0.02, help="the share of trials disturbed")
-    p.add_argument(
-        "--error-budget",
-        type=float,
-        default=None,
-        help="the error the design may spend (default: the fixed 5-trial design's, 0.0625; 0.10: the stated level's)",
-    )
     p.add_argument("--gaps", default=",".join(f"{g:g}" for g in GAPS))
     p.add_argument("--configs", default=",".join(map(str, CONFIGS)))
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     model = MODELS[args.model]
     found: list[Disturbance] = measured_disturbances(_frame(args.run)) if args.rate > 0 else []
-    plan = plan_looks(args.max_trials, budget=args.error_budget)
+    plan = plan_looks(args.max_trials)
     print(
         f"model {args.model} ({model.source}); {args.jobs} jobs a cell; disturbed: {args.rate:.0%} of trials, "
-        f"{len(found)} measured disturbances; design: {plan.min_trials}–{plan.max_trials} trials, look level "
-        f"{plan.look_level:.4f}, exact error over every look {plan.error:.4f} (budget {plan.budget:.2f})"
+        f"{len(found)} measured disturbances; design: {looks_text(plan.looks)}, {plan.level:.0%} per question "
+        f"split over its comparisons and {len(plan.looks)} looks"
     )
     print(
         "| true gap | configurations | false claims per job: sequential | fixed 5 | fixed 8 "

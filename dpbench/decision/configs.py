@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from dpbench.schema import BASELINE_STRATEGY
-from dpbench.stats import PairedRatio, paired_ratio
+from dpbench.stats import SHOWN_CONFIDENCE, PairedRatio, paired_ratio
 
 __all__ = ["SINGLE", "configurations", "joules_per_sample", "single_for", "throughputs", "vs_single"]
 
@@ -112,7 +112,7 @@ def single_for(configs: pd.DataFrame) -> dict[tuple[str, str, float], pd.Series]
 def vs_single(case: pd.Series, single: pd.Series) -> PairedRatio:
     """The case's throughput / single's at the same global batch, trial i against trial i; with
     fewer than two pairs the plain ratio of the medians (``pairs`` says which)."""
-    ratio = paired_ratio(throughputs(case), throughputs(single))
+    ratio = paired_ratio(throughputs(case), throughputs(single), SHOWN_CONFIDENCE)
     if ratio.pairs >= 2:
         return ratio
     plain = float(case["samples_per_s"]) / float(single["samples_per_s"])

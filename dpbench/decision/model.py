@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN, Claim, claim_of, trials_to_settle
+from dpbench.decision.claims import (
+    CLAIM_LEVEL,
+    LEVEL_MARGIN,
+    Claim,
+    claim_of,
+    comparison_level,
+    family_size,
+    trials_to_settle,
+)
 from dpbench.decision.contention import SPREAD_LIMIT, contention_text, is_busy, spread_text, trial_spread
 from dpbench.schema import BASELINE_STRATEGY, DEFAULT_OPTIMIZER, DEFAULT_PRECISION
 from dpbench.stats import PairedRatio, median, median_rate, paired_ratio
@@ -142,7 +150,8 @@ class ConfigComparison:
     """One configuration against another, trial i against trial i, as a claim."""
 
     ratio: PairedRatio
-    """This configuration's throughput over the other's, with its interval at the claim level."""
+    """This configuration's throughput over the other's, its interval at the comparison's share of
+    the question's level (:func:`dpbench.decision.claims.comparison_level`)."""
     claim: Claim
     settle_trials: int | None = None
     """For an unsettled claim: about how many trials would settle it (None: unknown or many)."""
@@ -239,7 +248,17 @@ class Answer:
     """The configuration that used the least GPU energy per sample, where it is not the leader and
     both read the counter (None otherwise: the fastest is the most frugal, or energy was not read)."""
     level: float = CLAIM_LEVEL
+    """The chance that none of the question's claims is false."""
     margin: float = LEVEL_MARGIN
+    comparisons: int = 1
+    """The comparisons the level is split over (:func:`dpbench.decision.claims.family_size`)."""
+    looks: int = 1
+    """The looks it is split over (a sequential design's; 1: a fixed number of trials)."""
+
+    @property
+    def comparison_level(self) -> float:
+        """Each comparison's interval's coverage: the level split over comparisons and looks."""
+        return comparison_level(self.level, self.comparisons, self.looks)
 
     @property
     def unsettled(self) -> tuple[Standing, ...]:
@@ -278,6 +297,9 @@ class Answer:
             "recipe": {"optimizer": q.optimizer, "precision": q.precision, "global_batch": _num(q.global_batch)},
             "run": self.run,
             "outcome": self.outcome.value,
+            "level": self.level,
+            "comparisons": self.comparisons,
+            "looks": self.looks,
             "leader": self.leader,
             "level_with": list(self.level_with),
             "reasons": list(self.reasons),
@@ -311,15 +333,19 @@ def _num(value: float) -> float | None:
 def _compare(
     numerator: Entry, denominator: Entry, *, level: float, margin: float, contended: Mapping[str, str] | None = None
 ) -> ConfigComparison:
-    """The claim on ``numerator`` over ``denominator``; unsettled, saying why, where ``contended``
-    (name → why) names either side, whatever the interval says: the pairs moved with the machine,
-    not with the configurations."""
+    """The claim on ``numerator`` over ``denominator``, its interval at ``level`` (the comparison's
+    share of the question's); unsettled, saying why, where ``contended`` (name → why) names either
+    side, whatever the interval says: the pairs moved with the machine, not with the configurations."""
     ratio = paired_ratio(numerator.throughputs, denominator.throughputs, level)
     why = "; ".join(w for e in (numerator, denominator) if (w := (contended or {}).get(e.name, "")))
     if why:
         return ConfigComparison(ratio=ratio, claim=Claim.UNSETTLED, why=why)
-    claim = claim_of(ratio, margin=margin, level=level)
-    settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
+    return _judged(ratio, margin)
+
+
+def _judged(ratio: PairedRatio, margin: float) -> ConfigComparison:
+    claim = claim_of(ratio, margin=margin)
+    settle = trials_to_settle(ratio, margin=margin) if claim is Claim.UNSETTLED else None
     return ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle)
 
 
@@ -376,13 +402,16 @@ def answer_question(
     run: str = "",
     busy_limit: float,
     level: float = CLAIM_LEVEL,
+    looks: int = 1,
     margin: float = LEVEL_MARGIN,
     spread_limit: float = SPREAD_LIMIT,
 ) -> Answer:
-    """The answer of one question from its configurations' trials. ``busy_limit``: the share of
-    all cores other processes may take during a configuration's trials before its numbers are
-    not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`); ``spread_limit``: how far
-    its kept trials may spread (:data:`~dpbench.decision.contention.SPREAD_LIMIT`)."""
+    """The answer of one question from its configurations' trials. ``level``: the chance that none
+    of its claims is false, split over every pair of its ranked configurations and ``looks`` (a
+    sequential design's; :func:`dpbench.decision.claims.comparison_level`). ``busy_limit``: the
+    share of all cores other processes may take during a configuration's trials before its numbers
+    are not trusted to rank it (:data:`dpbench.decision.contention.CONTENDED`); ``spread_limit``: how
+    far its kept trials may spread (:data:`~dpbench.decision.contention.SPREAD_LIMIT`)."""
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"configurations of {question.title}: expected unique names, found {names}")
@@ -392,6 +421,8 @@ def answer_question(
     ]
     ranked = [e for e in entries if _kept(e) and not e.departs]
     single = next((e for e in ranked if e.strategy == BASELINE_STRATEGY), None)
+    energy = sum(any(_positive(v) for v in e.joules_per_sample) for e in ranked) >= 2
+    comparisons = family_size(len(ranked), energy=energy)
     common = dict(
         question=question,
         run=run,
@@ -399,6 +430,8 @@ def answer_question(
         single=single.name if single else None,
         level=level,
         margin=margin,
+        comparisons=comparisons,
+        looks=looks,
     )
     if not ranked:
         return Answer(
@@ -406,8 +439,9 @@ def answer_question(
         )
     reference = single or max(ranked, key=lambda e: len(_kept(e)))
     contended = {e.name: why for e in ranked if (why := contention_of(e, busy_limit, spread_limit))}
-    leader = _leader(ranked, reference, level=level, margin=margin, contended=contended)
-    judged = dict(level=level, margin=margin, contended=contended)
+    each = comparison_level(level, comparisons, looks)
+    leader = _leader(ranked, reference, level=each, margin=margin, contended=contended)
+    judged = dict(level=each, margin=margin, contended=contended)
 
     def standing(e: Entry) -> Standing:
         return Standing(
@@ -440,7 +474,7 @@ def answer_question(
         standings=standings,
         level_with=level_with,
         reasons=tuple(reasons),
-        frugal=_frugal(standings, leader.name, level=level, margin=margin),
+        frugal=_frugal(standings, leader.name, level=each, margin=margin),
         **common,
     )
 
@@ -463,13 +497,11 @@ def _frugal(standings: Sequence[Standing], leader: str, *, level: float, margin:
     if least is lead or not least.joules_per_sample < lead.joules_per_sample:
         return None
     ratio = paired_ratio(lead.entry.joules_per_sample, least.entry.joules_per_sample, level)
-    claim = claim_of(ratio, margin=margin, level=level)
-    settle = trials_to_settle(ratio, margin=margin, level=level) if claim is Claim.UNSETTLED else None
     return Frugal(
         name=least.name,
         joules_per_sample=least.joules_per_sample,
         leader_joules_per_sample=lead.joules_per_sample,
-        vs_leader=ConfigComparison(ratio=ratio, claim=claim, settle_trials=settle),
+        vs_leader=_judged(ratio, margin),
     )
 
 

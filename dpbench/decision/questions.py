@@ -10,7 +10,6 @@ rank inside its question. Each workload is answered from the newest run that has
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,6 @@ from dpbench.decision.claims import CLAIM_LEVEL, LEVEL_MARGIN
 from dpbench.decision.configs import joules_per_sample, throughputs
 from dpbench.decision.contention import CONTENDED
 from dpbench.decision.model import Answer, Decision, Entry, Question, answer_question
-from dpbench.decision.sequential import asked_level
 
 __all__ = ["decide", "question_of", "training_rows"]
 
@@ -92,9 +90,12 @@ def decide(
     has no default, so no caller ranks a configuration that computes something else by forgetting
     it; ``{}`` says that nothing was checked.
 
-    A run measured until settled records, per case, the level its design allowed at its last look
-    (``claim_level``, :mod:`dpbench.decision.sequential`): a question whose cases carry one is
-    answered at it (the lowest where they differ) instead of ``level``, and its answer states it."""
+    A run measured until settled records, per case, the looks its design split the level over
+    (``claim_looks``, :mod:`dpbench.decision.sequential`): a question whose cases carry them is
+    answered with the level split over them too (the most where they differ). A run saved by an
+    earlier design recorded the level of its last look instead (``claim_level``): it looked after
+    every pass from its first look on, so its looks are counted as its case's trials, which are at
+    least as many."""
     rows = training_rows(configs)
     answers: list[Answer] = []
     notes: list[str] = []
@@ -103,15 +104,11 @@ def decide(
         run = [r for r in runs if (present["run"] == r).any()][-1]  # the newest run that has it
         group = present[present["run"] == run]
         questions: dict[Question, list[Entry]] = {}
-        recorded: dict[Question, float] = {}
+        looks: dict[Question, int] = {}
         for _, row in group.iterrows():
             q = question_of(row)
-            design = row.get("claim_level")
-            if isinstance(design, (int, float)) and math.isfinite(design):
-                # Trials until settled: the design's level at its last look, stricter than the fixed
-                # design's. A run's session records one level for every case; were they to differ,
-                # the lowest over the question's cases.
-                recorded[q] = min(recorded.get(q, design), float(design))
+            # A run's session records one design for every case; were they to differ, the most looks.
+            looks[q] = max(looks.get(q, 1), _looks(row))
             names = {e.name for e in questions.get(q, [])}
             name = _name(row)
             name = name if name not in names else str(row["case"])  # two suites' variants that read alike
@@ -119,17 +116,24 @@ def decide(
         # The question with the most configurations first (the workload's main one), then by batch.
         ordered = sorted(questions.items(), key=lambda kv: (-len(kv[1]), -_finite(kv[0].global_batch)))
         for q, entries in ordered:
-            stated = recorded.get(q, level)
-            asked = level if stated == level else asked_level(stated)
-            answer = answer_question(q, entries, run=run, busy_limit=busy_limit, level=asked, margin=margin)
-            answer = answer if asked == stated else dataclasses.replace(answer, level=stated)
+            answer = answer_question(
+                q, entries, run=run, busy_limit=busy_limit, level=level, looks=looks[q], margin=margin
+            )
             if answer.single is None and len(entries) > 1:
                 notes.append(f"{q.title}: no single configuration at this recipe; ranked among themselves")
             answers.append(answer)
-    # The level stated once above every view: the answers' own where a sequential design set it
-    # (the lowest where questions from different runs differ; each answer keeps its own).
-    stated = min((a.level for a in answers), default=level)
-    return Decision(answers=tuple(answers), level=stated, margin=margin, notes=tuple(notes))
+    return Decision(answers=tuple(answers), level=level, margin=margin, notes=tuple(notes))
+
+
+def _looks(row: pd.Series) -> int:
+    """The looks a saved case's design split the level over (1: a fixed number of trials)."""
+    looks = row.get("claim_looks")
+    if isinstance(looks, (int, float)) and math.isfinite(looks) and looks >= 1:
+        return int(looks)
+    legacy = row.get("claim_level")
+    if isinstance(legacy, (int, float)) and math.isfinite(legacy):
+        return max(len(throughputs(row)), 1)
+    return 1
 
 
 def _finite(value: float) -> float:

@@ -12,12 +12,13 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from dpbench.decision.claims import CLAIM_LEVEL, Claim
+from dpbench.decision.claims import Claim
 from dpbench.decision.model import Answer, AnswerOutcome, ConfigComparison, Decision, Question, Standing
 from dpbench.schema import EnergyGap
 
 __all__ = [
     "WIDTH",
+    "and_joined",
     "claim_text",
     "energy_gap_text",
     "frugal_text",
@@ -26,6 +27,7 @@ __all__ = [
     "headline",
     "interval_text",
     "level_line",
+    "looks_text",
     "question_label",
     "summary_lines",
     "vs_single_text",
@@ -40,9 +42,14 @@ _NAMED = 4  # a sentence names this many configurations, then counts the rest
 _ROWS = 6  # configurations listed under a headline; the rest are counted
 
 
+def and_joined(words: list[str]) -> str:
+    """``a, b and c`` ('' for none)."""
+    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1] if words else ""
+
+
 def _names(names: list[str]) -> str:
     if len(names) <= _NAMED:
-        return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1] if names else ""
+        return and_joined(names)
     return ", ".join(names[:_NAMED]) + f" and {len(names) - _NAMED} more"
 
 
@@ -65,17 +72,23 @@ def rate_text(value: float) -> str:
     return f"{value:,.0f} samples/s" if value >= 100 else f"{value:.3g} samples/s"
 
 
+def looks_text(looks: tuple[int, ...]) -> str:
+    """``looks at 5, 8 and 12 trials`` (a sequential design's looks)."""
+    return f"look{'s' if len(looks) > 1 else ''} at {and_joined([str(n) for n in looks])} trials"
+
+
 def level_line(decision: Decision) -> str:
-    """The one statement of the claim level and scope every sentence below it uses. Trials until
-    settled look after every pass, so each look asks a stricter level than the claim level a single
-    look asks (:mod:`dpbench.decision.sequential`): the line says both, so neither reads as a
-    contradiction. A claim is about this session's trials (:data:`dpbench.decision.model.SCOPE`;
+    """The one statement of the claim level and scope every sentence below it uses: the level is
+    per question, its chance of a false claim split over the question's comparisons (and a
+    sequential design's looks: :mod:`dpbench.decision.claims`), so each interval shown is at that
+    share. A claim is about this session's trials (:data:`dpbench.decision.model.SCOPE`;
     docs/decision.md#sessions says why)."""
-    stricter = decision.level > CLAIM_LEVEL and f"{decision.level:.0%}" != f"{CLAIM_LEVEL:.0%}"
-    why = f" (every look's, stricter than one look's {CLAIM_LEVEL:.0%})" if stricter else ""
+    looks = max((a.looks for a in decision.answers), default=1)
+    over = "its comparisons" + (f" and {looks} looks" if looks > 1 else "")
     return (
-        f"claims at {decision.level:.0%} intervals of paired trials{why}, in this session; "
-        f"level = within ±{decision.margin:.0%}; unsettled = more trials needed"
+        f"claims at {decision.level:.0%} per question (a {1 - decision.level:.0%} chance of any false claim, "
+        f"split over {over}), in this session; level = within ±{decision.margin:.0%}; "
+        f"unsettled = more trials needed"
     )
 
 

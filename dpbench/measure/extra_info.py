@@ -317,8 +317,8 @@ def measure_training(
     """
     result = _available(session.result(case.key))
     info = training_extra_info(case=case, result=result, profile=profile, suite=suite, idle_power=session.idle_power)
-    if session.claim_level is not None:  # trials until settled: what the design's last look allows
-        info["claim_level"] = session.claim_level
+    if session.claim_looks is not None:  # trials until settled: the looks its level is split over
+        info["claim_looks"] = session.claim_looks
     publish(benchmark, result)
     benchmark.extra_info.update(info)
     return info, result
@@ -336,10 +336,9 @@ def measure_collective(
 
 def relative_to(name: str, result: CaseResult, reference: CaseResult) -> dict[str, Any]:
     """``{name, name_ci95, name_trials}``: step time ÷ the reference's, trial i against trial i
-    (:func:`dpbench.stats.paired_ratio`: the median of the pairs and its distribution-free
-    interval; a disturbed trial left out drops its pair)."""
-    # The saved field is a 95% interval (its name says so); claims use the claim level.
-    ratio = paired_ratio(result.values, reference.values, 0.95)
+    (:func:`dpbench.stats.paired_ratio`: the median of the pairs and its 95% interval, as the field's
+    name says; a disturbed trial left out drops its pair). Claims ask their question's level instead."""
+    ratio = paired_ratio(result.values, reference.values)
     if not ratio.pairs:
         raise ValueError("no trials to pair")
     return {name: ratio.ratio, f"{name}_ci95": ratio.interval, f"{name}_trials": list(ratio.ratios)}

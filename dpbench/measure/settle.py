@@ -1,15 +1,15 @@
 """Trials until the answer is settled, within a budget: what the session asks after each pass.
 
 With a :class:`Settling` the :class:`~dpbench.measure.trials.TrialSession` runs its passes as
-before (trial 1 of every case, then trial 2, …) up to the design's minimum, and from there on
-looks after each pass: the training cases are grouped into questions — a workload at one recipe
+before (trial 1 of every case, then trial 2, …) up to the design's first look, and looks again at
+each of its looks: the training cases are grouped into questions — a workload at one recipe
 (optimizer, precision, global batch), as the saved run's decision groups them — and the decision
-model at the design's look level (:mod:`dpbench.decision.sequential`) says which configurations
-more trials could still change. Only those (and the references they are judged against) get the
-next pass; a case once settled is not measured again, so every case's trial i still ran in pass i
-and pairs with every other case's trial i. Collective cases answer no question: they run the
-minimum. The session stops when nothing is open, at the maximum, or when the next pass would not
-fit in the wall-clock budget.
+model, its level split over the design's looks (:mod:`dpbench.decision.sequential`), says which
+configurations more trials could still change. Only those (and the references they are judged
+against) get the passes up to the next look; a case once settled is not measured again, so every
+case's trial i still ran in pass i and pairs with every other case's trial i. Collective cases
+answer no question: they run to the first look. The session stops when nothing is open, at the
+maximum, or when the next pass would not fit in the wall-clock budget.
 
 This module knows the cases only by duck type (``strategy``, ``workload``, ``world_size``,
 ``global_batch``, ``options``: :class:`~dpbench.measure.cases.TrainingCase`), so the session's own
@@ -27,7 +27,7 @@ from typing import Any
 from dpbench.decision.contention import CONTENDED, trial_shares
 from dpbench.decision.model import Answer, Entry, Question, answer_question
 from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, LookPlan, open_cases, plan_looks, still_open
-from dpbench.decision.text import question_label
+from dpbench.decision.text import looks_text, question_label
 from dpbench.measure.settings import duration_text
 from dpbench.measure.trials import CaseResult
 from dpbench.stats import median
@@ -99,8 +99,8 @@ class TrialsLook:
     trials: int
     """The trials each still-running case has (the look's pair count)."""
     open_keys: frozenset[str]
-    """The cases the next pass measures: every one before the minimum, none at the maximum, else
-    those more trials could still change."""
+    """The cases the next pass measures: every one before the first look, none at the last, else
+    those the latest look left open."""
     unsettled: frozenset[str]
     """The cases more trials could still change, whatever the design allows next."""
     answers: tuple[Answer, ...]
@@ -122,7 +122,7 @@ class Settling:
     """How a session decides when to stop: the sequential design and the wall-clock budget."""
 
     plan: LookPlan
-    """The looks and their level (:func:`dpbench.decision.sequential.plan_looks`)."""
+    """The looks and the level split over them (:func:`dpbench.decision.sequential.plan_looks`)."""
     budget_s: float | None = None
     """No pass starts that would end past this many seconds from the start (None: no budget)."""
     busy_limit: float = CONTENDED
@@ -138,9 +138,9 @@ class Settling:
         """After ``trials`` passes: which of ``cases`` stay open (every one before the minimum;
         none at the maximum; collective cases none from the minimum on)."""
         grouped, keys = questions(cases, results, cpu_count=self.cpu_count)
-        level = self.plan.level_at(trials)
         answers = tuple(
-            answer_question(q, entries, busy_limit=self.busy_limit, level=level) for q, entries in grouped.items()
+            answer_question(q, entries, busy_limit=self.busy_limit, level=self.plan.level, looks=len(self.plan.looks))
+            for q, entries in grouped.items()
         )
         names = {n for a, es in zip(answers, grouped.values()) for n in still_open(a, es, busy_limit=self.busy_limit)}
         unsettled = frozenset(keys[n] for n in names)
@@ -156,8 +156,8 @@ class Settling:
 
     def plan_line(self, *, cases: int, pass_s: float, elapsed_s: float, passes: int = 2) -> str:
         """Once ``passes`` passes have run (``elapsed_s`` in all), from the last one (``pass_s``):
-        ``24 cases; ~5 min a pass from the second; 6–12 trials each, until settled at 96.1%; about
-        29 min–30 min; budget 30 min``. From the second pass, not the first: the first carries every
+        ``24 cases; ~5 min a pass from the second; looks at 5, 8 and 12 trials, until settled at 90%
+        per question; about 29 min–30 min; budget 30 min``. From the second pass, not the first: the first carries every
         case's cold start and overstates the passes after it (by ~70% on the quick profile)."""
         low = elapsed_s + max(0, self.plan.min_trials - passes) * pass_s
         high = elapsed_s + max(0, self.plan.max_trials - passes) * pass_s
@@ -169,23 +169,17 @@ class Settling:
                 short = f" (short of the first look at {self.plan.min_trials} trials: raise it for claims)"
         return (
             f"{cases} cases; ~{duration_text(pass_s)} a pass from the second; "
-            f"{self.plan.min_trials}–{self.plan.max_trials} trials each, until settled at "
-            f"{self.plan.look_level:.1%}; about {_span(min(low, high), high)}; {budget}{short}"
+            f"{looks_text(self.plan.looks)}, until settled at {self.plan.level:.0%} per question; "
+            f"about {_span(min(low, high), high)}; {budget}{short}"
         )
 
     def end_line(self, look: TrialsLook | None, *, why: str, passes: int, trial_s: float) -> str:
-        """What stopped the trials — ``settled``, ``maximum``, ``budget``, or ``design`` (no look left
-        before the maximum may claim more) — what is still unsettled and about what more trials
-        would cost."""
+        """What stopped the trials — ``settled``, ``maximum`` or ``budget`` — what is still unsettled
+        and about what more trials would cost."""
         if why == "settled" or look is None or not look.unsettled:
             return f"trials settled after {passes} passes: every question has its answer"
         if why == "budget" and self.budget_s:
             stopped = f"the budget ({duration_text(self.budget_s)}) stopped the trials after {passes} passes"
-        elif why == "design":
-            stopped = (
-                f"the trials stopped after {passes} passes: no later look up to the maximum "
-                f"({self.plan.max_trials}) may claim more"
-            )
         else:
             stopped = f"the trials stopped at their maximum ({self.plan.max_trials})"
         open_answers = [a for a in look.answers if a.open_configurations()]

@@ -207,7 +207,7 @@ class TrialSession:
         self.schedule: list[tuple[int, str]] = []  # (trial, key) in the order measured
         self.until_settled = until_settled
         self.passes = 0  # trial passes run
-        self.claim_level: float | None = None  # the design's look level (until settled; None: a fixed design)
+        self.claim_looks: int | None = None  # the looks the design splits its level over (None: fixed trials)
         self.stopped: str | None = None  # what ended the trials until settled: settled, maximum, budget
         self.last_look: Any = None  # the last look's findings (dpbench.measure.settle.Look)
         self.trial_seconds: list[float] = []  # wall time of each trial (the budget's estimate)
@@ -294,16 +294,17 @@ class TrialSession:
         # Every case answers its question, the settled ones included: the look judges the whole question.
         look = self.until_settled.look(self._cases, self.results, trials)
         self.last_look = look
-        # The design's level from its first pass on: a run the budget stopped before the first look
-        # claims nothing the design did not look at (no interval of fewer pairs reaches it).
-        self.claim_level = self.until_settled.plan.look_level
+        # The design's split from its first pass on: a run the budget stopped before its last look is
+        # judged at the same split, so its claims stay within the level (it took fewer looks).
+        self.claim_looks = len(self.until_settled.plan.looks)
         references = {
             ref.key for k in look.open_keys if (ref := getattr(self._cases[k], "reference", None)) is not None
         }
         still = [k for k in active if k in look.open_keys or k in references]
         if not still and self.stopped is None:
-            plan = self.until_settled.plan
-            self.stopped = "settled" if not look.unsettled else "maximum" if trials >= plan.max_trials else "design"
+            # Between looks the open cases are the last look's, so nothing closes before a look; the
+            # last look is the maximum.
+            self.stopped = "settled" if not look.unsettled else "maximum"
         return still
 
     def _fits(self, cases: int, elapsed: float) -> bool:
@@ -330,7 +331,7 @@ class TrialSession:
             "budget_s": settling.budget_s,
             "passes": self.passes,
             "stopped": self.stopped,
-            "claim_level": self.claim_level,
+            "claim_looks": self.claim_looks,
         }
 
     def _runnable(self, keys: list[str]) -> int:

@@ -26,7 +26,7 @@ import matplotlib
 import matplotlib.colors
 import pandas as pd
 
-from dpbench.decision.claims import Claim
+from dpbench.decision.claims import CLAIM_LEVEL, Claim
 from dpbench.decision.model import Answer, Decision, Standing
 from dpbench.decision.questions import training_rows
 from dpbench.decision.text import claim_text, frugal_text, headline, joules_text, rate_text
@@ -36,7 +36,6 @@ from dpbench.gate.formats import rows as gate_rows
 from dpbench.report.figures import strategy_color
 from dpbench.report.run_notes import ci_name
 from dpbench.results.units import fmt_ratio
-from dpbench.stats import MIN_CLAIM_CONFIDENCE
 
 __all__ = ["Cell", "Grid", "RunComparison", "VERDICT_COLOURS", "WorkloadDecision", "decisions"]
 
@@ -229,7 +228,7 @@ def _efficiency_grid(group: pd.DataFrame) -> Grid | None:
         # The interval's own coverage, where the frame computed it from the trials (saved runs: always).
         level = float(r.get("scaling_efficiency_confidence", 0.95))
         level = 0.95 if level != level else level
-        significant = known and level >= MIN_CLAIM_CONFIDENCE and (lo[i] > 1 or hi[i] < 1)
+        significant = known and level >= CLAIM_LEVEL and (lo[i] > 1 or hi[i] < 1)
         ci = f" ({ci_name(level)} {lo[i]:.0%}–{hi[i]:.0%})" if known else " (fewer than 2 trials: no interval)"
         items.append(
             (

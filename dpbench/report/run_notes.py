@@ -27,8 +27,9 @@ DRIFT_THRESHOLD = 0.10  # controls that move more than this across a run's trial
 
 
 def ci_name(confidence: float) -> str:
-    """``CI`` for an interval of at least 95%; below that its own coverage (``88% CI``): with fewer than
-    six pairs a distribution-free interval cannot reach 95% (:func:`dpbench.stats.median_interval`)."""
+    """``CI`` for an interval of at least 95%; below that its own coverage (``88% CI``): runs saved
+    before the t-interval (:func:`dpbench.stats.hull_interval`) carry order-statistic intervals of
+    fewer than six pairs, which cannot reach 95%."""
     return "CI" if not confidence < 0.95 else f"{confidence:.0%} CI"
 
 

@@ -166,7 +166,7 @@ def _set(row: dict[str, Any], name: str, ratio: Any) -> None:
     row[f"{name}_ci95"] = ratio.interval
     row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ratio.lo, ratio.hi
     row[f"{name}_trials"] = list(ratio.ratios)
-    row[f"{name}_confidence"] = ratio.confidence  # the interval's own coverage (stats.median_interval)
+    row[f"{name}_confidence"] = ratio.confidence  # the interval's coverage (stats.SHOWN_CONFIDENCE)
 
 
 def _recompute_ratios(rows: list[dict[str, Any]]) -> None:
@@ -180,10 +180,10 @@ def _recompute_ratios(rows: list[dict[str, Any]]) -> None:
             if single is not None and isinstance(single.get("global_batch"), (int, float)):
                 # efficiency_i = (batch / t_i) / (N × batch_single / t_single_i), trial i against trial i
                 scale = single["global_batch"] * ws / batch
-                _set(row, "scaling_efficiency", paired_ratio(single["trial_times"], row["trial_times"], 0.95).scaled(1 / scale))
+                _set(row, "scaling_efficiency", paired_ratio(single["trial_times"], row["trial_times"]).scaled(1 / scale))
         if isinstance(row.get("relative_to_ddp"), (int, float)):
             ddp = _find(
                 rows, strategy="ddp", workload=row.get("workload"), world_size=ws, global_batch=batch, suite=row.get("suite")
             )
             if ddp is not None:
-                _set(row, "relative_to_ddp", paired_ratio(row["trial_times"], ddp["trial_times"], 0.95))
+                _set(row, "relative_to_ddp", paired_ratio(row["trial_times"], ddp["trial_times"]))

@@ -54,7 +54,7 @@ def _count(out: str, pattern: str) -> int:
         ),
         pytest.param(
             "benchmarks.harness_overhead",
-            ["--rounds", "2", "--steps", "1", "--global-batch", "8"],
+            ["--rounds", "3", "--steps", "1", "--global-batch", "8"],
             {
                 r"workload {8}harness ms   bare ms   ratio      95% interval         pairs IQR": 1,
                 # the pairs' IQR is of differences: below zero where a round ran the bare loop slower

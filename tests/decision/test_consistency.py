@@ -82,6 +82,11 @@ def test_no_view_contradicts_the_model(seed):
     for answer, q, view in zip(decision.answers, doc["questions"], views):
         quoted = set()
         contended = {c["configuration"]: c["contended"] for c in q["configurations"]}
+        # the question's level split over every pair of its ranked configurations (and the energy claim)
+        k = len(q["configurations"])
+        energy = sum(c["joules_per_sample"] is not None for c in q["configurations"]) >= 2
+        assert q["level"] == level and q["comparisons"] == max(k * (k - 1) // 2, 1) + energy and q["looks"] == 1
+        each = 1 - (1 - level) / q["comparisons"]
         for c in q["configurations"]:
             for side, other in (("vs_leader", q["leader"]), ("vs_single", q["single"])):
                 claim = c[side]
@@ -90,8 +95,9 @@ def test_no_view_contradicts_the_model(seed):
                 quoted.add(f"{claim['ratio']:.2f}")
                 # a contended side (busy, or spread past the noise model) is never claimed on, and says so
                 assert bool(claim["why"]) == bool(contended[c["configuration"]] or contended[other])
-                lo, hi, cover = claim["lo"], claim["hi"], claim["coverage"]
-                claimed = cover is not None and cover >= level and claim["pairs"] >= 2 and not claim["why"]
+                lo, hi = claim["lo"], claim["hi"]
+                assert claim["coverage"] == pytest.approx(each, abs=1e-15)
+                claimed = lo is not None and claim["pairs"] >= 3 and not claim["why"]
                 expected = (
                     "faster"
                     if claimed and lo > 1

@@ -1,4 +1,5 @@
-"""dpbench.decision.questions.decide: a run measured until settled is answered at its design's level."""
+"""dpbench.decision.questions.decide: a run measured until settled is answered with the level split
+over its design's looks."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 from dpbench.decision.claims import CLAIM_LEVEL, Claim
 from dpbench.decision.questions import decide
 
+# ddp's 8 pairs over single have log ratios of mean 0.05 and sd 0.06: one look's 90% t-interval
+# excludes 0 ("faster"), the interval at 90% split over 3 looks does not.
+LOGS = [0.05 + 0.06 * z for z in (-1.5, -1.0, -0.5, 0.0, 0.0, 0.5, 1.0, 1.5)]
 
-def _configs(claim_level: float | None) -> pd.DataFrame:
-    # ddp beats single in 7 of 8 pairs: the fixed 90% design (k = 1 at 8 pairs) claims "faster";
-    # the sequential design's level (k = 0 until 9 pairs) does not.
+
+def _configs(**design: float) -> pd.DataFrame:
     single = [0.010] * 8
-    ddp = [0.009] * 7 + [0.0101]
+    ddp = [0.010 / math.exp(x) for x in LOGS]
     rows = []
     for strategy, ws, times in (("single", 1, single), ("ddp", 2, ddp)):
         rows.append(
@@ -30,41 +33,47 @@ def _configs(claim_level: float | None) -> pd.DataFrame:
                 "samples_per_s": 64 / sorted(times)[4],
                 "trial_times": times,
                 "foreign_cpu": math.nan,
-                "claim_level": claim_level if claim_level is not None else math.nan,
+                **design,
             }
         )
     return pd.DataFrame(rows)
 
 
-def _claim(decision) -> Claim:
+def _comparison(decision):
     (answer,) = decision.answers
-    return answer.standing("single w1").vs_leader.claim
+    return answer.standing("single w1").vs_leader
 
 
-def test_without_a_recorded_level_the_fixed_design_claims():
-    decision = decide(_configs(None), ["r1"], departures={})
-    assert _claim(decision) is Claim.SLOWER and decision.answers[0].level == decision.level == CLAIM_LEVEL
+def test_without_recorded_looks_the_fixed_design_claims():
+    decision = decide(_configs(), ["r1"], departures={})
+    assert _comparison(decision).claim is Claim.SLOWER
+    assert (decision.answers[0].looks, decision.answers[0].level, decision.level) == (1, CLAIM_LEVEL, CLAIM_LEVEL)
 
 
-def test_the_recorded_level_is_the_one_claims_are_made_at_and_the_one_stated():
-    decision = decide(_configs(0.9375), ["r1"], departures={})
-    assert _claim(decision) is Claim.UNSETTLED
-    assert decision.answers[0].level == decision.level == 0.9375  # the level every view states once
-    assert decision.answers[0].standing("single w1").vs_leader.ratio.confidence == pytest.approx(1 - 2 / 256)
+def test_the_recorded_looks_split_the_level_and_are_stated():
+    decision = decide(_configs(claim_looks=3), ["r1"], departures={})
+    comparison = _comparison(decision)
+    assert comparison.claim is Claim.UNSETTLED and decision.answers[0].looks == 3
+    assert comparison.ratio.confidence == pytest.approx(1 - 0.1 / 3, abs=1e-15)
+    assert decision.level == CLAIM_LEVEL  # the level is the question's, whatever the looks
 
 
-def test_the_level_line_says_the_looks_level_and_the_claim_level_it_tightens():
-    from dpbench.decision.sequential import DEFAULT_MAX_TRIALS, plan_looks
+def test_a_run_saved_by_the_earlier_design_counts_a_look_per_trial():
+    # It recorded its last look's level, not its looks: it looked after every pass from its first.
+    decision = decide(_configs(claim_level=0.96142578125), ["r1"], departures={})
+    assert _comparison(decision).claim is Claim.UNSETTLED and decision.answers[0].looks == 8
+
+
+def test_the_level_line_says_what_the_level_is_split_over():
     from dpbench.decision.text import level_line
 
-    settled = decide(_configs(plan_looks(DEFAULT_MAX_TRIALS).look_level), ["r1"], departures={})
+    settled = decide(_configs(claim_looks=3), ["r1"], departures={})
     assert level_line(settled) == (
-        "claims at 96% intervals of paired trials (every look's, stricter than one look's 90%), in this session; "
+        "claims at 90% per question (a 10% chance of any false claim, split over its comparisons and 3 looks), "
+        "in this session; level = within ±5%; unsettled = more trials needed"
+    )
+    fixed = decide(_configs(), ["r1"], departures={})
+    assert level_line(fixed) == (
+        "claims at 90% per question (a 10% chance of any false claim, split over its comparisons), in this session; "
         "level = within ±5%; unsettled = more trials needed"
     )
-    fixed = decide(_configs(None), ["r1"], departures={})
-    assert level_line(fixed) == (
-        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
-    )
-    # A maximum of 6 looks once, at the claim level itself: nothing stricter to say.
-    assert level_line(decide(_configs(plan_looks(6).look_level), ["r1"], departures={})) == level_line(fixed)

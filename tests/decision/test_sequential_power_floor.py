@@ -53,7 +53,7 @@ def test_main_prints_the_three_powers_per_pair_count_as_the_functions_give_them(
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if re.fullmatch(r" +\d+ +[\d.]+ +[\d.]+ +[\d.]+", line)]
     assert [int(row[0]) for row in rows] == [2, 3, 4, 5, 6]
-    sd, alpha = math.sqrt(2) * floor.MODELS["quick-runs"].trial_sd, 1 - floor.MIN_CLAIM_CONFIDENCE
+    sd, alpha = math.sqrt(2) * floor.MODELS["quick-runs"].trial_sd, 1 - floor.CLAIM_LEVEL
     for n, sign, t_claims, z in rows:
         n = int(n)
         assert float(sign) == round(floor.sign_power(n, D, sd, alpha), 2)

@@ -79,7 +79,9 @@ def test_the_facts_are_the_constants_the_run_uses():
 
     facts = {name: make() for name, make in gen_docs().facts().items()}
     assert (facts["claim-level"], facts["max-trials"], facts["budget"]) == (f"{CLAIM_LEVEL:.0%}", "12", "30 min")
-    assert facts["look-level"] == f"{plan_looks(DEFAULT_MAX_TRIALS).look_level:.1%}" == "96.1%"
+    assert (facts["claim-error"], facts["fewest-trials"], facts["shown-level"]) == ("10%", "3", "95%")
+    assert facts["looks"] == "5, 8 and 12" and plan_looks(DEFAULT_MAX_TRIALS).looks == (5, 8, 12)
+    assert (facts["first-look"], facts["look-count"]) == ("5", "3")
     assert facts["workload-suites"] == "`throughput`" and WORKLOAD_SUITES == ("throughput",)
     assert facts["suites"].count("`") == 2 * len(SUITES)
     assert (facts["profile-with-cuda"], facts["profile-without-cuda"]) == ("full", "quick")
@@ -89,5 +91,5 @@ def test_the_readme_states_its_claim_level_and_defaults_as_generated_facts():
     from pathlib import Path
 
     readme = (Path(gen_docs().ROOT) / "README.md").read_text()
-    for name in ("claim-level", "look-level", "max-trials", "budget"):
+    for name in ("claim-level", "claim-error", "max-trials", "budget"):
         assert f"<!-- generated:{name} -->" in readme, name

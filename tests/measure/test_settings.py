@@ -76,7 +76,7 @@ def test_the_default_design_is_the_sources_and_the_environments_trials_only_fix_
         ({"trials": "3", "until_settled": True}, False,
          "--trials: a fixed number of trials, found with --until-settled (trials until settled): choose one"),
         ({"max_trials": "8"}, False, "--max-trials: expected it with --until-settled, found it alone"),
-        ({"max_trials": "4"}, True, "--max-trials: expected an int >= 5 (the fewest trials whose interval reaches"),
+        ({"max_trials": "2"}, True, "--max-trials: expected an int >= 3 (the fewest pairs a claim is read from)"),
         ({"until_settled": True, "budget": "soon"}, False, "--budget: expected a duration such as 90s, 10m, 1h"),
         ({"strategies": "fsdp@nosuch=1"}, True, "--strategies: 'fsdp@nosuch=1': fsdp has no option 'nosuch'"),
     ],

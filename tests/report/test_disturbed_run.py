@@ -12,8 +12,10 @@ import html
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from dpbench.decision.configs import configurations, single_for, vs_single
 from dpbench.report import write_report
@@ -66,7 +68,8 @@ def test_one_rank_ratios_to_single_are_what_the_clean_pairs_say(frame, strategy)
     case = configs.loc[index]
     ratio = vs_single(case, singles[(case["run"], "mlp", 32.0)])
     assert 0.8 <= ratio.ratio <= 1.3, ratio
-    assert ratio.hi / ratio.lo <= 3, ratio
+    # 4 or 5 clean pairs: a 95% t-interval a few times wide, not the ~20x a kept 216 ms trial would give
+    assert ratio.hi / ratio.lo <= 4, ratio
     # One estimator: the scaling efficiency at one rank is the same paired ratio (trial i of the
     # case against trial i of single), recomputed from the kept trials, not the 1.91 once saved.
     assert case["scaling_efficiency"] == pytest.approx(ratio.ratio, rel=1e-12)
@@ -95,8 +98,16 @@ def test_the_page_says_it_and_no_headline_carries_the_wild_trial(saved, tmp_path
     )
     assert headline.startswith("Not settled: ddp w1 leads") and "single: unsettled]" in headline
     assert "fastest" not in headline and "1.91" not in headline
-    # The efficiency grid: the same estimator, its interval's own coverage named (4 pairs: 87.5%).
-    assert "ddp w1: scaling efficiency 109.6% (88% CI 74%–132%)" in page
+    # The efficiency grid: the same estimator, single's time over ddp's trial by trial, its 95%
+    # interval scipy's t-interval of the 4 clean pairs' mean log ratio (the median lies inside it).
+    frame = load_runs([saved])
+    single = _row(frame, "test_scaling[single-mlp-w1]")["trial_times"]
+    ddp = _row(frame, "test_scaling[ddp-mlp-w1]")["trial_times"]
+    logs = np.log([s / d for s, d in zip(single, ddp) if s == s and d == d])
+    lo, hi = sps.t.interval(0.95, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    assert len(logs) == 4 and lo < np.median(logs) < hi
+    said = f"ddp w1: scaling efficiency {np.exp(np.median(logs)):.1%} (CI {np.exp(lo):.0%}–{np.exp(hi):.0%})"
+    assert said == "ddp w1: scaling efficiency 109.6% (CI 70%–155%)" and said in page
 
 
 def test_the_real_run_was_not_busy_but_a_run_with_a_third_disturbed_says_so(frame):

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import html
 import html.parser
+import math
 import os
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ from _long_spec import LONG_SPEC, long_spec_run
 from scipy import stats as sps
 
 from dpbench._atomic import atomic_write_text
+from dpbench.decision.claims import CLAIM_LEVEL, comparison_level, family_size
 from dpbench.decision.configs import configurations
 from dpbench.errors import UsageError
 from dpbench.report import ResultsError, write_report
@@ -183,14 +185,18 @@ def test_decision_heatmap_is_the_paired_ratio_and_the_gates_verdicts(page: str, 
     ratio_grid = grids["× single"][0]
     single = cand[cand["name"] == "test_throughput[single-mlp-w1]"].iloc[0]
     ddp = cand[cand["name"] == "test_throughput[ddp-mlp-w2]"].iloc[0]
-    expected = paired_ratio([64 / t for t in ddp["trial_times"]], [64 / t for t in single["trial_times"]])
+    # The claim at the question's level split over every pair of its configurations (one look).
+    question = configurations(frame)
+    question = question[(question["run"] == "0002_cand") & (question["workload"] == "mlp") & (question["batch"] == 64)]
+    each = comparison_level(CLAIM_LEVEL, family_size(len(question)))
+    expected = paired_ratio([64 / t for t in ddp["trial_times"]], [64 / t for t in single["trial_times"]], each)
     text, cls, tip = ratio_grid["ddp"]["w2"]
     claim = "faster" if expected.lo > 1 else "slower" if expected.hi < 1 else "unsettled"
     assert (
         text == f"{expected.ratio:.2f}×"
         and tip == f"ddp w2: {expected.ratio:.2f}× single (CI {expected.lo:.2f}–{expected.hi:.2f}, 6 pairs): {claim}"
     )
-    assert ("strong" in cls.split()) == expected.significant
+    assert ("strong" in cls.split()) == expected.excludes_one
     # the 40% slowdown is the gate's regression, coloured as such; the others are unchanged
     change = grids["Change 0001_base → 0002_cand"][0]
     assert change["ddp"]["w2"][1].split() == ["v-regressed"] and change["ddp"]["w2"][0].startswith("+")
@@ -284,11 +290,13 @@ def test_images_are_small_and_named(many_html: str):
 
 
 # ---------------------------------------------------------------- the summary in words
-def _expected_ci(numerator, denominator) -> tuple[float, float, float]:
-    """The median pair and the sign-test interval on it: with 5 pairs, [min, max] (scipy: 93.75%)."""
-    ratios = np.sort(np.array(numerator) / np.array(denominator))
-    assert len(ratios) == 5 and 1 - 2 * sps.binom.cdf(0, 5, 0.5) == 0.9375
-    return float(np.median(ratios)), float(ratios[0]), float(ratios[-1])
+def _expected_ci(numerator, denominator, comparisons: int) -> tuple[float, float, float]:
+    """The median pair and scipy's t-interval of the mean log ratio (widened to hold the median) at
+    90% per question split over its ``comparisons``."""
+    logs = np.log(np.array(numerator) / np.array(denominator))
+    lo, hi = sps.t.interval(1 - 0.1 / comparisons, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    centre = float(np.median(logs))
+    return math.exp(centre), math.exp(min(lo, centre)), math.exp(max(hi, centre))
 
 
 def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
@@ -305,11 +313,11 @@ def test_summary_sentences_come_from_paired_trials(tmp_path: Path):
     path = synthetic_runs.write_json(tmp_path / "m" / "0001_x.json", doc)
     claims = parse(write_report([path], tmp_path / "r.html").read_text()).claims
     # throughput ratio = (64 / case time) / (64 / single time), trial by trial
-    ratio, lo, hi = _expected_ci(single, ddp)
+    ratio, lo, hi = _expected_ci(single, ddp, comparisons=3)  # 3 configurations: 3 pairs
     (leader,) = [c for c in claims if c.startswith("ddp w2 (")]
     assert leader.endswith(f"the leader; {ratio:.2f}× single (CI {lo:.2f}–{hi:.2f}, 5 pairs): faster")
     assert f"{ratio:.2f}" == "1.31"
-    ratio, lo, hi = _expected_ci(single, dp)
+    ratio, lo, hi = _expected_ci(single, dp, comparisons=3)
     assert lo < 1 < hi
     level = "level" if lo >= 1 / 1.05 and hi <= 1.05 else "unsettled"
     (line,) = [c for c in claims if c.startswith("dp w2 (")]

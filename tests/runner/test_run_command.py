@@ -63,9 +63,8 @@ def user_dir(tmp_path, monkeypatch):
         (["--precision", "fp61"], "--precision: expected one of fp32, bf16, fp16, found 'fp61' (did you mean 'fp16'?)"),
         (["--budget", "ten"], "--budget: expected a duration such as 90s, 10m, 1h, found 'ten'\n"),
         (["--budget", "10"], "--budget: expected a duration such as 90s, 10m, 1h, found '10'\n"),
-        (["--max-trials", "3"],
-         "--max-trials: expected an int >= 5 (the fewest trials whose interval reaches the 90% claim level), "
-         "found '3'\n"),
+        (["--max-trials", "2"],
+         "--max-trials: expected an int >= 3 (the fewest pairs a claim is read from), found '2'\n"),
         (["--until-settled", "--trials", "3"],
          "--until-settled: trials until the answer is settled, found with --trials 3 (a fixed number of trials "
          "per case): choose one\n"),

@@ -136,7 +136,7 @@ def test_the_command_line_design_wins_over_the_files(tmp_path):
         ("trials = 3\nuntil_settled = true", "dpbench.toml: until_settled: trials until the answer is settled, found "
          "with .*dpbench.toml: trials = 3 \\(a fixed number of trials per case\\): choose one"),
         ('budget = "soon"', "dpbench.toml: budget: expected a duration such as 90s, 10m, 1h, found 'soon'"),
-        ("max_trials = 4", "dpbench.toml: max_trials: expected an int >= 5"),
+        ("max_trials = 2", "dpbench.toml: max_trials: expected an int >= 3"),
         ('until_settled = "yes"', "dpbench.toml: until_settled: expected true or false, found 'yes'"),
     ],
 )  # fmt: skip

@@ -28,13 +28,14 @@ def test_the_run_decision_is_the_sessions_decision(tmp_path):
     assert len(lines) - 1 <= TERMINAL_LINES  # it fits the last screen (here: the headlines alone)
     full = decision_text([path]).splitlines()  # dpbench report: every row
     assert " ".join(" ".join(full[0:2]).split()) == (
-        "claims at 90% intervals of paired trials, in this session; level = within ±5%; unsettled = more trials needed"
+        "claims at 90% per question (a 10% chance of any false claim, split over its comparisons), in this "
+        "session; level = within ±5%; unsettled = more trials needed"
     )
     assert " ".join(" ".join(full[2:4]).split()) == (
         "mlp (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s, but unsettled "
-        "against it: manual w2, allreduce w2 and fsdp w2; it settles at ~5 trials."
+        "against it: manual w2 and allreduce w2; it settles at ~6 trials."
     )
-    assert full[6].split() == ["manual", "w2", "0.61×", "(0.50–0.85,", "4", "pairs)", "unsettled", "(~5", "trials)"] + [
+    assert full[6].split() == ["manual", "w2", "0.61×", "(0.27–1.47,", "4", "pairs)", "unsettled", "(~6", "trials)"] + [
         "peak",
         "369",
         "MiB/rank",
@@ -121,7 +122,7 @@ def test_a_long_workload_spec_is_named_by_what_it_builds_and_a_hash_in_the_termi
     assert label == "hf:gpt2@…#" + label[-6:] and len(label) == 16
     assert lines[3:5] == [  # below the heading and the level line's two lines
         f"{label} (sgd · fp32 · global batch 64): not settled: single w1 leads at 4,760 samples/s,",
-        "    but unsettled against it: manual w2, allreduce(mode=overlap) w2, ddp(comm_hook=fp16) w2,",
+        "    but unsettled against it: manual w2, dp w2, ddp w2, allreduce(mode=overlap) w2 and 6 more; it",
     ]
     assert max(len(line) for line in lines) <= WIDTH and LONG_SPEC not in out.getvalue()
 

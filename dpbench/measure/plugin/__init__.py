@@ -57,7 +57,7 @@ def pytest_addoption(parser: Any) -> None:
         "--dpbench-max-trials",
         metavar="N",
         default=None,
-        help="with --dpbench-until-settled: the most trials a case gets (default 12; at least 5)",
+        help="with --dpbench-until-settled: the most trials a case gets (default 12; at least 3)",
     )
     group.addoption(
         "--dpbench-budget",
