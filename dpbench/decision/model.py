@@ -256,11 +256,6 @@ class Answer:
     """The looks it is split over (a sequential design's; 1: a fixed number of trials)."""
 
     @property
-    def comparison_level(self) -> float:
-        """Each comparison's interval's coverage: the level split over comparisons and looks."""
-        return comparison_level(self.level, self.comparisons, self.looks)
-
-    @property
     def unsettled(self) -> tuple[Standing, ...]:
         return tuple(s for s in self.standings if s.vs_leader is not None and s.vs_leader.claim is Claim.UNSETTLED)
 
